@@ -1,0 +1,240 @@
+"""Long-term search benchmark: Dreamkeeper's index against plain rank_bm25, same run.
+
+    .venv/bin/python bench/search.py [--sizes 1000,10000,100000] [--queries 200]
+
+For each corpus size (synthetic entries of realistic length over a Zipf vocabulary,
+written once under bench/.data/) it prints, each measured in a fresh process:
+  - cold open: constructing the store and loading every file into the index
+  - RSS after open (ru_maxrss)
+  - search p50/p99 over the same queries
+  - the same ranking done with `rank_bm25.BM25Okapi(...).get_scores` plus the same
+    importance boost and phrase bonus (the plain baseline), its p50, and the ratio
+  - whether both produce the same top-20 for every query
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / ".data"
+SEED = 20261202
+CATEGORIES = [
+    "user-preferences/style",
+    "user-preferences/timezone",
+    "user-preferences/tools",
+    "project-context/dreamkeeper",
+    "project-context/blazor-class",
+    "project-context/infra",
+    "anti-patterns/file-operations",
+    "anti-patterns/email",
+    "agent-knowledge/self-model",
+    "agent-knowledge/infrastructure",
+    "people/colleagues",
+    "people/family",
+    "travel/trips",
+    "finance/accounts",
+    "health/habits",
+    "general",
+]
+
+
+def _vocabulary(rng: random.Random, size: int = 30_000) -> list[str]:
+    syllables = [
+        "ka",
+        "lo",
+        "mi",
+        "ne",
+        "ru",
+        "sa",
+        "ti",
+        "vo",
+        "zen",
+        "tra",
+        "bel",
+        "dor",
+        "an",
+        "is",
+        "el",
+        "or",
+        "un",
+        "qua",
+        "sto",
+        "fin",
+    ]
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words, key=lambda w: (len(w), w))
+
+
+def _zipf_weights(n: int, s: float = 1.07) -> list[float]:
+    return [1.0 / (rank**s) for rank in range(1, n + 1)]
+
+
+def corpus_dir(size: int) -> Path:
+    return DATA / f"corpus-{size}"
+
+
+def build_corpus(size: int) -> Path:
+    """Write `size` entries as store files (no fsync: this is test data)."""
+    from dreamkeeper.stores.models import MemoryEntry
+
+    root = corpus_dir(size)
+    done = root / ".complete"
+    if done.exists():
+        return root
+    rng = random.Random(SEED)
+    vocab = _vocabulary(rng)
+    weights = _zipf_weights(len(vocab))
+    base = datetime(2025, 1, 1, tzinfo=UTC)
+    memory = root / "agents" / "bench" / "memory"
+    for i in range(size):
+        words = rng.choices(vocab, weights, k=rng.randint(12, 60))
+        content = " ".join(words).capitalize() + "."
+        category = rng.choice(CATEGORIES)
+        created = base + timedelta(minutes=rng.randint(0, 500_000))
+        entry = MemoryEntry(
+            id=f"{i:012x}",
+            content=content,
+            category=category,
+            tags=rng.sample(vocab[:200], k=rng.randint(0, 3)),
+            created_at=created,
+            last_seen_at=created,
+            importance_score=round(rng.uniform(0.1, 0.95), 2),
+            metadata={"source": rng.choice(["user", "tool:web", "inferred"])},
+        )
+        path = memory / category / f"{entry.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(entry.to_json())
+    done.write_text("ok")
+    return root
+
+
+def queries(n: int) -> list[str]:
+    rng = random.Random(SEED + 1)
+    vocab = _vocabulary(random.Random(SEED))
+    weights = _zipf_weights(len(vocab))
+    out = []
+    for _ in range(n):
+        # Mostly mid-frequency words, as in recall of a specific fact, plus common ones.
+        words = rng.choices(vocab[20:5000], weights[20:5000], k=rng.randint(1, 3))
+        words += rng.choices(vocab[:20], k=rng.randint(0, 1))
+        out.append(" ".join(words))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure_dreamkeeper(size: int, nq: int) -> dict:
+    from dreamkeeper.stores.memory_store import FileMemoryStore
+    from dreamkeeper.stores.search import search
+
+    root = corpus_dir(size)
+    t0 = time.perf_counter()
+    store = FileMemoryStore(root, "bench")
+    store.index()
+    cold = time.perf_counter() - t0
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    qs = queries(nq)
+    for q in qs[:10]:
+        search(store, q)  # warm-up
+    times, tops = [], []
+    for q in qs:
+        t = time.perf_counter()
+        hits = search(store, q)
+        times.append(time.perf_counter() - t)
+        tops.append([h.entry.id for h in hits])
+    return {
+        "cold_s": cold,
+        "rss_mb": rss_mb,
+        "p50_ms": 1e3 * statistics.median(times),
+        "p99_ms": 1e3 * _percentile(times, 0.99),
+        "tops": tops,
+    }
+
+
+def measure_baseline(size: int, nq: int) -> dict:
+    """The same ranking with rank_bm25 doing the scoring, the obvious way."""
+    from rank_bm25 import BM25Okapi
+
+    from dreamkeeper.stores.bm25 import has_phrase, query_phrases, tokenize
+    from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
+
+    store = FileMemoryStore(corpus_dir(size), "bench")
+    entries = store.entries()
+    docs = [tokenize(document_text(e)) for e in entries]
+    bm25 = BM25Okapi(docs)
+    times, tops = [], []
+    for q in queries(nq):
+        t = time.perf_counter()
+        toks = tokenize(q)
+        scores = bm25.get_scores(toks)
+        phrases = query_phrases(toks)
+        ranked = []
+        for i, base in enumerate(scores):
+            if base == 0 and not any(tok in bm25.doc_freqs[i] for tok in toks):
+                continue
+            factor = 0.5 + 0.5 * entries[i].importance_score
+            if phrases and any(has_phrase(docs[i], p) for p in phrases):
+                factor *= 2.0
+            score = base * factor if base > 0 else base / factor
+            ranked.append((-score, entries[i].id))
+        ranked.sort()
+        times.append(time.perf_counter() - t)
+        tops.append([i for _, i in ranked[:20]])
+    return {"p50_ms": 1e3 * statistics.median(times), "tops": tops}
+
+
+def _child(kind: str, size: int, nq: int) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, "--sizes", str(size), "--queries", str(nq)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--baseline-queries-100k", type=int, default=10)
+    parser.add_argument("--child", choices=["dreamkeeper", "baseline"])
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.child:
+        fn = measure_dreamkeeper if args.child == "dreamkeeper" else measure_baseline
+        print(json.dumps(fn(sizes[0], args.queries)))
+        return
+    print(
+        f"{'entries':>8} {'cold open':>10} {'RSS':>8} {'p50':>9} {'p99':>9} "
+        f"{'rank_bm25 p50':>14} {'speed-up':>9} {'same top-20':>12}"
+    )
+    for size in sizes:
+        build_corpus(size)
+        ours = _child("dreamkeeper", size, args.queries)
+        nq = args.queries if size <= 10_000 else args.baseline_queries_100k
+        base = _child("baseline", size, nq)
+        same = sum(a == b for a, b in zip(ours["tops"], base["tops"], strict=False))
+        print(
+            f"{size:>8} {ours['cold_s']:>9.2f}s {ours['rss_mb']:>6.0f}MB "
+            f"{ours['p50_ms']:>7.2f}ms {ours['p99_ms']:>7.2f}ms {base['p50_ms']:>12.2f}ms "
+            f"{base['p50_ms'] / ours['p50_ms']:>8.1f}x {same:>5}/{len(base['tops'])}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Long-term memory search: BM25 with a phrase bonus and an importance boost, filters,
+the query-less browse, and the reference's result-line format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from dreamkeeper.stores.bm25 import query_phrases, tokenize
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.models import MemoryEntry, as_utc
+from dreamkeeper.stores.validation import InvalidInput, validate_category
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1_000
+PHRASE_BONUS = 2.0
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    entry: MemoryEntry
+    score: float | None  # None for a query-less browse
+
+
+def category_matches(category: str | None, prefix: str) -> bool:
+    """Whole-segment, case-insensitive prefix: `a/b` matches `a/b` and `a/b/c`, not `a/bc`."""
+    if category is None:
+        return False
+    cat, pre = category.lower(), prefix.lower()
+    return cat == pre or cat.startswith(pre + "/")
+
+
+def _normalize_filters(
+    category: str | None, tags: list[str] | None, limit: int
+) -> tuple[str | None, list[str], int]:
+    if category is not None:
+        category = validate_category(category.rstrip("/") or category)
+    wanted = [t.strip().lower() for t in (tags or []) if t and t.strip()]
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"invalid limit {limit!r}: expected 1 to {MAX_LIMIT}")
+    return category, wanted, limit
+
+
+def _lift(score: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
+    """Apply a multiplier >= 1 so that it always moves a match up: positive scores are
+    multiplied, non-positive ones (BM25Okapi's tiny-corpus and common-term matches, which
+    rank after every positive one) are divided."""
+    return np.where(score > 0, score * factor, score / factor)
+
+
+def _has_tags(entry: MemoryEntry, wanted: list[str]) -> bool:
+    have = {t.lower() for t in entry.tags}
+    return all(t in have for t in wanted)
+
+
+def search(
+    store: FileMemoryStore,
+    query: str | None = None,
+    *,
+    category: str | None = None,
+    tags: list[str] | None = None,
+    limit: int = DEFAULT_LIMIT,
+    include_archived: bool = False,
+) -> list[SearchHit]:
+    category, wanted, limit = _normalize_filters(category, tags, limit)
+    if query is None or not query.strip():
+        return _browse(store, category, wanted, limit, include_archived)
+    tokens = tokenize(query)
+    if not tokens:
+        return []
+    index = store.index()
+    base, mask = index.scores(tokens, include_archived=include_archived)
+    if category is not None:
+        allowed = [
+            gid
+            for gid, cat in store.categories_by_group().items()
+            if category_matches(cat, category)
+        ]
+        mask &= np.isin(index.groups, allowed)
+    slots = np.nonzero(mask)[0]
+    if wanted:
+        slots = np.array(
+            [s for s in slots if _has_tags(store.cached(index.key_at(int(s))), wanted)],  # type: ignore[arg-type]
+            dtype=np.int64,
+        )
+    if slots.size == 0:
+        return []
+    final = _lift(base[slots], index.weights[slots])
+    phrases = query_phrases(tokens)
+    if phrases:
+        bonus = np.isin(slots, index.phrase_slots(phrases))
+        final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
+    if slots.size > limit:
+        # Keep ties at the boundary so the order is decided by (score, id) alone.
+        kth = np.partition(final, slots.size - limit)[slots.size - limit]
+        keep = final >= kth
+        slots, final = slots[keep], final[keep]
+    hits = [
+        SearchHit(entry, score)
+        for slot, score in zip(slots.tolist(), final.tolist(), strict=True)
+        if (entry := store.cached(index.key_at(slot))) is not None  # type: ignore[arg-type]
+    ]
+    hits.sort(key=lambda h: (-(h.score or 0.0), h.entry.id))
+    return hits[:limit]
+
+
+def _browse(
+    store: FileMemoryStore,
+    category: str | None,
+    wanted: list[str],
+    limit: int,
+    include_archived: bool,
+) -> list[SearchHit]:
+    entries = [
+        e
+        for e in store.entries(include_archived=include_archived)
+        if (category is None or category_matches(e.category, category))
+        and (not wanted or _has_tags(e, wanted))
+    ]
+    entries.sort(key=lambda e: (e.last_seen_at, e.id), reverse=True)
+    return [SearchHit(e, None) for e in entries[:limit]]
+
+
+# -- formatting ------------------------------------------------------------------------
+
+
+def _days(later: datetime, earlier: datetime) -> int:
+    return max(0, (as_utc(later).date() - as_utc(earlier).date()).days)
+
+
+def format_age(entry: MemoryEntry, now: datetime) -> str:
+    if entry.reinforcement_count <= 1:
+        days = _days(now, entry.created_at)
+        if days == 0:
+            return "first seen today"
+        return f"first seen {days} day{'s' if days != 1 else ''} ago"
+    first_days = _days(now, entry.created_at)
+    first = f"{first_days}d ago" if first_days < 30 else entry.created_at.strftime("%Y-%m")
+    last = (
+        "today" if _days(now, entry.last_seen_at) == 0 else entry.last_seen_at.strftime("%Y-%m-%d")
+    )
+    return f"seen {entry.reinforcement_count}× from {first} to {last}"
+
+
+def format_hit(entry: MemoryEntry, now: datetime) -> str:
+    parts = [
+        entry.category or "uncategorized",
+        f"importance={entry.importance_score:.2f}",
+        format_age(entry, now),
+    ]
+    if entry.source:
+        parts.append(f"source={entry.source}")
+    if entry.is_archived:
+        parts.append(f"archived: {entry.archive_reason}")
+    content = " ".join(entry.content.split())
+    return f"- [{entry.id}] ({', '.join(parts)}): {content}"
+
+
+def format_taxonomy(categories: dict[str, int]) -> str:
+    if not categories:
+        return "Categories: none yet."
+    lines = ["Categories (live entries):"]
+    lines += [f"  {name or 'uncategorized'} ({count})" for name, count in categories.items()]
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""Input validation for everything that becomes a path, a key or stored text.
+
+Every check raises `InvalidInput` with a message that names the offending value, and
+runs before anything touches the disk, so a rejected call changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterable
+
+MAX_CONTENT_CHARS = 20_000
+"""Largest content a single long-term entry may hold (documented in README)."""
+MAX_CATEGORY_CHARS = 200
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_METADATA_KEYS = 32
+MAX_METADATA_VALUE_CHARS = 2_000
+
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
+_ENTRY_ID = re.compile(r"^[0-9a-f]{12}$")
+_CATEGORY = re.compile(r"^[a-zA-Z0-9_\-]+(/[a-zA-Z0-9_\-]+)*$")
+_METADATA_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class InvalidInput(ValueError):
+    """Bad input from a caller: reported as-is, never retried, nothing written."""
+
+
+def validate_agent_id(agent_id: str) -> str:
+    if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id):
+        raise InvalidInput(
+            f"invalid agent id {agent_id!r}: use 1-64 letters, digits, '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return agent_id
+
+
+def validate_entry_id(entry_id: str) -> str:
+    if not isinstance(entry_id, str) or not _ENTRY_ID.match(entry_id):
+        raise InvalidInput(f"invalid memory id {entry_id!r}: expected 12 lowercase hex characters")
+    return entry_id
+
+
+def new_entry_id() -> str:
+    return secrets.token_hex(6)
+
+
+def validate_category(category: str | None) -> str | None:
+    """None means uncategorized. A category is never "cleaned": bad ones are refused."""
+    if category is None:
+        return None
+    if not isinstance(category, str) or category == "":
+        raise InvalidInput("invalid category '': omit it for an uncategorized entry")
+    if len(category) > MAX_CATEGORY_CHARS:
+        raise InvalidInput(f"invalid category: longer than {MAX_CATEGORY_CHARS} characters")
+    if ".." in category or category.startswith("/") or not _CATEGORY.match(category):
+        raise InvalidInput(
+            f"invalid category {category!r}: use segments of letters, digits, '_' or '-' "
+            "separated by single '/', not rooted, no '..'"
+        )
+    return category
+
+
+def validate_tags(tags: Iterable[str] | None) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        raise InvalidInput("tags must be a list of strings, not one string")
+    tags = list(tags)
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"too many tags: {len(tags)} (at most {MAX_TAGS})")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip():
+            raise InvalidInput(f"invalid tag {tag!r}: tags are non-empty strings")
+        tag = tag.strip()
+        if len(tag) > MAX_TAG_CHARS or _CONTROL.search(tag):
+            raise InvalidInput(
+                f"invalid tag {tag[:40]!r}: at most {MAX_TAG_CHARS} characters, no control characters"
+            )
+        if tag not in out:
+            out.append(tag)
+    return out
+
+
+def validate_content(content: str) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("content is empty: a memory needs some text")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidInput(
+            f"content is {len(content)} characters: the limit is {MAX_CONTENT_CHARS}; "
+            "split it into focused entries"
+        )
+    if "\x00" in content:
+        raise InvalidInput("content contains a NUL character")
+    return content
+
+
+def validate_importance(importance: float) -> float:
+    try:
+        value = float(importance)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"invalid importance {importance!r}: expected a number") from None
+    if not 0.0 <= value <= 1.0 or value != value:
+        raise InvalidInput(f"invalid importance {importance!r}: expected 0.0 to 1.0")
+    return value
+
+
+def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
+    if not metadata:
+        return {}
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidInput(f"too many metadata keys: {len(metadata)} (at most {MAX_METADATA_KEYS})")
+    out: dict[str, str] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not _METADATA_KEY.match(key):
+            raise InvalidInput(f"invalid metadata key {key!r}")
+        if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
+            raise InvalidInput(
+                f"invalid metadata value for {key!r}: a string of at most "
+                f"{MAX_METADATA_VALUE_CHARS} characters"
+            )
+        out[key] = value
+    return out

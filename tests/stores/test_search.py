@@ -1,0 +1,248 @@
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.memory_store import document_text
+from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
+
+CORPUS = [
+    ("User lives in Chicago and works remotely", "user-preferences/location", ["home"]),
+    ("User prefers Python over Java for scripting tasks", "user-preferences/languages", []),
+    ("The Chicago office moved to the Loop in 2024", "project-context/offices", ["chicago"]),
+    ("Don't use search_files for content search, use grep", "anti-patterns/file-operations", []),
+    ("Weekly sync with Trish Roberts on Fridays", "project-context/meetings", ["people"]),
+    ("Python virtual environments live under .venv", "project-context/tooling", []),
+    ("Rockford Duane Lhotka is also Rocky Lhotka", "user-preferences/identity", ["people"]),
+    ("BlazorBook chapters are drafted in Markdown", "project-context/blazor-book", []),
+]
+
+
+def test_tokenizer_lowercases_splits_and_keeps_three_plus_characters():
+    assert tokenize("Don't use AI-based tools, OK? v2.0 PWOP") == [
+        "don",
+        "use",
+        "based",
+        "tools",
+        "pwop",
+    ]
+
+
+def _random_docs(seed: int, n: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    vocab = [f"w{i:03d}" for i in range(60)] + ["common", "shared", "the"]
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    return [rng.choices(vocab, weights, k=rng.randint(0, 25)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_base_scores_equal_rank_bm25_okapi_including_after_edits(seed):
+    docs = _random_docs(seed, 120)
+    index = BM25Index()
+    for i, toks in enumerate(docs):
+        index.put(f"d{i}", toks, archived=False)
+    # Edits and removals on the incremental index, then compare to a fresh oracle.
+    rng = random.Random(seed)
+    for i in rng.sample(range(120), 30):
+        docs[i] = _random_docs(seed + 100 + i, 1)[0]
+        index.put(f"d{i}", docs[i], archived=False)
+    removed = set(rng.sample(range(120), 80))  # enough to trigger compaction
+    for i in removed:
+        index.remove(f"d{i}")
+    keys = [f"d{i}" for i in range(120) if i not in removed]
+    kept = [docs[i] for i in range(120) if i not in removed]
+    oracle = BM25Okapi(kept)
+    for query in (["w001", "w002"], ["common"], ["the", "w010", "the"], ["nothing"], ["w059"]):
+        expected = oracle.get_scores(query)
+        got, _ = index.scores(query)
+        actual = np.array([got[index.slot(k)] for k in keys])
+        np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_scores_with_archived_scope_equal_an_oracle_over_all_documents():
+    docs = _random_docs(7, 40)
+    index = BM25Index()
+    for i, toks in enumerate(docs):
+        index.put(f"d{i}", toks, archived=i % 4 == 0)
+    live = [i for i in range(40) if i % 4]
+    for scope, members in ((False, live), (True, list(range(40)))):
+        oracle = BM25Okapi([docs[i] for i in members])
+        got, _ = index.scores(["w003", "shared"], include_archived=scope)
+        np.testing.assert_allclose(
+            [got[index.slot(f"d{i}")] for i in members],
+            oracle.get_scores(["w003", "shared"]),
+            rtol=1e-9,
+        )
+
+
+def test_store_search_base_scores_equal_the_oracle_on_document_text(store):
+    entries = [store.create(c, category=cat, tags=t) for c, cat, t in CORPUS]
+    oracle = BM25Okapi([tokenize(document_text(e)) for e in entries])
+    query = tokenize("python chicago")
+    got, _ = store.index().scores(query)
+    np.testing.assert_allclose(
+        [got[store.index().slot(e.id)] for e in entries], oracle.get_scores(query), rtol=1e-9
+    )
+
+
+def _seed(store):
+    return {
+        c.split()[0] + str(i): store.create(c, category=cat, tags=t)
+        for i, (c, cat, t) in enumerate(CORPUS)
+    }
+
+
+def test_importance_boost_reorders_equal_matches(store):
+    low = store.create("alpha bravo charlie", importance=0.1)
+    high = store.create("alpha bravo delta", importance=0.9)
+    for filler in ("echo foxtrot", "golf hotel", "india juliet", "kilo lima"):
+        store.create(f"unrelated {filler}")
+    hits = search(store, "alpha")
+    assert [h.entry.id for h in hits] == [high.id, low.id]
+    assert hits[0].score / hits[1].score == pytest.approx((0.5 + 0.45) / (0.5 + 0.05))
+
+
+def test_consecutive_query_words_found_as_a_phrase_score_double(store):
+    apart = store.create("chicago weather is cold, the office is downtown")
+    together = store.create("the chicago office is downtown, weather is cold")
+    for i in range(4):
+        store.create(f"filler entry number {i} about nothing")
+    hits = {h.entry.id: h.score for h in search(store, "chicago office")}
+    base, _ = store.index().scores(["chicago", "office"])
+    b_apart = base[store.index().slot(apart.id)] * 0.75
+    b_together = base[store.index().slot(together.id)] * 0.75
+    assert hits[apart.id] == pytest.approx(b_apart)
+    assert hits[together.id] == pytest.approx(2 * b_together)
+
+
+def test_phrases_are_adjacent_tokens_so_short_words_between_do_not_break_them(store):
+    for i in range(5):
+        store.create(f"filler entry number {i} about nothing")
+    possessive = store.create("Chicago's office is downtown")
+    split = store.create("Chicago has an office downtown")
+    hits = {h.entry.id: h.score for h in search(store, "chicago office")}
+    base, _ = store.index().scores(["chicago", "office"])
+    assert hits[possessive.id] == pytest.approx(2 * 0.75 * base[store.index().slot(possessive.id)])
+    assert hits[split.id] == pytest.approx(0.75 * base[store.index().slot(split.id)])
+
+
+def test_a_match_in_a_one_entry_store_is_found(store):
+    # BM25Okapi scores every term of a one-document corpus negative; a match still counts.
+    only = store.create("User lives in Chicago")
+    assert [h.entry.id for h in search(store, "chicago")] == [only.id]
+    assert search(store, "boston") == []
+
+
+def test_zero_score_non_matches_are_dropped(store):
+    _seed(store)
+    assert all("python" in document_text(h.entry).lower() for h in search(store, "python"))
+    assert search(store, "zzz qqq") == []
+    assert search(store, "a an of") == []  # no token of 3+ characters
+
+
+def test_category_filter_is_a_whole_segment_case_insensitive_prefix(store):
+    a = store.create("fact about tools", category="a/b")
+    ab = store.create("fact about tools too", category="a/b/c")
+    store.create("fact about tools as well", category="a/bc")
+    store.create("fact about tools again")
+    for query in ("tools", None):
+        got = {h.entry.id for h in search(store, query, category="A/B")}
+        assert got == {a.id, ab.id}
+
+
+def test_tag_filter_requires_every_tag(store):
+    both = store.create("tagged fact one", tags=["x", "Y"])
+    store.create("tagged fact two", tags=["x"])
+    assert [h.entry.id for h in search(store, "tagged fact", tags=["x", "y"])] == [both.id]
+    assert [h.entry.id for h in search(store, None, tags=["y", "x"])] == [both.id]
+
+
+def test_include_archived(store):
+    gone = store.create("archived zebra fact")
+    store.create("live zebra fact")
+    store.archive(gone.id, "deleted by agent tool")
+    assert gone.id not in {h.entry.id for h in search(store, "zebra")}
+    assert gone.id in {h.entry.id for h in search(store, "zebra", include_archived=True)}
+
+
+def test_browse_orders_by_last_seen_descending_and_caps(store, clock):
+    ids = []
+    for i in range(25):
+        ids.append(store.create(f"entry {i}").id)
+        clock.advance(minutes=1)
+    store.update(ids[3], last_seen_at=clock.advance(minutes=1))
+    hits = search(store, None)
+    assert len(hits) == 20
+    assert hits[0].entry.id == ids[3]
+    assert [h.entry.id for h in hits[1:4]] == [ids[24], ids[23], ids[22]]
+
+
+def test_limit_applies_after_ranking(store):
+    for i in range(30):
+        store.create(f"repeated topic entry {i}", importance=i / 30)
+    hits = search(store, "topic", limit=5)
+    assert len(hits) == 5
+    assert hits[0].entry.importance_score == pytest.approx(29 / 30)
+
+
+NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
+
+
+def _entry(**kw) -> MemoryEntry:
+    base = dict(
+        id="0123456789ab",
+        content="User is in Chicago",
+        category="user/tz",
+        created_at=NOW,
+        last_seen_at=NOW,
+        importance_score=0.5,
+    )
+    return MemoryEntry(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kw", "age"),
+    [
+        ({}, "first seen today"),
+        ({"created_at": datetime(2026, 11, 30, tzinfo=UTC)}, "first seen 2 days ago"),
+        ({"created_at": datetime(2026, 12, 1, tzinfo=UTC)}, "first seen 1 day ago"),
+        (
+            {"created_at": datetime(2026, 11, 22, tzinfo=UTC), "reinforcement_count": 4},
+            "seen 4× from 10d ago to today",
+        ),
+        (
+            {
+                "created_at": datetime(2024, 6, 3, tzinfo=UTC),
+                "reinforcement_count": 4,
+                "last_seen_at": datetime(2026, 10, 5, tzinfo=UTC),
+            },
+            "seen 4× from 2024-06 to 2026-10-05",
+        ),
+    ],
+)
+def test_age_phrase(kw, age):
+    assert format_age(_entry(**kw), NOW) == age
+
+
+def test_result_line_format_with_source():
+    line = format_hit(_entry(importance_score=0.9, metadata={"source": "user"}), NOW)
+    assert line == (
+        "- [0123456789ab] (user/tz, importance=0.90, first seen today, "
+        "source=user): User is in Chicago"
+    )
+    assert format_hit(_entry(category=None), NOW).startswith(
+        "- [0123456789ab] (uncategorized, importance=0.50, first seen today): "
+    )
+
+
+def test_taxonomy_lists_counts():
+    assert format_taxonomy({"": 1, "a/b": 2}) == (
+        "Categories (live entries):\n  uncategorized (1)\n  a/b (2)"
+    )
+    assert format_taxonomy({}) == "Categories: none yet."

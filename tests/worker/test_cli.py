@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from dreamkeeper.worker.cli import main
+
+
+@pytest.fixture
+def cli(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DREAMKEEPER_DATA", raising=False)
+    monkeypatch.delenv("DREAMKEEPER_AGENT", raising=False)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--data", str(tmp_path), "--agent", "cli-test", *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_save_search_show_delete_restore(cli):
+    code, out, _ = cli(
+        "save",
+        "User lives in Chicago",
+        "--category",
+        "user/location",
+        "--tag",
+        "home",
+        "--source",
+        "user",
+        "--importance",
+        "0.9",
+    )
+    assert code == 0
+    entry_id = out.strip()
+    assert len(entry_id) == 12
+
+    code, out, _ = cli("search", "chicago")
+    assert code == 0 and f"[{entry_id}]" in out and "source=user" in out
+
+    code, out, _ = cli("search", "chicago", "--json")
+    hits = json.loads(out)
+    assert (
+        hits[0]["id"] == entry_id
+        and hits[0]["importanceScore"] == 0.9
+        and isinstance(hits[0]["score"], float)
+    )
+
+    code, out, _ = cli("show", entry_id, "--json")
+    assert json.loads(out)["content"] == "User lives in Chicago"
+
+    code, out, _ = cli("delete", entry_id)
+    assert code == 0 and "archived" in out and "restore" in out
+    code, out, _ = cli("search", "chicago")
+    assert entry_id not in out and "search_working_memory" in out
+    code, out, _ = cli("archived", "--json")
+    assert [e["archiveReason"] for e in json.loads(out)] == ["deleted by agent tool"]
+
+    assert cli("restore", entry_id)[0] == 0
+    assert f"[{entry_id}]" in cli("search", "chicago")[1]
+
+
+def test_browse_appends_the_taxonomy_even_when_nothing_matched(cli):
+    cli("save", "fact one", "--category", "a/b")
+    code, out, _ = cli("search", "--category", "zzz")
+    assert code == 0 and "No live memories" in out and "a/b (1)" in out
+
+
+def test_unknown_source_is_dropped_and_said(cli):
+    code, out, err = cli("save", "a fact", "--source", "rumour")
+    assert code == 0 and "'rumour'" in err and "dropped" in err
+    assert json.loads(cli("show", out.strip(), "--json")[1])["metadata"] == {}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("save", "x", "--category", "../etc"),
+        ("save", "x", "--importance", "7"),
+        ("save", "x", "--importance", "lots"),
+        ("show", "nothex"),
+        ("show", "0123456789ab"),
+        ("search", "x", "--limit", "0"),
+        ("frobnicate",),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, args):
+    code, out, err = cli(*args)
+    assert code == 2
+    assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+
+
+def test_bad_agent_from_the_environment_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DREAMKEEPER_AGENT", "../../root")
+    assert main(["--data", str(tmp_path), "stats"]) == 2
+    assert "DREAMKEEPER_AGENT" in capsys.readouterr().err
+
+
+def test_purge_and_stats(cli):
+    entry_id = cli("save", "short lived")[1].strip()
+    cli("delete", entry_id)
+    code, out, _ = cli("purge", "--retention-days", "90")
+    assert code == 0 and "purged 0 of 1 archived (1 within retention" in out
+    stats = json.loads(cli("stats")[1])
+    assert stats["live"] == 0 and stats["archived"] == 1 and stats["skippedFiles"] == {}
+
+
+def test_unexpected_failure_exits_1(cli, tmp_path):
+    (tmp_path / "agents").write_text("a file where a directory should be")
+    code, _, err = cli("save", "anything")
+    assert code == 1 and err.startswith("error: ")
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("dreamkeeper")
+    assert exe, "the dreamkeeper console script should be on PATH in the venv"
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "save" in proc.stdout
+
+
+def test_demo_runs(capsys, tmp_path):
+    from dreamkeeper.worker.demo import run_demo
+
+    run_demo(data_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert "Restore" in out and "archived" in out and "created" in out

@@ -1,0 +1,80 @@
+"""Settings from environment variables, validated once with clear messages."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from dreamkeeper.policies.decay import DecayParams
+from dreamkeeper.policies.high_value import HighValueFloor
+from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
+
+
+class SettingsError(InvalidInput):
+    """An environment variable holds a value Dreamkeeper cannot use."""
+
+
+def _get(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name)
+    return default if value is None or value.strip() == "" else value.strip()
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = _get(env, name, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name}={raw!r} is out of range ({lo} to {hi})")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = _get(env, name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name}={raw!r} is out of range ({lo} to {hi})")
+    return value
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    data_dir: Path = Path(".dreamkeeper")
+    agent_id: str = "default"
+    archive_retention: timedelta = timedelta(days=90)
+    decay: DecayParams = field(default_factory=DecayParams)
+    floor: HighValueFloor = field(default_factory=HighValueFloor)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> StoreSettings:
+        env = os.environ if env is None else env
+        agent = _get(env, "DREAMKEEPER_AGENT", "default")
+        try:
+            validate_agent_id(agent)
+        except InvalidInput as exc:
+            raise SettingsError(f"DREAMKEEPER_AGENT: {exc}") from None
+        return cls(
+            data_dir=Path(_get(env, "DREAMKEEPER_DATA", ".dreamkeeper")),
+            agent_id=agent,
+            archive_retention=timedelta(
+                days=_int(env, "DREAMKEEPER_ARCHIVE_RETENTION_DAYS", 90, -1, 36_500)
+            ),
+            decay=DecayParams(
+                grace=timedelta(days=_float(env, "DREAMKEEPER_DECAY_GRACE_DAYS", 30, 0, 3650)),
+                half_life=timedelta(
+                    days=_float(env, "DREAMKEEPER_DECAY_HALF_LIFE_DAYS", 45, -1, 36_500)
+                ),
+                floor=_float(env, "DREAMKEEPER_DECAY_FLOOR", 0.10, 0, 1),
+            ),
+            floor=HighValueFloor(
+                importance=_float(env, "DREAMKEEPER_PROTECT_IMPORTANCE", 0.80, 0, 1),
+                reinforcement=_int(env, "DREAMKEEPER_PROTECT_REINFORCEMENT", 5, 1, 1_000_000),
+            ),
+        )
