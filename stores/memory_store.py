@@ -84,7 +84,7 @@ class FileMemoryStore:
         self._lock = InterProcessLock(self.root / ".lock")
         self._clock = clock
         self._entries: dict[str, MemoryEntry] = {}
-        self._paths: dict[str, Path] = {}
+        self._paths: dict[str, str] = {}  # str, not Path: cold open builds 10k+ of them
         self._problems: dict[Path, str] = {}
         self._index = BM25Index()
         self._category_ids: dict[str | None, int] = {}
@@ -122,19 +122,20 @@ class FileMemoryStore:
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 for name in filenames:
                     if name.endswith(".json") and not name.startswith("."):
-                        self._load_file(Path(dirpath) / name, scanning=True)
+                        self._load_file(os.path.join(dirpath, name), scanning=True)
         self._loaded = True
         self._refresh()
 
-    def _load_file(self, path: Path, *, scanning: bool = False) -> MemoryEntry | None:
+    def _load_file(self, path: str, *, scanning: bool = False) -> MemoryEntry | None:
         try:
-            entry = MemoryEntry.from_json(path.read_bytes())
+            with open(path, "rb") as handle:
+                entry = MemoryEntry.from_json(handle.read())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
             self._report_problem(path, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
             return None
-        if path.stem != entry.id:
+        if os.path.basename(path) != f"{entry.id}.json":
             self._report_problem(path, f"file name does not match its id {entry.id!r}")
             return None
         known_path = self._paths.get(entry.id)
@@ -145,14 +146,16 @@ class FileMemoryStore:
                 self._report_problem(path, f"stale duplicate of {entry.id} at {known_path}")
                 return None
             self._report_problem(known_path, f"stale duplicate of {entry.id} at {path}")
-        self._problems.pop(path, None)
+        if self._problems:
+            self._problems.pop(Path(path), None)
         self._install(entry, path)
         return entry
 
-    def _report_problem(self, path: Path, reason: str) -> None:
-        if self._problems.get(path) != reason:
+    def _report_problem(self, path: str, reason: str) -> None:
+        key = Path(path)
+        if self._problems.get(key) != reason:
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, path, reason)
-        self._problems[path] = reason
+        self._problems[key] = reason
 
     def _category_id(self, category: str | None) -> int:
         cid = self._category_ids.get(category)
@@ -161,7 +164,7 @@ class FileMemoryStore:
             self._category_ids[category] = cid
         return cid
 
-    def _install(self, entry: MemoryEntry, path: Path) -> None:
+    def _install(self, entry: MemoryEntry, path: str) -> None:
         self._entries[entry.id] = entry
         self._paths[entry.id] = path
         self._index.put(
@@ -192,11 +195,11 @@ class FileMemoryStore:
         if record.action is JournalAction.PURGED:
             self._forget(record.id)
             return
-        path = self.path_for(record.id, record.category)
+        path = str(self.path_for(record.id, record.category))
         if self._load_file(path) is not None:
             return
         known_path = self._paths.get(record.id)
-        if not path.exists() and known_path not in (None, path):
+        if not os.path.exists(path) and known_path not in (None, path):
             # Moved again by a later write whose record comes next; keep it until then.
             if self._load_file(known_path) is not None:
                 return
@@ -265,9 +268,9 @@ class FileMemoryStore:
         path = self.path_for(entry.id, entry.category)
         old_path = self._paths.get(entry.id)
         atomic_write_text(path, entry.to_json())
-        if old_path is not None and old_path != path:
-            old_path.unlink(missing_ok=True)
-        self._install(entry, path)
+        if old_path is not None and old_path != str(path):
+            Path(old_path).unlink(missing_ok=True)
+        self._install(entry, str(path))
         self._append(action, entry, reason)
         return entry
 
@@ -448,7 +451,7 @@ class FileMemoryStore:
 
     def _delete_files(self, entry: MemoryEntry) -> None:
         path = self._paths.get(entry.id) or self.path_for(entry.id, entry.category)
-        path.unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
         (self.embeddings_dir / f"{entry.id}.bin").unlink(missing_ok=True)
         self._forget(entry.id)
         self._append(JournalAction.PURGED, entry, entry.archive_reason)

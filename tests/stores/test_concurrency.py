@@ -53,7 +53,7 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_file
     real = FileMemoryStore._load_file
 
     def counting(self, path, **kw):
-        loads.append(path.stem)
+        loads.append(str(path))
         return real(self, path, **kw)
 
     monkeypatch.setattr(FileMemoryStore, "_load_file", counting)
