@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -116,8 +117,8 @@ def test_unexpected_failure_exits_1(cli, tmp_path):
 
 
 def test_console_script_is_installed():
-    exe = shutil.which("dreamkeeper")
-    assert exe, "the dreamkeeper console script should be on PATH in the venv"
+    exe = Path(sys.executable).parent / "dreamkeeper"
+    assert exe.is_file(), "the dreamkeeper console script should be installed in the venv"
     proc = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "save" in proc.stdout
 
