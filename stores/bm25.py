@@ -16,13 +16,16 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 K1 = 1.5
 B = 0.75
 EPSILON = 0.25
+
+T = TypeVar("T")
 
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
@@ -37,7 +40,8 @@ def query_phrases(tokens: list[str]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(zip(tokens, tokens[1:], strict=False)))
 
 
-def has_phrase(tokens: tuple[str, ...] | list[str], phrase: tuple[str, str]) -> bool:
+def has_phrase(tokens: Sequence[T], phrase: tuple[T, T]) -> bool:
+    """Whether the phrase's two tokens (strings or ids) stand next to each other."""
     first, second = phrase
     return any(tok == first and tokens[i + 1] == second for i, tok in enumerate(tokens[:-1]))
 
@@ -87,7 +91,10 @@ class BM25Index:
     def __init__(self) -> None:
         self._slot_of: dict[str, int] = {}
         self._key_of: list[str | None] = []
-        self._tokens_of: list[tuple[str, ...] | None] = []
+        # Token ids, not strings: a tuple of fresh strings per document was a third of the
+        # index's memory. `_token_str` maps ids back.
+        self._tokens_of: list[array | None] = []
+        self._token_str: list[str] = []
         self._doc_len = _Grow(np.float64)
         self._alive = _Grow(np.bool_)
         self._live = _Grow(np.bool_)  # alive and not archived
@@ -124,9 +131,10 @@ class BM25Index:
         self, key: str, tokens: list[str], *, archived: bool, weight: float = 1.0, group: int = 0
     ) -> int:
         """Add or replace a document; returns its slot."""
+        tids = self._ids(tokens)
         old = self._slot_of.get(key)
         if old is not None:
-            if self._tokens_of[old] == tuple(tokens):
+            if self._tokens_of[old] == tids:
                 self.set_archived(key, archived)
                 self._weight[old] = weight
                 self._group[old] = group
@@ -134,7 +142,7 @@ class BM25Index:
             self.remove(key)
         slot = len(self._key_of)
         self._key_of.append(key)
-        self._tokens_of.append(tuple(tokens))
+        self._tokens_of.append(tids)
         self._slot_of[key] = slot
         self._doc_len.append(len(tokens))
         self._alive.append(True)
@@ -142,17 +150,9 @@ class BM25Index:
         self._weight.append(weight)
         self._group.append(group)
         live = not archived
-        token_id, post_slots, post_tf = self._token_id, self._post_slots, self._post_tf
+        post_slots, post_tf = self._post_slots, self._post_tf
         df_all, df_live = self._df_all, self._df_live
-        for tok, tf in Counter(tokens).items():
-            tid = token_id.get(tok)
-            if tid is None:
-                tid = len(post_slots)
-                token_id[tok] = tid
-                post_slots.append(array("I"))
-                post_tf.append(array("f"))
-                df_all.append(0)
-                df_live.append(0)
+        for tid, tf in Counter(tids).items():
             post_slots[tid].append(slot)
             post_tf[tid].append(tf)
             df_all[tid] += 1
@@ -165,6 +165,22 @@ class BM25Index:
             self._len_live += len(tokens)
         self._stats_changed()
         return slot
+
+    def _ids(self, tokens: list[str]) -> array:
+        token_id = self._token_id
+        out = array("I")
+        for tok in tokens:
+            tid = token_id.get(tok)
+            if tid is None:
+                tid = len(self._post_slots)
+                token_id[tok] = tid
+                self._token_str.append(tok)
+                self._post_slots.append(array("I"))
+                self._post_tf.append(array("f"))
+                self._df_all.append(0)
+                self._df_live.append(0)
+            out.append(tid)
+        return out
 
     def set_archived(self, key: str, archived: bool) -> None:
         slot = self._slot_of[key]
@@ -192,21 +208,21 @@ class BM25Index:
         if self._dead > 64 and self._dead * 3 > len(self._key_of):
             self._compact()
 
-    def _count(self, slot: int, tokens: Iterable[str], sign: int, *, live: bool) -> None:
+    def _count(self, slot: int, tokens: Iterable[int], sign: int, *, live: bool) -> None:
         length = int(self._doc_len[slot])
         self._n_all += sign
         self._len_all += sign * length
         for tok in tokens:
-            self._df_all[self._token_id[tok]] += sign
+            self._df_all[tok] += sign
         if live:
             self._adjust_live(slot, tokens, sign)
         self._stats_changed()
 
-    def _adjust_live(self, slot: int, tokens: Iterable[str], sign: int) -> None:
+    def _adjust_live(self, slot: int, tokens: Iterable[int], sign: int) -> None:
         self._n_live += sign
         self._len_live += sign * int(self._doc_len[slot])
         for tok in tokens:
-            self._df_live[self._token_id[tok]] += sign
+            self._df_live[tok] += sign
         self._stats_changed()
 
     def _stats_changed(self) -> None:
@@ -214,7 +230,13 @@ class BM25Index:
 
     def _compact(self) -> None:
         survivors = [
-            (key, list(toks), bool(self._live[slot]), self._weight[slot], self._group[slot])
+            (
+                key,
+                [self._token_str[t] for t in toks],
+                bool(self._live[slot]),
+                self._weight[slot],
+                self._group[slot],
+            )
             for slot, (key, toks) in enumerate(zip(self._key_of, self._tokens_of, strict=True))
             if key is not None and toks is not None
         ]
@@ -239,7 +261,7 @@ class BM25Index:
             )
             for slot in both.tolist():
                 tokens = self._tokens_of[slot]
-                if tokens is not None and slot not in found and has_phrase(tokens, (first, second)):
+                if tokens is not None and slot not in found and has_phrase(tokens, (a, b)):
                     found.add(slot)
         return np.fromiter(found, dtype=np.int64, count=len(found))
 
