@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dreamkeeper.policies.dedup import (
+    Candidate,
+    DedupOutcome,
+    bypasses_dedup,
+    closest,
+    content_tokens,
+    decide,
+    jaccard,
+)
+from dreamkeeper.stores.models import MemoryEntry
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(days=10)
+
+
+def _existing(content: str, **kw) -> MemoryEntry:
+    base = dict(
+        id="0123456789ab",
+        content=content,
+        category="people/colleagues",
+        tags=["work"],
+        created_at=T0,
+        last_seen_at=T0,
+        importance_score=0.6,
+        metadata={"source": "inferred"},
+    )
+    return MemoryEntry(**{**base, **kw})
+
+
+def test_jaccard_tokens_are_longer_than_three_characters():
+    assert content_tokens("Don't use the AI tool, Rocky's") == {"don't", "tool", "rocky's"}
+    assert jaccard(frozenset({"abcd", "efgh"}), frozenset({"abcd"})) == 0.5
+
+
+def test_below_threshold_is_created():
+    match = _existing("Trish Roberts runs PWOP Productions")
+    decision = decide(Candidate("Trish likes jazz", "people/colleagues"), match, 0.2, NOW)
+    assert decision.outcome is DedupOutcome.CREATED and decision.updated is None
+
+
+def test_covered_near_duplicate_is_reinforced_without_touching_text_or_updated_at():
+    match = _existing("Trish Roberts runs PWOP Productions in Las Vegas")
+    cand = Candidate(
+        "Trish Roberts runs PWOP Productions",
+        "people/colleagues",
+        tags=("people",),
+        metadata=(("source", "user"), ("team", "pwop")),
+        importance=0.9,
+    )
+    decision = decide(cand, match, 0.8, NOW)
+    assert decision.outcome is DedupOutcome.REINFORCED
+    got = decision.updated
+    assert got.content == match.content and got.updated_at is None
+    assert got.tags == ["work", "people"] and got.importance_score == 0.9
+    assert got.last_seen_at == NOW and got.reinforcement_count == 2
+    assert got.metadata == {"source": "user", "team": "pwop"}  # trust rises with evidence
+
+
+def test_new_specifics_extend_and_take_the_least_trusted_source():
+    match = _existing("Trish Roberts runs PWOP Productions", metadata={"source": "user"})
+    cand = Candidate(
+        "Trish Roberts runs PWOP Productions from Las Vegas",
+        "people/colleagues",
+        metadata=(("source", "inferred"),),
+    )
+    decision = decide(cand, match, 0.7, NOW)
+    assert decision.outcome is DedupOutcome.EXTENDED
+    got = decision.updated
+    assert got.content == f"{match.content}\n\n{cand.content}"
+    assert got.updated_at == NOW and got.reinforcement_count == 2
+    assert got.metadata["source"] == "inferred"
+
+
+def test_extension_past_the_length_cap_is_created_instead():
+    match = _existing("Trish Roberts " + "x" * 1990)
+    cand = Candidate("Trish Roberts lives in Las Vegas", "people/colleagues")
+    assert decide(cand, match, 0.9, NOW).outcome is DedupOutcome.CREATED
+
+
+@pytest.mark.parametrize("category", ["feedback", "feedback/x", "claim/capability/y"])
+def test_scoped_categories_bypass_dedup(category):
+    assert bypasses_dedup(category)
+    match = _existing("same text", category=category)
+    assert decide(Candidate("same text", category), match, 1.0, NOW).outcome is DedupOutcome.CREATED
+
+
+def test_closest_stays_in_the_top_level_category_and_skips_archived():
+    same = _existing("weekly sync with trish roberts about pwop", id="00000000000a")
+    other = _existing(
+        "weekly sync with trish roberts about pwop", id="00000000000b", category="travel"
+    )
+    archived = _existing(
+        "weekly sync with trish roberts about pwop exactly",
+        id="00000000000c",
+        archived_at=T0,
+        archive_reason="x",
+    )
+    uncategorized = _existing(
+        "weekly sync with trish roberts about pwop", id="00000000000d", category=None
+    )
+    cand = Candidate("weekly sync with trish roberts about pwop", "people/other")
+    best, score = closest(cand, [other, archived, uncategorized, same])
+    assert best.id == same.id and score == 1.0
+    none_cand = Candidate("weekly sync with trish roberts about pwop", None)
+    assert closest(none_cand, [same, other, uncategorized])[0].id == uncategorized.id
