@@ -46,6 +46,18 @@ def has_phrase(tokens: Sequence[T], phrase: tuple[T, T]) -> bool:
     return any(tok == first and tokens[i + 1] == second for i, tok in enumerate(tokens[:-1]))
 
 
+def _adjacent_ids(tokens: array, pattern: bytes) -> bool:
+    """Whether two packed token ids stand next to each other: a C-speed byte search,
+    accepting only matches aligned to a whole id."""
+    data = tokens.tobytes()
+    at = data.find(pattern)
+    while at != -1:
+        if at % tokens.itemsize == 0:
+            return True
+        at = data.find(pattern, at + 1)
+    return False
+
+
 class _Grow:
     """A numpy array with amortised appends."""
 
@@ -244,11 +256,12 @@ class BM25Index:
         for key, toks, live, weight, group in survivors:
             self.put(key, toks, archived=not live, weight=float(weight), group=int(group))
 
-    def phrase_slots(self, phrases: list[tuple[str, str]]) -> np.ndarray:
-        """Slots whose token stream holds any of the phrases as adjacent tokens.
-
-        Postings narrow it to documents containing both words; only those are scanned.
-        """
+    def phrase_slots(
+        self, phrases: list[tuple[str, str]], among: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Slots (of `among`, if given) whose token stream holds any of the phrases as
+        adjacent tokens. Postings narrow it to documents containing both words; only
+        those are scanned."""
         found: set[int] = set()
         for first, second in phrases:
             a, b = self._token_id.get(first), self._token_id.get(second)
@@ -259,9 +272,12 @@ class BM25Index:
                 np.frombuffer(self._post_slots[b], dtype=np.uint32),
                 assume_unique=True,
             )
+            if among is not None:
+                both = np.intersect1d(both, among)
+            pattern = array("I", (a, b)).tobytes()
             for slot in both.tolist():
                 tokens = self._tokens_of[slot]
-                if tokens is not None and slot not in found and has_phrase(tokens, (a, b)):
+                if tokens is not None and slot not in found and _adjacent_ids(tokens, pattern):
                     found.add(slot)
         return np.fromiter(found, dtype=np.int64, count=len(found))
 

@@ -90,7 +90,13 @@ def search(
     final = _lift(base[slots], index.weights[slots])
     phrases = query_phrases(tokens)
     if phrases:
-        bonus = np.isin(slots, index.phrase_slots(phrases))
+        contenders = slots
+        if slots.size > limit:
+            # The bonus lifts a score at most this far: candidates that stay below the k-th
+            # best unbonused score even when lifted need no phrase test.
+            kth = np.partition(final, slots.size - limit)[slots.size - limit]
+            contenders = slots[_lift(final, PHRASE_BONUS) >= kth]
+        bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
         final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
     if slots.size > limit:
         # Keep ties at the boundary so the order is decided by (score, id) alone.

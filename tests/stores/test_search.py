@@ -246,3 +246,15 @@ def test_taxonomy_lists_counts():
         "Categories (live entries):\n  uncategorized (1)\n  a/b (2)"
     )
     assert format_taxonomy({}) == "Categories: none yet."
+
+
+def test_phrase_detection_on_packed_ids_ignores_misaligned_byte_matches():
+    from array import array
+
+    from dreamkeeper.stores.bm25 import _adjacent_ids
+
+    # ids 0x01000000 and 0x00000002 pack so that bytes of (1, 2) appear misaligned.
+    tokens = array("I", [0x00000100, 0x00000200, 7])
+    assert not _adjacent_ids(tokens, array("I", [1, 2]).tobytes())
+    assert _adjacent_ids(array("I", [5, 1, 2, 9]), array("I", [1, 2]).tobytes())
+    assert not _adjacent_ids(array("I", [1, 5, 2]), array("I", [1, 2]).tobytes())
