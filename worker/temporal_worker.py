@@ -1,0 +1,40 @@
+"""Building the Temporal worker that hosts every Dreamkeeper workflow and activity."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from dreamkeeper.activities.maintenance import MaintenanceActivities
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.workflows.dream import Dream
+from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
+
+DEFAULT_TASK_QUEUE = "dreamkeeper"
+WORKFLOWS = [Dream, ArchivePurge, ImportanceDecay]
+
+
+def build_worker(
+    client: Client,
+    settings: StoreSettings,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    executor: ThreadPoolExecutor,
+) -> Worker:
+    """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
+    maintenance = MaintenanceActivities(
+        StoreRegistry(settings.data_dir),
+        retention=settings.archive_retention,
+        decay=settings.decay,
+        floor=settings.floor,
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[maintenance.purge_archived, maintenance.decay_importance],
+        activity_executor=executor,
+    )
