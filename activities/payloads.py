@@ -44,3 +44,13 @@ class DreamResult(BaseModel):
     as_of: datetime
     purge: PurgeResult
     decay: DecayResult
+
+
+class SweepInput(BaseModel):
+    pass
+
+
+class SweepResult(BaseModel):
+    started: list[str] = Field(default_factory=list)
+    already_running: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retention-days", type=int)
 
     sub.add_parser("stats", help="counts, categories, sources and skipped files")
+    sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
+    sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
     return parser
@@ -104,8 +106,21 @@ def _print_entries(entries: list[MemoryEntry], store: FileMemoryStore) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    store = FileMemoryStore(settings.data_dir, settings.agent_id)
     cmd = args.command
+    if cmd in ("worker", "dev"):
+        import asyncio
+
+        from dreamkeeper.worker import runtime
+        from dreamkeeper.worker.settings import TemporalSettings
+
+        temporal = TemporalSettings.from_env()
+        main_job = runtime.run_worker if cmd == "worker" else runtime.run_dev
+        try:
+            asyncio.run(main_job(settings, temporal))
+        except runtime.PortTaken as exc:
+            raise InvalidInput(str(exc)) from None
+        return 0
+    store = FileMemoryStore(settings.data_dir, settings.agent_id)
     if cmd == "save":
         parsed = parse_source(args.source)
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}

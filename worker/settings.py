@@ -78,3 +78,29 @@ class StoreSettings:
                 reinforcement=_int(env, "DREAMKEEPER_PROTECT_REINFORCEMENT", 5, 1, 1_000_000),
             ),
         )
+
+
+@dataclass(frozen=True)
+class TemporalSettings:
+    address: str = "localhost:7233"
+    namespace: str = "default"
+    task_queue: str = "dreamkeeper"
+    dream_cron: str = "0 */12 * * *"  # the dream schedule: twice a day by default
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSettings:
+        env = os.environ if env is None else env
+        address = _get(env, "TEMPORAL_ADDRESS", "localhost:7233")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SettingsError(f"TEMPORAL_ADDRESS={address!r} is not host:port")
+        queue = _get(env, "DREAMKEEPER_TASK_QUEUE", "dreamkeeper")
+        cron = _get(env, "DREAMKEEPER_DREAM_CRON", "0 */12 * * *")
+        if len(cron.split()) != 5:
+            raise SettingsError(f"DREAMKEEPER_DREAM_CRON={cron!r} is not a 5-field cron expression")
+        return cls(
+            address=address,
+            namespace=_get(env, "TEMPORAL_NAMESPACE", "default"),
+            task_queue=queue,
+            dream_cron=cron,
+        )

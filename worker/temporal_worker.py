@@ -7,14 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
+from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
-WORKFLOWS = [Dream, ArchivePurge, ImportanceDecay]
+WORKFLOWS = [DreamSweep, Dream, ArchivePurge, ImportanceDecay]
 
 
 def build_worker(
@@ -35,6 +37,10 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[maintenance.purge_archived, maintenance.decay_importance],
+        activities=[
+            maintenance.purge_archived,
+            maintenance.decay_importance,
+            AgentActivities(settings.data_dir).list_agents,
+        ],
         activity_executor=executor,
     )

