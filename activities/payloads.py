@@ -54,3 +54,20 @@ class SweepResult(BaseModel):
     started: list[str] = Field(default_factory=list)
     already_running: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
+
+
+class EntryOpInput(BaseModel):
+    """Archive, restore or re-score one entry."""
+
+    agent_id: str
+    entry_id: str
+    importance: float | None = None  # for UpdateMemoryImportance
+    reason: str = "deleted by agent tool"  # for ArchiveMemory
+
+
+class EntryOpResult(BaseModel):
+    agent_id: str
+    entry_id: str
+    archived: bool
+    archive_reason: str | None = None
+    importance: float

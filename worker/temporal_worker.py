@@ -8,15 +8,25 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from dreamkeeper.activities.agents import AgentActivities
+from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.workflows.dream import Dream
+from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
-WORKFLOWS = [DreamSweep, Dream, ArchivePurge, ImportanceDecay]
+WORKFLOWS = [
+    DreamSweep,
+    Dream,
+    ArchivePurge,
+    ImportanceDecay,
+    ArchiveMemory,
+    RestoreMemory,
+    UpdateMemoryImportance,
+]
 
 
 def build_worker(
@@ -27,8 +37,10 @@ def build_worker(
     executor: ThreadPoolExecutor,
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
+    stores = StoreRegistry(settings.data_dir)
+    entries = EntryActivities(stores)
     maintenance = MaintenanceActivities(
-        StoreRegistry(settings.data_dir),
+        stores,
         retention=settings.archive_retention,
         decay=settings.decay,
         floor=settings.floor,
@@ -41,6 +53,9 @@ def build_worker(
             maintenance.purge_archived,
             maintenance.decay_importance,
             AgentActivities(settings.data_dir).list_agents,
+            entries.archive_memory,
+            entries.restore_memory,
+            entries.update_memory_importance,
         ],
         activity_executor=executor,
     )

@@ -1,0 +1,52 @@
+"""Single-entry writes: archive, restore, re-score. Each is idempotent by nature (archive
+keeps the first reason, restore of a live entry and a repeated score change nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.stores.validation import InvalidInput
+
+
+class EntryActivities:
+    def __init__(self, stores: StoreRegistry) -> None:
+        self._stores = stores
+
+    def _run(
+        self, inp: EntryOpInput, op: Callable[[FileMemoryStore], MemoryEntry]
+    ) -> EntryOpResult:
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                entry = op(store)
+        except InvalidInput as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        return EntryOpResult(
+            agent_id=inp.agent_id,
+            entry_id=entry.id,
+            archived=entry.is_archived,
+            archive_reason=entry.archive_reason,
+            importance=entry.importance_score,
+        )
+
+    @activity.defn(name="archive_memory")
+    def archive_memory(self, inp: EntryOpInput) -> EntryOpResult:
+        return self._run(inp, lambda s: s.archive(inp.entry_id, inp.reason))
+
+    @activity.defn(name="restore_memory")
+    def restore_memory(self, inp: EntryOpInput) -> EntryOpResult:
+        return self._run(inp, lambda s: s.restore(inp.entry_id))
+
+    @activity.defn(name="update_memory_importance")
+    def update_memory_importance(self, inp: EntryOpInput) -> EntryOpResult:
+        if inp.importance is None:
+            raise ApplicationError(
+                "importance is required", type="InvalidInput", non_retryable=True
+            )
+        return self._run(inp, lambda s: s.update_importance(inp.entry_id, inp.importance))

@@ -1,0 +1,91 @@
+"""`MemoryClient`: what an agent process uses. Writes start workflows; reads go straight
+to the store (no workflow round trip on the hot path)."""
+
+from __future__ import annotations
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+
+from dreamkeeper.activities.payloads import DreamInput, DreamResult, EntryOpInput, EntryOpResult
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
+from dreamkeeper.stores.validation import validate_agent_id, validate_entry_id, validate_importance
+from dreamkeeper.worker.runtime import connect
+from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
+from dreamkeeper.workflows.dream import Dream, dream_workflow_id
+from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
+
+
+class MemoryClient:
+    def __init__(self, client: Client, store: StoreSettings, task_queue: str) -> None:
+        self.client = client
+        self.settings = store
+        self.task_queue = task_queue
+        self._stores: dict[str, FileMemoryStore] = {}
+
+    @classmethod
+    async def connect(
+        cls, store: StoreSettings | None = None, temporal: TemporalSettings | None = None
+    ) -> MemoryClient:
+        store = store or StoreSettings.from_env()
+        temporal = temporal or TemporalSettings.from_env()
+        return cls(await connect(temporal), store, temporal.task_queue)
+
+    def store(self, agent_id: str) -> FileMemoryStore:
+        if agent_id not in self._stores:
+            self._stores[agent_id] = FileMemoryStore(self.settings.data_dir, agent_id)
+        return self._stores[agent_id]
+
+    def search_memory(
+        self,
+        agent_id: str,
+        query: str | None = None,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[SearchHit]:
+        return search(self.store(agent_id), query, category=category, tags=tags, limit=limit)
+
+    async def _entry_op(self, workflow, op: str, inp: EntryOpInput) -> EntryOpResult:
+        # Validated here too, so bad input never reaches a workflow history.
+        validate_agent_id(inp.agent_id)
+        validate_entry_id(inp.entry_id)
+        return await self.client.execute_workflow(
+            workflow,
+            inp,
+            id=f"{op}-{inp.agent_id}-{inp.entry_id}",
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
+        )
+
+    async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
+        """Archive (recoverable until purged)."""
+        inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id)
+        return await self._entry_op(ArchiveMemory.run, "archive", inp)
+
+    async def restore_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
+        inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id)
+        return await self._entry_op(RestoreMemory.run, "restore", inp)
+
+    async def update_memory_importance(
+        self, agent_id: str, entry_id: str, importance: float
+    ) -> EntryOpResult:
+        inp = EntryOpInput(
+            agent_id=agent_id, entry_id=entry_id, importance=validate_importance(importance)
+        )
+        return await self._entry_op(UpdateMemoryImportance.run, "importance", inp)
+
+    async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
+        """Start (or join, if one is running) the agent's dream cycle."""
+        validate_agent_id(agent_id)
+        handle = await self.client.start_workflow(
+            Dream.run,
+            DreamInput(agent_id=agent_id),
+            id=dream_workflow_id(agent_id),
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"dream cycle for agent {agent_id}",
+        )
+        return await handle.result() if wait else handle

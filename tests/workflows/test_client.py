@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.validation import InvalidInput
+
+
+@pytest.fixture
+def memory(worker):
+    client, queue, settings = worker
+    return MemoryClient(client, settings, queue)
+
+
+async def test_archive_restore_and_rescore_go_through_workflows(memory):
+    agent = f"c-{uuid.uuid4().hex[:6]}"
+    entry = FileMemoryStore(memory.settings.data_dir, agent).create("User lives in Chicago")
+    assert [h.entry.id for h in memory.search_memory(agent, "chicago")] == [entry.id]
+
+    archived = await memory.delete_memory(agent, entry.id)
+    assert archived.archived and archived.archive_reason == "deleted by agent tool"
+    assert memory.search_memory(agent, "chicago") == []  # the reader saw the worker's write
+
+    restored = await memory.restore_memory(agent, entry.id)
+    assert not restored.archived
+    rescored = await memory.update_memory_importance(agent, entry.id, 0.9)
+    assert rescored.importance == 0.9
+    assert memory.search_memory(agent, "chicago")[0].entry.importance_score == 0.9
+
+    # Each mutation left a workflow an operator can read.
+    for op in ("archive", "restore", "importance"):
+        desc = await memory.client.get_workflow_handle(f"{op}-{agent}-{entry.id}").describe()
+        assert desc.status.name == "COMPLETED"
+
+
+async def test_bad_input_is_refused_before_any_workflow_starts(memory):
+    with pytest.raises(InvalidInput):
+        await memory.delete_memory("../x", "0123456789ab")
+    with pytest.raises(InvalidInput):
+        await memory.update_memory_importance("ok", "0123456789ab", 3.0)
+
+
+async def test_run_dream_waits_for_the_result(memory):
+    agent = f"d-{uuid.uuid4().hex[:6]}"
+    FileMemoryStore(memory.settings.data_dir, agent).create("a fact")
+    result = await memory.run_dream(agent)
+    assert result.agent_id == agent and result.decay.considered == 1
