@@ -71,3 +71,61 @@ class EntryOpResult(BaseModel):
     archived: bool
     archive_reason: str | None = None
     importance: float
+
+
+class SaveInput(BaseModel):
+    agent_id: str
+    entry_id: str  # chosen by the client: it names the workflow
+    content: str
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source: str | None = None
+    importance: float = 0.5
+
+
+class SaveAck(BaseModel):
+    """What the caller of save_memory gets back once the original is durable."""
+
+    agent_id: str
+    entry_id: str
+    note: str | None = None  # e.g. an unrecognised source that was dropped
+
+
+class FactProposal(BaseModel):
+    content: str
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class EnrichResult(BaseModel):
+    facts: list[FactProposal] = Field(default_factory=list)
+    skipped: str | None = None  # why enrichment did not run
+
+
+class SaveFactInput(BaseModel):
+    agent_id: str
+    new_id: str
+    op_id: str
+    fact: FactProposal
+    exclude: list[str] = Field(default_factory=list)
+
+
+class SaveFactResult(BaseModel):
+    outcome: str
+    entry_id: str
+
+
+class MarkInput(BaseModel):
+    agent_id: str
+    entry_id: str
+    enrichment: str  # the status recorded in the original's metadata
+
+
+class SaveResult(BaseModel):
+    agent_id: str
+    entry_id: str
+    outcome: str  # "enriched", "kept", "deduplicated"
+    replacements: list[SaveFactResult] = Field(default_factory=list)
+    detail: str | None = None

@@ -3,17 +3,33 @@ to the store (no workflow round trip on the hot path)."""
 
 from __future__ import annotations
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from dreamkeeper.activities.payloads import DreamInput, DreamResult, EntryOpInput, EntryOpResult
+from dreamkeeper.activities.payloads import (
+    DreamInput,
+    DreamResult,
+    EntryOpInput,
+    EntryOpResult,
+    SaveAck,
+    SaveInput,
+)
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
-from dreamkeeper.stores.validation import validate_agent_id, validate_entry_id, validate_importance
+from dreamkeeper.stores.validation import (
+    new_entry_id,
+    validate_agent_id,
+    validate_category,
+    validate_content,
+    validate_entry_id,
+    validate_importance,
+    validate_tags,
+)
 from dreamkeeper.worker.runtime import connect
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
+from dreamkeeper.workflows.save import SaveMemory, save_workflow_id
 
 
 class MemoryClient:
@@ -76,6 +92,36 @@ class MemoryClient:
             agent_id=agent_id, entry_id=entry_id, importance=validate_importance(importance)
         )
         return await self._entry_op(UpdateMemoryImportance.run, "importance", inp)
+
+    async def save_memory(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        source: str | None = None,
+        importance: float = 0.5,
+    ) -> SaveAck:
+        """Returns once the raw original is durable (and searchable); enrichment and
+        dedup go on in the SaveMemory workflow."""
+        validate_agent_id(agent_id)
+        inp = SaveInput(
+            agent_id=agent_id, entry_id=new_entry_id(), content=validate_content(content),
+            category=validate_category(category), tags=validate_tags(tags),
+            source=source, importance=validate_importance(importance),
+        )  # fmt: skip
+        return await self.client.execute_update_with_start_workflow(
+            SaveMemory.save,
+            start_workflow_operation=WithStartWorkflowOperation(
+                SaveMemory.run,
+                inp,
+                id=save_workflow_id(agent_id, inp.entry_id),
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                task_queue=self.task_queue,
+                static_summary=f"save memory {inp.entry_id} for agent {agent_id}",
+            ),
+        )
 
     async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
         """Start (or join, if one is running) the agent's dream cycle."""

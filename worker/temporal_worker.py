@@ -9,16 +9,20 @@ from temporalio.worker import Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
+from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.activities.maintenance import MaintenanceActivities
+from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
+from dreamkeeper.workflows.save import SaveMemory
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
 WORKFLOWS = [
+    SaveMemory,
     DreamSweep,
     Dream,
     ArchivePurge,
@@ -35,10 +39,12 @@ def build_worker(
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
     executor: ThreadPoolExecutor,
+    llm: LLMSettings | None = None,
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
     stores = StoreRegistry(settings.data_dir)
     entries = EntryActivities(stores)
+    save = SaveActivities(stores, llm if llm is not None else LLMSettings.from_env())
     maintenance = MaintenanceActivities(
         stores,
         retention=settings.archive_retention,
@@ -56,6 +62,11 @@ def build_worker(
             entries.archive_memory,
             entries.restore_memory,
             entries.update_memory_importance,
+            save.persist_original,
+            save.enrich_memory,
+            save.save_fact,
+            save.dedup_original,
+            save.mark_original,
         ],
         activity_executor=executor,
     )

@@ -13,8 +13,10 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.worker.temporal_worker import build_worker
+from tests.scripted_llm import ScriptedLLM
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 
@@ -34,12 +36,26 @@ async def temporal_env():
         await env.shutdown()
 
 
+@pytest.fixture
+def llm():
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
 @pytest_asyncio.fixture
-async def worker(temporal_env, tmp_path):
-    """Yields (client, task_queue, settings) with a worker running until the test ends."""
+async def worker(temporal_env, tmp_path, request):
+    """Yields (client, task_queue, settings) with a worker running until the test ends.
+    Tests that use the `llm` fixture get a worker pointed at it; others have no LLM."""
     settings = StoreSettings(data_dir=tmp_path)
     queue = f"test-{uuid.uuid4().hex[:8]}"
+    llm_settings = LLMSettings()
+    if "llm" in request.fixturenames:
+        server = request.getfixturevalue("llm")
+        llm_settings = LLMSettings(base_url=server.base_url, model="scripted", timeout_seconds=30)
     with ThreadPoolExecutor(max_workers=4) as executor:
-        w = build_worker(temporal_env.client, settings, task_queue=queue, executor=executor)
+        w = build_worker(
+            temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings
+        )
         async with w:
             yield temporal_env.client, queue, settings

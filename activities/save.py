@@ -1,0 +1,125 @@
+"""Save activities: persist the raw original, enrich it with the LLM, save each fact
+through dedup, and record the outcome on the original."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from dreamkeeper.activities.llm import (
+    ENRICH_PROMPT,
+    LLMRejected,
+    LLMSettings,
+    LLMUnavailable,
+    MalformedLLMOutput,
+    chat,
+    parse_enrichment,
+)
+from dreamkeeper.activities.payloads import (
+    EnrichResult,
+    FactProposal,
+    MarkInput,
+    SaveAck,
+    SaveFactInput,
+    SaveFactResult,
+    SaveInput,
+)
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.policies.dedup import Candidate
+from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.models import SOURCE_KEY
+from dreamkeeper.stores.validation import InvalidInput, validate_category
+
+ENRICHMENT_KEY = "enrichment"
+
+
+def _bad_input(exc: InvalidInput) -> ApplicationError:
+    return ApplicationError(str(exc), type="InvalidInput", non_retryable=True)
+
+
+class SaveActivities:
+    def __init__(self, stores: StoreRegistry, llm: LLMSettings) -> None:
+        self._stores = stores
+        self._llm = llm
+
+    @activity.defn(name="persist_original")
+    def persist_original(self, inp: SaveInput) -> SaveAck:
+        parsed = parse_source(inp.source)
+        metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                store.create(
+                    inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
+                    importance=inp.importance, entry_id=inp.entry_id,
+                )  # fmt: skip
+        except InvalidInput as exc:
+            raise _bad_input(exc) from None
+        return SaveAck(agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note)
+
+    @activity.defn(name="enrich_memory")
+    async def enrich_memory(self, inp: SaveInput) -> EnrichResult:
+        if not self._llm.configured:
+            return EnrichResult(skipped="no LLM configured: the original is kept verbatim")
+        messages = [
+            {"role": "system", "content": ENRICH_PROMPT},
+            {"role": "user", "content": inp.content},
+        ]
+        try:
+            facts = parse_enrichment(await chat(self._llm, messages))
+        except (LLMRejected, MalformedLLMOutput) as exc:
+            activity.logger.warning("enrichment of %s failed for good: %s", inp.entry_id, exc)
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
+        except LLMUnavailable as exc:
+            raise ApplicationError(str(exc), type="LLMUnavailable") from None
+        proposals = []
+        for fact in facts:
+            try:
+                category = validate_category(fact.category) if fact.category else inp.category
+            except InvalidInput:
+                category = inp.category  # a bad category from the LLM: keep the caller's
+            proposals.append(FactProposal(
+                content=fact.content, category=category, tags=fact.tags,
+                importance=fact.importance, metadata=fact.metadata or {},
+            ))  # fmt: skip
+        return EnrichResult(facts=proposals)
+
+    @activity.defn(name="save_fact")
+    def save_fact(self, inp: SaveFactInput) -> SaveFactResult:
+        fact = inp.fact
+        candidate = Candidate(
+            fact.content, fact.category, tuple(fact.tags), tuple(fact.metadata.items()),
+            fact.importance,
+        )  # fmt: skip
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                saved = save_fact(
+                    store, candidate, new_id=inp.new_id, op_id=inp.op_id,
+                    exclude=frozenset(inp.exclude),
+                )  # fmt: skip
+        except InvalidInput as exc:
+            raise _bad_input(exc) from None
+        return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+
+    @activity.defn(name="dedup_original")
+    def dedup_original(self, inp: MarkInput) -> SaveFactResult:
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                saved = dedup_existing(store, inp.entry_id)
+        except InvalidInput as exc:
+            raise _bad_input(exc) from None
+        return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+
+    @activity.defn(name="mark_original")
+    def mark_original(self, inp: MarkInput) -> None:
+        try:
+            with self._stores.using(inp.agent_id) as store:
+                store.mutate(
+                    inp.entry_id,
+                    lambda e: e.model_copy(
+                        update={"metadata": {**e.metadata, ENRICHMENT_KEY: inp.enrichment[:500]}}
+                    ),
+                    reason="enrichment status",
+                )
+        except InvalidInput as exc:
+            raise _bad_input(exc) from None

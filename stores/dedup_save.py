@@ -1,0 +1,126 @@
+"""Saving a fact through save-time dedup: lookup and write under the store's lock, so
+two concurrent saves of one fact end as one entry reinforced twice; idempotent per
+operation id, so a retried activity neither creates a second entry nor reinforces twice.
+
+The operation ledger (`ops/{op_id}.json`) is written before the entry and records the
+target's state before and after: a retry after a crash finds the target either still as
+it was (apply again) or already as intended (done).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
+from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
+from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores.journal import JournalAction
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.stores.validation import validate_entry_id
+
+
+@dataclass(frozen=True)
+class SavedFact:
+    outcome: DedupOutcome
+    entry_id: str
+
+
+def _state(entry: MemoryEntry) -> list:
+    return [entry.fingerprint, entry.reinforcement_count]
+
+
+def save_fact(
+    store: FileMemoryStore,
+    candidate: Candidate,
+    *,
+    new_id: str,
+    op_id: str,
+    exclude: frozenset[str] = frozenset(),
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    now: datetime | None = None,
+) -> SavedFact:
+    validate_entry_id(new_id)
+    ledger = store.root / "ops" / f"{op_id}.json"
+    with store._locked():  # noqa: SLF001 - one lock hold for lookup + write
+        at = now or store.now()
+        if store.get(new_id) is not None:
+            return SavedFact(DedupOutcome.CREATED, new_id)
+        if ledger.exists():
+            done = json.loads(ledger.read_text())
+            target = store.get(done["target"])
+            if target is None or _state(target) != done["before"]:
+                return SavedFact(DedupOutcome(done["outcome"]), done["target"])
+            # Crashed after the ledger, before the entry: apply as recorded.
+        cache: dict[str, frozenset[str]] = {}
+        match, similarity = closest(
+            candidate,
+            (e for e in store.entries() if e.id not in exclude),
+            tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
+        )
+        decision = decide(candidate, match, similarity, at, vocabulary=vocabulary)
+        if decision.outcome is DedupOutcome.CREATED:
+            store.create(
+                candidate.content, category=candidate.category, tags=candidate.tags,
+                metadata=dict(candidate.metadata), importance=candidate.importance,
+                entry_id=new_id, now=at,
+            )  # fmt: skip
+            return SavedFact(DedupOutcome.CREATED, new_id)
+        assert match is not None and decision.updated is not None
+        atomic_write_text(
+            ledger,
+            json.dumps({"outcome": str(decision.outcome), "target": match.id,
+                        "before": _state(match), "after": _state(decision.updated)}),
+        )  # fmt: skip
+        action = (
+            JournalAction.REINFORCED
+            if decision.outcome is DedupOutcome.REINFORCED
+            else JournalAction.EXTENDED
+        )
+        store.put(decision.updated, action=action, reason=f"save {op_id}")
+        return SavedFact(decision.outcome, match.id)
+
+
+def dedup_existing(
+    store: FileMemoryStore,
+    entry_id: str,
+    *,
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    now: datetime | None = None,
+) -> SavedFact:
+    """Run an already-saved entry through dedup against the others: a near-duplicate
+    absorbs it (reinforced or extended, persisted first) and then it is archived
+    `merged into {id}`; otherwise it stays. Idempotent: an entry already archived by
+    this reports where it went."""
+    with store._locked():  # noqa: SLF001
+        original = store.require(entry_id)
+        prefix = "merged into "
+        if original.is_archived:
+            reason = original.archive_reason or ""
+            target = reason[len(prefix) :] if reason.startswith(prefix) else entry_id
+            return SavedFact(DedupOutcome.REINFORCED, target)
+        candidate = Candidate(
+            original.content, original.category, tuple(original.tags),
+            tuple(original.metadata.items()), original.importance_score,
+        )  # fmt: skip
+        cache: dict[str, frozenset[str]] = {}
+        match, similarity = closest(
+            candidate,
+            (e for e in store.entries() if e.id != entry_id),
+            tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
+        )
+        decision = decide(candidate, match, similarity, now or store.now(), vocabulary=vocabulary)
+        if decision.outcome is DedupOutcome.CREATED or match is None:
+            return SavedFact(DedupOutcome.CREATED, entry_id)
+        assert decision.updated is not None
+        action = (
+            JournalAction.REINFORCED
+            if decision.outcome is DedupOutcome.REINFORCED
+            else JournalAction.EXTENDED
+        )
+        # Save first, then archive: the copy goes only once its replacement persisted.
+        store.put(decision.updated, action=action, reason=f"absorbed {entry_id}")
+        store.archive(entry_id, f"{prefix}{match.id}")
+        return SavedFact(decision.outcome, match.id)

@@ -1,0 +1,147 @@
+"""SaveMemory end to end: real worker, real dev server, scripted LLM over HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+
+from dreamkeeper.activities.payloads import SaveResult
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.stores.journal import JournalAction
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.workflows.save import save_workflow_id
+from tests.scripted_llm import Reply
+
+ORIGINAL = "Trish Roberts of PWOP Productions gave her number, +1 386-299-4605."
+FACTS = [
+    {
+        "content": "Trish Roberts works at PWOP Productions.",
+        "category": "people/colleagues",
+        "tags": ["people"],
+        "importance": 0.7,
+    },
+    {
+        "content": "Trish Roberts's phone number is +1 386-299-4605.",
+        "category": "people/contacts",
+        "tags": ["phone"],
+        "importance": 0.6,
+    },
+]
+
+
+@pytest.fixture
+def memory(worker):
+    client, queue, settings = worker
+    return MemoryClient(client, settings, queue)
+
+
+def _agent() -> str:
+    return f"s-{uuid.uuid4().hex[:6]}"
+
+
+async def _result(memory: MemoryClient, agent: str, entry_id: str):
+    handle = memory.client.get_workflow_handle(
+        save_workflow_id(agent, entry_id), result_type=SaveResult
+    )
+    return await handle.result()
+
+
+async def test_save_returns_before_the_llm_answers_and_enrichment_replaces_the_original(
+    memory, llm
+):
+    agent = _agent()
+    release = threading.Event()
+    llm.replies.append(Reply(json.dumps(FACTS), hold=release))
+    ack = await memory.save_memory(agent, ORIGINAL, category="people", source="user")
+    # The LLM is still holding its answer: the original is already durable and searchable.
+    assert not release.is_set()
+    assert [h.entry.id for h in memory.search_memory(agent, "trish roberts")] == [ack.entry_id]
+    release.set()
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "enriched" and len(result.replacements) == 2
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    original = store.get(ack.entry_id)
+    assert original.is_archived and original.archive_reason.startswith("enriched into [")
+    new_ids = {r.entry_id for r in result.replacements}
+    assert {h.entry.id for h in memory.search_memory(agent, "trish roberts")} == new_ids
+    # Save first, then archive: every replacement's record precedes the archive.
+    journal = store.journal.read_all()
+    archived_at = next(i for i, r in enumerate(journal) if r.action is JournalAction.ARCHIVED)
+    created_at = [i for i, r in enumerate(journal) if r.id in new_ids]
+    assert max(created_at) < archived_at
+
+
+async def test_a_lossy_enrichment_keeps_the_original(memory, llm):
+    agent = _agent()
+    llm.replies.append(Reply(json.dumps(FACTS[:1])))  # drops the phone number
+    ack = await memory.save_memory(agent, ORIGINAL, category="people")
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "kept" and "386-299-4605" in result.detail
+    original = FileMemoryStore(memory.settings.data_dir, agent).get(ack.entry_id)
+    assert not original.is_archived
+    assert original.metadata["enrichment"].startswith("kept: replacements miss")
+
+
+async def test_malformed_llm_output_is_not_retried_and_leaves_the_original(memory, llm):
+    agent = _agent()
+    llm.replies.append(Reply("Sure! Here are your memories: Trish..."))
+    ack = await memory.save_memory(agent, ORIGINAL)
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "kept" and len(llm.requests) == 1
+    original = FileMemoryStore(memory.settings.data_dir, agent).get(ack.entry_id)
+    assert not original.is_archived and "not JSON" in original.metadata["enrichment"]
+
+
+async def test_llm_down_then_up_is_retried_then_succeeds(memory, llm):
+    agent = _agent()
+    llm.replies += [Reply("busy", status=503), Reply("busy", status=503), Reply(json.dumps(FACTS))]
+    ack = await memory.save_memory(agent, ORIGINAL, category="people")
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "enriched" and len(llm.requests) == 3
+
+
+async def test_a_4xx_is_not_retried(memory, llm):
+    agent = _agent()
+    llm.replies.append(Reply("bad key", status=401))
+    ack = await memory.save_memory(agent, ORIGINAL)
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "kept" and len(llm.requests) == 1
+
+
+async def test_enriched_facts_go_through_dedup(memory, llm):
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    existing = store.create(
+        "Trish Roberts works at PWOP Productions.", category="people/colleagues"
+    )
+    llm.replies.append(Reply(json.dumps(FACTS)))
+    ack = await memory.save_memory(agent, ORIGINAL, category="people")
+    result = await _result(memory, agent, ack.entry_id)
+    outcomes = {r.entry_id: r.outcome for r in result.replacements}
+    assert outcomes[existing.id] == "reinforced"
+    assert store.get(existing.id).reinforcement_count == 2
+    assert len([e for e in store.entries() if "PWOP" in e.content]) == 1
+
+
+async def test_without_an_llm_the_original_is_deduplicated_as_is(memory):
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    existing = store.create("User lives in Chicago near the Loop", category="user")
+    ack = await memory.save_memory(agent, "User lives in Chicago near the Loop", category="user")
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome == "deduplicated" and result.replacements[0].entry_id == existing.id
+    assert store.get(existing.id).reinforcement_count == 2
+    assert store.get(ack.entry_id).archive_reason == f"merged into {existing.id}"
+    fresh = await memory.save_memory(agent, "User's dog is called Rex", category="user")
+    assert (await _result(memory, agent, fresh.entry_id)).outcome == "kept"
+
+
+async def test_bad_input_is_refused_before_anything_is_written(memory):
+    from dreamkeeper.stores.validation import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        await memory.save_memory("a1", "fact", category="../etc")
+    assert not (memory.settings.data_dir / "agents" / "a1").exists()
