@@ -29,6 +29,7 @@ from dreamkeeper.worker.runtime import connect
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
+from dreamkeeper.workflows.observability import tagged
 from dreamkeeper.workflows.save import SaveMemory, save_workflow_id
 
 
@@ -74,6 +75,7 @@ class MemoryClient:
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, op),
         )
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
@@ -120,6 +122,7 @@ class MemoryClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 task_queue=self.task_queue,
                 static_summary=f"save memory {inp.entry_id} for agent {agent_id}",
+                search_attributes=tagged(agent_id, "save"),
             ),
         )
 
@@ -133,5 +136,6 @@ class MemoryClient:
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",
+            search_attributes=tagged(agent_id, "dream"),
         )
         return await handle.result() if wait else handle

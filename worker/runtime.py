@@ -13,12 +13,19 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
 from dreamkeeper.worker.temporal_worker import build_worker
+from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +39,37 @@ async def connect(temporal: TemporalSettings) -> Client:
     )
 
 
+async def ensure_search_attributes(client: Client, namespace: str) -> None:
+    """Register AgentId / MemoryOp if the server lacks them (self-hosted and dev servers;
+    where the caller may not, say how to do it instead)."""
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    missing = [k.name for k in SEARCH_ATTRIBUTES if k.name not in listed.custom_attributes]
+    if not missing:
+        return
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace,
+                search_attributes={
+                    name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for name in missing
+                },
+            )
+        )
+        log.info("registered search attributes %s in namespace %s", missing, namespace)
+    except RPCError as exc:
+        raise RuntimeError(
+            f"search attributes {missing} are missing and could not be registered ({exc}); "
+            "register them with `temporal operator search-attribute create --name AgentId "
+            "--type Keyword` (and MemoryOp)"
+        ) from None
+
+
 async def run_worker(store: StoreSettings, temporal: TemporalSettings) -> None:
     """Run until SIGINT/SIGTERM, then let in-flight activities finish."""
     client = await connect(temporal)
+    await ensure_search_attributes(client, temporal.namespace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -88,6 +123,7 @@ def start_dev_server(data_dir: Path) -> subprocess.Popen:
             "--db-filename", str(data_dir / "temporal-dev.sqlite"),
             "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
             "--log-level", "warn",
+            *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
         ],
         stdout=log_file, stderr=subprocess.STDOUT,
     )  # fmt: skip

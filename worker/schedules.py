@@ -18,6 +18,7 @@ from temporalio.client import (
 )
 
 from dreamkeeper.activities.payloads import SweepInput
+from dreamkeeper.workflows.observability import tagged
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DREAM_SCHEDULE_ID = "dreamkeeper-dream-sweep"
@@ -31,6 +32,7 @@ def dream_schedule(task_queue: str, cron: str) -> Schedule:
             id="dream-sweep",
             task_queue=task_queue,
             static_summary="dream cycle for every agent with a store",
+            typed_search_attributes=tagged(None, "sweep"),
         ),
         spec=ScheduleSpec(cron_expressions=[cron]),
         policy=SchedulePolicy(

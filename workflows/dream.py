@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
         PurgeResult,
     )
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
+    from dreamkeeper.workflows.observability import tagged
 
 
 def dream_workflow_id(agent_id: str) -> str:
@@ -33,6 +34,7 @@ class Dream:
             PurgeInput(agent_id=inp.agent_id, as_of=as_of),
             id=f"{run_id}-purge",
             static_summary=f"purge for agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, "purge"),
         )
         workflow.set_current_details("step 2/2: importance decay")
         decay: DecayResult = await workflow.execute_child_workflow(
@@ -40,6 +42,7 @@ class Dream:
             DecayInput(agent_id=inp.agent_id, as_of=as_of),
             id=f"{run_id}-decay",
             static_summary=f"decay for agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, "decay"),
         )
         workflow.set_current_details(
             f"done: purged {len(purge.purged)}, decayed {decay.decayed} of {decay.considered}"

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.payloads import DreamInput, SweepInput, SweepResult
     from dreamkeeper.workflows.dream import Dream, dream_workflow_id
     from dreamkeeper.workflows.maintenance import STORE_RETRY
+    from dreamkeeper.workflows.observability import tagged
 
 
 @workflow.defn(name="DreamSweep")
@@ -40,6 +41,7 @@ class DreamSweep:
                     DreamInput(agent_id=agent, as_of=as_of),
                     id=dream_workflow_id(agent),
                     static_summary=f"scheduled dream for agent {agent}",
+                    search_attributes=tagged(agent, "dream"),
                 )
             except WorkflowAlreadyStartedError:
                 result.already_running.append(agent)

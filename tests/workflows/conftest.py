@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.worker.temporal_worker import build_worker
+from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
 from tests.scripted_llm import ScriptedLLM
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
@@ -29,6 +30,7 @@ async def temporal_env():
         dev_server_existing_path=str(TEMPORAL),
         data_converter=pydantic_data_converter,
         dev_server_extra_args=["--headless"],
+        search_attributes=SEARCH_ATTRIBUTES,
     )
     try:
         yield env

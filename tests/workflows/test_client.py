@@ -48,3 +48,24 @@ async def test_run_dream_waits_for_the_result(memory):
     FileMemoryStore(memory.settings.data_dir, agent).create("a fact")
     result = await memory.run_dream(agent)
     assert result.agent_id == agent and result.decay.considered == 1
+
+
+async def test_workflows_carry_agent_and_operation_search_attributes(memory):
+    from dreamkeeper.workflows.observability import AGENT_ID, MEMORY_OP
+    from dreamkeeper.workflows.save import save_workflow_id
+
+    agent = f"sa-{uuid.uuid4().hex[:6]}"
+    ack = await memory.save_memory(agent, "User prefers tea over coffee")
+    desc = await memory.client.get_workflow_handle(save_workflow_id(agent, ack.entry_id)).describe()
+    assert desc.typed_search_attributes.get(AGENT_ID) == agent
+    assert desc.typed_search_attributes.get(MEMORY_OP) == "save"
+    summary = await desc.static_summary()
+    assert summary and ack.entry_id in summary
+    assert "tea" not in summary  # no memory content in what the UI shows
+
+
+async def test_search_attributes_are_registered_idempotently(temporal_env):
+    from dreamkeeper.worker.runtime import ensure_search_attributes
+
+    await ensure_search_attributes(temporal_env.client, "default")
+    await ensure_search_attributes(temporal_env.client, "default")
