@@ -3,6 +3,8 @@ through dedup, and record the outcome on the original."""
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -38,6 +40,23 @@ def _bad_input(exc: InvalidInput) -> ApplicationError:
     return ApplicationError(str(exc), type="InvalidInput", non_retryable=True)
 
 
+HEARTBEAT_EVERY_SECONDS = 2.0
+
+
+async def _heartbeating(call):
+    """Await an LLM call while heartbeating, so a worker that dies mid-call is noticed
+    within the heartbeat timeout instead of the whole start-to-close timeout."""
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_SECONDS)
+            if done:
+                return task.result()
+            activity.heartbeat("waiting for the LLM")
+    finally:
+        task.cancel()
+
+
 class SaveActivities:
     def __init__(self, stores: StoreRegistry, llm: LLMSettings) -> None:
         self._stores = stores
@@ -66,7 +85,7 @@ class SaveActivities:
             {"role": "user", "content": inp.content},
         ]
         try:
-            facts = parse_enrichment(await chat(self._llm, messages))
+            facts = parse_enrichment(await _heartbeating(chat(self._llm, messages)))
         except (LLMRejected, MalformedLLMOutput) as exc:
             activity.logger.warning("enrichment of %s failed for good: %s", inp.entry_id, exc)
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None

@@ -77,7 +77,8 @@ class SaveMemory:
         try:
             enriched: EnrichResult = await workflow.execute_activity(
                 "enrich_memory", inp, result_type=EnrichResult,
-                start_to_close_timeout=timedelta(minutes=5), retry_policy=LLM_RETRY,
+                start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=timedelta(seconds=15), retry_policy=LLM_RETRY,
                 summary="LLM enrichment",
             )  # fmt: skip
         except ActivityError as exc:
