@@ -18,7 +18,14 @@ from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
 from dreamkeeper.stores.search import DEFAULT_LIMIT, format_hit, format_taxonomy, search
-from dreamkeeper.stores.validation import InvalidInput
+from dreamkeeper.stores.validation import (
+    InvalidInput,
+    validate_category,
+    validate_content,
+    validate_entry_id,
+    validate_importance,
+    validate_tags,
+)
 from dreamkeeper.worker.settings import SettingsError, StoreSettings
 
 
@@ -46,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", dest="tags", default=[])
     p.add_argument("--source", help="user, tool:<name> or inferred")
     p.add_argument("--importance", type=float, default=0.5)
+    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
 
     p = sub.add_parser("search", help="search memories; no query browses recent ones")
     p.add_argument("query", nargs="?")
@@ -61,9 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("delete", help="archive a memory (recoverable until purged)")
     p.add_argument("id")
+    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
 
     p = sub.add_parser("restore", help="bring an archived memory back")
     p.add_argument("id")
+    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
 
     p = sub.add_parser("archived", help="list archived memories")
     p.add_argument("--json", action="store_true")
@@ -120,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         except runtime.PortTaken as exc:
             raise InvalidInput(str(exc)) from None
         return 0
+    if cmd in ("save", "delete", "restore") and not args.direct:
+        return _through_worker(args, settings)
     store = FileMemoryStore(settings.data_dir, settings.agent_id)
     if cmd == "save":
         parsed = parse_source(args.source)
@@ -193,6 +205,52 @@ def run(args: argparse.Namespace) -> int:
 
         run_demo(keep=args.keep)
     return 0
+
+
+def _through_worker(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """save / delete / restore as workflows, so each has a history in Temporal."""
+    import asyncio
+
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.worker.settings import TemporalSettings
+
+    temporal = TemporalSettings.from_env()
+    agent = settings.agent_id
+    # Refuse bad input here, before needing a server, with the same messages.
+    if args.command == "save":
+        validate_content(args.content)
+        validate_category(args.category)
+        validate_tags(args.tags)
+        validate_importance(args.importance)
+    else:
+        validate_entry_id(args.id)
+
+    async def go() -> int:
+        try:
+            memory = await MemoryClient.connect(settings, temporal)
+        except RuntimeError as exc:
+            raise ConnectionError(
+                f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
+                "or pass --direct to write the store without the worker"
+            ) from None
+        if args.command == "save":
+            ack = await memory.save_memory(
+                agent, args.content, category=args.category, tags=args.tags,
+                source=args.source, importance=args.importance,
+            )  # fmt: skip
+            print(ack.entry_id)
+            if ack.note:
+                print(f"note: {ack.note}", file=sys.stderr)
+        elif args.command == "delete":
+            result = await memory.delete_memory(agent, args.id)
+            print(f"archived {result.entry_id} (recoverable with `dreamkeeper restore "
+                  f"{result.entry_id}` until purged)")  # fmt: skip
+        else:
+            result = await memory.restore_memory(agent, args.id)
+            print(f"restored {result.entry_id}")
+        return 0
+
+    return asyncio.run(go())
 
 
 def _stats(store: FileMemoryStore) -> dict:

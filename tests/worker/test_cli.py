@@ -35,6 +35,7 @@ def test_save_search_show_delete_restore(cli):
         "user",
         "--importance",
         "0.9",
+        "--direct",
     )
     assert code == 0
     entry_id = out.strip()
@@ -54,25 +55,25 @@ def test_save_search_show_delete_restore(cli):
     code, out, _ = cli("show", entry_id, "--json")
     assert json.loads(out)["content"] == "User lives in Chicago"
 
-    code, out, _ = cli("delete", entry_id)
+    code, out, _ = cli("delete", entry_id, "--direct")
     assert code == 0 and "archived" in out and "restore" in out
     code, out, _ = cli("search", "chicago")
     assert entry_id not in out and "search_working_memory" in out
     code, out, _ = cli("archived", "--json")
     assert [e["archiveReason"] for e in json.loads(out)] == ["deleted by agent tool"]
 
-    assert cli("restore", entry_id)[0] == 0
+    assert cli("restore", entry_id, "--direct")[0] == 0
     assert f"[{entry_id}]" in cli("search", "chicago")[1]
 
 
 def test_browse_appends_the_taxonomy_even_when_nothing_matched(cli):
-    cli("save", "fact one", "--category", "a/b")
+    cli("save", "fact one", "--category", "a/b", "--direct")
     code, out, _ = cli("search", "--category", "zzz")
     assert code == 0 and "No live memories" in out and "a/b (1)" in out
 
 
 def test_unknown_source_is_dropped_and_said(cli):
-    code, out, err = cli("save", "a fact", "--source", "rumour")
+    code, out, err = cli("save", "a fact", "--source", "rumour", "--direct")
     assert code == 0 and "'rumour'" in err and "dropped" in err
     assert json.loads(cli("show", out.strip(), "--json")[1])["metadata"] == {}
 
@@ -102,8 +103,8 @@ def test_bad_agent_from_the_environment_exits_2(tmp_path, capsys, monkeypatch):
 
 
 def test_purge_and_stats(cli):
-    entry_id = cli("save", "short lived")[1].strip()
-    cli("delete", entry_id)
+    entry_id = cli("save", "short lived", "--direct")[1].strip()
+    cli("delete", entry_id, "--direct")
     code, out, _ = cli("purge", "--retention-days", "90")
     assert code == 0 and "purged 0 of 1 archived (1 within retention" in out
     stats = json.loads(cli("stats")[1])
@@ -112,7 +113,7 @@ def test_purge_and_stats(cli):
 
 def test_unexpected_failure_exits_1(cli, tmp_path):
     (tmp_path / "agents").write_text("a file where a directory should be")
-    code, _, err = cli("save", "anything")
+    code, _, err = cli("save", "anything", "--direct")
     assert code == 1 and err.startswith("error: ")
 
 
@@ -129,3 +130,9 @@ def test_demo_runs(capsys, tmp_path):
     run_demo(data_dir=tmp_path)
     out = capsys.readouterr().out
     assert "Restore" in out and "archived" in out and "created" in out
+
+
+def test_writes_without_a_reachable_server_say_how_to_proceed(cli, monkeypatch):
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+    code, _, err = cli("save", "a fact")
+    assert code == 1 and "dreamkeeper dev" in err and "--direct" in err

@@ -69,3 +69,21 @@ async def test_search_attributes_are_registered_idempotently(temporal_env):
 
     await ensure_search_attributes(temporal_env.client, "default")
     await ensure_search_attributes(temporal_env.client, "default")
+
+
+async def test_cli_writes_go_through_the_worker(worker, monkeypatch, capsys):
+    import asyncio
+
+    from dreamkeeper.worker.cli import main
+
+    client, queue, settings = worker
+    monkeypatch.setenv("TEMPORAL_ADDRESS", client.service_client.config.target_host)
+    monkeypatch.setenv("DREAMKEEPER_TASK_QUEUE", queue)
+    base = ["--data", str(settings.data_dir), "--agent", "cli-wf"]
+    # The CLI runs its own event loop; a thread keeps this test's loop (and worker) running.
+    assert await asyncio.to_thread(main, [*base, "save", "User drinks green tea"]) == 0
+    entry_id = capsys.readouterr().out.strip()
+    assert await asyncio.to_thread(main, [*base, "delete", entry_id]) == 0
+    assert FileMemoryStore(settings.data_dir, "cli-wf").get(entry_id).is_archived
+    desc = await client.get_workflow_handle(f"archive-cli-wf-{entry_id}").describe()
+    assert desc.status.name == "COMPLETED"
