@@ -1,4 +1,4 @@
 #!/usr/bin/env bash
 # Set up .venv and run Dreamkeeper on its embedded defaults.
 source "$(dirname "$0")/_venv.sh"
-exec .venv/bin/dreamkeeper demo "$@"
+exec .venv/bin/dreamkeeper dev --demo "$@"

@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("stats", help="counts, categories, sources and skipped files")
     sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
-    sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
+    p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
+    p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
     return parser
@@ -124,9 +125,11 @@ def run(args: argparse.Namespace) -> int:
         from dreamkeeper.worker.settings import TemporalSettings
 
         temporal = TemporalSettings.from_env()
-        main_job = runtime.run_worker if cmd == "worker" else runtime.run_dev
         try:
-            asyncio.run(main_job(settings, temporal))
+            if cmd == "worker":
+                asyncio.run(runtime.run_worker(settings, temporal))
+            else:
+                asyncio.run(runtime.run_dev(settings, temporal, demo=args.demo))
         except runtime.PortTaken as exc:
             raise InvalidInput(str(exc)) from None
         return 0

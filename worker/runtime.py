@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,8 +67,13 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         ) from None
 
 
-async def run_worker(store: StoreSettings, temporal: TemporalSettings) -> None:
-    """Run until SIGINT/SIGTERM, then let in-flight activities finish."""
+async def run_worker(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    on_ready: Callable[[Client], Awaitable[None]] | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
+    once the worker is polling (the dev demo)."""
     client = await connect(temporal)
     await ensure_search_attributes(client, temporal.namespace)
     stop = asyncio.Event()
@@ -83,6 +89,8 @@ async def run_worker(store: StoreSettings, temporal: TemporalSettings) -> None:
                 "worker on %s namespace %s task queue %s, data in %s",
                 temporal.address, temporal.namespace, temporal.task_queue, store.data_dir,
             )  # fmt: skip
+            if on_ready is not None:
+                await on_ready(client)
             await stop.wait()
             log.info("shutting down: waiting for running activities")
 
@@ -142,7 +150,7 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
         await asyncio.sleep(0.3)
 
 
-async def run_dev(store: StoreSettings, temporal: TemporalSettings) -> None:
+async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
     proc = start_dev_server(store.data_dir)
     try:
         address = f"127.0.0.1:{DEV_GRPC_PORT}"
@@ -155,7 +163,14 @@ async def run_dev(store: StoreSettings, temporal: TemporalSettings) -> None:
             task_queue=temporal.task_queue,
             dream_cron=temporal.dream_cron,
         )
-        await run_worker(store, dev)
+        on_ready = None
+        if demo:
+            from dreamkeeper.worker.temporal_demo import tour
+
+            async def on_ready(client: Client) -> None:
+                await tour(client, store, dev.task_queue, ui=f"http://localhost:{DEV_UI_PORT}")
+
+        await run_worker(store, dev, on_ready)
     finally:
         proc.terminate()
         try:
