@@ -152,6 +152,8 @@ class BM25Index:
                 self._group[old] = group
                 return old
             self.remove(key)
+            # Removal may have compacted the index, renumbering every token.
+            tids = self._ids(tokens)
         slot = len(self._key_of)
         self._key_of.append(key)
         self._tokens_of.append(tids)

@@ -66,7 +66,9 @@ class SaveMemory:
     async def run(self, inp: SaveInput) -> SaveResult:
         workflow.set_current_details("step 1/3: persisting the original")
         try:
-            self._ack = await workflow.execute_activity(
+            # A local activity: the caller is waiting on this step, and running it inside
+            # the workflow task saves a round trip through the activity task queue.
+            self._ack = await workflow.execute_local_activity(
                 "persist_original", inp, result_type=SaveAck, summary="persist original",
                 **STORE_STEP,
             )  # fmt: skip

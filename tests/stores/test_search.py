@@ -258,3 +258,20 @@ def test_phrase_detection_on_packed_ids_ignores_misaligned_byte_matches():
     assert not _adjacent_ids(tokens, array("I", [1, 2]).tobytes())
     assert _adjacent_ids(array("I", [5, 1, 2, 9]), array("I", [1, 2]).tobytes())
     assert not _adjacent_ids(array("I", [1, 5, 2]), array("I", [1, 2]).tobytes())
+
+
+def test_replacing_documents_through_a_compaction_keeps_scores_exact():
+    index = BM25Index()
+    docs = {f"d{i}": [f"w{i % 7}", "shared", f"u{i}"] for i in range(200)}
+    for key, toks in docs.items():
+        index.put(key, toks, archived=False)
+    # Replace most documents: each replacement kills a slot, so compaction runs inside put.
+    for i in range(150):
+        docs[f"d{i}"] = [f"w{(i + 3) % 7}", "edited", f"v{i}"]
+        index.put(f"d{i}", docs[f"d{i}"], archived=False)
+    keys = list(docs)
+    oracle = BM25Okapi([docs[k] for k in keys])
+    got, _ = index.scores(["w3", "edited"])
+    np.testing.assert_allclose(
+        [got[index.slot(k)] for k in keys], oracle.get_scores(["w3", "edited"])
+    )
