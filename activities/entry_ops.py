@@ -12,7 +12,6 @@ from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import InvalidInput
 
 
 class EntryActivities:
@@ -22,11 +21,8 @@ class EntryActivities:
     def _run(
         self, inp: EntryOpInput, op: Callable[[FileMemoryStore], MemoryEntry]
     ) -> EntryOpResult:
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                entry = op(store)
-        except InvalidInput as exc:
-            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        with self._stores.using(inp.agent_id) as store:
+            entry = op(store)
         return EntryOpResult(
             agent_id=inp.agent_id,
             entry_id=entry.id,

@@ -17,7 +17,6 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.policies.decay import DecayParams, decayed_importance
 from dreamkeeper.policies.high_value import HighValueFloor
 from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.validation import InvalidInput
 
 
 class MaintenanceActivities:
@@ -41,16 +40,13 @@ class MaintenanceActivities:
         retention = (
             self._retention if inp.retention_days is None else timedelta(days=inp.retention_days)
         )
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                report = store.purge(
-                    retention,
-                    keep=self._floor.protects,
-                    now=inp.as_of,
-                    on_progress=lambda done, total: activity.heartbeat(done, total),
-                )
-        except InvalidInput as exc:
-            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        with self._stores.using(inp.agent_id) as store:
+            report = store.purge(
+                retention,
+                keep=self._floor.protects,
+                now=inp.as_of,
+                on_progress=lambda done, total: activity.heartbeat(done, total),
+            )
         activity.logger.info(
             "purge %s: %d of %d archived purged, %d kept above the high-value floor",
             inp.agent_id, len(report.purged), report.considered, len(report.kept_high_value),
@@ -70,24 +66,21 @@ class MaintenanceActivities:
             raise ApplicationError("decay needs as_of from the workflow", non_retryable=True)
         as_of = inp.as_of
         decayed = 0
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                live = store.entries()
-                for done, entry in enumerate(live, start=1):
-                    new = decayed_importance(entry, as_of, self._decay)
-                    if new is not None:
-                        store.mutate(
-                            entry.id,
-                            # Re-decided on the current entry, under the store's lock.
-                            lambda cur: _decayed(cur, as_of, self._decay),
-                            action=JournalAction.DECAYED,
-                            reason=f"decayed as of {as_of.isoformat()}",
-                        )
-                        decayed += 1
-                    if done % 500 == 0:
-                        activity.heartbeat(done, len(live))
-        except InvalidInput as exc:
-            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
+        with self._stores.using(inp.agent_id) as store:
+            live = store.entries()
+            for done, entry in enumerate(live, start=1):
+                new = decayed_importance(entry, as_of, self._decay)
+                if new is not None:
+                    store.mutate(
+                        entry.id,
+                        # Re-decided on the current entry, under the store's lock.
+                        lambda cur: _decayed(cur, as_of, self._decay),
+                        action=JournalAction.DECAYED,
+                        reason=f"decayed as of {as_of.isoformat()}",
+                    )
+                    decayed += 1
+                if done % 500 == 0:
+                    activity.heartbeat(done, len(live))
         activity.logger.info(
             "decay %s: %d of %d live entries decayed", inp.agent_id, decayed, len(live)
         )

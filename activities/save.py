@@ -36,10 +36,6 @@ from dreamkeeper.stores.validation import InvalidInput, validate_category
 ENRICHMENT_KEY = "enrichment"
 
 
-def _bad_input(exc: InvalidInput) -> ApplicationError:
-    return ApplicationError(str(exc), type="InvalidInput", non_retryable=True)
-
-
 HEARTBEAT_EVERY_SECONDS = 2.0
 
 
@@ -66,14 +62,11 @@ class SaveActivities:
     def persist_original(self, inp: SaveInput) -> SaveAck:
         parsed = parse_source(inp.source)
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                store.create(
-                    inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
-                    importance=inp.importance, entry_id=inp.entry_id,
-                )  # fmt: skip
-        except InvalidInput as exc:
-            raise _bad_input(exc) from None
+        with self._stores.using(inp.agent_id) as store:
+            store.create(
+                inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
+                importance=inp.importance, entry_id=inp.entry_id,
+            )  # fmt: skip
         return SaveAck(agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note)
 
     @activity.defn(name="enrich_memory")
@@ -110,35 +103,26 @@ class SaveActivities:
             fact.content, fact.category, tuple(fact.tags), tuple(fact.metadata.items()),
             fact.importance,
         )  # fmt: skip
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                saved = save_fact(
-                    store, candidate, new_id=inp.new_id, op_id=inp.op_id,
-                    exclude=frozenset(inp.exclude),
-                )  # fmt: skip
-        except InvalidInput as exc:
-            raise _bad_input(exc) from None
+        with self._stores.using(inp.agent_id) as store:
+            saved = save_fact(
+                store, candidate, new_id=inp.new_id, op_id=inp.op_id,
+                exclude=frozenset(inp.exclude),
+            )  # fmt: skip
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
 
     @activity.defn(name="dedup_original")
     def dedup_original(self, inp: MarkInput) -> SaveFactResult:
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                saved = dedup_existing(store, inp.entry_id)
-        except InvalidInput as exc:
-            raise _bad_input(exc) from None
+        with self._stores.using(inp.agent_id) as store:
+            saved = dedup_existing(store, inp.entry_id)
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
 
     @activity.defn(name="mark_original")
     def mark_original(self, inp: MarkInput) -> None:
-        try:
-            with self._stores.using(inp.agent_id) as store:
-                store.mutate(
-                    inp.entry_id,
-                    lambda e: e.model_copy(
-                        update={"metadata": {**e.metadata, ENRICHMENT_KEY: inp.enrichment[:500]}}
-                    ),
-                    reason="enrichment status",
-                )
-        except InvalidInput as exc:
-            raise _bad_input(exc) from None
+        with self._stores.using(inp.agent_id) as store:
+            store.mutate(
+                inp.entry_id,
+                lambda e: e.model_copy(
+                    update={"metadata": {**e.metadata, ENRICHMENT_KEY: inp.enrichment[:500]}}
+                ),
+                reason="enrichment status",
+            )
