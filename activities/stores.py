@@ -12,7 +12,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from temporalio.exceptions import ApplicationError
+
 from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.validation import InvalidInput
 
 
 class StoreRegistry:
@@ -23,12 +26,15 @@ class StoreRegistry:
 
     @contextlib.contextmanager
     def using(self, agent_id: str) -> Iterator[FileMemoryStore]:
-        with self._guard:
-            if agent_id not in self._stores:
-                self._stores[agent_id] = (
-                    FileMemoryStore(self.data_dir, agent_id),
-                    threading.Lock(),
-                )
-            store, lock = self._stores[agent_id]
-        with lock:
-            yield store
+        """The agent's store, held for this activity. Bad input raised inside becomes a
+        non-retryable `InvalidInput` failure: retrying cannot fix it."""
+        try:
+            with self._guard:
+                if agent_id not in self._stores:
+                    store = FileMemoryStore(self.data_dir, agent_id)
+                    self._stores[agent_id] = (store, threading.Lock())
+                store, lock = self._stores[agent_id]
+            with lock:
+                yield store
+        except InvalidInput as exc:
+            raise ApplicationError(str(exc), type="InvalidInput", non_retryable=True) from None
