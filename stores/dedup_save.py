@@ -44,7 +44,7 @@ def save_fact(
 ) -> SavedFact:
     validate_entry_id(new_id)
     ledger = store.root / "ops" / f"{op_id}.json"
-    with store._locked():  # noqa: SLF001 - one lock hold for lookup + write
+    with store.writing():  # one lock hold for lookup + write
         at = now or store.now()
         if store.get(new_id) is not None:
             return SavedFact(DedupOutcome.CREATED, new_id)
@@ -94,7 +94,7 @@ def dedup_existing(
     absorbs it (reinforced or extended, persisted first) and then it is archived
     `merged into {id}`; otherwise it stays. Idempotent: an entry already archived by
     this reports where it went."""
-    with store._locked():  # noqa: SLF001
+    with store.writing():
         original = store.require(entry_id)
         prefix = "merged into "
         if original.is_archived:

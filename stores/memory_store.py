@@ -285,7 +285,9 @@ class FileMemoryStore:
         )
         self._offset = self.journal.append(record)
 
-    def _locked(self):
+    def writing(self):
+        """Hold the store's writer lock (re-entrant): for a lookup and a write that must
+        see no other writer in between, as save-time dedup needs."""
         return self._lock.hold()
 
     def create(
@@ -307,7 +309,7 @@ class FileMemoryStore:
         metadata = validate_metadata(metadata)
         importance = validate_importance(importance)
         entry_id = validate_entry_id(entry_id) if entry_id is not None else None
-        with self._locked():
+        with self.writing():
             self._ensure_loaded()
             if entry_id is None:
                 entry_id = new_entry_id()
@@ -344,7 +346,7 @@ class FileMemoryStore:
         validate_tags(entry.tags)
         validate_metadata(entry.metadata)
         validate_importance(entry.importance_score)
-        with self._locked():
+        with self.writing():
             self._ensure_loaded()
             if self._entries.get(entry.id) == entry:
                 return entry
@@ -377,7 +379,7 @@ class FileMemoryStore:
         """Read-modify-write under the lock: `change` sees the current entry, including
         every other process's writes, and returns the new one."""
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
-        with self._locked():
+        with self.writing():
             current = self.require(entry_id)
             updated = change(current)
             if updated.id != current.id:
@@ -401,7 +403,7 @@ class FileMemoryStore:
         if not reason or not reason.strip():
             raise InvalidInput("an archive needs a reason")
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
-        with self._locked():
+        with self.writing():
             current = self.require(entry_id)
             if current.is_archived:
                 return current
@@ -411,7 +413,7 @@ class FileMemoryStore:
 
     def restore(self, entry_id: str) -> MemoryEntry:
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
-        with self._locked():
+        with self.writing():
             current = self.require(entry_id)
             if not current.is_archived:
                 return current
@@ -431,7 +433,7 @@ class FileMemoryStore:
         report = PurgeReport()
         if retention <= timedelta(0):
             return report
-        with self._locked():
+        with self.writing():
             self._ensure_loaded()
             cutoff = (as_utc(now) if now is not None else self.now()) - retention
             archived = [e for e in self._entries.values() if e.is_archived]
