@@ -7,14 +7,18 @@ retryable (bounded by the activity's retry policy).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 from pydantic import BaseModel, Field, ValidationError, field_validator
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
 
@@ -83,6 +87,49 @@ async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:
         raise MalformedLLMOutput("not an OpenAI-style chat completion") from None
 
 
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+HEARTBEAT_EVERY_SECONDS = 2.0
+
+
+async def heartbeating(call):
+    """Await an LLM call while heartbeating, so a worker that dies mid-call is noticed
+    within the heartbeat timeout instead of the whole start-to-close timeout."""
+    task = asyncio.ensure_future(call)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_SECONDS)
+            if done:
+                return task.result()
+            activity.heartbeat("waiting for the LLM")
+    finally:
+        task.cancel()
+
+
+T = TypeVar("T")
+
+
+async def ask_llm(
+    settings: LLMSettings, messages: list[dict[str, str]], parse: Callable[[str], T], what: str
+) -> T:
+    """One LLM call from inside an activity, heartbeating, with its errors sorted for
+    Temporal: refused or unparseable → non-retryable, unavailable → retryable."""
+    try:
+        return parse(await heartbeating(chat(settings, messages)))
+    except (LLMRejected, MalformedLLMOutput) as exc:
+        activity.logger.warning("%s failed for good: %s", what, exc)
+        raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
+    except LLMUnavailable as exc:
+        raise ApplicationError(str(exc), type="LLMUnavailable") from None
+
+
+def parse_json_reply(text: str, what: str) -> object:
+    """JSON from an LLM reply, tolerating a Markdown code fence around it."""
+    try:
+        return json.loads(_FENCE.sub("", text.strip()))
+    except ValueError:
+        raise MalformedLLMOutput(f"{what} reply is not JSON") from None
+
+
 class EnrichedFact(BaseModel):
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     category: str | None = None
@@ -110,14 +157,9 @@ element: {"content": str, "category": str or null (like "user-preferences/timezo
 "subjectTimeStart" | "subjectTimeEnd": ISO date} (only when confident)}. Keep every \
 name, number, date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-
 
 def parse_enrichment(text: str) -> list[EnrichedFact]:
-    try:
-        raw = json.loads(_FENCE.sub("", text.strip()))
-    except ValueError:
-        raise MalformedLLMOutput("enrichment reply is not JSON") from None
+    raw = parse_json_reply(text, "enrichment")
     if not isinstance(raw, list):
         raise MalformedLLMOutput("enrichment reply is not a JSON array")
     try:

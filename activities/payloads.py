@@ -34,18 +34,6 @@ class DecayResult(BaseModel):
     decayed: int = 0
 
 
-class DreamInput(BaseModel):
-    agent_id: str
-    as_of: datetime | None = None
-
-
-class DreamResult(BaseModel):
-    agent_id: str
-    as_of: datetime
-    purge: PurgeResult
-    decay: DecayResult
-
-
 class SweepInput(BaseModel):
     pass
 

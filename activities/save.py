@@ -3,18 +3,12 @@ through dedup, and record the outcome on the original."""
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.activities.llm import (
     ENRICH_PROMPT,
-    LLMRejected,
     LLMSettings,
-    LLMUnavailable,
-    MalformedLLMOutput,
-    chat,
+    ask_llm,
     parse_enrichment,
 )
 from dreamkeeper.activities.payloads import (
@@ -34,23 +28,6 @@ from dreamkeeper.stores.models import SOURCE_KEY
 from dreamkeeper.stores.validation import InvalidInput, validate_category
 
 ENRICHMENT_KEY = "enrichment"
-
-
-HEARTBEAT_EVERY_SECONDS = 2.0
-
-
-async def _heartbeating(call):
-    """Await an LLM call while heartbeating, so a worker that dies mid-call is noticed
-    within the heartbeat timeout instead of the whole start-to-close timeout."""
-    task = asyncio.ensure_future(call)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_SECONDS)
-            if done:
-                return task.result()
-            activity.heartbeat("waiting for the LLM")
-    finally:
-        task.cancel()
 
 
 class SaveActivities:
@@ -77,13 +54,9 @@ class SaveActivities:
             {"role": "system", "content": ENRICH_PROMPT},
             {"role": "user", "content": inp.content},
         ]
-        try:
-            facts = parse_enrichment(await _heartbeating(chat(self._llm, messages)))
-        except (LLMRejected, MalformedLLMOutput) as exc:
-            activity.logger.warning("enrichment of %s failed for good: %s", inp.entry_id, exc)
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
-        except LLMUnavailable as exc:
-            raise ApplicationError(str(exc), type="LLMUnavailable") from None
+        facts = await ask_llm(
+            self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
+        )
         proposals = []
         for fact in facts:
             try:

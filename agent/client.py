@@ -6,9 +6,8 @@ from __future__ import annotations
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from dreamkeeper.activities.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.activities.payloads import (
-    DreamInput,
-    DreamResult,
     EntryOpInput,
     EntryOpResult,
     SaveAck,

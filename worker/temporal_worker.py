@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from dreamkeeper.activities.agents import AgentActivities
+from dreamkeeper.activities.consolidation import ConsolidationActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.activities.maintenance import MaintenanceActivities
+from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
+from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
 from dreamkeeper.workflows.sweep import DreamSweep
 
@@ -25,12 +30,54 @@ WORKFLOWS = [
     SaveMemory,
     DreamSweep,
     Dream,
+    Consolidation,
+    PreferenceInference,
     ArchivePurge,
     ImportanceDecay,
     ArchiveMemory,
     RestoreMemory,
     UpdateMemoryImportance,
 ]
+
+
+def worker_activities(settings: StoreSettings, llm: LLMSettings | None = None) -> list[Callable]:
+    """Every activity, bound to one store registry (one open store per agent)."""
+    llm = llm if llm is not None else LLMSettings.from_env()
+    stores = StoreRegistry(settings.data_dir)
+    entries = EntryActivities(stores)
+    save = SaveActivities(stores, llm)
+    maintenance = MaintenanceActivities(
+        stores,
+        retention=settings.archive_retention,
+        decay=settings.decay,
+        floor=settings.floor,
+    )
+    dream = ConsolidationActivities(stores, llm, settings.floor)
+    preferences = PreferenceActivities(stores, llm)
+    return [
+        maintenance.purge_archived,
+        maintenance.decay_importance,
+        AgentActivities(settings.data_dir).list_agents,
+        entries.archive_memory,
+        entries.restore_memory,
+        entries.update_memory_importance,
+        save.persist_original,
+        save.enrich_memory,
+        save.save_fact,
+        save.dedup_original,
+        save.mark_original,
+        dream.fold_exact_duplicates,
+        dream.gate_candidates,
+        dream.propose_consolidation,
+        dream.review_merges,
+        dream.repair_merge,
+        dream.save_merged_entry,
+        dream.archive_merged_sources,
+        dream.prune_ephemeral,
+        dream.stamp_reviewed,
+        preferences.rotate_conversation_log,
+        preferences.infer_preferences,
+    ]
 
 
 def build_worker(
@@ -40,33 +87,13 @@ def build_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     executor: ThreadPoolExecutor,
     llm: LLMSettings | None = None,
+    activities: list[Callable] | None = None,
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
-    stores = StoreRegistry(settings.data_dir)
-    entries = EntryActivities(stores)
-    save = SaveActivities(stores, llm if llm is not None else LLMSettings.from_env())
-    maintenance = MaintenanceActivities(
-        stores,
-        retention=settings.archive_retention,
-        decay=settings.decay,
-        floor=settings.floor,
-    )
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[
-            maintenance.purge_archived,
-            maintenance.decay_importance,
-            AgentActivities(settings.data_dir).list_agents,
-            entries.archive_memory,
-            entries.restore_memory,
-            entries.update_memory_importance,
-            save.persist_original,
-            save.enrich_memory,
-            save.save_fact,
-            save.dedup_original,
-            save.mark_original,
-        ],
+        activities=activities if activities is not None else worker_activities(settings, llm),
         activity_executor=executor,
     )

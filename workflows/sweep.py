@@ -14,7 +14,8 @@ from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from dreamkeeper.activities.payloads import DreamInput, SweepInput, SweepResult
+    from dreamkeeper.activities.dream_payloads import DreamInput
+    from dreamkeeper.activities.payloads import SweepInput, SweepResult
     from dreamkeeper.workflows.dream import Dream, dream_workflow_id
     from dreamkeeper.workflows.maintenance import STORE_RETRY
     from dreamkeeper.workflows.observability import tagged

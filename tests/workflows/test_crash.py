@@ -5,12 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import uuid
-from pathlib import Path
 
 from dreamkeeper.activities.payloads import SaveResult
 from dreamkeeper.agent.client import MemoryClient
@@ -18,39 +14,8 @@ from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.workflows.save import save_workflow_id
 from tests.scripted_llm import Reply, ScriptedLLM
+from tests.workflows.subprocess_worker import spawn_worker
 from tests.workflows.test_save import FACTS, ORIGINAL
-
-WORKER = textwrap.dedent(
-    """
-    import asyncio, sys
-    from concurrent.futures import ThreadPoolExecutor
-    from pathlib import Path
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
-    from dreamkeeper.activities.llm import LLMSettings
-    from dreamkeeper.worker.settings import StoreSettings
-    from dreamkeeper.worker.temporal_worker import build_worker
-
-    async def main(address, queue, data, llm_url):
-        client = await Client.connect(address, data_converter=pydantic_data_converter)
-        with ThreadPoolExecutor(4) as pool:
-            worker = build_worker(client, StoreSettings(data_dir=Path(data)), task_queue=queue,
-                                  executor=pool, llm=LLMSettings(base_url=llm_url, timeout_seconds=60))
-            print("ready", flush=True)
-            await worker.run()
-
-    asyncio.run(main(*sys.argv[1:]))
-    """
-)
-
-
-def _spawn(address: str, queue: str, data: Path, llm: ScriptedLLM) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, address, queue, str(data), llm.base_url],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
-    )  # fmt: skip
-    assert proc.stdout.readline().strip() == "ready"
-    return proc
 
 
 async def test_worker_killed_during_enrichment_a_new_worker_completes_the_save(
@@ -62,7 +27,7 @@ async def test_worker_killed_during_enrichment_a_new_worker_completes_the_save(
     llm = ScriptedLLM()
     never = threading.Event()  # the first worker's LLM call never gets an answer
     llm.replies += [Reply(json.dumps(FACTS), hold=never), Reply(json.dumps(FACTS))]
-    first = _spawn(address, queue, tmp_path, llm)
+    first = spawn_worker(address, queue, tmp_path, llm)
     second = None
     try:
         memory = MemoryClient(temporal_env.client, StoreSettings(data_dir=tmp_path), queue)
@@ -76,7 +41,7 @@ async def test_worker_killed_during_enrichment_a_new_worker_completes_the_save(
         first.wait(timeout=10)
         # The original persisted before the crash.
         assert FileMemoryStore(tmp_path, agent).get(ack.entry_id) is not None
-        second = _spawn(address, queue, tmp_path, llm)
+        second = spawn_worker(address, queue, tmp_path, llm)
         handle = temporal_env.client.get_workflow_handle(
             save_workflow_id(agent, ack.entry_id), result_type=SaveResult
         )

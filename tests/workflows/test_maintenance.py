@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dreamkeeper.activities.payloads import DecayInput, DreamInput, PurgeInput
+from dreamkeeper.activities.dream_payloads import DreamInput
+from dreamkeeper.activities.payloads import DecayInput, PurgeInput
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id

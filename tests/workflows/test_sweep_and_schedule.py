@@ -4,7 +4,8 @@ import uuid
 
 from temporalio.client import WorkflowExecutionStatus
 
-from dreamkeeper.activities.payloads import DreamInput, SweepInput
+from dreamkeeper.activities.dream_payloads import DreamInput
+from dreamkeeper.activities.payloads import SweepInput
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.worker.schedules import ensure_dream_schedule
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id

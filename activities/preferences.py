@@ -1,0 +1,82 @@
+"""Preference inference activities: rotate the conversation log, infer from it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from dreamkeeper.activities.dream_payloads import (
+    CycleInput,
+    InferInput,
+    InferredFact,
+    InferResult,
+    RotateResult,
+)
+from dreamkeeper.activities.dream_prompts import PREFERENCE_PROMPT, parse_preferences
+from dreamkeeper.activities.llm import LLMSettings, ask_llm
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.policies.preferences import needs_permission
+from dreamkeeper.stores.conversation_log import ConversationLog, LoggedTurn
+
+MAX_TRANSCRIPT_CHARS = 60_000
+
+
+def rotation_name(as_of) -> str:
+    return f"turns-{as_of:%Y%m%dT%H%M%S}"
+
+
+def transcript(turns: list[LoggedTurn]) -> str:
+    """Turns grouped by session, newest kept when the log is longer than the budget."""
+    by_session: dict[str, list[LoggedTurn]] = {}
+    for turn in turns:
+        by_session.setdefault(turn.session_id, []).append(turn)
+    blocks = []
+    for session, items in by_session.items():
+        lines = [f"{t.at:%Y-%m-%d %H:%M} {t.role}: {t.content}" for t in items]
+        blocks.append(f"## session {session}\n" + "\n".join(lines))
+    text = "\n\n".join(blocks)
+    return text[-MAX_TRANSCRIPT_CHARS:]
+
+
+class PreferenceActivities:
+    def __init__(self, stores: StoreRegistry, llm: LLMSettings) -> None:
+        self._stores = stores
+        self._llm = llm
+
+    @activity.defn(name="rotate_conversation_log")
+    def rotate_conversation_log(self, inp: CycleInput) -> RotateResult:
+        with self._stores.using(inp.agent_id) as store:
+            log = ConversationLog(store.root)
+            rotated = log.rotate(rotation_name(inp.as_of))
+        if rotated is None:
+            return RotateResult()
+        return RotateResult(path=str(rotated), turns=len(ConversationLog.read(rotated)))
+
+    @activity.defn(name="infer_preferences")
+    async def infer_preferences(self, inp: InferInput) -> InferResult:
+        if not self._llm.configured:
+            return InferResult(skipped="no LLM configured: preference inference skipped")
+        path = Path(inp.path)
+        with self._stores.using(inp.agent_id) as store:
+            # Only a file this agent's own rotation produced may be read.
+            if path.parent != ConversationLog(store.root).processed:
+                raise ApplicationError(f"{path} is not a rotated log of agent {inp.agent_id}",
+                                       type="InvalidInput", non_retryable=True)  # fmt: skip
+        turns = await asyncio.to_thread(ConversationLog.read, path)
+        if not turns:
+            return InferResult(skipped="the conversation log had no readable turns")
+        messages = [
+            {"role": "system", "content": PREFERENCE_PROMPT},
+            {"role": "user", "content": transcript(turns)},
+        ]
+        reply = await ask_llm(
+            self._llm, messages, parse_preferences, f"preference inference of {inp.agent_id}"
+        )
+        return InferResult(facts=[
+            InferredFact(content=p.content, tags=p.tags, importance=p.importance,
+                         requires_user_permission=needs_permission(p.content))
+            for p in reply.to_save
+        ])  # fmt: skip

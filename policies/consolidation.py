@@ -1,0 +1,140 @@
+"""What a consolidation proposal may actually do: pure decisions, no I/O.
+
+The LLM proposes merges (`toSave`) and prunes (`toDelete`); these rules decide. Ids
+resolve only against the entries shown in that batch. A merge is accepted only if its
+text is not blank, every source is unchanged since it was shown, and every specific of
+every source survives (coverage). A prune is allowed only for an id that was shown, is
+not merge-only, is not the source of any merge (accepted ones are archived through the
+merge; rejected or skipped ones keep their sources), and — checked on the current entry
+— is below the high-value floor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dreamkeeper.policies.coverage import (
+    DEFAULT_VOCABULARY,
+    Source,
+    Vocabulary,
+    find_missing_specifics,
+)
+from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
+
+MERGED_REASON = "merged into {id}"
+EPHEMERAL_REASON = "flagged ephemeral by consolidation"
+
+
+class Verdict(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"  # drops specifics: sources kept (and eligible for one repair)
+    BLANK = "blank"  # no text: sources kept
+    CHANGED = "changed"  # a source changed or went away since it was shown: left alone
+    NO_SOURCES = "no-sources"  # every source id was outside the shown set
+    TOO_LONG = "too-long"
+
+
+@dataclass(frozen=True)
+class MergeReview:
+    verdict: Verdict
+    missing: tuple[str, ...] = ()
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is Verdict.ACCEPTED
+
+
+def resolve_ids(ids: Iterable[str], shown: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(ids that were shown, in order and without repeats; ids that resolve to nothing)."""
+    allowed = set(shown)
+    kept: list[str] = []
+    ignored: list[str] = []
+    for raw in ids:
+        target = kept if raw in allowed else ignored
+        if raw not in target:
+            target.append(raw)
+    return kept, ignored
+
+
+def review_merge(
+    content: str,
+    source_ids: Sequence[str],
+    sources: Mapping[str, MemoryEntry | None],
+    shown: Mapping[str, str],
+    vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+) -> MergeReview:
+    """`sources` are the current entries (None if gone); `shown` the fingerprints the LLM
+    saw. The coverage check runs last: it is the expensive one."""
+    if not source_ids:
+        return MergeReview(Verdict.NO_SOURCES)
+    if not content.strip():
+        return MergeReview(Verdict.BLANK)
+    current = [sources.get(i) for i in source_ids]
+    for sid, entry in zip(source_ids, current, strict=True):
+        if entry is None or entry.is_archived or entry.fingerprint != shown.get(sid):
+            return MergeReview(Verdict.CHANGED)
+    if len(content) > MAX_CONTENT_CHARS:
+        return MergeReview(Verdict.TOO_LONG)
+    missing = find_missing_specifics(
+        [Source(e.content, e.category) for e in current if e is not None], content, vocabulary
+    )
+    if missing:
+        return MergeReview(Verdict.REJECTED, tuple(missing))
+    return MergeReview(Verdict.ACCEPTED)
+
+
+def merge_id(source_ids: Iterable[str], content: str) -> str:
+    """Derived from what is merged, so a retried or replayed save finds its own entry
+    instead of minting a second one."""
+    key = "merge\n" + ",".join(sorted(source_ids)) + "\n" + content
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def without_overlaps(merges: Sequence[Sequence[str]]) -> list[int]:
+    """Indexes of merges to keep, in order, so no entry is the source of two merges: a
+    later merge that reuses an earlier one's source is dropped (its sources stay)."""
+    used: set[str] = set()
+    keep = []
+    for index, sources in enumerate(merges):
+        if used.isdisjoint(sources):
+            keep.append(index)
+            used.update(sources)
+    return keep
+
+
+class PruneRefusal(StrEnum):
+    NOT_SHOWN = "not shown this cycle"
+    MERGE_ONLY = "in a reopened cluster (merge-only)"
+    MERGE_SOURCE = "a source of a merge"
+    HIGH_VALUE = "above the high-value floor"
+    CHANGED = "changed since it was shown"
+
+
+def prune_candidates(
+    to_delete: Iterable[str],
+    *,
+    shown: Iterable[str],
+    merge_only: Iterable[str],
+    merge_sources: Iterable[str],
+) -> tuple[list[str], dict[str, PruneRefusal]]:
+    """The id-level rules, decided in the workflow. `merge_sources` are the sources of
+    every proposed merge, whatever became of it: an accepted merge archives them itself
+    (`merged into`), and a rejected one must leave them alone — the bug the reference hit
+    in production was exactly a rejected merge's sources leaking through `toDelete`."""
+    shown_set, only, sources = set(shown), set(merge_only), set(merge_sources)
+    allowed: list[str] = []
+    refused: dict[str, PruneRefusal] = {}
+    for entry_id in dict.fromkeys(to_delete):
+        if entry_id not in shown_set:
+            refused[entry_id] = PruneRefusal.NOT_SHOWN
+        elif entry_id in sources:
+            refused[entry_id] = PruneRefusal.MERGE_SOURCE
+        elif entry_id in only:
+            refused[entry_id] = PruneRefusal.MERGE_ONLY
+        else:
+            allowed.append(entry_id)
+    return allowed, refused
