@@ -38,6 +38,11 @@ _PHONE = re.compile(
     r"(?<![\w+])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])\d{2,4}[ .\-]\d{3,4}(?!\w)"
 )
 _NUMBER = re.compile(r"\d(?:[.,:/\-]?\d)+")
+# A run of letters and digits mixing both ("Meridian27", "2FA", "B2B", "gpt4o") is one
+# specific, matched whole. Its parts are not specifics of their own: "27" alone can never
+# be found whole inside "Meridian27", so an identical copy would fail its own check.
+_ALNUM_RUN = re.compile(r"(?<![^\W_])[^\W_]+(?![^\W_])")
+_SINGLE_DIGIT_ORDINAL = re.compile(r"^\d(?:st|nd|rd|th)$", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_][\w'’]*")
 _OPENERS = "\"'“‘([{«"
 _TERMINATORS = ".!?:;"
@@ -127,6 +132,23 @@ def _dates(text: str) -> tuple[list[_Date], str]:
     return found, "".join(chars)
 
 
+def _identifiers(text: str) -> tuple[list[str], str]:
+    """Letter-digit runs ("Falcon64", "2FA"), and the text with them blanked out. A
+    single-digit ordinal ("3rd") is not one, as "top 3" is not a number specific."""
+    found: list[str] = []
+
+    def take(m: re.Match[str]) -> str:
+        run = m.group(0)
+        mixed = any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
+        if not mixed:
+            return run
+        if not _SINGLE_DIGIT_ORDINAL.match(run):
+            found.append(run)
+        return " " * len(run)
+
+    return found, _ALNUM_RUN.sub(take, text)
+
+
 def _take(pattern: re.Pattern[str], text: str) -> tuple[list[str], str]:
     found = [m.group(0).rstrip(".,;:)]!?") for m in pattern.finditer(text)]
     return found, pattern.sub(lambda m: " " * len(m.group(0)), text)
@@ -167,7 +189,7 @@ class Specifics:
     words: frozenset[str]  # capitalized words and acronyms, as written
     numbers: frozenset[str]
     dates: frozenset[_Date]
-    exact: frozenset[str]  # emails, URLs, handles
+    exact: frozenset[str]  # emails, URLs, handles, letter-digit identifiers
     phones: frozenset[str]  # digits only
 
 
@@ -181,6 +203,7 @@ def extract_specifics(
     handles, text = _take(_HANDLE, text)
     phones, text = _take(_PHONE, text)
     phone_digits = {re.sub(r"\D", "", p) for p in phones}
+    identifiers, text = _identifiers(text)
     numbers = set(_NUMBER.findall(text))
     if vocabulary.numbers_exempt(source.category):
         numbers.clear()
@@ -210,7 +233,7 @@ def extract_specifics(
         words=frozenset(words),
         numbers=frozenset(numbers),
         dates=frozenset(dates),
-        exact=frozenset(emails + urls + handles),
+        exact=frozenset(emails + urls + handles + identifiers),
         phones=frozenset(phone_digits),
     )
 

@@ -29,6 +29,26 @@ def test_a_merge_keeping_every_specific_passes_self_coverage():
     assert find_missing_specifics([IDENTITY], IDENTITY) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["Project Meridian27 budget is 121000 dollars.", "Enable 2FA on the B2B portal",
+     "Deploy gpt4o-mini to eu-west-1 before Falcon9 ships"],
+)  # fmt: skip
+def test_text_with_letter_digit_identifiers_covers_itself(text):
+    # Digits inside an identifier used to be a "27" that no whole-word match could find.
+    assert find_missing_specifics([text], text) == []
+
+
+def test_letter_digit_identifiers_are_required_whole():
+    source = "Project Meridian27 needs 2FA and gpt4o"
+    merged = "Project Meridian (27) needs FA and gpt4"
+    assert find_missing_specifics([source], merged) == ["2FA", "Meridian27", "gpt4o"]
+
+
+def test_a_single_digit_ordinal_may_be_spelled_out():
+    assert find_missing_specifics(["Office on the 3rd floor"], "Office on the third floor") == []
+
+
 def test_possessive_is_covered_by_the_bare_name():
     assert find_missing_specifics(["Rocky's favourite band is Rush"], "Rocky likes Rush") == []
 

@@ -109,3 +109,11 @@ def test_closest_stays_in_the_top_level_category_and_skips_archived():
     assert best.id == same.id and score == 1.0
     none_cand = Candidate("weekly sync with trish roberts about pwop", None)
     assert closest(none_cand, [same, other, uncategorized])[0].id == uncategorized.id
+
+
+def test_the_same_fact_with_an_identifier_reinforces_instead_of_extending():
+    text = "Project Meridian27 budget is 121000 dollars, due October 5, 2027."
+    match = _existing(text)
+    decision = decide(Candidate(text, "people/colleagues"), match, 1.0, NOW)
+    assert decision.outcome is DedupOutcome.REINFORCED
+    assert decision.updated.content == text
