@@ -2,13 +2,15 @@
 
 Each POST to /v1/chat/completions takes the next scripted reply: (status, content) and
 optionally an Event the handler waits on before answering, so a test can hold the LLM
-"thinking" for as long as it needs.
+"thinking" for as long as it needs. With no scripted reply left, a `responder` (a
+function of the request body) answers, else `default`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,6 +27,7 @@ class ScriptedLLM:
     replies: list[Reply] = field(default_factory=list)
     requests: list[dict] = field(default_factory=list)
     default: Reply | None = None
+    responder: Callable[[dict], Reply] | None = None
 
     def __post_init__(self) -> None:
         script = self
@@ -36,7 +39,12 @@ class ScriptedLLM:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
-                reply = script.replies.pop(0) if script.replies else script.default
+                if script.replies:
+                    reply = script.replies.pop(0)
+                elif script.responder is not None:
+                    reply = script.responder(body)
+                else:
+                    reply = script.default
                 if reply is None:
                     reply = Reply("no scripted reply left", status=500)
                 if reply.hold is not None:
