@@ -1,0 +1,257 @@
+"""Conversation memory: the turns of each session, per agent.
+
+`conversations/sessions/{session}.json` holds the last `MAX_RETAINED` turns; older turns
+are appended to `conversations/archive/{session}.jsonl` (the last `MAX_ARCHIVED` kept),
+so out-of-window recall can quote the whole live conversation. The archive belongs to
+the live session: a new session, or one idle longer than `SESSION_IDLE`, starts afresh
+and discards it, and an expired session's turns are never read back.
+
+Every turn is also appended to the conversation log that preference inference reads
+(`stores.conversation_log`).
+
+Each turn carries its number in the conversation (`n`, from 1). Eviction appends to the
+archive before the session file is replaced; a crash between the two can archive a turn
+twice, and readers keep one copy per number.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from dreamkeeper.stores.conversation_log import ConversationLog
+from dreamkeeper.stores.files import InterProcessLock, append_line, atomic_write_text
+from dreamkeeper.stores.memory_store import utc_now
+from dreamkeeper.stores.models import as_utc
+from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
+
+MAX_RETAINED = 50
+MAX_ARCHIVED = 500
+ARCHIVE_SLACK = 100  # the archive file is trimmed to MAX_ARCHIVED once it is this far over
+SESSION_IDLE = timedelta(hours=1)
+MAX_TURN_CHARS = 100_000
+ROLES = ("user", "assistant")
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+Role = Literal["user", "assistant"]
+
+
+class Turn(BaseModel):
+    n: int
+    role: Role
+    content: str
+    at: datetime
+
+
+class _SessionFile(BaseModel):
+    started_at: datetime
+    last_at: datetime
+    next_n: int = 1
+    archived_lines: int = 0
+    turns: list[Turn]
+
+
+def validate_session_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+        raise InvalidInput(
+            f"invalid session id {session_id!r}: 1-128 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit"
+        )
+    return session_id
+
+
+@dataclass(frozen=True)
+class _ArchiveCache:
+    signature: tuple[int, int, int]
+    size: int  # bytes parsed (whole lines)
+    by_n: dict[int, Turn]
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A live session: archived turns then retained ones, in order."""
+
+    session_id: str
+    archived: tuple[Turn, ...]
+    retained: tuple[Turn, ...]
+
+    @property
+    def turns(self) -> tuple[Turn, ...]:
+        return self.archived + self.retained
+
+    def __len__(self) -> int:
+        return len(self.archived) + len(self.retained)
+
+
+class ConversationMemory:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        idle: timedelta = SESSION_IDLE,
+        max_retained: int = MAX_RETAINED,
+        max_archived: int = MAX_ARCHIVED,
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        agent_root = Path(data_dir) / "agents" / agent_id
+        self.root = agent_root / "conversations"
+        self.log = ConversationLog(agent_root)
+        self._lock = InterProcessLock(self.root / ".lock")
+        self._clock = clock
+        self._idle = idle
+        self._max_retained = max_retained
+        self._max_archived = max_archived
+        self._sessions: dict[str, tuple[tuple, _SessionFile | None]] = {}
+        self._archives: dict[str, _ArchiveCache] = {}
+
+    def now(self) -> datetime:
+        return as_utc(self._clock())
+
+    def _session_path(self, session_id: str) -> Path:
+        return self.root / "sessions" / f"{session_id}.json"
+
+    def _archive_path(self, session_id: str) -> Path:
+        return self.root / "archive" / f"{session_id}.jsonl"
+
+    # -- reads (cached by file signature: a reader sees another process's writes) -------
+
+    def _session(self, session_id: str) -> _SessionFile | None:
+        path = self._session_path(session_id)
+        signature = _signature(path)
+        cached = self._sessions.get(session_id)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        state = None
+        if signature is not None:
+            try:
+                state = _SessionFile.model_validate_json(path.read_bytes())
+            except (OSError, ValidationError):
+                state = None  # unreadable: treated as a fresh session (and rewritten)
+        self._sessions[session_id] = (signature, state)
+        return state
+
+    def _live(self, session_id: str) -> _SessionFile | None:
+        state = self._session(session_id)
+        if state is None or self.now() - state.last_at > self._idle:
+            return None
+        return state
+
+    def _archive(self, session_id: str) -> tuple[Turn, ...]:
+        """Archived turns; after an append only the new bytes are read."""
+        path = self._archive_path(session_id)
+        signature = _signature(path)
+        if signature is None:
+            self._archives.pop(session_id, None)
+            return ()
+        cached = self._archives.get(session_id)
+        if cached is not None and cached.signature == signature:
+            return cached.turns
+        if (
+            cached is not None
+            and cached.signature[2] == signature[2]
+            and cached.size <= signature[1]
+        ):
+            offset, by_n = cached.size, dict(cached.by_n)  # same file, grown: appended lines
+        else:
+            offset, by_n = 0, {}
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+        end = data.rfind(b"\n") + 1  # a line without its newline is still being written
+        for line in data[:end].splitlines():
+            try:
+                turn = Turn.model_validate_json(line)
+            except ValidationError:
+                continue  # a torn line from a crash mid-append
+            by_n[turn.n] = turn
+        turns = tuple(by_n[n] for n in sorted(by_n))[-self._max_archived :]
+        self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
+        return turns
+
+    def conversation(self, session_id: str) -> Conversation:
+        """The live session's turns (nothing for a new or expired session)."""
+        validate_session_id(session_id)
+        state = self._live(session_id)
+        if state is None:
+            return Conversation(session_id, (), ())
+        first = state.turns[0].n if state.turns else state.next_n
+        archived = tuple(t for t in self._archive(session_id) if t.n < first)
+        return Conversation(session_id, archived, tuple(state.turns))
+
+    def last_activity(self, session_id: str) -> datetime | None:
+        state = self._live(validate_session_id(session_id))
+        return None if state is None else state.last_at
+
+    # -- writes ------------------------------------------------------------------------
+
+    def add_turn(self, session_id: str, role: str, content: str) -> Turn:
+        validate_session_id(session_id)
+        if role not in ROLES:
+            raise InvalidInput(f"invalid role {role!r}: expected one of {', '.join(ROLES)}")
+        if not isinstance(content, str):
+            raise InvalidInput("turn content must be text")
+        if len(content) > MAX_TURN_CHARS:
+            raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
+        with self._lock.hold():
+            now = self.now()
+            state = self._live(session_id)
+            if state is None:
+                # A new or expired session: its archive belonged to a conversation that ended.
+                self._archive_path(session_id).unlink(missing_ok=True)
+                self._archives.pop(session_id, None)
+                state = _SessionFile(started_at=now, last_at=now, turns=[])
+            turn = Turn(n=state.next_n, role=role, content=content, at=now)  # type: ignore[arg-type]
+            turns = [*state.turns, turn]
+            evicted, turns = turns[: -self._max_retained], turns[-self._max_retained :]
+            archived_lines = state.archived_lines
+            if evicted:
+                archived_lines = self._append_archive(session_id, evicted, archived_lines)
+            new_state = _SessionFile(started_at=state.started_at, last_at=now,
+                                     next_n=turn.n + 1, archived_lines=archived_lines, turns=turns)  # fmt: skip
+            path = self._session_path(session_id)
+            atomic_write_text(path, new_state.model_dump_json())
+            self._sessions[session_id] = (_signature(path), new_state)
+        self.log.append(session_id, role, content, now)
+        return turn
+
+    def _append_archive(self, session_id: str, evicted: list[Turn], lines: int) -> int:
+        path = self._archive_path(session_id)
+        for turn in evicted:
+            append_line(path, turn.model_dump_json())
+        lines += len(evicted)
+        if self._max_archived <= 0:
+            path.unlink(missing_ok=True)
+            return 0
+        if lines > self._max_archived + ARCHIVE_SLACK:
+            kept = path.read_bytes().splitlines()[-self._max_archived :]
+            atomic_write_text(path, "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n")
+            lines = len(kept)
+        return lines
+
+    def clear(self, session_id: str) -> None:
+        """End the session: its turns and its archive are discarded."""
+        validate_session_id(session_id)
+        with self._lock.hold():
+            self._session_path(session_id).unlink(missing_ok=True)
+            self._archive_path(session_id).unlink(missing_ok=True)
+            self._sessions.pop(session_id, None)
+            self._archives.pop(session_id, None)
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -1,0 +1,446 @@
+"""Working memory: global, path-namespaced scratch space with a TTL, per agent.
+
+Keys are full paths (`session/abc123/emails_inbox`); the first two segments are the
+namespace. Callers write only to their own namespace (the tools are bound to one), read
+any namespace by full key, and never write under `stash/` — that prefix is the agent
+loop's tool-result stash (`put_stash`), so every key there was written by the loop.
+
+Persistence: entries are grouped by top-level segment into
+`working-memory/{segment}.json`, each replaced atomically under an inter-process lock.
+A reader stats the directory's files on every call and reloads only a file that
+changed, so a write by another process is seen on the next read. Expired entries are
+invisible at once, dropped on load, and swept from the files hourly (by the next write
+after the hour).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
+from dreamkeeper.stores.memory_store import utc_now
+from dreamkeeper.stores.models import as_utc
+from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL = timedelta(minutes=5)
+BACKGROUND_MIN_TTL = timedelta(hours=4)  # subagents and patrols: outlive batch work
+MAX_TTL = timedelta(days=7)
+MAX_PER_NAMESPACE = 50
+LIST_CAP = 500
+SEARCH_LIMIT = 20
+PREVIEW_CHARS = 120
+MAX_KEY_CHARS = 256
+MAX_VALUE_CHARS = 262_144
+SWEEP_EVERY = timedelta(hours=1)
+STASH_ROOT = "stash"
+RESERVED_ROOTS = ("session", "patrol", "subagent", STASH_ROOT)
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_\-.:@]+$")
+
+
+class WorkingMemoryFull(InvalidInput):
+    """The namespace already holds its limit of live entries."""
+
+
+class WorkingEntry(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    key: str
+    value: str
+    stored_at: datetime
+    expires_at: datetime
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at <= now
+
+    @property
+    def namespace(self) -> str:
+        return namespace_of(self.key)
+
+
+def validate_key(key: str) -> str:
+    """A path of segments of letters, digits and `_ - . : @`; no empty, `.` or `..`."""
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInput("working-memory key is empty")
+    key = key.strip()
+    if len(key) > MAX_KEY_CHARS:
+        raise InvalidInput(f"working-memory key is longer than {MAX_KEY_CHARS} characters")
+    segments = key.split("/")
+    for segment in segments:
+        if segment in ("", ".", "..") or not _SEGMENT.match(segment):
+            raise InvalidInput(
+                f"invalid working-memory key {key!r}: use '/'-separated segments of letters, "
+                "digits, '_', '-', '.', ':' or '@' (no empty, '.' or '..' segment)"
+            )
+    return key
+
+
+def validate_namespace(namespace: str) -> str:
+    namespace = validate_key(namespace)
+    if namespace.count("/") != 1:
+        raise InvalidInput(
+            f"invalid namespace {namespace!r}: expected two segments, like session/abc"
+        )
+    return namespace
+
+
+def namespace_of(key: str) -> str:
+    return "/".join(key.split("/", 2)[:2])
+
+
+def is_under(key: str, prefix: str) -> bool:
+    """Whole-segment prefix: `patrol` covers `patrol/x/y`, `patrol/x` covers `patrol/x/y`."""
+    return key == prefix or key.startswith(prefix.rstrip("/") + "/")
+
+
+def resolve_ttl(ttl: timedelta | None, *, background: bool) -> timedelta:
+    ttl = DEFAULT_TTL if ttl is None else ttl
+    if ttl <= timedelta(0) or ttl > MAX_TTL:
+        raise InvalidInput(f"invalid TTL {ttl}: expected more than 0 and at most {MAX_TTL}")
+    return max(ttl, BACKGROUND_MIN_TTL) if background else ttl
+
+
+def _document(entry: WorkingEntry) -> list[str]:
+    return tokenize(
+        " ".join(
+            [entry.key.replace("/", " "), entry.category or "", " ".join(entry.tags), entry.value]
+        )  # fmt: skip
+    )
+
+
+@dataclass
+class _Segment:
+    signature: tuple[int, int, int]
+    entries: dict[str, WorkingEntry] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Listing:
+    entries: list[WorkingEntry]
+    total: int  # live entries in scope, before the cap
+
+    @property
+    def capped(self) -> bool:
+        return self.total > len(self.entries)
+
+
+class WorkingMemoryStore:
+    def __init__(
+        self, data_dir: Path | str, agent_id: str, *, clock: Callable[[], datetime] = utc_now
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        self.root = Path(data_dir) / "agents" / agent_id / "working-memory"
+        self._lock = InterProcessLock(self.root / ".lock")
+        self._clock = clock
+        self._segments: dict[str, _Segment] = {}
+        self._index = BM25Index()
+        self._namespace_ids: dict[str, int] = {}
+        self._last_sweep: datetime | None = None
+
+    def now(self) -> datetime:
+        return as_utc(self._clock())
+
+    # -- loading -----------------------------------------------------------------------
+
+    def _path(self, segment: str) -> Path:
+        return self.root / f"{segment}.json"
+
+    def _refresh(self) -> None:
+        """Reload the segment files that changed on disk (stat only when none did)."""
+        seen: set[str] = set()
+        try:
+            listing = list(os.scandir(self.root))
+        except FileNotFoundError:
+            listing = []
+        for item in listing:
+            if not item.name.endswith(".json") or item.name.startswith("."):
+                continue
+            segment = item.name[: -len(".json")]
+            seen.add(segment)
+            try:
+                st = item.stat()
+            except FileNotFoundError:
+                continue
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            cached = self._segments.get(segment)
+            if cached is None or cached.signature != signature:
+                self._load(segment, signature)
+        for gone in set(self._segments) - seen:
+            self._install(gone, {}, None)
+
+    def _load(self, segment: str, signature: tuple[int, int, int]) -> None:
+        path = self._path(segment)
+        now = self.now()
+        entries: dict[str, WorkingEntry] = {}
+        try:
+            raw = json.loads(path.read_bytes())
+            items = raw["entries"] if isinstance(raw, dict) else None
+            if not isinstance(items, list):
+                raise ValueError("no 'entries' list")
+            for item in items:
+                try:
+                    entry = WorkingEntry.model_validate(item)
+                except ValidationError:
+                    continue
+                if not entry.expired(now):  # expired entries are dropped on load
+                    entries[entry.key] = entry
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
+        self._install(segment, entries, signature)
+
+    def _install(
+        self, segment: str, entries: dict[str, WorkingEntry], signature: tuple | None
+    ) -> None:
+        old = self._segments.get(segment)
+        old_entries = old.entries if old else {}
+        for key, entry in old_entries.items():
+            if entries.get(key) != entry:
+                self._index.remove(key)
+        for key, entry in entries.items():
+            if old_entries.get(key) != entry:
+                self._index.put(key, _document(entry), archived=False,
+                                group=self._namespace_id(entry.namespace))  # fmt: skip
+        if signature is None:
+            self._segments.pop(segment, None)
+        else:
+            self._segments[segment] = _Segment(signature, entries)
+
+    def _namespace_id(self, namespace: str) -> int:
+        return self._namespace_ids.setdefault(namespace, len(self._namespace_ids))
+
+    def _live(self, prefix: str | None = None) -> Iterable[WorkingEntry]:
+        now = self.now()
+        segments = self._segments.values()
+        if prefix:
+            root = prefix.split("/", 1)[0]
+            segments = [self._segments[root]] if root in self._segments else []
+        for seg in segments:
+            for entry in seg.entries.values():
+                if not entry.expired(now) and (prefix is None or is_under(entry.key, prefix)):
+                    yield entry
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, key: str) -> WorkingEntry | None:
+        """A live entry by full key, from any namespace."""
+        key = validate_key(key)
+        self._refresh()
+        seg = self._segments.get(key.split("/", 1)[0])
+        entry = seg.entries.get(key) if seg else None
+        return None if entry is None or entry.expired(self.now()) else entry
+
+    def list(
+        self,
+        prefix: str | None = None,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        cap: int = LIST_CAP,
+    ) -> Listing:
+        """Live entries under `prefix`, most recently stored first, at most `cap`."""
+        if prefix is not None:
+            prefix = validate_key(prefix)
+        self._refresh()
+        found = [e for e in self._live(prefix) if _matches(e, category, tags)]
+        found.sort(key=lambda e: (e.stored_at, e.key), reverse=True)
+        return Listing(found[:cap], len(found))
+
+    def search(
+        self,
+        query: str,
+        prefix: str | None = None,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        limit: int = SEARCH_LIMIT,
+    ) -> list[tuple[WorkingEntry, float]]:
+        """BM25 over key, category, tags and value of live entries under `prefix`."""
+        if prefix is not None:
+            prefix = validate_key(prefix)
+        self._refresh()
+        tokens = tokenize(query)
+        if not tokens:
+            return []
+        scores, matched = self._index.scores(tokens)
+        if prefix is not None:
+            allowed = [gid for ns, gid in self._namespace_ids.items()
+                       if is_under(ns, prefix) or is_under(prefix, ns)]  # fmt: skip
+            matched &= np.isin(self._index.groups, allowed)
+        now = self.now()
+        hits = []
+        for slot in np.nonzero(matched)[0].tolist():
+            key = self._index.key_at(slot)
+            seg = self._segments.get(key.split("/", 1)[0]) if key else None
+            entry = seg.entries.get(key) if seg and key else None
+            if entry is None or entry.expired(now):
+                continue
+            if (prefix is None or is_under(entry.key, prefix)) and _matches(entry, category, tags):
+                hits.append((entry, float(scores[slot])))
+        hits.sort(key=lambda h: (-h[1], h[0].key))
+        return hits[:limit]
+
+    # -- writes ------------------------------------------------------------------------
+
+    def save(
+        self,
+        namespace: str,
+        key: str,
+        value: str,
+        *,
+        ttl: timedelta | None = None,
+        background: bool = False,
+        category: str | None = None,
+        tags: list[str] | None = None,
+    ) -> WorkingEntry:
+        """Store `value` under `key` in the caller's `namespace`: a plain key is placed
+        in it, a full key must already be in it. The namespace's 51st live entry is
+        refused; overwriting an existing key is not a new entry."""
+        namespace = validate_namespace(namespace)
+        full = self.resolve(namespace, key)
+        if full.split("/", 1)[0] == STASH_ROOT:
+            raise InvalidInput(
+                "keys under stash/ are written only by the agent loop's tool-result stash"
+            )
+        if not is_under(full, namespace):
+            raise InvalidInput(
+                f"{full!r} is outside your namespace {namespace!r}: writes go only to your own "
+                "namespace (use a plain key, or a full key starting with it)"
+            )
+        return self._put(full, value, resolve_ttl(ttl, background=background), category, tags)
+
+    def put_stash(self, key: str, value: str, *, ttl: timedelta, tags: list[str]) -> WorkingEntry:
+        """The tool-result stash's own write (see `agent.stash`): when its namespace is
+        full, the oldest stashed result makes room — a stash never refuses the loop."""
+        key = validate_key(key)
+        if key.split("/", 1)[0] != STASH_ROOT or key.count("/") < 2:
+            raise InvalidInput(f"{key!r} is not a stash key (stash/{{run}}/{{call}})")
+        return self._put(key, value, ttl, None, tags, evict_oldest=True)
+
+    def resolve(self, namespace: str, key: str) -> str:
+        """A plain key inside `namespace`; a key starting with a reserved root (session/,
+        patrol/, subagent/, stash/) is already a full path."""
+        key = validate_key(key)
+        if key.split("/", 1)[0] in RESERVED_ROOTS and "/" in key:
+            return key
+        return validate_key(f"{namespace}/{key}")
+
+    def delete(self, key: str) -> bool:
+        key = validate_key(key)
+        with self._lock.hold():
+            self._refresh()
+            segment = key.split("/", 1)[0]
+            seg = self._segments.get(segment)
+            if seg is None or key not in seg.entries:
+                return False
+            entries = dict(seg.entries)
+            del entries[key]
+            self._write(segment, entries)
+            return True
+
+    def sweep(self) -> int:
+        """Drop expired entries from the files; returns how many went."""
+        removed = 0
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment, seg in list(self._segments.items()):
+                on_disk = _read_keys(self._path(segment))
+                live = {k: e for k, e in seg.entries.items() if not e.expired(now)}
+                if on_disk != set(live):
+                    removed += len(on_disk - set(live))
+                    self._write(segment, live)
+            self._last_sweep = now
+        return removed
+
+    def _put(
+        self,
+        key: str,
+        value: str,
+        ttl: timedelta,
+        category: str | None,
+        tags: list[str] | None,
+        *,
+        evict_oldest: bool = False,
+    ) -> WorkingEntry:
+        if not isinstance(value, str) or not value:
+            raise InvalidInput("working-memory data is empty")
+        if len(value) > MAX_VALUE_CHARS:
+            raise InvalidInput(
+                f"working-memory data is {len(value)} characters: the limit is {MAX_VALUE_CHARS}"
+            )
+        if category is not None and (not category.strip() or len(category) > 200):
+            raise InvalidInput("invalid working-memory category: 1 to 200 characters")
+        tag_list = validate_tags(tags)
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            if self._last_sweep is None or now - self._last_sweep >= SWEEP_EVERY:
+                self.sweep()
+            namespace = namespace_of(key)
+            others = sorted(
+                (e for e in self._live(namespace) if e.key != key), key=lambda e: e.stored_at
+            )
+            while len(others) >= MAX_PER_NAMESPACE:
+                if not evict_oldest:
+                    raise WorkingMemoryFull(
+                        f"namespace {namespace!r} already holds {MAX_PER_NAMESPACE} live entries "
+                        "(the limit): overwrite one of its keys or let some expire"
+                    )
+                self._drop(others.pop(0).key)
+            entry = WorkingEntry(key=key, value=value, stored_at=now, expires_at=now + ttl,
+                                 category=category, tags=tag_list)  # fmt: skip
+            segment = key.split("/", 1)[0]
+            seg = self._segments.get(segment)
+            entries = {k: e for k, e in (seg.entries if seg else {}).items() if not e.expired(now)}
+            entries[key] = entry
+            self._write(segment, entries)
+            return entry
+
+    def _drop(self, key: str) -> None:
+        segment = key.split("/", 1)[0]
+        entries = dict(self._segments[segment].entries)
+        entries.pop(key, None)
+        self._write(segment, entries)
+
+    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
+        """Replace a segment file (lock held) and install what was written."""
+        path = self._path(segment)
+        body = {"entries": [e.model_dump(mode="json", by_alias=True) for e in entries.values()]}
+        atomic_write_text(path, json.dumps(body, ensure_ascii=False))
+        st = path.stat()
+        self._install(segment, entries, (st.st_mtime_ns, st.st_size, st.st_ino))
+
+
+def _read_keys(path: Path) -> set[str]:
+    try:
+        raw = json.loads(path.read_bytes())
+        return {str(item.get("key")) for item in raw.get("entries", []) if isinstance(item, dict)}
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def _matches(entry: WorkingEntry, category: str | None, tags: list[str] | None) -> bool:
+    if category and (entry.category or "").lower() != category.lower():
+        return False
+    if tags:
+        have = {t.lower() for t in entry.tags}
+        return all(t.lower() in have for t in tags)
+    return True

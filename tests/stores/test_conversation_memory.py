@@ -1,0 +1,106 @@
+"""Conversation memory: retention, eviction to the archive, idle expiry, the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamkeeper.stores.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation_memory import (
+    MAX_ARCHIVED,
+    MAX_RETAINED,
+    ConversationMemory,
+)
+from dreamkeeper.stores.validation import InvalidInput
+
+
+@pytest.fixture
+def conversations(tmp_path, clock) -> ConversationMemory:
+    return ConversationMemory(tmp_path, "a1", clock=clock)
+
+
+def _talk(memory: ConversationMemory, session: str, n: int, clock=None) -> None:
+    for i in range(n):
+        if clock is not None:
+            clock.advance(seconds=30)
+        memory.add_turn(session, "user" if i % 2 == 0 else "assistant", f"turn {i + 1}")
+
+
+def test_the_defaults_are_the_references():
+    assert (MAX_RETAINED, MAX_ARCHIVED) == (50, 500)
+
+
+def test_turns_past_retention_move_to_the_archive_in_order(conversations, tmp_path):
+    _talk(conversations, "s1", 60)
+    conv = conversations.conversation("s1")
+    assert len(conv.retained) == 50 and len(conv.archived) == 10
+    assert [t.content for t in conv.turns] == [f"turn {i}" for i in range(1, 61)]
+    archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
+    assert len(archive.read_text().splitlines()) == 10
+
+
+def test_the_archive_keeps_its_newest_turns_only(tmp_path, clock):
+    memory = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5, max_archived=20)
+    _talk(memory, "s1", 300)
+    conv = memory.conversation("s1")
+    assert len(conv.archived) == 20 and conv.turns[0].content == "turn 276"
+    assert conv.turns[-1].content == "turn 300"
+    archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
+    assert len(archive.read_text().splitlines()) <= 20 + 100  # trimmed, not unbounded
+
+
+def test_an_idle_session_expires_and_restarting_it_discards_its_archive(conversations, clock):
+    _talk(conversations, "s1", 55)
+    clock.advance(minutes=59)
+    assert len(conversations.conversation("s1")) == 55
+    clock.advance(minutes=62)
+    assert len(conversations.conversation("s1")) == 0  # never read back once expired
+    conversations.add_turn("s1", "user", "hello again")
+    conv = conversations.conversation("s1")
+    assert [t.content for t in conv.turns] == ["hello again"] and conv.archived == ()
+
+
+def test_sessions_are_separate_and_clear_ends_one(conversations):
+    _talk(conversations, "s1", 3)
+    _talk(conversations, "s2", 2)
+    conversations.clear("s1")
+    assert len(conversations.conversation("s1")) == 0
+    assert len(conversations.conversation("s2")) == 2
+
+
+def test_every_turn_goes_to_the_conversation_log(conversations, tmp_path):
+    conversations.add_turn("s1", "user", "I prefer metric units")
+    conversations.add_turn("s1", "assistant", "Noted.")
+    log = ConversationLog(tmp_path / "agents" / "a1")
+    assert [(t.session_id, t.role, t.content) for t in ConversationLog.read(log.path)] == [
+        ("s1", "user", "I prefer metric units"), ("s1", "assistant", "Noted."),
+    ]  # fmt: skip
+
+
+def test_a_turn_archived_twice_by_a_crash_is_read_once(conversations, tmp_path):
+    _talk(conversations, "s1", 52)
+    archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
+    lines = archive.read_text().splitlines()
+    archive.write_text("\n".join(lines + lines[-1:]) + "\n{torn")
+    fresh = ConversationMemory(tmp_path, "a1", clock=conversations._clock)
+    assert [t.content for t in fresh.conversation("s1").turns][:3] == ["turn 1", "turn 2", "turn 3"]
+    assert len(fresh.conversation("s1")) == 52
+
+
+def test_another_instance_sees_new_turns(tmp_path, clock):
+    writer = ConversationMemory(tmp_path, "a1", clock=clock)
+    reader = ConversationMemory(tmp_path, "a1", clock=clock)
+    _talk(writer, "s1", 55)
+    assert len(reader.conversation("s1")) == 55
+    writer.add_turn("s1", "user", "one more")
+    assert reader.conversation("s1").turns[-1].content == "one more"
+    assert len(reader.conversation("s1").archived) == 6
+
+
+@pytest.mark.parametrize(
+    "session, role, content",
+    [("../x", "user", "hi"), ("s1", "system", "hi"), ("s1", "user", "x" * 100_001)],
+)
+def test_bad_input_is_refused_and_writes_nothing(conversations, tmp_path, session, role, content):
+    with pytest.raises(InvalidInput):
+        conversations.add_turn(session, role, content)
+    assert not (tmp_path / "agents" / "a1" / "conversations" / "sessions").exists()
