@@ -1,0 +1,163 @@
+"""The memory tools: schemas, the recall-family rules, working memory and the stash."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from dreamkeeper.agent import recall
+from dreamkeeper.agent.session import ContextKind, SessionContext
+from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
+from dreamkeeper.agent.tools import MemoryTools, tool_specs
+
+S1 = SessionContext.user("s1")
+FAMILY = {
+    recall.SEARCH_MEMORY: (recall.SEARCH_MEMORY_HEADLINE, recall.SEARCH_WORKING_MEMORY,
+                           recall.SEARCH_WORKING_MEMORY_HEADLINE),
+    recall.SEARCH_WORKING_MEMORY: (recall.SEARCH_WORKING_MEMORY_HEADLINE, recall.SEARCH_MEMORY,
+                                   recall.SEARCH_MEMORY_HEADLINE),
+}  # fmt: skip
+
+
+@pytest.fixture
+def tools(store, working) -> MemoryTools:
+    return MemoryTools("agent-1", S1, memory=store, working=working,
+                       stash=ToolResultStash(working, S1))  # fmt: skip
+
+
+def _specs() -> dict[str, dict]:
+    return {s["function"]["name"]: s["function"] for s in tool_specs()}
+
+
+def test_every_tool_has_a_valid_json_schema_and_a_handler(tools):
+    specs = _specs()
+    assert sorted(specs) == sorted(tools.names)
+    assert len(specs) == len(tool_specs())  # names are unique
+    for name, spec in specs.items():
+        Draft202012Validator.check_schema(spec["parameters"])
+        assert spec["parameters"]["type"] == "object", name
+        assert spec["description"].strip(), name
+        assert set(spec["parameters"]["required"]) <= set(spec["parameters"]["properties"])
+
+
+def test_arguments_a_model_would_send_validate_against_the_schemas():
+    specs = _specs()
+    good = {
+        "search_memory": {"query": "chicago", "tags": ["x"], "limit": 5},
+        "save_memory": {"content": "c", "source": "user", "importance": 0.7},
+        "save_to_working_memory": {"key": "k", "data": "d", "ttl_minutes": 10},
+        "update_memory_importance": {"id": "0123456789ab", "importance": 0.9},
+    }
+    for name, args in good.items():
+        Draft202012Validator(specs[name]["parameters"]).validate(args)
+    bad = Draft202012Validator(specs["save_memory"]["parameters"])
+    assert not bad.is_valid({"importance": 0.5})  # content is required
+    assert not bad.is_valid({"content": "c", "surprise": 1})
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY))
+def test_recall_family_descriptions_lead_with_the_headline_and_name_the_sibling(name):
+    headline, sibling, sibling_headline = FAMILY[name]
+    description = _specs()[name]["description"]
+    assert description.startswith(headline)
+    assert sibling in description and sibling_headline in description
+
+
+async def test_every_empty_recall_names_the_sibling_and_never_itself(tools):
+    for name, (_, sibling, sibling_headline) in FAMILY.items():
+        result = await tools.call(name, {"query": "zeppelin quartermaster"})
+        assert sibling in result and sibling_headline in result, name
+        assert "not evidence it was never said or never known" in result
+        assert name not in result.replace(sibling, ""), f"{name} re-suggests itself"
+
+
+async def test_query_less_browses_are_exempt_and_answer_themselves(tools, store):
+    browse = await tools.call("search_memory", {})
+    assert "Categories: none yet." in browse and recall.SEARCH_WORKING_MEMORY not in browse
+    store.create("The user lives in Chicago", category="user-preferences/location")
+    browse = await tools.call("search_memory", {"category": "nothing-here"})
+    assert "user-preferences/location (1)" in browse  # the taxonomy, even with no match
+    listing = await tools.call("search_working_memory", {})
+    assert listing.startswith("No live entries") and recall.SEARCH_MEMORY not in listing
+
+
+async def test_search_memory_formats_hits_with_source(tools, store):
+    entry = store.create(
+        "The user lives in Chicago", category="places", metadata={"source": "user"}
+    )
+    result = await tools.call("search_memory", '{"query": "chicago"}')
+    assert result == f"- [{entry.id}] (places, importance=0.50, first seen today, source=user): " \
+                     "The user lives in Chicago"  # fmt: skip
+
+
+async def test_working_memory_tools_round_trip_in_the_callers_namespace(tools, working):
+    saved = await tools.call("save_to_working_memory",
+                             {"key": "inbox", "data": "Invoice 4411 from Contoso",
+                              "category": "email", "tags": ["unread"]})  # fmt: skip
+    assert saved == "Saved session/s1/inbox (expires in 5m00s)."
+    assert (await tools.call("get_from_working_memory", {"key": "inbox"})).endswith(
+        "Invoice 4411 from Contoso"
+    )
+    found = await tools.call("search_working_memory", {"query": "contoso invoice"})
+    assert "session/s1/inbox" in found and "Invoice 4411 from Contoso" in found
+    working.save("patrol/heartbeat", "alert", "disk 91% full", background=True)
+    cross = await tools.call("get_from_working_memory", {"key": "patrol/heartbeat/alert"})
+    assert cross.endswith("disk 91% full")
+    refused = await tools.call("save_to_working_memory", {"key": "stash/s1/x", "data": "forged"})
+    assert refused.startswith("Error:") and "stash" in refused
+    assert working.get("stash/s1/x") is None
+
+
+async def test_background_sessions_are_told_about_the_ttl_floor(store, working):
+    sub = SessionContext("t1", ContextKind.SUBAGENT)
+    tools = MemoryTools("agent-1", sub, memory=store, working=working)
+    result = await tools.call("save_to_working_memory", {"key": "r", "data": "d", "ttl_minutes": 2})
+    assert result.startswith("Saved subagent/t1/r (expires in 4h00m)")
+    assert "at least 4 hours" in result
+
+
+async def test_bad_calls_are_text_errors_that_change_nothing(tools, working):
+    cases = [("nope", {}), ("search_memory", "{not json"), ("search_memory", {"limit": 0}),
+             ("save_to_working_memory", {"key": "../x", "data": "d"}),
+             ("save_to_working_memory", {"key": "k"}),
+             ("save_memory", {"content": "fact"})]  # no worker connected  # fmt: skip
+    for name, args in cases:
+        assert (await tools.call(name, args)).startswith("Error:"), (name, args)
+    assert working.list().total == 0
+
+
+async def test_an_oversized_result_is_stashed_and_reachable_through_the_tools(tools, working):
+    page = "HEAD-MARKER " + "lorem ipsum " * 2000 + " TAIL-MARKER"
+    elided = tools.stash.process("web_browse", "call_42", page)
+    assert elided.startswith("HEAD-MARKER") and elided.endswith("TAIL-MARKER")
+    assert "stash/s1/call_42" in elided and len(elided) < 5_000
+    entry = working.get("stash/s1/call_42")
+    assert entry.value == page and entry.tags == ["stash", "tool-result", "tool:web_browse"]
+    assert entry.expires_at - entry.stored_at == timedelta(minutes=60)
+    listing = await tools.call("search_working_memory", {"namespace": "stash"})
+    assert "stash/s1/call_42" in listing
+    assert (await tools.call("get_from_working_memory", {"key": "stash/s1/call_42"})).endswith(
+        "TAIL-MARKER"
+    )
+    assert tools.stash.process("calc", "call_43", "42") == "42"  # small results pass through
+    note = tools.stash.registry_note()
+    assert note.startswith(REGISTRY_TAG) and "stash/s1/call_42" in note and "call_43" not in note
+    next_run = ToolResultStash(working, S1)
+    assert next_run.registry_note() is None  # the note covers this run only
+    assert working.get("stash/s1/call_42") is not None  # the original stays reachable
+
+
+async def test_without_a_loop_no_stash_is_reachable(store, working):
+    tools = MemoryTools("agent-1", S1, memory=store, working=working)
+    result = await tools.call("search_working_memory", {"namespace": "stash"})
+    assert result.startswith("No stash is reachable")
+
+
+def test_a_subagent_stashes_under_its_run_not_its_namespace(working):
+    sub = SessionContext("t9", ContextKind.SUBAGENT)
+    stash = ToolResultStash(working, sub)
+    stash.process("fetch", "c1", "x" * 10_000)
+    assert working.get("stash/subagent-t9/c1") is not None
+    assert sub.namespace == "subagent/t9"
