@@ -17,9 +17,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass
 class Reply:
-    content: str
+    content: str | None
     status: int = 200
     hold: threading.Event | None = None
+    tool_calls: list[dict] | None = None  # OpenAI-style calls the "model" makes
+
+
+def tool_call(call_id: str, name: str, arguments: dict) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
 
 
 @dataclass
@@ -49,8 +55,11 @@ class ScriptedLLM:
                     reply = Reply("no scripted reply left", status=500)
                 if reply.hold is not None:
                     reply.hold.wait(timeout=60)
+                message = {"role": "assistant", "content": reply.content}
+                if reply.tool_calls:
+                    message["tool_calls"] = reply.tool_calls
                 payload = (
-                    {"choices": [{"message": {"role": "assistant", "content": reply.content}}]}
+                    {"choices": [{"message": message}]}
                     if reply.status == 200
                     else {"error": reply.content}
                 )
