@@ -31,6 +31,7 @@ class JournalAction(StrEnum):
     DECAYED = "decayed"
     REVIEWED = "reviewed"
     PURGED = "purged"
+    EMBEDDED = "embedded"  # a vector was (re)generated; the entry itself did not change
 
 
 @dataclass(frozen=True)

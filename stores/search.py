@@ -1,5 +1,13 @@
-"""Long-term memory search: BM25 with a phrase bonus and an importance boost, filters,
-the query-less browse, and the reference's result-line format."""
+"""Long-term memory search: BM25 with a phrase bonus and an importance boost — hybrid
+with cosine similarity when an embedding model is configured — filters, the query-less
+browse, and the reference's result-line format.
+
+Hybrid ranking: BM25 scores (with the phrase bonus) divided by the top one; cosine kept
+only at or above the minimum similarity (0.5); the mean where an entry has both, else
+whichever it has; then × (0.5 + 0.5 · importance). Entries without a current vector
+still rank by keywords, and with no query vector (endpoint down, no model) the search
+is exactly the BM25 one.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +16,12 @@ from datetime import datetime
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import query_phrases, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_phrases, tokenize
+from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
 from dreamkeeper.stores.validation import InvalidInput, validate_category
+from dreamkeeper.stores.vectors import hybrid_scores
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
@@ -63,23 +73,39 @@ def search(
     tags: list[str] | None = None,
     limit: int = DEFAULT_LIMIT,
     include_archived: bool = False,
+    query_vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
+    """`query_vector` defaults to the store's embedding of the query, when it has a model
+    and the endpoint answers; otherwise the ranking is BM25 only."""
     category, wanted, limit = _normalize_filters(category, tags, limit)
     if query is None or not query.strip():
         return _browse(store, category, wanted, limit, include_archived)
     tokens = tokenize(query)
-    if not tokens:
+    if query_vector is None and store.embeddings is not None:
+        query_vector = store.embeddings.embed_query(query)
+    vectors = store.vectors(query_vector.size) if query_vector is not None else None
+    if not tokens and vectors is None:
         return []
     index = store.index()
     base, mask = index.scores(tokens, include_archived=include_archived)
+    similar: dict[str, float] = {}
+    if vectors is not None and query_vector is not None:
+        threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
+        similar = vectors.similar(query_vector, threshold, include_archived=include_archived)
+    cosine = np.zeros(base.size, dtype=np.float64)
+    if similar:
+        slots = [(index.slot(i), sim) for i, sim in similar.items()]
+        found = np.array([s for s, _ in slots if s is not None], dtype=np.int64)
+        cosine[found] = [sim for s, sim in slots if s is not None]
+    candidates = mask | (cosine > 0)
     if category is not None:
         allowed = [
             gid
             for gid, cat in store.categories_by_group().items()
             if category_matches(cat, category)
         ]
-        mask &= np.isin(index.groups, allowed)
-    slots = np.nonzero(mask)[0]
+        candidates &= np.isin(index.groups, allowed)
+    slots = np.nonzero(candidates)[0]
     if wanted:
         slots = np.array(
             [s for s in slots if _has_tags(store.cached(index.key_at(int(s))), wanted)],  # type: ignore[arg-type]
@@ -87,17 +113,10 @@ def search(
         )
     if slots.size == 0:
         return []
-    final = _lift(base[slots], index.weights[slots])
-    phrases = query_phrases(tokens)
-    if phrases:
-        contenders = slots
-        if slots.size > limit:
-            # The bonus lifts a score at most this far: candidates that stay below the k-th
-            # best unbonused score even when lifted need no phrase test.
-            kth = np.partition(final, slots.size - limit)[slots.size - limit]
-            contenders = slots[_lift(final, PHRASE_BONUS) >= kth]
-        bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
-        final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
+    if vectors is None:
+        final = _bm25_final(index, tokens, base, slots, limit)
+    else:
+        final = _hybrid_final(index, tokens, base, cosine, slots)
     if slots.size > limit:
         # Keep ties at the boundary so the order is decided by (score, id) alone.
         kth = np.partition(final, slots.size - limit)[slots.size - limit]
@@ -110,6 +129,34 @@ def search(
     ]
     hits.sort(key=lambda h: (-(h.score or 0.0), h.entry.id))
     return hits[:limit]
+
+
+def _bm25_final(
+    index: BM25Index, tokens: list[str], base: np.ndarray, slots: np.ndarray, limit: int
+) -> np.ndarray:
+    final = _lift(base[slots], index.weights[slots])
+    phrases = query_phrases(tokens)
+    if phrases:
+        contenders = slots
+        if slots.size > limit:
+            # The bonus lifts a score at most this far: candidates that stay below the k-th
+            # best unbonused score even when lifted need no phrase test.
+            kth = np.partition(final, slots.size - limit)[slots.size - limit]
+            contenders = slots[_lift(final, PHRASE_BONUS) >= kth]
+        bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
+        final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
+    return final
+
+
+def _hybrid_final(
+    index: BM25Index, tokens: list[str], base: np.ndarray, cosine: np.ndarray, slots: np.ndarray
+) -> np.ndarray:
+    keyword = base[slots]
+    phrases = query_phrases(tokens)
+    if phrases:
+        bonus = np.isin(slots, index.phrase_slots(phrases, among=slots))
+        keyword = np.where(bonus & (keyword > 0), keyword * PHRASE_BONUS, keyword)
+    return hybrid_scores(keyword, cosine[slots]) * index.weights[slots]
 
 
 def _browse(

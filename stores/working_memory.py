@@ -11,6 +11,10 @@ A reader stats the directory's files on every call and reloads only a file that
 changed, so a write by another process is seen on the next read. Expired entries are
 invisible at once, dropped on load, and swept from the files hourly (by the next write
 after the hour).
+
+With an embedding model, a saved value is embedded on a background thread (a save never
+waits) into `working-memory/.embeddings/`, keyed to the value's fingerprint, and search
+ranks like long-term memory's hybrid search (without the importance boost).
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
 from dreamkeeper.stores.memory_store import utc_now
 from dreamkeeper.stores.models import as_utc
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
+from dreamkeeper.stores.vectors import hybrid_scores
+from dreamkeeper.stores.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +149,17 @@ class Listing:
 
 class WorkingMemoryStore:
     def __init__(
-        self, data_dir: Path | str, agent_id: str, *, clock: Callable[[], datetime] = utc_now
+        self,
+        data_dir: Path | str,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: EmbeddingClient | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.root = Path(data_dir) / "agents" / agent_id / "working-memory"
+        self.embeddings = embeddings
+        self._vectors = WorkingVectors(self.root / ".embeddings", embeddings) if embeddings else None
         self._lock = InterProcessLock(self.root / ".lock")
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
@@ -277,25 +291,42 @@ class WorkingMemoryStore:
             prefix = validate_key(prefix)
         self._refresh()
         tokens = tokenize(query)
-        if not tokens:
-            return []
-        scores, matched = self._index.scores(tokens)
-        if prefix is not None:
-            allowed = [gid for ns, gid in self._namespace_ids.items()
-                       if is_under(ns, prefix) or is_under(prefix, ns)]  # fmt: skip
-            matched &= np.isin(self._index.groups, allowed)
+        query_vector = self._vectors.query(query) if self._vectors else None
+        keyword: dict[str, float] = {}
+        if tokens:
+            scores, matched = self._index.scores(tokens)
+            for slot in np.nonzero(matched)[0].tolist():
+                key = self._index.key_at(slot)
+                if key is not None:
+                    keyword[key] = float(scores[slot])
         now = self.now()
-        hits = []
-        for slot in np.nonzero(matched)[0].tolist():
-            key = self._index.key_at(slot)
-            seg = self._segments.get(key.split("/", 1)[0]) if key else None
-            entry = seg.entries.get(key) if seg and key else None
+        semantic = (
+            self._vectors.similar(query_vector, self._live(prefix))
+            if self._vectors is not None and query_vector is not None
+            else {}
+        )
+        found = []
+        for key in keyword.keys() | semantic.keys():
+            seg = self._segments.get(key.split("/", 1)[0])
+            entry = seg.entries.get(key) if seg else None
             if entry is None or entry.expired(now):
                 continue
-            if (prefix is None or is_under(entry.key, prefix)) and _matches(entry, category, tags):
-                hits.append((entry, float(scores[slot])))
-        hits.sort(key=lambda h: (-h[1], h[0].key))
+            if (prefix is None or is_under(key, prefix)) and _matches(entry, category, tags):
+                found.append(entry)
+        if not found:
+            return []
+        raw = np.array([keyword.get(e.key, 0.0) for e in found])
+        if query_vector is not None:
+            final = hybrid_scores(raw, np.array([semantic.get(e.key, 0.0) for e in found]))
+        else:
+            final = raw
+        hits = sorted(zip(found, final.tolist(), strict=True), key=lambda h: (-h[1], h[0].key))
         return hits[:limit]
+
+    def wait_for_embeddings(self, timeout: float | None = None) -> None:
+        """Block until vectors queued by this process's saves are written (tests, exit)."""
+        if self._vectors is not None:
+            self._vectors.wait(timeout)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -367,6 +398,9 @@ class WorkingMemoryStore:
                 if on_disk != set(live):
                     removed += len(on_disk - set(live))
                     self._write(segment, live)
+            if self._vectors is not None:
+                self._vectors.prune(e.key for seg in self._segments.values()
+                                    for e in seg.entries.values())  # fmt: skip
             self._last_sweep = now
         return removed
 
@@ -412,7 +446,9 @@ class WorkingMemoryStore:
             entries = {k: e for k, e in (seg.entries if seg else {}).items() if not e.expired(now)}
             entries[key] = entry
             self._write(segment, entries)
-            return entry
+        if self._vectors is not None:
+            self._vectors.embed_later(entry.key, entry.value)
+        return entry
 
     def _drop(self, key: str) -> None:
         segment = key.split("/", 1)[0]
@@ -421,7 +457,12 @@ class WorkingMemoryStore:
         self._write(segment, entries)
 
     def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
-        """Replace a segment file (lock held) and install what was written."""
+        """Replace a segment file (lock held), install what was written, and delete the
+        vectors of entries that left it."""
+        old = self._segments.get(segment)
+        if self._vectors is not None and old is not None:
+            for gone in old.entries.keys() - entries.keys():
+                self._vectors.forget(gone)
         path = self._path(segment)
         body = {"entries": [e.model_dump(mode="json", by_alias=True) for e in entries.values()]}
         atomic_write_text(path, json.dumps(body, ensure_ascii=False))

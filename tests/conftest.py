@@ -14,3 +14,24 @@ def clock() -> FakeClock:
 @pytest.fixture
 def store(tmp_path, clock) -> FileMemoryStore:
     return FileMemoryStore(tmp_path, "agent-1", clock=clock)
+
+
+@pytest.fixture
+def embedder():
+    from tests.scripted_embeddings import ScriptedEmbeddings
+
+    server = ScriptedEmbeddings()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def embedding_client(embedder):
+    from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+
+    client = EmbeddingClient(
+        EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed", timeout_seconds=5,
+                          query_timeout_seconds=5)
+    )  # fmt: skip
+    yield client
+    client.close()

@@ -1,0 +1,173 @@
+"""An OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM, llama.cpp server, OpenAI).
+
+Embeddings are an optional improvement, never a dependency: every failure — endpoint
+down, a 4xx, a malformed reply, a vector of the wrong length — means "no vector" for
+that text, logged, and the caller falls back to keywords. Requests are batched, inputs
+truncated at `max_input_chars`, and transient failures (5xx, connection) retried a
+bounded number of times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from dreamkeeper.stores.validation import InvalidInput
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "nomic-embed-text"
+MAX_INPUT_CHARS = 30_000
+MIN_SIMILARITY = 0.5
+BATCH_SIZE = 64
+RETRIES = 2
+QUERY_CACHE = 256
+QUERY_BACKOFF_SECONDS = 30.0  # after a failed query embedding, searches skip it this long
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    base_url: str | None = None
+    model: str = DEFAULT_MODEL
+    api_key: str | None = None
+    timeout_seconds: float = 30.0
+    query_timeout_seconds: float = 5.0  # a search waits at most this long for its vector
+    min_similarity: float = MIN_SIMILARITY
+    max_input_chars: int = MAX_INPUT_CHARS
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    @property
+    def model_key(self) -> bytes:
+        """Four bytes naming the model in each vector file: another model's vectors are
+        not comparable, so they are never used."""
+        return hashlib.sha256(self.model.encode("utf-8")).digest()[:4]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> EmbeddingSettings:
+        env = os.environ if env is None else env
+
+        def number(name: str, default: float, lo: float, hi: float) -> float:
+            raw = (env.get(name) or "").strip() or str(default)
+            try:
+                value = float(raw)
+            except ValueError:
+                raise InvalidInput(f"{name}={raw!r} is not a number") from None
+            if not lo <= value <= hi:
+                raise InvalidInput(f"{name}={raw!r} is out of range ({lo} to {hi})")
+            return value
+
+        return cls(
+            base_url=(env.get("DREAMKEEPER_EMBEDDING_BASE_URL") or "").strip().rstrip("/") or None,
+            model=(env.get("DREAMKEEPER_EMBEDDING_MODEL") or "").strip() or DEFAULT_MODEL,
+            api_key=(env.get("DREAMKEEPER_EMBEDDING_API_KEY") or "").strip() or None,
+            timeout_seconds=number("DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS", 30, 0.1, 600),
+            query_timeout_seconds=number(
+                "DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS", 5, 0.1, 600
+            ),
+            min_similarity=number("DREAMKEEPER_EMBEDDING_MIN_SIMILARITY", MIN_SIMILARITY, 0, 1),
+            max_input_chars=int(
+                number("DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS", MAX_INPUT_CHARS, 100, 10_000_000)
+            ),
+        )
+
+
+class EmbeddingClient:
+    def __init__(self, settings: EmbeddingSettings, *, transport: httpx.BaseTransport | None = None):
+        if not settings.configured:
+            raise ValueError("EmbeddingClient needs DREAMKEEPER_EMBEDDING_BASE_URL")
+        self.settings = settings
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._http = httpx.Client(headers=headers, transport=transport)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries_lock = threading.Lock()  # activities call in from several threads
+        self._queries_paused_until = 0.0
+
+    @property
+    def model_key(self) -> bytes:
+        return self.settings.model_key
+
+    def embed(
+        self, texts: Sequence[str], *, timeout: float | None = None, retries: int = RETRIES
+    ) -> list[np.ndarray | None]:
+        """One float32 vector per text, or None where it could not be had."""
+        out: list[np.ndarray | None] = [None] * len(texts)
+        for start in range(0, len(texts), BATCH_SIZE):
+            batch = [t[: self.settings.max_input_chars] for t in texts[start : start + BATCH_SIZE]]
+            vectors = self._batch(batch, timeout or self.settings.timeout_seconds, retries)
+            out[start : start + len(batch)] = vectors
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray | None:
+        """A search's query vector: one try with a short timeout, a small LRU cache (a
+        turn's context and a tool call often search the same text), and after a failure
+        none for a while — a search never waits on an endpoint known to be down."""
+        with self._queries_lock:
+            cached = self._queries.get(text)
+            if cached is not None:
+                self._queries.move_to_end(text)
+                return cached
+            if time.monotonic() < self._queries_paused_until:
+                return None
+        vector = self.embed([text], timeout=self.settings.query_timeout_seconds, retries=0)[0]
+        with self._queries_lock:
+            if vector is None:
+                self._queries_paused_until = time.monotonic() + QUERY_BACKOFF_SECONDS
+                return None
+            self._queries[text] = vector
+            if len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def _batch(self, texts: list[str], timeout: float, retries: int) -> list[np.ndarray | None]:
+        url = f"{self.settings.base_url}/embeddings"
+        body = {"model": self.settings.model, "input": texts}
+        for attempt in range(retries + 1):
+            try:
+                response = self._http.post(url, json=body, timeout=timeout)
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 400:
+                    return self._parse(response, len(texts))
+                problem = f"HTTP {response.status_code}"
+                if response.status_code < 500:
+                    break  # refused: retrying will not help
+            if attempt < retries:
+                time.sleep(0.2 * 2**attempt)
+        log.warning("embeddings unavailable from %s (%s): keyword search only", url, problem)
+        return [None] * len(texts)
+
+    def _parse(self, response: httpx.Response, n: int) -> list[np.ndarray | None]:
+        try:
+            items = response.json()["data"]
+            vectors: list[np.ndarray | None] = [None] * n
+            for position, item in enumerate(items):
+                index = int(item.get("index", position))
+                vector = np.asarray(item["embedding"], dtype=np.float32)
+                if 0 <= index < n and vector.ndim == 1 and vector.size and np.isfinite(vector).all():
+                    vectors[index] = vector
+            return vectors
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            log.warning("malformed embeddings reply (%s): keyword search only", exc)
+            return [None] * n
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def embedding_client(settings: EmbeddingSettings | None = None) -> EmbeddingClient | None:
+    """The configured client, or None (keyword search only)."""
+    settings = settings or EmbeddingSettings.from_env()
+    return EmbeddingClient(settings) if settings.configured else None

@@ -1,0 +1,227 @@
+"""Embedding vectors on disk and in memory.
+
+File (`memory/.embeddings/{id}.bin`, written atomically): a 20-byte header — `DKV1`, the
+content fingerprint the vector was made from (8 bytes), the model key (4 bytes), the
+dimension (uint32 LE) — then the vector as raw float32 little-endian. The header keys
+the vector to the text and the model: after an edit, or with another model, the file is
+stale and never used; a file whose length disagrees with its dimension is ignored. Stale
+or missing vectors are regenerated in the background (`stores.embeddings`).
+
+In memory, `VectorIndex` keeps unit-length rows in one contiguous float32 matrix, so a
+query's cosine against every entry is one matrix-vector product. `EntryVectors` keeps
+it in step with a store: the store marks ids whose entry or vector changed, and the next
+search re-reads just those files.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from dreamkeeper.stores.files import atomic_write_bytes
+
+MAGIC = b"DKV1"
+_HEADER = struct.Struct("<4s8s4sI")
+HEADER_BYTES = _HEADER.size  # 20
+
+
+def encode_vector(vector: np.ndarray, fingerprint: str, model_key: bytes) -> bytes:
+    data = np.asarray(vector, dtype="<f4")
+    return _HEADER.pack(MAGIC, bytes.fromhex(fingerprint), model_key, data.size) + data.tobytes()
+
+
+def decode_vector(
+    data: bytes, fingerprint: str, model_key: bytes, dim: int | None = None
+) -> np.ndarray | None:
+    """The vector if it was made from this content by this model (and has `dim`
+    components, when given); None for anything stale, foreign or malformed."""
+    if len(data) < HEADER_BYTES:
+        return None
+    magic, made_from, model, size = _HEADER.unpack_from(data)
+    if magic != MAGIC or made_from.hex() != fingerprint or model != model_key:
+        return None
+    if size == 0 or len(data) != HEADER_BYTES + 4 * size or (dim is not None and size != dim):
+        return None
+    vector = np.frombuffer(data, dtype="<f4", offset=HEADER_BYTES).astype(np.float32)
+    return vector if np.isfinite(vector).all() and np.any(vector) else None
+
+
+def vector_path(directory: Path, entry_id: str) -> Path:
+    return directory / f"{entry_id}.bin"
+
+
+def read_vector(
+    directory: Path, entry_id: str, fingerprint: str, model_key: bytes, dim: int | None = None
+) -> np.ndarray | None:
+    try:
+        with open(vector_path(directory, entry_id), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return decode_vector(data, fingerprint, model_key, dim)
+
+
+def write_vector(
+    directory: Path, entry_id: str, vector: np.ndarray, fingerprint: str, model_key: bytes
+) -> None:
+    atomic_write_bytes(vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key))
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm).astype(np.float32) if norm > 0 else vector.astype(np.float32)
+
+
+def hybrid_scores(keyword: np.ndarray, semantic: np.ndarray) -> np.ndarray:
+    """The hybrid rule, per candidate: keyword scores divided by the top positive one;
+    `semantic` holds cosine where it reached the minimum similarity, else 0; the mean
+    where both are present, else whichever is. A keyword match scoring zero or less
+    (tiny corpus, very common term) scores zero: returned, after every positive one."""
+    positive = keyword > 0
+    top = keyword[positive].max() if positive.any() else 0.0
+    normalized = np.where(positive, keyword / top if top > 0 else 0.0, 0.0)
+    has_semantic = semantic > 0
+    return np.where(
+        positive & has_semantic,
+        (normalized + semantic) / 2,
+        np.where(positive, normalized, semantic),
+    )
+
+
+class VectorIndex:
+    """Unit rows of one dimension in a contiguous matrix; removal frees a row for reuse."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._matrix = np.zeros((64, dim), dtype=np.float32)
+        self._row: dict[str, int] = {}
+        self._ids: list[str | None] = []
+        self._live = np.zeros(64, dtype=np.bool_)
+        self._free: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._row
+
+    def get(self, key: str) -> np.ndarray | None:
+        row = self._row.get(key)
+        return None if row is None else self._matrix[row]
+
+    def put(self, key: str, vector: np.ndarray, *, live: bool = True) -> None:
+        if vector.shape != (self.dim,):
+            raise ValueError(f"vector of {vector.shape} in an index of dimension {self.dim}")
+        row = self._row.get(key)
+        if row is None:
+            row = self._free.pop() if self._free else len(self._ids)
+            if row == len(self._ids):
+                self._ids.append(key)
+            else:
+                self._ids[row] = key
+            if row >= len(self._matrix):
+                grown = np.zeros((len(self._matrix) * 2, self.dim), dtype=np.float32)
+                grown[: len(self._matrix)] = self._matrix
+                self._matrix = grown
+                grown_live = np.zeros(len(grown), dtype=np.bool_)
+                grown_live[: len(self._live)] = self._live
+                self._live = grown_live
+            self._row[key] = row
+        self._matrix[row] = unit(vector)
+        self._live[row] = live
+
+    def set_live(self, key: str, live: bool) -> None:
+        row = self._row.get(key)
+        if row is not None:
+            self._live[row] = live
+
+    def remove(self, key: str) -> None:
+        row = self._row.pop(key, None)
+        if row is not None:
+            self._ids[row] = None
+            self._matrix[row] = 0.0
+            self._live[row] = False
+            self._free.append(row)
+
+    def similar(
+        self, query: np.ndarray, threshold: float, *, include_archived: bool = False
+    ) -> dict[str, float]:
+        """Cosine of every (live) row with the query, those at or above `threshold`."""
+        if query.shape != (self.dim,) or not self._row:
+            return {}
+        n = len(self._ids)
+        sims = self._matrix[:n] @ unit(query)
+        mask = sims >= threshold
+        mask &= self._live[:n] if not include_archived else np.array(
+            [k is not None for k in self._ids], dtype=np.bool_
+        )  # fmt: skip
+        return {self._ids[i]: float(sims[i]) for i in np.nonzero(mask)[0].tolist()}  # type: ignore[misc]
+
+    def rows(self, keys: Iterable[str]) -> tuple[list[str], np.ndarray]:
+        """The keys that have a row, and their unit vectors stacked."""
+        present = [k for k in keys if k in self._row]
+        return present, self._matrix[[self._row[k] for k in present]]
+
+
+class EntryVectors:
+    """A store's vectors for one dimension at a time, refreshed lazily: ids the store
+    marks dirty are re-read from disk on the next `index()` call."""
+
+    def __init__(self, directory: Path, model_key: bytes) -> None:
+        self.directory = directory
+        self.model_key = model_key
+        self._index: VectorIndex | None = None
+        self._dirty: set[str] = set()
+        self._all_dirty = True
+
+    def mark(self, entry_id: str) -> None:
+        self._dirty.add(entry_id)
+
+    def reset(self) -> None:
+        """Re-read every file on the next call (the store reloaded everything)."""
+        self._all_dirty = True
+        self._dirty.clear()
+
+    def forget(self, entry_id: str) -> None:
+        self._dirty.discard(entry_id)
+        if self._index is not None:
+            self._index.remove(entry_id)
+
+    def index(
+        self, dim: int, entries: Callable[[], dict], ids: Iterable[str] | None = None
+    ) -> VectorIndex:
+        """The index for vectors of `dim` components. `entries()` maps id → entry (with
+        `fingerprint` and `is_archived`); switching dimension re-reads every file."""
+        current = entries()
+        if self._index is None or self._index.dim != dim or self._all_dirty:
+            self._index = VectorIndex(dim)
+            todo: Iterable[str] = current.keys()
+            self._all_dirty = False
+        else:
+            todo = self._dirty
+        todo = list(todo)
+        # Many ids (a cold start): one directory listing beats a failed open per entry.
+        present = _existing_files(self.directory) if len(todo) > 256 else None
+        for entry_id in todo:
+            entry = current.get(entry_id)
+            vector = None
+            if entry is not None and (present is None or entry_id in present):
+                vector = read_vector(self.directory, entry_id, entry.fingerprint, self.model_key, dim)
+            if vector is None:
+                self._index.remove(entry_id)
+            else:
+                self._index.put(entry_id, vector, live=not entry.is_archived)
+        self._dirty.clear()
+        return self._index
+
+
+def _existing_files(directory: Path) -> set[str]:
+    """Ids with a vector file: one directory listing instead of a failed open per entry."""
+    try:
+        return {n[:-4] for n in os.listdir(directory) if n.endswith(".bin")}
+    except FileNotFoundError:
+        return set()

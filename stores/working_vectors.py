@@ -1,0 +1,94 @@
+"""Vectors for working memory: made on a background thread after a save (a save never
+waits), stored in `working-memory/.embeddings/{hash of key}.bin` keyed to the value's
+fingerprint, and deleted when their entry leaves."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.models import content_fingerprint
+from dreamkeeper.stores.vectors import read_vector, unit, vector_path, write_vector
+
+
+class _Keyed(Protocol):
+    key: str
+    value: str
+
+
+def vector_name(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+class WorkingVectors:
+    def __init__(self, directory: Path, client: EmbeddingClient) -> None:
+        self.directory = directory
+        self.client = client
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: set[Future] = set()
+        self._lock = threading.Lock()
+
+    def query(self, text: str) -> np.ndarray | None:
+        return self.client.embed_query(text)
+
+    def similar(self, query_vector: np.ndarray, entries: Iterable[_Keyed]) -> dict[str, float]:
+        """Cosine of the entries with a current vector, those at the minimum or above."""
+        threshold = self.client.settings.min_similarity
+        query = unit(query_vector)
+        out = {}
+        for entry in entries:
+            vector = read_vector(self.directory, vector_name(entry.key),
+                                 content_fingerprint(entry.value), self.client.model_key,
+                                 query.size)  # fmt: skip
+            if vector is not None:
+                similarity = float(unit(vector) @ query)
+                if similarity >= threshold:
+                    out[entry.key] = similarity
+        return out
+
+    def embed_later(self, key: str, value: str) -> None:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="dk-working-embed")
+            future = self._executor.submit(self._embed, key, value)
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+
+    def forget(self, key: str) -> None:
+        vector_path(self.directory, vector_name(key)).unlink(missing_ok=True)
+
+    def prune(self, live_keys: Iterable[str]) -> int:
+        """Delete vector files of keys no longer live (an entry that left while its vector
+        was still being made leaves one behind); returns how many went."""
+        keep = {f"{vector_name(k)}.bin" for k in live_keys}
+        try:
+            names = [n for n in os.listdir(self.directory) if n.endswith(".bin")]
+        except FileNotFoundError:
+            return 0
+        stale = [n for n in names if n not in keep]
+        for name in stale:
+            (self.directory / name).unlink(missing_ok=True)
+        return len(stale)
+
+    def wait(self, timeout: float | None = None) -> None:
+        with self._lock:
+            pending = set(self._pending)
+        wait(pending, timeout=timeout)
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def _embed(self, key: str, value: str) -> None:
+        vector = self.client.embed([value])[0]
+        if vector is not None:
+            write_vector(self.directory, vector_name(key), vector, content_fingerprint(value),
+                         self.client.model_key)  # fmt: skip

@@ -1,0 +1,65 @@
+"""The vector file format and the in-memory index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dreamkeeper.stores.vectors import (
+    HEADER_BYTES,
+    VectorIndex,
+    decode_vector,
+    encode_vector,
+    hybrid_scores,
+)
+
+FP = "0123456789abcdef"
+MODEL = b"mdl1"
+
+
+def test_a_vector_round_trips_as_little_endian_float32_after_its_header():
+    vector = np.array([0.5, -1.25, 3.0], dtype=np.float32)
+    data = encode_vector(vector, FP, MODEL)
+    assert len(data) == HEADER_BYTES + 3 * 4
+    assert data[HEADER_BYTES:] == vector.astype("<f4").tobytes()
+    assert np.array_equal(decode_vector(data, FP, MODEL), vector)
+
+
+@pytest.mark.parametrize(
+    "fingerprint, model, dim, cut",
+    [("fedcba9876543210", MODEL, None, 0),  # made from other content
+     (FP, b"mdl2", None, 0),  # another model
+     (FP, MODEL, 4, 0),  # another dimension
+     (FP, MODEL, None, 2)],  # truncated file
+)  # fmt: skip
+def test_stale_foreign_or_malformed_vectors_are_refused(fingerprint, model, dim, cut):
+    data = encode_vector(np.ones(3, dtype=np.float32), FP, MODEL)
+    assert decode_vector(data[: len(data) - cut], fingerprint, model, dim) is None
+
+
+def test_the_index_grows_reuses_rows_and_tracks_liveness():
+    index = VectorIndex(4)
+    rng = np.random.default_rng(0)
+    for i in range(200):  # past the initial capacity, twice
+        index.put(f"e{i}", rng.standard_normal(4), live=i % 2 == 0)
+    target = np.array([1.0, 0.0, 0.0, 0.0])
+    index.put("exact", target * 3)
+    assert index.similar(target, 0.999) == {"exact": pytest.approx(1.0)}
+    index.put("archived", target, live=False)
+    assert "archived" not in index.similar(target, 0.999)
+    assert "archived" in index.similar(target, 0.999, include_archived=True)
+    index.remove("exact")
+    assert "exact" not in index.similar(target, 0.999) and len(index) == 201
+    index.put("reuses-a-row", target)
+    assert index.similar(target, 0.999) == {"reuses-a-row": pytest.approx(1.0)}
+    assert np.linalg.norm(index.get("e3")) == pytest.approx(1.0)  # rows are unit length
+    with pytest.raises(ValueError):
+        index.put("wrong", np.ones(5))
+
+
+def test_hybrid_scores_follow_the_rule():
+    keyword = np.array([4.0, 2.0, 0.0, -0.1, 2.0])
+    semantic = np.array([0.8, 0.0, 0.6, 0.0, 0.0])
+    assert hybrid_scores(keyword, semantic).tolist() == pytest.approx(
+        [(1.0 + 0.8) / 2, 0.5, 0.6, 0.0, 0.5]
+    )
