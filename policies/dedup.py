@@ -2,7 +2,8 @@
 
 Decided with the same coverage check a dream merge uses: a near-duplicate that already
 carries every specific of the candidate is reinforced (its text does not change); one
-that lacks some is extended with the candidate's text.
+that lacks some is extended with the candidate's text. Near-duplicate means cosine ≥ 0.88
+where both texts have an embedding, Jaccard ≥ 0.60 over content tokens otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+
+import numpy as np
 
 from dreamkeeper.policies.coverage import (
     DEFAULT_VOCABULARY,
@@ -83,17 +86,34 @@ def closest(
     candidate: Candidate,
     entries: Iterable[MemoryEntry],
     tokens_of: Callable[[MemoryEntry], frozenset[str]] = lambda e: content_tokens(e.content),
-) -> tuple[MemoryEntry | None, float]:
-    """The live entry in the candidate's scope it most resembles (Jaccard), and how much."""
+    *,
+    candidate_vector: np.ndarray | None = None,
+    vector_of: Callable[[MemoryEntry], np.ndarray | None] = lambda e: None,
+) -> tuple[MemoryEntry | None, float, float]:
+    """The live entry in the candidate's scope it most resembles, the similarity, and the
+    threshold that applies to it: cosine (0.88) where both have a vector, else Jaccard
+    over content tokens (0.60). Entries are compared by similarity over threshold, so
+    the two measures meet on one scale."""
     wanted = content_tokens(candidate.content)
-    best, best_score = None, 0.0
+    query = None if candidate_vector is None else _unit(candidate_vector)
+    best, best_score, best_threshold, best_ratio = None, 0.0, JACCARD_THRESHOLD, 0.0
     for entry in entries:
         if entry.is_archived or not same_scope(entry.category, candidate.category):
             continue
-        score = jaccard(wanted, tokens_of(entry))
-        if score > best_score or (score == best_score and best is not None and entry.id < best.id):
-            best, best_score = entry, score
-    return best, best_score
+        vector = vector_of(entry) if query is not None else None
+        if vector is not None and query is not None and vector.shape == query.shape:
+            score, threshold = float(_unit(vector) @ query), COSINE_THRESHOLD
+        else:
+            score, threshold = jaccard(wanted, tokens_of(entry)), JACCARD_THRESHOLD
+        ratio = score / threshold
+        if ratio > best_ratio or (ratio == best_ratio and best is not None and entry.id < best.id):
+            best, best_score, best_threshold, best_ratio = entry, score, threshold, ratio
+    return best, best_score, best_threshold
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
 
 
 def decide(

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from math import ceil
 
-from dreamkeeper.policies.dedup import JACCARD_THRESHOLD, bypasses_dedup, jaccard
+import numpy as np
+
+from dreamkeeper.policies.dedup import (
+    COSINE_THRESHOLD,
+    JACCARD_THRESHOLD,
+    bypasses_dedup,
+    jaccard,
+)
 
 REOPEN_BASE = timedelta(days=7)
 REOPEN_CAP = timedelta(days=56)
@@ -65,15 +72,44 @@ def reopen_delay(declines: int) -> timedelta:
     return min(REOPEN_CAP, REOPEN_BASE * 2 ** max(0, declines - 1))
 
 
+def cosine_pairs(
+    entries: Sequence[GateEntry],
+    vectors: Mapping[str, np.ndarray],
+    *,
+    threshold: float = COSINE_THRESHOLD,
+    block: int = 1024,
+) -> list[tuple[str, str]]:
+    """Pairs in the same top-level category, both with a (unit) vector, whose cosine
+    reaches `threshold`. Blockwise matrix products per category: memory stays bounded."""
+    by_scope: dict[str | None, list[str]] = defaultdict(list)
+    for entry in entries:
+        if entry.id in vectors and not bypasses_dedup(entry.category):
+            by_scope[entry.scope].append(entry.id)
+    pairs: list[tuple[str, str]] = []
+    for ids in by_scope.values():
+        if len(ids) < 2:
+            continue
+        matrix = np.stack([vectors[i] for i in ids]).astype(np.float32)
+        for start in range(0, len(ids), block):
+            sims = matrix[start : start + block] @ matrix.T
+            rows, cols = np.nonzero(sims >= threshold)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                if start + r < c:
+                    pairs.append((ids[start + r], ids[c]))
+    return pairs
+
+
 def near_duplicate_clusters(
     entries: Sequence[GateEntry],
     *,
     threshold: float = JACCARD_THRESHOLD,
     extra_pairs: Sequence[tuple[str, str]] = (),
+    embedded: frozenset[str] = frozenset(),
 ) -> list[tuple[str, ...]]:
     """Single-link clusters (two or more members) of entries in the same top-level
     category whose content-token Jaccard reaches `threshold`, plus any `extra_pairs`
-    (cosine neighbours). Sorted members, clusters sorted by their first member.
+    (cosine neighbours). A pair of which both are `embedded` is judged by cosine alone
+    (its extra pair), not by Jaccard. Sorted members, clusters by their first member.
 
     All-pairs with prefix filtering: order each token set rarest-first; two sets with
     Jaccard ≥ t must share a token among the first |x| − ceil(t·|x|) + 1 of either, so
@@ -104,6 +140,8 @@ def near_duplicate_clusters(
                 if j in seen:
                     continue
                 seen.add(j)
+                if entry.id in embedded and pool[j].id in embedded:
+                    continue
                 if jaccard(entry.tokens, pool[j].tokens) >= threshold:
                     union(entry.id, pool[j].id)
             postings[(entry.scope, token)].append(i)

@@ -10,8 +10,11 @@ it was (apply again) or already as intended (done).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+
+import numpy as np
 
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
@@ -41,7 +44,10 @@ def save_fact(
     exclude: frozenset[str] = frozenset(),
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     now: datetime | None = None,
+    candidate_vector: np.ndarray | None = None,
 ) -> SavedFact:
+    """`candidate_vector`, when given, compares by cosine with entries that have a vector
+    and is stored as the new entry's vector if one is created."""
     validate_entry_id(new_id)
     ledger = store.root / "ops" / f"{op_id}.json"
     with store.writing():  # one lock hold for lookup + write
@@ -54,19 +60,19 @@ def save_fact(
             if target is None or _state(target) != done["before"]:
                 return SavedFact(DedupOutcome(done["outcome"]), done["target"])
             # Crashed after the ledger, before the entry: apply as recorded.
-        cache: dict[str, frozenset[str]] = {}
-        match, similarity = closest(
-            candidate,
-            (e for e in store.entries() if e.id not in exclude),
-            tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
+        match, similarity, threshold = _closest(
+            store, candidate, candidate_vector, lambda e: e.id not in exclude
         )
-        decision = decide(candidate, match, similarity, at, vocabulary=vocabulary)
+        decision = decide(candidate, match, similarity, at, threshold=threshold,
+                          vocabulary=vocabulary)  # fmt: skip
         if decision.outcome is DedupOutcome.CREATED:
-            store.create(
+            created = store.create(
                 candidate.content, category=candidate.category, tags=candidate.tags,
                 metadata=dict(candidate.metadata), importance=candidate.importance,
                 entry_id=new_id, now=at,
             )  # fmt: skip
+            if candidate_vector is not None and store.embeddings is not None:
+                store.write_vector(new_id, candidate_vector, created.fingerprint)
             return SavedFact(DedupOutcome.CREATED, new_id)
         assert match is not None and decision.updated is not None
         atomic_write_text(
@@ -83,12 +89,32 @@ def save_fact(
         return SavedFact(decision.outcome, match.id)
 
 
+def _closest(
+    store: FileMemoryStore,
+    candidate: Candidate,
+    candidate_vector: np.ndarray | None,
+    eligible: Callable[[MemoryEntry], bool],
+) -> tuple[MemoryEntry | None, float, float]:
+    cache: dict[str, frozenset[str]] = {}
+    vectors = (
+        store.vectors(candidate_vector.size) if candidate_vector is not None else None
+    )
+    return closest(
+        candidate,
+        (e for e in store.entries() if eligible(e)),
+        tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
+        candidate_vector=candidate_vector,
+        vector_of=(lambda e: vectors.get(e.id)) if vectors is not None else (lambda e: None),
+    )
+
+
 def dedup_existing(
     store: FileMemoryStore,
     entry_id: str,
     *,
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     now: datetime | None = None,
+    candidate_vector: np.ndarray | None = None,
 ) -> SavedFact:
     """Run an already-saved entry through dedup against the others: a near-duplicate
     absorbs it (reinforced or extended, persisted first) and then it is archived
@@ -105,13 +131,11 @@ def dedup_existing(
             original.content, original.category, tuple(original.tags),
             tuple(original.metadata.items()), original.importance_score,
         )  # fmt: skip
-        cache: dict[str, frozenset[str]] = {}
-        match, similarity = closest(
-            candidate,
-            (e for e in store.entries() if e.id != entry_id),
-            tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
+        match, similarity, threshold = _closest(
+            store, candidate, candidate_vector, lambda e: e.id != entry_id
         )
-        decision = decide(candidate, match, similarity, now or store.now(), vocabulary=vocabulary)
+        decision = decide(candidate, match, similarity, now or store.now(), threshold=threshold,
+                          vocabulary=vocabulary)  # fmt: skip
         if decision.outcome is DedupOutcome.CREATED or match is None:
             return SavedFact(DedupOutcome.CREATED, entry_id)
         assert decision.updated is not None

@@ -105,7 +105,7 @@ def test_closest_stays_in_the_top_level_category_and_skips_archived():
         "weekly sync with trish roberts about pwop", id="00000000000d", category=None
     )
     cand = Candidate("weekly sync with trish roberts about pwop", "people/other")
-    best, score = closest(cand, [other, archived, uncategorized, same])
+    best, score, _ = closest(cand, [other, archived, uncategorized, same])
     assert best.id == same.id and score == 1.0
     none_cand = Candidate("weekly sync with trish roberts about pwop", None)
     assert closest(none_cand, [same, other, uncategorized])[0].id == uncategorized.id
@@ -117,3 +117,38 @@ def test_the_same_fact_with_an_identifier_reinforces_instead_of_extending():
     decision = decide(Candidate(text, "people/colleagues"), match, 1.0, NOW)
     assert decision.outcome is DedupOutcome.REINFORCED
     assert decision.updated.content == text
+
+
+def test_cosine_reinforces_a_paraphrase_that_jaccard_would_create():
+    import numpy as np
+
+    existing = _existing("The family hound is called Biscuit")
+    cand = Candidate("Our dog's name: Biscuit", "people/colleagues")
+    # Few shared content tokens: by Jaccard this is a new entry.
+    match, similarity, threshold = closest(cand, [existing])
+    assert threshold == 0.60 and similarity < threshold
+    assert decide(cand, match, similarity, NOW, threshold=threshold).outcome is DedupOutcome.CREATED
+    # Both embedded, close in meaning: by cosine it is the same fact, seen again.
+    vectors = {existing.id: np.array([0.9, 0.1, 0.0, 0.42])}
+    match, similarity, threshold = closest(
+        cand, [existing], candidate_vector=np.array([0.95, 0.0, 0.05, 0.3]),
+        vector_of=lambda e: vectors.get(e.id),
+    )  # fmt: skip
+    assert threshold == 0.88 and similarity >= threshold and match.id == existing.id
+    decision = decide(cand, match, similarity, NOW, threshold=threshold)
+    assert decision.outcome is DedupOutcome.REINFORCED
+    assert decision.updated.content == existing.content  # "Biscuit" already covered
+
+
+def test_cosine_below_its_threshold_is_not_rescued_by_jaccard():
+    import numpy as np
+
+    existing = _existing("Trish Roberts runs PWOP Productions")
+    cand = Candidate("Trish Roberts runs PWOP Productions now", "people/colleagues")
+    match, similarity, threshold = closest(
+        cand, [existing], candidate_vector=np.array([1.0, 0.0]),
+        vector_of=lambda e: np.array([0.5, 0.75**0.5]),
+    )  # fmt: skip
+    # Jaccard would say 0.8 (a match); both are embedded, so cosine decides: 0.5 is not.
+    assert threshold == 0.88 and similarity == pytest.approx(0.5)
+    assert decide(cand, match, similarity, NOW, threshold=threshold).outcome is DedupOutcome.CREATED

@@ -134,3 +134,30 @@ def test_batches_never_split_a_group_and_hints_are_groups_of_three():
     assert batches == [["a", "b", "c"], ["d", "e", "f"]]
     assert shown_hints(list("abcdefg")) == [("a", "b", "c"), ("d", "e", "f"), ("g",)]
     assert cluster_key(["b", "a"]) == cluster_key(["a", "b"])
+
+
+def test_cosine_pairs_stay_within_a_top_level_category_and_reach_the_threshold():
+    import numpy as np
+
+    from dreamkeeper.policies.gating import cosine_pairs
+
+    near = np.array([0.6, 0.8, 0.0])
+    entries = [entry("a", "x", reviewed=True), entry("b", "y", reviewed=True),
+               entry("c", "z", reviewed=True, category="finance"),
+               entry("d", "w", reviewed=True), entry("e", "v", reviewed=True)]  # fmt: skip
+    vectors = {"a": np.array([1.0, 0.0, 0.0]), "b": near, "c": np.array([1.0, 0.0, 0.0]),
+               "d": np.array([0.0, 0.0, 1.0]), "e": np.array([0.95, 0.3122, 0.0])}  # fmt: skip
+    unit = {k: v / np.linalg.norm(v) for k, v in vectors.items()}
+    # a·e = 0.95, e·b = 0.82; c is in another category; d is orthogonal.
+    assert sorted(cosine_pairs(entries, unit, block=2)) == [("a", "e")]
+    assert sorted(cosine_pairs(entries, unit, threshold=0.8)) == [("a", "e"), ("b", "e")]
+
+
+def test_embedded_pairs_are_judged_by_cosine_alone():
+    a, b = entry("a", DUP_A, reviewed=True), entry("b", DUP_B, reviewed=True)
+    assert near_duplicate_clusters([a, b]) == [("a", "b")]  # Jaccard says duplicates
+    assert near_duplicate_clusters([a, b], embedded=frozenset({"a", "b"})) == []
+    assert near_duplicate_clusters([a, b], embedded=frozenset({"a"})) == [("a", "b")]
+    together = near_duplicate_clusters([a, b], embedded=frozenset({"a", "b"}),
+                                       extra_pairs=[("a", "b")])  # fmt: skip
+    assert together == [("a", "b")]
