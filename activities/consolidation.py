@@ -51,7 +51,14 @@ from dreamkeeper.activities.llm import LLMSettings, ask_llm
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON, review_merge
 from dreamkeeper.policies.dedup import content_tokens
-from dreamkeeper.policies.gating import GateEntry, SettledCluster, cluster_key, gate
+from dreamkeeper.policies.gating import (
+    GateEntry,
+    SettledCluster,
+    cluster_key,
+    cosine_pairs,
+    gate,
+    near_duplicate_clusters,
+)
 from dreamkeeper.policies.high_value import HighValueFloor
 from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
 from dreamkeeper.stores.consolidation_state import ClusterState
@@ -119,7 +126,20 @@ class ConsolidationActivities:
             live = [self._gate_entry(e) for e in store.entries()]
             state = ClusterState(store.root)
             settled = state.load()
-            decided = gate(live, settled, inp.as_of, max_eligible=inp.max_eligible)
+            index = store.vectors(inp.embedding_dim) if inp.embedding_dim else None
+            vectors = {}
+            if index is not None:
+                vectors = {e.id: v for e in live if (v := index.get(e.id)) is not None}
+
+            def clusters(entries):
+                # Cosine where both have a vector, Jaccard otherwise; inside gate()'s
+                # fallback, so a failure here means unreviewed-only, never everything.
+                pairs = cosine_pairs(entries, vectors) if vectors else []
+                return near_duplicate_clusters(entries, extra_pairs=pairs,
+                                               embedded=frozenset(vectors))  # fmt: skip
+
+            decided = gate(live, settled, inp.as_of, max_eligible=inp.max_eligible,
+                           clusters=clusters)  # fmt: skip
             current = {r.key: r for r in decided.settled}
             if current.keys() != settled.keys():
                 state.save(current.values())  # forget clusters that no longer exist

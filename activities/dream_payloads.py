@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from dreamkeeper.activities.payloads import DecayResult, PurgeResult, SaveFactResult
+from dreamkeeper.activities.payloads import DecayResult, EmbedResult, PurgeResult, SaveFactResult
 from dreamkeeper.policies.coverage import Vocabulary
 
 Fingerprints = dict[str, str]  # entry id -> content fingerprint as shown / expected
@@ -48,6 +48,7 @@ class GateInput(BaseModel):
     agent_id: str
     as_of: datetime
     max_eligible: int = 400
+    embedding_dim: int | None = None  # vectors of this size cluster by cosine
 
 
 class GateResult(BaseModel):
@@ -179,6 +180,7 @@ class ConsolidationOptions(BaseModel):
 class ConsolidationInput(ConsolidationOptions):
     agent_id: str
     as_of: datetime | None = None
+    embedding_dim: int | None = None  # from the cycle's backfill: cluster by cosine too
 
 
 class MergeOutcome(BaseModel):
@@ -274,3 +276,4 @@ class DreamResult(BaseModel):
     consolidation: ConsolidationResult
     preferences: PreferenceResult
     decay: DecayResult
+    embeddings: EmbedResult = Field(default_factory=EmbedResult)

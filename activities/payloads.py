@@ -111,9 +111,29 @@ class MarkInput(BaseModel):
     enrichment: str  # the status recorded in the original's metadata
 
 
+class EmbedInput(BaseModel):
+    """Vectors for these entries (after a save), or — ids None — every live entry that
+    lacks a current one (the dream cycle's backfill), at most `limit` per call."""
+
+    agent_id: str
+    ids: list[str] | None = None
+    limit: int = Field(default=512, ge=1, le=10_000)
+
+
+class EmbedResult(BaseModel):
+    embedded: int = 0
+    failed: int = 0
+    fresh: int = 0
+    remaining: int = 0
+    dim: int | None = None
+    skipped: str | None = None
+
+
 class SaveResult(BaseModel):
     agent_id: str
     entry_id: str
     outcome: str  # "enriched", "kept", "deduplicated"
     replacements: list[SaveFactResult] = Field(default_factory=list)
     detail: str | None = None
+    embeddings: EmbedResult | None = None  # None: the step failed (the backfill catches up)
+

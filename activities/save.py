@@ -79,15 +79,23 @@ class SaveActivities:
         with self._stores.using(inp.agent_id) as store:
             saved = save_fact(
                 store, candidate, new_id=inp.new_id, op_id=inp.op_id,
-                exclude=frozenset(inp.exclude),
+                exclude=frozenset(inp.exclude), candidate_vector=self._vector(fact.content),
             )  # fmt: skip
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
 
     @activity.defn(name="dedup_original")
     def dedup_original(self, inp: MarkInput) -> SaveFactResult:
         with self._stores.using(inp.agent_id) as store:
-            saved = dedup_existing(store, inp.entry_id)
+            original = store.require(inp.entry_id)
+            saved = dedup_existing(store, inp.entry_id,
+                                   candidate_vector=self._vector(original.content))  # fmt: skip
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+
+    def _vector(self, text: str):
+        """The text's embedding, for cosine dedup; None (Jaccard) without a model or when
+        the endpoint does not answer."""
+        client = self._stores.embeddings
+        return client.embed([text])[0] if client is not None else None
 
     @activity.defn(name="mark_original")
     def mark_original(self, inp: MarkInput) -> None:

@@ -14,13 +14,15 @@ from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.validation import InvalidInput
 
 
 class StoreRegistry:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, embeddings: EmbeddingClient | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.embeddings = embeddings
         self._stores: dict[str, tuple[FileMemoryStore, threading.Lock]] = {}
         self._guard = threading.Lock()
 
@@ -31,7 +33,7 @@ class StoreRegistry:
         try:
             with self._guard:
                 if agent_id not in self._stores:
-                    store = FileMemoryStore(self.data_dir, agent_id)
+                    store = FileMemoryStore(self.data_dir, agent_id, embeddings=self.embeddings)
                     self._stores[agent_id] = (store, threading.Lock())
                 store, lock = self._stores[agent_id]
             with lock:

@@ -1,5 +1,7 @@
 """`MemoryClient`: what an agent process uses. Writes start workflows; reads go straight
-to the store (no workflow round trip on the hot path)."""
+to the store (no workflow round trip on the hot path). With an embedding model
+configured, its stores search hybrid (the query is embedded here; entries' vectors are
+made by the worker)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,12 @@ from dreamkeeper.activities.payloads import (
     SaveAck,
     SaveInput,
 )
+from dreamkeeper.stores.conversation_memory import ConversationMemory
+from dreamkeeper.stores.embedding_client import (
+    EmbeddingClient,
+    EmbeddingSettings,
+    embedding_client,
+)
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
 from dreamkeeper.stores.validation import (
@@ -24,6 +32,7 @@ from dreamkeeper.stores.validation import (
     validate_importance,
     validate_tags,
 )
+from dreamkeeper.stores.working_memory import WorkingMemoryStore
 from dreamkeeper.worker.runtime import connect
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id
@@ -33,24 +42,53 @@ from dreamkeeper.workflows.save import SaveMemory, save_workflow_id
 
 
 class MemoryClient:
-    def __init__(self, client: Client, store: StoreSettings, task_queue: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        store: StoreSettings,
+        task_queue: str,
+        embeddings: EmbeddingClient | None = None,
+    ) -> None:
         self.client = client
         self.settings = store
         self.task_queue = task_queue
+        self.embeddings = embeddings
         self._stores: dict[str, FileMemoryStore] = {}
+        self._working: dict[str, WorkingMemoryStore] = {}
+        self._conversations: dict[str, ConversationMemory] = {}
 
     @classmethod
     async def connect(
-        cls, store: StoreSettings | None = None, temporal: TemporalSettings | None = None
+        cls,
+        store: StoreSettings | None = None,
+        temporal: TemporalSettings | None = None,
+        embeddings: EmbeddingSettings | None = None,
     ) -> MemoryClient:
+        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*)."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        return cls(await connect(temporal), store, temporal.task_queue)
+        client = await connect(temporal)
+        return cls(client, store, temporal.task_queue, embedding_client(embeddings))
 
     def store(self, agent_id: str) -> FileMemoryStore:
+        """The agent's long-term memory, opened once and kept current by every read."""
         if agent_id not in self._stores:
-            self._stores[agent_id] = FileMemoryStore(self.settings.data_dir, agent_id)
+            self._stores[agent_id] = FileMemoryStore(
+                self.settings.data_dir, agent_id, embeddings=self.embeddings
+            )
         return self._stores[agent_id]
+
+    def working_memory(self, agent_id: str) -> WorkingMemoryStore:
+        if agent_id not in self._working:
+            self._working[agent_id] = WorkingMemoryStore(
+                self.settings.data_dir, agent_id, embeddings=self.embeddings
+            )
+        return self._working[agent_id]
+
+    def conversations(self, agent_id: str) -> ConversationMemory:
+        if agent_id not in self._conversations:
+            self._conversations[agent_id] = ConversationMemory(self.settings.data_dir, agent_id)
+        return self._conversations[agent_id]
 
     def search_memory(
         self,

@@ -27,8 +27,6 @@ from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
 
 SYSTEM_PROMPT = """You are a helpful assistant with a long-term memory. Memory recalled for \
 this turn appears in system messages. Save durable facts the user tells you with \
@@ -40,10 +38,9 @@ MAX_TOOL_ROUNDS = 8
 class MemoryAgent:
     def __init__(self, memory: MemoryClient, agent_id: str, session: SessionContext,
                  llm: LLMSettings) -> None:  # fmt: skip
-        data = memory.settings.data_dir
         self.memory, self.agent_id, self.session, self.llm = memory, agent_id, session, llm
-        self.working = WorkingMemoryStore(data, agent_id)
-        self.conversations = ConversationMemory(data, agent_id)
+        self.working = memory.working_memory(agent_id)
+        self.conversations = memory.conversations(agent_id)
         self.context = ContextBuilder(memory.store(agent_id), self.working, self.conversations)
         self.http = httpx.AsyncClient(timeout=llm.timeout_seconds)
 

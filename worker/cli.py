@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
 from dreamkeeper.stores.search import DEFAULT_LIMIT, format_hit, format_taxonomy, search
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cmd in ("save", "delete", "restore") and not args.direct:
         return _through_worker(args, settings)
-    store = FileMemoryStore(settings.data_dir, settings.agent_id)
+    embeddings = embedding_client() if cmd == "search" else None
+    store = FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
     if cmd == "save":
         parsed = parse_source(args.source)
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}

@@ -23,6 +23,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
+from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.stores.embedding_client import EmbeddingSettings
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
 from dreamkeeper.worker.temporal_worker import build_worker
@@ -82,8 +84,14 @@ async def run_worker(
         loop.add_signal_handler(sig, stop.set)
     outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
     log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
+    llm, embeddings = LLMSettings.from_env(), EmbeddingSettings.from_env()
+    log.info("LLM: %s", f"{llm.model} at {llm.base_url}" if llm.configured else
+             "none configured (saves kept verbatim; merges and preference inference skipped)")
+    log.info("embeddings: %s", f"{embeddings.model} at {embeddings.base_url}"
+             if embeddings.configured else "none configured (keyword search only)")  # fmt: skip
     with ThreadPoolExecutor(max_workers=8) as executor:
-        worker = build_worker(client, store, task_queue=temporal.task_queue, executor=executor)
+        worker = build_worker(client, store, task_queue=temporal.task_queue, executor=executor,
+                              llm=llm, embeddings=embeddings)  # fmt: skip
         async with worker:
             log.info(
                 "worker on %s namespace %s task queue %s, data in %s",

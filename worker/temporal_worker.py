@@ -10,12 +10,14 @@ from temporalio.worker import Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
+from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.stores.embedding_client import EmbeddingSettings, embedding_client
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
@@ -40,10 +42,14 @@ WORKFLOWS = [
 ]
 
 
-def worker_activities(settings: StoreSettings, llm: LLMSettings | None = None) -> list[Callable]:
+def worker_activities(
+    settings: StoreSettings,
+    llm: LLMSettings | None = None,
+    embeddings: EmbeddingSettings | None = None,
+) -> list[Callable]:
     """Every activity, bound to one store registry (one open store per agent)."""
     llm = llm if llm is not None else LLMSettings.from_env()
-    stores = StoreRegistry(settings.data_dir)
+    stores = StoreRegistry(settings.data_dir, embedding_client(embeddings))
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm)
     maintenance = MaintenanceActivities(
@@ -77,6 +83,7 @@ def worker_activities(settings: StoreSettings, llm: LLMSettings | None = None) -
         dream.stamp_reviewed,
         preferences.rotate_conversation_log,
         preferences.infer_preferences,
+        EmbeddingActivities(stores).embed_entries,
     ]
 
 
@@ -87,6 +94,7 @@ def build_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     executor: ThreadPoolExecutor,
     llm: LLMSettings | None = None,
+    embeddings: EmbeddingSettings | None = None,
     activities: list[Callable] | None = None,
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
@@ -94,6 +102,8 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=activities if activities is not None else worker_activities(settings, llm),
+        activities=(
+            activities if activities is not None else worker_activities(settings, llm, embeddings)
+        ),
         activity_executor=executor,
     )

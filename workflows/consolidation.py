@@ -88,7 +88,8 @@ class Consolidation:
 
         self._details("step 2/7: candidate gating")
         gate: GateResult = await workflow.execute_activity(
-            "gate_candidates", GateInput(agent_id=agent, as_of=as_of, max_eligible=inp.max_eligible),
+            "gate_candidates", GateInput(agent_id=agent, as_of=as_of, max_eligible=inp.max_eligible,
+                                         embedding_dim=inp.embedding_dim),
             result_type=GateResult, summary="candidate gating", **SCAN_STEP,
         )  # fmt: skip
         eligible = [i for g in gate.groups for i in g]

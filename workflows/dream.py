@@ -1,14 +1,17 @@
 """Dream: an agent's maintenance cycle, each pass a child workflow with one `as_of`:
-purge → consolidation → preference inference → decay.
+purge → embedding backfill → consolidation → preference inference → decay.
 
-Purge runs first so the cycle works on what retention keeps; consolidation before decay
-so merge arithmetic sees importance as it stood; preference inference after
-consolidation so what it saves is reviewed next cycle, not merged in the same one.
+Purge runs first so the cycle works on what retention keeps; the backfill next, so
+clustering can use cosine for every entry (it is an activity here, not a child: it
+changes no entry, only vectors); consolidation before decay so merge arithmetic sees
+importance as it stood; preference inference after consolidation so what it saves is
+reviewed next cycle, not merged in the same one.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.dream_payloads import (
@@ -19,11 +22,22 @@ with workflow.unsafe.imports_passed_through():
         PreferenceInput,
         PreferenceResult,
     )
-    from dreamkeeper.activities.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
+    from dreamkeeper.activities.payloads import (
+        DecayInput,
+        DecayResult,
+        EmbedInput,
+        EmbedResult,
+        PurgeInput,
+        PurgeResult,
+    )
     from dreamkeeper.workflows.consolidation import Consolidation
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
     from dreamkeeper.workflows.observability import tagged
     from dreamkeeper.workflows.preferences import PreferenceInference
+    from dreamkeeper.workflows.save import EMBED_STEP
+
+BACKFILL_BATCH = 512
+BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
 
 
 def dream_workflow_id(agent_id: str) -> str:
@@ -46,28 +60,31 @@ class Dream:
                 "search_attributes": tagged(agent, op),
             }
 
-        workflow.set_current_details("step 1/4: purging archived entries past retention")
+        workflow.set_current_details("step 1/5: purging archived entries past retention")
         purge: PurgeResult = await workflow.execute_child_workflow(
             ArchivePurge.run, PurgeInput(agent_id=agent, as_of=as_of), **child("purge")
         )
-        workflow.set_current_details("step 2/4: consolidation")
+        embeddings = await self._backfill(agent)
+        workflow.set_current_details("step 3/5: consolidation")
         consolidation: ConsolidationResult = await workflow.execute_child_workflow(
             Consolidation.run,
-            ConsolidationInput(agent_id=agent, as_of=as_of, **inp.consolidation.model_dump()),
+            ConsolidationInput(agent_id=agent, as_of=as_of, embedding_dim=embeddings.dim,
+                               **inp.consolidation.model_dump()),
             **child("consolidation"),
-        )
-        workflow.set_current_details("step 3/4: preference inference")
+        )  # fmt: skip
+        workflow.set_current_details("step 4/5: preference inference")
         preferences: PreferenceResult = await workflow.execute_child_workflow(
             PreferenceInference.run,
             PreferenceInput(agent_id=agent, as_of=as_of),
             **child("preferences"),
         )
-        workflow.set_current_details("step 4/4: importance decay")
+        workflow.set_current_details("step 5/5: importance decay")
         decay: DecayResult = await workflow.execute_child_workflow(
             ImportanceDecay.run, DecayInput(agent_id=agent, as_of=as_of), **child("decay")
         )
         summary = (
-            f"purged {len(purge.purged)}; {consolidation.summary()}; "
+            f"purged {len(purge.purged)}; {embeddings.embedded} vector(s) made; "
+            f"{consolidation.summary()}; "
             f"{len(preferences.saved)} preference(s) inferred; "
             f"decayed {decay.decayed} of {decay.considered}"
         )
@@ -75,5 +92,35 @@ class Dream:
         workflow.set_current_details(f"done: {summary}")
         return DreamResult(
             agent_id=agent, as_of=as_of, purge=purge, consolidation=consolidation,
-            preferences=preferences, decay=decay,
+            preferences=preferences, decay=decay, embeddings=embeddings,
         )  # fmt: skip
+
+    @staticmethod
+    async def _backfill(agent: str) -> EmbedResult:
+        """Vectors for live entries that lack a current one, a batch per activity."""
+        total = EmbedResult()
+        for round_ in range(BACKFILL_ROUNDS):
+            workflow.set_current_details(
+                f"step 2/5: embedding backfill ({total.embedded} made so far)"
+            )
+            try:
+                got: EmbedResult = await workflow.execute_activity(
+                    "embed_entries", EmbedInput(agent_id=agent, limit=BACKFILL_BATCH),
+                    result_type=EmbedResult, summary=f"embedding backfill {round_ + 1}",
+                    **EMBED_STEP,
+                )  # fmt: skip
+            except ActivityError as exc:
+                total.skipped = f"embedding backfill failed: {exc.cause or exc}"
+                break
+            if got.skipped is not None:
+                total.skipped = got.skipped
+                break
+            total.embedded += got.embedded
+            total.failed += got.failed
+            total.fresh = total.fresh or got.fresh
+            total.remaining, total.dim = got.remaining, got.dim
+            if got.remaining == 0 or got.embedded == 0:
+                break
+        if total.skipped:
+            workflow.logger.info("dream %s: %s", agent, total.skipped)
+        return total

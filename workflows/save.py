@@ -18,6 +18,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.payloads import (
+        EmbedInput,
+        EmbedResult,
         EnrichResult,
         EntryOpInput,
         EntryOpResult,
@@ -39,6 +41,12 @@ LLM_RETRY = RetryPolicy(
     non_retryable_error_types=["LLMRejected", "MalformedLLMOutput", "InvalidInput"],
 )
 STORE_STEP = {"start_to_close_timeout": timedelta(minutes=2), "retry_policy": STORE_RETRY}
+EMBED_STEP = {
+    "start_to_close_timeout": timedelta(minutes=10),
+    "heartbeat_timeout": timedelta(minutes=3),
+    "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=5), maximum_attempts=3,
+                                non_retryable_error_types=["InvalidInput"]),
+}  # fmt: skip
 
 
 def save_workflow_id(agent_id: str, entry_id: str) -> str:
@@ -64,6 +72,21 @@ class SaveMemory:
 
     @workflow.run
     async def run(self, inp: SaveInput) -> SaveResult:
+        result = await self._save(inp)
+        # Vectors last: the caller has its answer long since, and a failure here only
+        # means keyword search until the dream cycle's backfill.
+        ids = [inp.entry_id, *(r.entry_id for r in result.replacements)]
+        try:
+            result.embeddings = await workflow.execute_activity(
+                "embed_entries", EmbedInput(agent_id=inp.agent_id, ids=list(dict.fromkeys(ids))),
+                result_type=EmbedResult, summary="embeddings", **EMBED_STEP,
+            )  # fmt: skip
+        except ActivityError as exc:
+            workflow.logger.warning("save %s: embeddings deferred to the dream backfill: %s",
+                                    inp.entry_id, exc.cause or exc)  # fmt: skip
+        return result
+
+    async def _save(self, inp: SaveInput) -> SaveResult:
         workflow.set_current_details("step 1/3: persisting the original")
         try:
             # A local activity: the caller is waiting on this step, and running it inside

@@ -14,6 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.stores.embedding_client import EmbeddingSettings
 from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.worker.temporal_worker import build_worker
 from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
@@ -48,16 +49,23 @@ def llm():
 @pytest_asyncio.fixture
 async def worker(temporal_env, tmp_path, request):
     """Yields (client, task_queue, settings) with a worker running until the test ends.
-    Tests that use the `llm` fixture get a worker pointed at it; others have no LLM."""
+    Tests that use the `llm` fixture get a worker pointed at it, tests that use
+    `embedder` one with embeddings from it; others have neither (whatever the
+    environment says)."""
     settings = StoreSettings(data_dir=tmp_path)
     queue = f"test-{uuid.uuid4().hex[:8]}"
     llm_settings = LLMSettings()
     if "llm" in request.fixturenames:
         server = request.getfixturevalue("llm")
         llm_settings = LLMSettings(base_url=server.base_url, model="scripted", timeout_seconds=30)
+    embedding_settings = EmbeddingSettings()
+    if "embedder" in request.fixturenames:
+        embedder = request.getfixturevalue("embedder")
+        embedding_settings = EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed")
     with ThreadPoolExecutor(max_workers=4) as executor:
         w = build_worker(
-            temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings
+            temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings,
+            embeddings=embedding_settings,
         )
         async with w:
             yield temporal_env.client, queue, settings
