@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
     p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
     p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")
+    p = sub.add_parser(
+        "embed-server", help="serve local embeddings (extra: dreamkeeper[local-embeddings])"
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
     return parser
@@ -133,6 +138,16 @@ def run(args: argparse.Namespace) -> int:
                 asyncio.run(runtime.run_dev(settings, temporal, demo=args.demo))
         except runtime.PortTaken as exc:
             raise InvalidInput(str(exc)) from None
+        return 0
+    if cmd == "embed-server":
+        from dreamkeeper.worker.embedding_server import LocalModelMissing, serve
+
+        try:
+            serve(args.host, args.port)
+        except LocalModelMissing as exc:
+            raise InvalidInput(str(exc)) from None
+        except OSError as exc:
+            raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
         return 0
     if cmd in ("save", "delete", "restore") and not args.direct:
         return _through_worker(args, settings)
