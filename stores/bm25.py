@@ -265,17 +265,25 @@ class BM25Index:
         adjacent tokens. Postings narrow it to documents containing both words; only
         those are scanned."""
         found: set[int] = set()
+        size = len(self._key_of)
+        allowed = None
+        if among is not None:
+            # Boolean masks, not intersect1d: that sorts both arrays on every call, and
+            # `among` can be most of the index.
+            allowed = np.zeros(size, dtype=np.bool_)
+            allowed[among] = True
         for first, second in phrases:
             a, b = self._token_id.get(first), self._token_id.get(second)
             if a is None or b is None:
                 continue
-            both = np.intersect1d(
-                np.frombuffer(self._post_slots[a], dtype=np.uint32),
-                np.frombuffer(self._post_slots[b], dtype=np.uint32),
-                assume_unique=True,
-            )
-            if among is not None:
-                both = np.intersect1d(both, among)
+            slots_a = np.frombuffer(self._post_slots[a], dtype=np.uint32)
+            slots_b = np.frombuffer(self._post_slots[b], dtype=np.uint32)
+            in_a = np.zeros(size, dtype=np.bool_)
+            in_a[slots_a] = True
+            both = slots_b[in_a[slots_b]]
+            del slots_a, slots_b  # release the buffer exports so the arrays can grow again
+            if allowed is not None:
+                both = both[allowed[both]]
             pattern = array("I", (a, b)).tobytes()
             for slot in both.tolist():
                 tokens = self._tokens_of[slot]

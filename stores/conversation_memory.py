@@ -28,8 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.files import InterProcessLock, append_line, atomic_write_text
-from dreamkeeper.stores.memory_store import utc_now
-from dreamkeeper.stores.models import as_utc
+from dreamkeeper.stores.models import as_utc, utc_now
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
 
 MAX_RETAINED = 50

@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
 from dreamkeeper.stores.journal import Journal, JournalAction, JournalRecord
-from dreamkeeper.stores.models import MemoryEntry, as_utc
+from dreamkeeper.stores.models import MemoryEntry, as_utc, utc_now
 from dreamkeeper.stores.validation import (
     InvalidInput,
     new_entry_id,
@@ -53,10 +53,6 @@ class MemoryNotFound(InvalidInput):
 
 class StoreConflict(InvalidInput):
     """The write would clobber something that is not what the caller expects."""
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def document_text(entry: MemoryEntry) -> str:

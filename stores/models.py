@@ -18,6 +18,10 @@ def content_fingerprint(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).digest()[:8].hex()
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 def as_utc(value: datetime) -> datetime:
     """Naive datetimes from older files are taken as UTC; everything else is converted."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -35,8 +35,7 @@ from pydantic.alias_generators import to_camel
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
-from dreamkeeper.stores.memory_store import utc_now
-from dreamkeeper.stores.models import as_utc
+from dreamkeeper.stores.models import as_utc, utc_now
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
 from dreamkeeper.stores.vectors import hybrid_scores
 from dreamkeeper.stores.working_vectors import WorkingVectors
