@@ -34,7 +34,7 @@ from dreamkeeper.stores.validation import (
 )
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
 from dreamkeeper.worker.runtime import connect
-from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
+from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.observability import tagged
@@ -68,6 +68,7 @@ class MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
         client = await connect(temporal)
+        embeddings = embeddings or embedding_settings()
         return cls(client, store, temporal.task_queue, embedding_client(embeddings))
 
     def store(self, agent_id: str) -> FileMemoryStore:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 import numpy as np
-
-from dreamkeeper.stores.validation import InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -53,34 +50,6 @@ class EmbeddingSettings:
         """Four bytes naming the model in each vector file: another model's vectors are
         not comparable, so they are never used."""
         return hashlib.sha256(self.model.encode("utf-8")).digest()[:4]
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> EmbeddingSettings:
-        env = os.environ if env is None else env
-
-        def number(name: str, default: float, lo: float, hi: float) -> float:
-            raw = (env.get(name) or "").strip() or str(default)
-            try:
-                value = float(raw)
-            except ValueError:
-                raise InvalidInput(f"{name}={raw!r} is not a number") from None
-            if not lo <= value <= hi:
-                raise InvalidInput(f"{name}={raw!r} is out of range ({lo} to {hi})")
-            return value
-
-        return cls(
-            base_url=(env.get("DREAMKEEPER_EMBEDDING_BASE_URL") or "").strip().rstrip("/") or None,
-            model=(env.get("DREAMKEEPER_EMBEDDING_MODEL") or "").strip() or DEFAULT_MODEL,
-            api_key=(env.get("DREAMKEEPER_EMBEDDING_API_KEY") or "").strip() or None,
-            timeout_seconds=number("DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS", 30, 0.1, 600),
-            query_timeout_seconds=number(
-                "DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS", 5, 0.1, 600
-            ),
-            min_similarity=number("DREAMKEEPER_EMBEDDING_MIN_SIMILARITY", MIN_SIMILARITY, 0, 1),
-            max_input_chars=int(
-                number("DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS", MAX_INPUT_CHARS, 100, 10_000_000)
-            ),
-        )
 
 
 class EmbeddingClient:
@@ -167,7 +136,7 @@ class EmbeddingClient:
         self._http.close()
 
 
-def embedding_client(settings: EmbeddingSettings | None = None) -> EmbeddingClient | None:
-    """The configured client, or None (keyword search only)."""
-    settings = settings or EmbeddingSettings.from_env()
+def embedding_client(settings: EmbeddingSettings) -> EmbeddingClient | None:
+    """The configured client, or None (keyword search only). Settings from the
+    environment: `dreamkeeper.worker.settings.embedding_settings()`."""
     return EmbeddingClient(settings) if settings.configured else None

@@ -27,7 +27,7 @@ from dreamkeeper.stores.validation import (
     validate_importance,
     validate_tags,
 )
-from dreamkeeper.worker.settings import SettingsError, StoreSettings
+from dreamkeeper.worker.settings import SettingsError, StoreSettings, embedding_settings
 
 
 class UsageError(InvalidInput):
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cmd in ("save", "delete", "restore") and not args.direct:
         return _through_worker(args, settings)
-    embeddings = embedding_client() if cmd == "search" else None
+    embeddings = embedding_client(embedding_settings()) if cmd == "search" else None
     store = FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
     if cmd == "save":
         parsed = parse_source(args.source)

@@ -24,9 +24,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.stores.embedding_client import EmbeddingSettings
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
-from dreamkeeper.worker.settings import StoreSettings, TemporalSettings
+from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
 from dreamkeeper.worker.temporal_worker import build_worker
 from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
 
@@ -84,7 +83,7 @@ async def run_worker(
         loop.add_signal_handler(sig, stop.set)
     outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
     log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
-    llm, embeddings = LLMSettings.from_env(), EmbeddingSettings.from_env()
+    llm, embeddings = LLMSettings.from_env(), embedding_settings()
     log.info("LLM: %s", f"{llm.model} at {llm.base_url}" if llm.configured else
              "none configured (saves kept verbatim; merges and preference inference skipped)")
     log.info("embeddings: %s", f"{embeddings.model} at {embeddings.base_url}"

@@ -10,6 +10,12 @@ from pathlib import Path
 
 from dreamkeeper.policies.decay import DecayParams
 from dreamkeeper.policies.high_value import HighValueFloor
+from dreamkeeper.stores.embedding_client import (
+    DEFAULT_MODEL,
+    MAX_INPUT_CHARS,
+    MIN_SIMILARITY,
+    EmbeddingSettings,
+)
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
 
 
@@ -104,3 +110,21 @@ class TemporalSettings:
             task_queue=queue,
             dream_cron=cron,
         )
+
+
+def embedding_settings(env: Mapping[str, str] | None = None) -> EmbeddingSettings:
+    """DREAMKEEPER_EMBEDDING_*; no base URL means no embeddings (keyword search only)."""
+    env = os.environ if env is None else env
+    return EmbeddingSettings(
+        base_url=_get(env, "DREAMKEEPER_EMBEDDING_BASE_URL", "").rstrip("/") or None,
+        model=_get(env, "DREAMKEEPER_EMBEDDING_MODEL", DEFAULT_MODEL),
+        api_key=_get(env, "DREAMKEEPER_EMBEDDING_API_KEY", "") or None,
+        timeout_seconds=_float(env, "DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS", 30, 0.1, 600),
+        query_timeout_seconds=_float(
+            env, "DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS", 5, 0.1, 600
+        ),
+        min_similarity=_float(env, "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY", MIN_SIMILARITY, 0, 1),
+        max_input_chars=_int(
+            env, "DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS", MAX_INPUT_CHARS, 100, 10_000_000
+        ),
+    )

@@ -18,7 +18,7 @@ from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.stores.embedding_client import EmbeddingSettings, embedding_client
-from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.worker.settings import StoreSettings, embedding_settings
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
@@ -49,6 +49,7 @@ def worker_activities(
 ) -> list[Callable]:
     """Every activity, bound to one store registry (one open store per agent)."""
     llm = llm if llm is not None else LLMSettings.from_env()
+    embeddings = embeddings if embeddings is not None else embedding_settings()
     stores = StoreRegistry(settings.data_dir, embedding_client(embeddings))
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm)

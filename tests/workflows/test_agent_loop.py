@@ -8,10 +8,7 @@ import json
 import uuid
 from pathlib import Path
 
-import pytest
-
 from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
@@ -26,11 +23,6 @@ def _example():
     spec.loader.exec_module(module)
     return module
 
-
-@pytest.fixture
-def memory(worker):
-    client, queue, settings = worker
-    return MemoryClient(client, settings, queue)
 
 
 async def test_write_tools_go_through_workflows_and_say_what_happened(memory):

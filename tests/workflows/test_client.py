@@ -4,15 +4,8 @@ import uuid
 
 import pytest
 
-from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.validation import InvalidInput
-
-
-@pytest.fixture
-def memory(worker):
-    client, queue, settings = worker
-    return MemoryClient(client, settings, queue)
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):

@@ -21,12 +21,6 @@ from tests.scripted_llm import Reply
 
 
 @pytest.fixture
-def memory(worker):
-    client, queue, settings = worker
-    return MemoryClient(client, settings, queue)
-
-
-@pytest.fixture
 def reader(embedder):
     client = EmbeddingClient(EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed"))
     yield client
