@@ -5,8 +5,11 @@ from __future__ import annotations
 from temporalio.client import Client
 
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.agent.context import ContextBuilder
+from dreamkeeper.agent.session import SessionContext
+from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.search import format_hit
-from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.worker.settings import StoreSettings, embedding_settings
 from dreamkeeper.workflows.save import save_workflow_id
 
 AGENT = "demo"
@@ -18,7 +21,7 @@ FACTS = [
 
 
 async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str) -> None:
-    memory = MemoryClient(client, store, task_queue)
+    memory = MemoryClient(client, store, task_queue, embedding_client(embedding_settings()))
     print("\n== Demo for agent 'demo' (every step below is a workflow in the UI)")
     acks = []
     for content, category, importance in FACTS:
@@ -32,13 +35,22 @@ async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str
     print("search 'chicago timezone':")
     for hit in memory.search_memory(AGENT, "chicago timezone"):
         print("  " + format_hit(hit.entry, now))
+    session = SessionContext.user("demo-session")
+    working = memory.working_memory(AGENT)
+    working.save(session.namespace, "draft_reply", "Hi Trish, Friday works for me.", tags=["email"])
+    builder = ContextBuilder(memory.store(AGENT), working, memory.conversations(AGENT))
+    question = "What time is it for me right now, in my own timezone?"
+    print(f"memory context an agent's LLM gets with {question!r}:")
+    for message in builder.build(session, question).messages:
+        print("  [" + message["role"] + "] " + message["content"].replace("\n", "\n    "))
     gone = acks[-1].entry_id
     await memory.delete_memory(AGENT, gone)
     print(f"archived [{gone}]: hidden from search, kept on disk (workflow archive-{AGENT}-{gone})")
     await memory.restore_memory(AGENT, gone)
     print(f"restored [{gone}] (workflow restore-{AGENT}-{gone})")
     result = await memory.run_dream(AGENT)
-    print(f"dream cycle: purged {len(result.purge.purged)}, decayed {result.decay.decayed} "
-          f"of {result.decay.considered} (workflow dream-{AGENT})")  # fmt: skip
+    print(f"dream cycle: purged {len(result.purge.purged)}; {result.consolidation.summary()}; "
+          f"decayed {result.decay.decayed} of {result.decay.considered} "
+          f"(workflow dream-{AGENT})")  # fmt: skip
     print(f"\nOpen {ui}/namespaces/default/workflows to read each run's history.")
     print("The worker keeps running (and the dream schedule is set); Ctrl-C stops everything.")

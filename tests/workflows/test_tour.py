@@ -1,0 +1,19 @@
+"""`dreamkeeper dev --demo`'s tour, run against a real worker: what the quickstart shows."""
+
+from __future__ import annotations
+
+from dreamkeeper.worker.temporal_demo import tour
+
+
+async def test_the_quickstart_tour_runs_every_step(worker, capsys):
+    client, queue, settings = worker
+    await tour(client, settings, queue, ui="http://localhost:8233")
+    out = capsys.readouterr().out
+    assert out.count("saved [") == 3
+    assert "User lives in Chicago" in out.split("search 'chicago timezone':", 1)[1]
+    context = out.split("memory context an agent's LLM gets", 1)[1]
+    assert "[system] Recalled from long-term memory" in context
+    assert "session/demo-session/draft_reply: expires in" in context
+    assert "Friday works for me" not in context  # the inventory never shows content
+    assert "archived [" in out and "restored [" in out
+    assert "dream cycle: purged 0; reviewed 3 of 3" in out
