@@ -102,9 +102,6 @@ class ContextBuilder:
         # Delta injection: the long-term entries each conversation has already been shown.
         self._injected: dict[str, set[str]] = {}
 
-    def injected(self, session: SessionContext) -> set[str]:
-        return set(self._injected.get(session.conversation_id, set()))
-
     def build(self, session: SessionContext, user_message: str) -> TurnContext:
         clock = time.perf_counter
         started = clock()

@@ -188,10 +188,6 @@ class ConversationMemory:
         archived = tuple(t for t in self._archive(session_id) if t.n < first)
         return Conversation(session_id, archived, tuple(state.turns))
 
-    def last_activity(self, session_id: str) -> datetime | None:
-        state = self._live(validate_session_id(session_id))
-        return None if state is None else state.last_at
-
     # -- writes ------------------------------------------------------------------------
 
     def add_turn(self, session_id: str, role: str, content: str) -> Turn:

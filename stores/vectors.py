@@ -68,7 +68,9 @@ def read_vector(
 def write_vector(
     directory: Path, entry_id: str, vector: np.ndarray, fingerprint: str, model_key: bytes
 ) -> None:
-    atomic_write_bytes(vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key))
+    atomic_write_bytes(
+        vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key)
+    )
 
 
 def unit(vector: np.ndarray) -> np.ndarray:
@@ -134,11 +136,6 @@ class VectorIndex:
         self._matrix[row] = unit(vector)
         self._live[row] = live
 
-    def set_live(self, key: str, live: bool) -> None:
-        row = self._row.get(key)
-        if row is not None:
-            self._live[row] = live
-
     def remove(self, key: str) -> None:
         row = self._row.pop(key, None)
         if row is not None:
@@ -160,11 +157,6 @@ class VectorIndex:
             [k is not None for k in self._ids], dtype=np.bool_
         )  # fmt: skip
         return {self._ids[i]: float(sims[i]) for i in np.nonzero(mask)[0].tolist()}  # type: ignore[misc]
-
-    def rows(self, keys: Iterable[str]) -> tuple[list[str], np.ndarray]:
-        """The keys that have a row, and their unit vectors stacked."""
-        present = [k for k in keys if k in self._row]
-        return present, self._matrix[[self._row[k] for k in present]]
 
 
 class EntryVectors:
@@ -210,7 +202,9 @@ class EntryVectors:
             entry = current.get(entry_id)
             vector = None
             if entry is not None and (present is None or entry_id in present):
-                vector = read_vector(self.directory, entry_id, entry.fingerprint, self.model_key, dim)
+                vector = read_vector(
+                    self.directory, entry_id, entry.fingerprint, self.model_key, dim
+                )
             if vector is None:
                 self._index.remove(entry_id)
             else:
