@@ -4,7 +4,10 @@ dates, new facts arriving over time, and an adversarial consolidation LLM.
 The adversary answers like a careless model would: lossy merges (listing every source in
 toDelete, the shape that destroyed memories in production), prunes of high-value
 entries, hallucinated ids, malformed replies — and also honest merges of duplicates and
-honest prunes of status chatter. It is deterministic for a given seed.
+honest prunes of status chatter. Its draws depend on the seed and the request; its
+first consolidation reply mounts every attack at once (a hallucinated id, a prune of a
+high-value entry, a lossy merge of unrelated entries) and its first repair is lossy, so
+even a short run is guaranteed to test each safeguard.
 """
 
 from __future__ import annotations
@@ -127,6 +130,8 @@ class Adversary:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.calls = 0
+        self.consolidations = 0
+        self.repairs = 0
         self.tried: dict[str, int] = {}
 
     def _rng(self, body: dict) -> random.Random:
@@ -143,14 +148,17 @@ class Adversary:
         if "infer lasting preferences" in system:
             return Reply(json.dumps({"toSave": []}))
         if "dropped details" in system:
+            self.repairs += 1
             merged = user.rsplit("Merged text:\n", 1)[-1]
             missing = system.split("verbatim: ", 1)[1].split(". Reply", 1)[0]
-            if rng.random() < 0.5:
+            if self.repairs > 1 and rng.random() < 0.5:
                 self._count("honest repairs")
                 return Reply(json.dumps({"content": f"{merged} ({missing})"}))
             self._count("lossy repairs")
             return Reply(json.dumps({"content": merged}))
-        if rng.random() < 0.08:
+        self.consolidations += 1
+        opening = self.consolidations == 1  # every attack at once, never wasted
+        if not opening and rng.random() < 0.08:
             self._count("malformed replies")
             return Reply(rng.choice(["{not json", "[]", '{"toSave": "everything"}']))
         shown, hints = parse_prompt(user)
@@ -176,15 +184,20 @@ class Adversary:
                             "sourceIds": ids, "tags": []})  # fmt: skip
             to_delete += ids  # the prompt-following shape: every source in toDelete
         loose = [s for s in shown if s.id not in used]
-        if len(loose) >= 2 and rng.random() < 0.3:
+        if len(loose) >= 2 and (opening or rng.random() < 0.3):
             a, b = rng.sample(loose, 2)
             self._count("lossy merges of unrelated entries")
             to_save.append({"content": a.content, "category": a.category,
                             "sourceIds": [a.id, b.id]})  # fmt: skip
             to_delete += [a.id, b.id]
+        # The opening's high-value prune targets an entry no merge uses, so the floor —
+        # not the merge-source rule — is what must refuse it.
+        sourced = {i for m in to_save for i in m["sourceIds"]}
+        first_high = next((s.id for s in shown if s.id not in sourced
+                           and (s.importance >= 0.8 or s.reinforcement >= 5)), None)  # fmt: skip
         for s in shown:
             high = s.importance >= 0.8 or s.reinforcement >= 5
-            if high and rng.random() < 0.3:
+            if high and ((opening and s.id == first_high) or rng.random() < 0.3):
                 self._count("prunes of high-value entries")
                 to_delete.append(s.id)
             elif s.category == "status" and rng.random() < 0.8:
@@ -193,12 +206,13 @@ class Adversary:
             elif not high and s.category != "status" and rng.random() < 0.01:
                 self._count("prunes of ordinary below-floor entries")
                 to_delete.append(s.id)
-        if rng.random() < 0.3:
+        if opening or rng.random() < 0.3:
             fake = [f"{rng.getrandbits(48):012x}" for _ in range(rng.randint(1, 3))]
             self._count("hallucinated ids", len(fake))
             to_delete += fake
-            if shown:
-                real = rng.choice(shown)
+            others = [s for s in shown if s.id != first_high]
+            if others:
+                real = rng.choice(others)
                 to_save.append({"content": real.content, "category": real.category,
                                 "sourceIds": [real.id, fake[0]]})  # fmt: skip
         return Reply(json.dumps({"toDelete": to_delete, "toSave": to_save}))
