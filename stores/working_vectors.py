@@ -35,6 +35,9 @@ class WorkingVectors:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future] = set()
         self._lock = threading.Lock()
+        # key -> (value fingerprint, unit vector): a search reads each file once, not
+        # on every call. Misses are not cached: the vector may still be on its way.
+        self._cache: dict[str, tuple[str, np.ndarray]] = {}
 
     def query(self, text: str) -> np.ndarray | None:
         return self.client.embed_query(text)
@@ -45,14 +48,23 @@ class WorkingVectors:
         query = unit(query_vector)
         out = {}
         for entry in entries:
-            vector = read_vector(self.directory, vector_name(entry.key),
-                                 content_fingerprint(entry.value), self.client.model_key,
-                                 query.size)  # fmt: skip
+            vector = self._vector(entry.key, content_fingerprint(entry.value), query.size)
             if vector is not None:
-                similarity = float(unit(vector) @ query)
+                similarity = float(vector @ query)
                 if similarity >= threshold:
                     out[entry.key] = similarity
         return out
+
+    def _vector(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == fingerprint and cached[1].size == dim:
+            return cached[1]
+        vector = read_vector(self.directory, vector_name(key), fingerprint,
+                             self.client.model_key, dim)  # fmt: skip
+        if vector is None:
+            return None
+        self._cache[key] = (fingerprint, unit(vector))
+        return self._cache[key][1]
 
     def embed_later(self, key: str, value: str) -> None:
         with self._lock:
@@ -63,12 +75,15 @@ class WorkingVectors:
         future.add_done_callback(self._done)
 
     def forget(self, key: str) -> None:
+        self._cache.pop(key, None)
         vector_path(self.directory, vector_name(key)).unlink(missing_ok=True)
 
     def prune(self, live_keys: Iterable[str]) -> int:
         """Delete vector files of keys no longer live (an entry that left while its vector
         was still being made leaves one behind); returns how many went."""
-        keep = {f"{vector_name(k)}.bin" for k in live_keys}
+        live = set(live_keys)
+        self._cache = {k: v for k, v in self._cache.items() if k in live}
+        keep = {f"{vector_name(k)}.bin" for k in live}
         try:
             names = [n for n in os.listdir(self.directory) if n.endswith(".bin")]
         except FileNotFoundError:
