@@ -12,7 +12,8 @@ merge; rejected or skipped ones keep their sources), and — checked on the curr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -22,11 +23,27 @@ from dreamkeeper.policies.coverage import (
     Vocabulary,
     find_missing_specifics,
 )
+from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
 
-MERGED_REASON = "merged into {id}"
 EPHEMERAL_REASON = "flagged ephemeral by consolidation"
+# The reference's best merge had 13 sources (a colleague's fragments, every specific
+# kept): the cap stops "merge everything into one line", not honest consolidation.
+MAX_MERGE_SOURCES = 16
+ARCHIVE_SHARE = 0.2  # of the live entries at the start of a cycle
+MIN_ARCHIVE_BUDGET = 4  # a small store may still fold or merge a few duplicates
+
+
+def merged_reason(entry_id: str) -> str:
+    return f"merged into {entry_id}"
+
+
+def archive_budget(live: int, share: float = ARCHIVE_SHARE, minimum: int = MIN_ARCHIVE_BUDGET) -> int:
+    """How many entries one dream cycle may archive (folds + merge sources + prunes): an
+    LLM obeying text hidden in a memory can damage at most this much per cycle; the rest
+    waits for later cycles, or an operator."""
+    return max(minimum, math.floor(live * share))
 
 
 class Verdict(StrEnum):
@@ -36,12 +53,17 @@ class Verdict(StrEnum):
     CHANGED = "changed"  # a source changed or went away since it was shown: left alone
     NO_SOURCES = "no-sources"  # every source id was outside the shown set
     TOO_LONG = "too-long"
+    TOO_MANY_SOURCES = "too-many-sources"
+    # Would archive a high-value source without keeping its details in context (the
+    # stricter check of policies.merge_safety): refused, sources kept.
+    UNSAFE = "unsafe-for-high-value"
 
 
 @dataclass(frozen=True)
 class MergeReview:
     verdict: Verdict
     missing: tuple[str, ...] = ()
+    reason: str | None = None
 
     @property
     def accepted(self) -> bool:
@@ -66,11 +88,18 @@ def review_merge(
     sources: Mapping[str, MemoryEntry | None],
     shown: Mapping[str, str],
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    *,
+    high_value: Callable[[MemoryEntry], bool] = lambda _: False,
+    max_sources: int = MAX_MERGE_SOURCES,
 ) -> MergeReview:
     """`sources` are the current entries (None if gone); `shown` the fingerprints the LLM
-    saw. The coverage check runs last: it is the expensive one."""
+    saw; `high_value` tells which sources need the stricter in-context check. A repaired
+    text is reviewed by exactly these rules again. Coverage runs late: it is costly."""
     if not source_ids:
         return MergeReview(Verdict.NO_SOURCES)
+    if len(source_ids) > max_sources:
+        return MergeReview(Verdict.TOO_MANY_SOURCES,
+                           reason=f"{len(source_ids)} sources (at most {max_sources})")
     if not content.strip():
         return MergeReview(Verdict.BLANK)
     current = [sources.get(i) for i in source_ids]
@@ -84,6 +113,14 @@ def review_merge(
     )
     if missing:
         return MergeReview(Verdict.REJECTED, tuple(missing))
+    texts = [Source(e.content, e.category) for e in current if e is not None]
+    for entry, text in zip([e for e in current if e is not None], texts, strict=True):
+        if high_value(entry):
+            others = [t for t in texts if t is not text]
+            problems = context_problems(text, content, vocabulary, others=others)
+            if problems:
+                return MergeReview(Verdict.UNSAFE, reason=f"high-value {entry.id}: "
+                                                          + "; ".join(problems))  # fmt: skip
     return MergeReview(Verdict.ACCEPTED)
 
 

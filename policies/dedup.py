@@ -125,7 +125,10 @@ def decide(
     threshold: float = JACCARD_THRESHOLD,
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     max_extended_chars: int = MAX_EXTENDED_CHARS,
+    count: bool = True,
 ) -> DedupDecision:
+    """`count=False`: the match was already reinforced by the same save (one save
+    counts once), so the sighting is not counted again; an extension still applies."""
     if match is None or similarity < threshold or bypasses_dedup(candidate.category):
         return DedupDecision(DedupOutcome.CREATED, similarity=similarity)
     tags = list(match.tags) + [t for t in candidate.tags if t not in match.tags]
@@ -136,7 +139,7 @@ def decide(
         "tags": tags,
         "importance_score": max(match.importance_score, candidate.importance),
         "last_seen_at": max(match.last_seen_at, now),
-        "reinforcement_count": match.reinforcement_count + 1,
+        "reinforcement_count": match.reinforcement_count + (1 if count else 0),
     }
     missing = find_missing_specifics(
         [Source(candidate.content, candidate.category)], match.content, vocabulary

@@ -255,3 +255,25 @@ def pack_batches(groups: Sequence[tuple[str, ...]], batch_size: int) -> list[lis
     if current:
         batches.append(current)
     return batches
+
+
+def settle_clusters(
+    records: Mapping[str, SettledCluster],
+    *,
+    merged: Sequence[Sequence[str]],
+    declined: Sequence[Sequence[str]],
+    as_of: datetime,
+) -> dict[str, SettledCluster]:
+    """Cluster records after a cycle: merged clusters are forgotten, declined ones
+    settle with one more decline — once per cycle, so a retried stamp counts once."""
+    out = dict(records)
+    for members in merged:
+        out.pop(cluster_key(members), None)
+    for members in declined:
+        key = cluster_key(members)
+        previous = out.get(key)
+        if previous is not None and previous.settled_at == as_of:
+            continue
+        declines = (previous.declines if previous else 0) + 1
+        out[key] = SettledCluster(tuple(sorted(members)), declines, as_of)
+    return out

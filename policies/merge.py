@@ -12,13 +12,14 @@ the same text again keeps the *most* trusted source.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from dreamkeeper.policies.provenance import combined_source, reinforced_source
 from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.stores.validation import InvalidInput, validate_category, validate_tags
 
 SUBJECT_TIME = "subjectTime"
 SUBJECT_TIME_START = "subjectTimeStart"
@@ -73,11 +74,9 @@ def merged_entry(
         metadata[SOURCE_KEY] = source
     metadata[MERGED_FROM] = json.dumps(sorted(s.id for s in sources))
     metadata[MERGED_AT] = merged_at.isoformat()
-    importance = (
-        proposal.importance
-        if proposal.importance is not None
-        else max(s.importance_score for s in sources)
-    )
+    # Never above the most important source: a merge cannot mint an unprunable entry.
+    highest = max(s.importance_score for s in sources)
+    importance = highest if proposal.importance is None else min(proposal.importance, highest)
     tags = list(dict.fromkeys(proposal.tags or [t for s in sources for t in s.tags]))
     return MemoryEntry(
         id=new_id,
@@ -135,3 +134,25 @@ def exact_duplicate_folds(entries: Sequence[MemoryEntry]) -> list[Fold]:
         folds.append(Fold(survivor, tuple(e.id for e in rest)))
     folds.sort(key=lambda f: f.survivor.id)
     return folds
+
+
+def merge_category(proposed: str | None, sources: Sequence[MemoryEntry]) -> str | None:
+    """The LLM's category when valid, else the sources' most common one."""
+    if proposed:
+        try:
+            return validate_category(proposed)
+        except InvalidInput:
+            pass
+    counts = Counter(s.category for s in sources)
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] or ""))[0][0]
+
+
+def valid_tags(tags: Iterable[str]) -> list[str]:
+    """The proposed tags the store accepts, in order, without repeats."""
+    kept: list[str] = []
+    for tag in tags:
+        try:
+            kept.extend(validate_tags([tag]))
+        except InvalidInput:
+            continue
+    return list(dict.fromkeys(kept))[:32]

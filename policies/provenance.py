@@ -71,3 +71,14 @@ def combined_source(sources: Iterable[str | None]) -> str | None:
         if lowest is None or trust(source) < lowest:
             result, lowest = source, trust(source)
     return result
+
+
+def fact_importance(
+    proposed: float, *, original_importance: float, original_source: str | None, floor: float
+) -> float:
+    """What an LLM-extracted fact may be worth: never above the high-value floor, unless
+    the original came from the user at or above it — and then never above the
+    original's own importance. An LLM cannot mint an unprunable memory."""
+    if original_source == USER and original_importance >= floor:
+        return min(proposed, original_importance)
+    return min(proposed, max(0.0, round(floor - 0.01, 4)))
