@@ -27,7 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.files import InterProcessLock, append_line, atomic_write_text
+from dreamkeeper.stores.files import append_line, atomic_write_text, path_lock
 from dreamkeeper.stores.models import as_utc, utc_now
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
 
@@ -59,7 +59,7 @@ class _SessionFile(BaseModel):
 
 
 def validate_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id):
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise InvalidInput(
             f"invalid session id {session_id!r}: 1-128 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit"
@@ -106,7 +106,7 @@ class ConversationMemory:
         agent_root = Path(data_dir) / "agents" / agent_id
         self.root = agent_root / "conversations"
         self.log = ConversationLog(agent_root)
-        self._lock = InterProcessLock(self.root / ".lock")
+        self._lock = path_lock(self.root / ".lock")
         self._clock = clock
         self._idle = idle
         self._max_retained = max_retained

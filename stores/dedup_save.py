@@ -1,16 +1,17 @@
 """Saving a fact through save-time dedup: lookup and write under the store's lock, so
-two concurrent saves of one fact end as one entry reinforced twice; idempotent per
-operation id, so a retried activity neither creates a second entry nor reinforces twice.
+two concurrent saves of one fact end as one entry reinforced twice; exactly once per
+operation id, so a retried activity neither creates a second entry nor reinforces twice
+— even when other saves touched the same entry between the crash and the retry.
 
-The operation ledger (`ops/{op_id}.json`) is written before the entry and records the
-target's state before and after: a retry after a crash finds the target either still as
-it was (apply again) or already as intended (done).
+The operation id is recorded inside the entry the save changes (`applied_ops`, written
+by the same atomic rename as the change itself); a retry asks the store whether the op
+was applied, and never infers it from what the target looks like. A created entry needs
+no record: its id is derived by the workflow, so a retry finds it.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,9 +19,8 @@ import numpy as np
 
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
-from dreamkeeper.stores.files import atomic_write_text
 from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
 from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.validation import validate_entry_id
 
@@ -31,8 +31,10 @@ class SavedFact:
     entry_id: str
 
 
-def _state(entry: MemoryEntry) -> list:
-    return [entry.fingerprint, entry.reinforcement_count]
+_ACTION = {
+    DedupOutcome.REINFORCED: JournalAction.REINFORCED,
+    DedupOutcome.EXTENDED: JournalAction.EXTENDED,
+}
 
 
 def save_fact(
@@ -41,30 +43,30 @@ def save_fact(
     *,
     new_id: str,
     op_id: str,
-    exclude: frozenset[str] = frozenset(),
+    exclude: Collection[str] = (),
+    touched: Collection[str] = (),
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     now: datetime | None = None,
     candidate_vector: np.ndarray | None = None,
 ) -> SavedFact:
-    """`candidate_vector`, when given, compares by cosine with entries that have a vector
-    and is stored as the new entry's vector if one is created."""
+    """`touched`: entries this save already reinforced — one save reinforces an entry at
+    most once. `candidate_vector`, when given, compares by cosine with entries that have
+    a vector and is stored as the new entry's vector if one is created."""
     validate_entry_id(new_id)
-    ledger = store.root / "ops" / f"{op_id}.json"
     with store.writing():  # one lock hold for lookup + write
-        at = now or store.now()
+        done = store.applied(op_id)
+        if done is not None:
+            return SavedFact(DedupOutcome(done.action), done.entry_id)
         if store.get(new_id) is not None:
             return SavedFact(DedupOutcome.CREATED, new_id)
-        if ledger.exists():
-            done = json.loads(ledger.read_text())
-            target = store.get(done["target"])
-            if target is None or _state(target) != done["before"]:
-                return SavedFact(DedupOutcome(done["outcome"]), done["target"])
-            # Crashed after the ledger, before the entry: apply as recorded.
+        at = now or store.now()
         match, similarity, threshold = _closest(
             store, candidate, candidate_vector, lambda e: e.id not in exclude
         )
-        decision = decide(candidate, match, similarity, at, threshold=threshold,
-                          vocabulary=vocabulary)  # fmt: skip
+        decision = decide(
+            candidate, match, similarity, at, threshold=threshold, vocabulary=vocabulary,
+            count=match is None or match.id not in touched,
+        )  # fmt: skip
         if decision.outcome is DedupOutcome.CREATED:
             created = store.create(
                 candidate.content, category=candidate.category, tags=candidate.tags,
@@ -75,17 +77,8 @@ def save_fact(
                 store.write_vector(new_id, candidate_vector, created.fingerprint)
             return SavedFact(DedupOutcome.CREATED, new_id)
         assert match is not None and decision.updated is not None
-        atomic_write_text(
-            ledger,
-            json.dumps({"outcome": str(decision.outcome), "target": match.id,
-                        "before": _state(match), "after": _state(decision.updated)}),
-        )  # fmt: skip
-        action = (
-            JournalAction.REINFORCED
-            if decision.outcome is DedupOutcome.REINFORCED
-            else JournalAction.EXTENDED
-        )
-        store.put(decision.updated, action=action, reason=f"save {op_id}")
+        store.put(decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}",
+                  op=op_id)  # fmt: skip
         return SavedFact(decision.outcome, match.id)
 
 
@@ -96,9 +89,7 @@ def _closest(
     eligible: Callable[[MemoryEntry], bool],
 ) -> tuple[MemoryEntry | None, float, float]:
     cache: dict[str, frozenset[str]] = {}
-    vectors = (
-        store.vectors(candidate_vector.size) if candidate_vector is not None else None
-    )
+    vectors = store.vectors(candidate_vector.size) if candidate_vector is not None else None
     return closest(
         candidate,
         (e for e in store.entries() if eligible(e)),
@@ -106,6 +97,10 @@ def _closest(
         candidate_vector=candidate_vector,
         vector_of=(lambda e: vectors.get(e.id)) if vectors is not None else (lambda e: None),
     )
+
+
+def absorb_op(entry_id: str) -> str:
+    return f"absorb-{entry_id}"
 
 
 def dedup_existing(
@@ -117,16 +112,22 @@ def dedup_existing(
     candidate_vector: np.ndarray | None = None,
 ) -> SavedFact:
     """Run an already-saved entry through dedup against the others: a near-duplicate
-    absorbs it (reinforced or extended, persisted first) and then it is archived
-    `merged into {id}`; otherwise it stays. Idempotent: an entry already archived by
-    this reports where it went."""
+    absorbs it (reinforced or extended, persisted first, the op recorded with it) and
+    then it is retired into that entry; otherwise it stays. Exactly once: a retry finds
+    the absorb recorded and only finishes the retirement."""
+    op = absorb_op(entry_id)
     with store.writing():
         original = store.require(entry_id)
-        prefix = "merged into "
+        done = store.applied(op)
+        if done is not None:
+            store.retire_into(entry_id, [done.entry_id], reason=f"merged into {done.entry_id}",
+                              vocabulary=vocabulary)  # fmt: skip
+            return SavedFact(DedupOutcome(done.action), done.entry_id)
         if original.is_archived:
-            reason = original.archive_reason or ""
-            target = reason[len(prefix) :] if reason.startswith(prefix) else entry_id
-            return SavedFact(DedupOutcome.REINFORCED, target)
+            into = retired_into(original)
+            return SavedFact(DedupOutcome.REINFORCED, into[0]) if into else SavedFact(
+                DedupOutcome.CREATED, entry_id
+            )  # fmt: skip
         candidate = Candidate(
             original.content, original.category, tuple(original.tags),
             tuple(original.metadata.items()), original.importance_score,
@@ -139,12 +140,9 @@ def dedup_existing(
         if decision.outcome is DedupOutcome.CREATED or match is None:
             return SavedFact(DedupOutcome.CREATED, entry_id)
         assert decision.updated is not None
-        action = (
-            JournalAction.REINFORCED
-            if decision.outcome is DedupOutcome.REINFORCED
-            else JournalAction.EXTENDED
-        )
-        # Save first, then archive: the copy goes only once its replacement persisted.
-        store.put(decision.updated, action=action, reason=f"absorbed {entry_id}")
-        store.archive(entry_id, f"{prefix}{match.id}")
+        # Save first, then retire: the copy goes only into a replacement that persisted.
+        store.put(decision.updated, action=_ACTION[decision.outcome],
+                  reason=f"absorbed {entry_id}", op=op)  # fmt: skip
+        store.retire_into(entry_id, [match.id], reason=f"merged into {match.id}",
+                          vocabulary=vocabulary)  # fmt: skip
         return SavedFact(decision.outcome, match.id)

@@ -1,109 +1,348 @@
-"""Crash-safe file primitives: atomic replace, append-only lines, an inter-process lock."""
+"""Crash-safe, symlink-proof file primitives under one agent's directory.
+
+`AgentFiles` is the only way the stores touch the disk. Paths are given as tuples of
+components, each checked against one strict rule (`fullmatch`, no `.` or `..`), and
+resolved by walking directory file descriptors from the data directory down with
+`O_NOFOLLOW`: a symlinked directory, entry file, journal or lock below
+`{data}/agents/{agent}` is refused (`SymlinkRefused`), never followed — so nothing is
+ever read from or written to outside the agent's directory, whatever is planted there.
+The data directory itself may be a symlink: that is the operator's choice.
+
+Writes are atomic: a temp file in the same directory, fsync, rename over the target,
+fsync the directory. A crash leaves the old file or the new one, never a torn one; a
+leftover temp file starts with `.` and is ignored by every reader.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+_COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+Parts = Sequence[str]
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file in the same directory, fsync, rename over `path`.
-
-    A crash at any point leaves either the old file or the new one, never a torn file;
-    a leftover `.tmp` is ignored by readers (they only read `*.json`).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
+class SymlinkRefused(OSError):
+    """A symlink where Dreamkeeper expects a plain file or directory."""
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+class UnsafePath(ValueError):
+    """A path component that could name something outside the agent's directory."""
 
 
-def append_line(path: Path, line: str) -> int:
-    """Append one newline-terminated line with a single write; returns the new file size.
+def check_component(part: str) -> str:
+    if not isinstance(part, str) or part in (".", "..") or not _COMPONENT.fullmatch(part):
+        raise UnsafePath(f"unsafe path component {part!r}")
+    return part
 
-    O_APPEND makes concurrent appends land whole; readers treat a line without its
-    trailing newline as not yet written.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = (line.rstrip("\n") + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-        return os.fstat(fd).st_size
-    finally:
-        os.close(fd)
+
+def _refuse_links(exc: OSError, where: str) -> OSError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        return SymlinkRefused(exc.errno, f"{where} is a symlink or not a directory: refused")
+    return exc
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class AgentFiles:
+    def __init__(self, data_dir: Path | str, agent_id: str) -> None:
+        self.data_dir = Path(data_dir)
+        self.base = ("agents", check_component(agent_id))
+        self.root = self.data_dir.joinpath(*self.base)
+
+    def path(self, *parts: str) -> Path:
+        """For display and for readers that only list; never opened for writing."""
+        return self.root.joinpath(*parts)
+
+    @contextlib.contextmanager
+    def directory(self, parts: Parts, *, create: bool) -> Iterator[int | None]:
+        """A descriptor of `root/parts...`, or None when it does not exist (create=False)."""
+        if create:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            for part in (*self.base, *parts):
+                check_component(part)
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        fd = -1
+                        break
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                    try:
+                        child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    except OSError as exc:
+                        raise _refuse_links(exc, part) from None
+                except OSError as exc:
+                    raise _refuse_links(exc, part) from None
+                os.close(fd)
+                fd = child
+            yield None if fd < 0 else fd
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def write(self, parts: Parts, data: bytes, *, durable: bool = True) -> None:
+        """Atomically replace `parts` with `data`. `durable=False` skips the fsyncs, for a
+        bulk writer that syncs the whole batch at once (`sync_directory`, `os.sync`)."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=True) as dfd:
+            assert dfd is not None
+            tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)  # fmt: skip
+            try:
+                _write_all(fd, data)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                # rename() replaces a symlink named `name` itself; it never follows it.
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+            if durable:
+                os.fsync(dfd)
+
+    def sync_directory(self, parts: Parts) -> None:
+        with self.directory(parts, create=False) as dfd:
+            if dfd is not None:
+                os.fsync(dfd)
+
+    def append(self, parts: Parts, data: bytes, *, ensure_newline_before: bool = False) -> int:
+        """Append with one write and fsync; returns the file's new size. With
+        `ensure_newline_before`, a torn last line (a crash mid-append: no newline) is
+        terminated first, so the new line never glues onto it."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=True) as dfd:
+            assert dfd is not None
+            try:
+                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644, dir_fd=dfd)  # fmt: skip
+            except OSError as exc:
+                raise _refuse_links(exc, name) from None
+            try:
+                if ensure_newline_before:
+                    size = os.fstat(fd).st_size
+                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                        data = b"\n" + data
+                _write_all(fd, data)
+                os.fsync(fd)
+                return os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+
+    def read(self, parts: Parts) -> bytes:
+        """The file's bytes. FileNotFoundError when absent; SymlinkRefused for a link."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                raise FileNotFoundError(self.path(*parts))
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as exc:
+                raise _refuse_links(exc, name) from None
+            with os.fdopen(fd, "rb") as handle:
+                return handle.read()
+
+    def read_from(self, parts: Parts, offset: int, limit: int | None = None) -> bytes:
+        *dirs, name = parts
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                return b""
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            except FileNotFoundError:
+                return b""
+            except OSError as exc:
+                raise _refuse_links(exc, name) from None
+            with os.fdopen(fd, "rb") as handle:
+                handle.seek(offset)
+                return handle.read() if limit is None else handle.read(limit)
+
+    def size(self, parts: Parts) -> int:
+        try:
+            st = os.lstat(self.path(*parts))
+        except FileNotFoundError:
+            return 0
+        return st.st_size
+
+    def unlink(self, parts: Parts) -> bool:
+        """Remove a file (a symlink is removed itself, not its target); False if absent."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                return False
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rename(self, src: Parts, dst: Parts) -> None:
+        """Move a file between directories of the agent (both resolved without links)."""
+        with self.directory(src[:-1], create=False) as sfd, self.directory(
+            dst[:-1], create=True
+        ) as dfd:
+            if sfd is None:
+                raise FileNotFoundError(self.path(*src))
+            os.replace(check_component(src[-1]), check_component(dst[-1]),
+                       src_dir_fd=sfd, dst_dir_fd=dfd)  # fmt: skip
+            os.fsync(dfd)
+
+    def lock(self, parts: Parts) -> InterProcessLock:
+        *dirs, name = parts
+        check_component(name)
+
+        def opener(flags: int) -> int:
+            with self.directory(dirs, create=bool(flags & os.O_CREAT)) as dfd:
+                if dfd is None:
+                    raise FileNotFoundError(self.path(*parts))
+                try:
+                    return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+                except OSError as exc:
+                    raise _refuse_links(exc, name) from None
+
+        return InterProcessLock(opener, self.path(*parts))
 
 
 class InterProcessLock:
     """One holder at a time across processes (flock) and threads (RLock), re-entrant.
 
     flock locks belong to an open file description, so two instances in one process
-    exclude each other just as two processes do.
+    exclude each other just as two processes do. Readers never take it; they may ask
+    `is_free()` (a non-blocking shared attempt) to learn that no write is in flight.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    def __init__(self, opener: Callable[[int], int], where: Path) -> None:
+        self._opener = opener  # flags -> an fd of the lock file (O_NOFOLLOW)
+        self.where = where
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._owner: int | None = None
         self._fd: int | None = None
 
+    @property
+    def held(self) -> bool:
+        """Held by the calling thread (another thread's hold is another writer)."""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
     @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self) -> Iterator[bool]:
+        """Yields True for the outermost hold (the moment to reconcile), False inside."""
         with self._thread_lock:
-            if self._depth == 0:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+            outermost = self._depth == 0
+            if outermost:
+                fd = self._opener(os.O_RDWR | os.O_CREAT)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except BaseException:
                     os.close(fd)
                     raise
                 self._fd = fd
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
-                yield
+                yield outermost
             finally:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
+                    self._owner = None
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
+
+    def is_free(self) -> bool:
+        """True when no process holds the lock at this instant (or it never existed)."""
+        if self._depth > 0:
+            return False
+        try:
+            fd = self._opener(os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)  # closing releases the shared lock, if it was taken
+        return True
+
+
+def path_lock(path: Path) -> InterProcessLock:
+    """A lock file at a plain path (its final component is never followed)."""
+
+    def opener(flags: int) -> int:
+        if flags & os.O_CREAT:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise _refuse_links(exc, str(path)) from None
+
+    return InterProcessLock(opener, path)
+
+
+def append_line(path: Path, line: str) -> int:
+    """Append one newline-terminated line with a single write (terminating a torn last
+    line first); returns the new file size."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        data = (line.rstrip("\n") + "\n").encode("utf-8")
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        _write_all(fd, data)
+        os.fsync(fd)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Atomic replace of a file at a plain path (the temp file is never a followed link)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -1,23 +1,38 @@
 """The append-only journal of every change to an agent's long-term memory.
 
-One JSON object per line: time, action, entry id, category, content fingerprint and
-reason — never the content. It doubles as the change feed by which a reader process
-notices another process's writes without rescanning the corpus.
+One JSON object per line: time, action, entry id, category, content fingerprint, the
+entry's revision after the change, the operation id that caused it and a reason — never
+the content. It is the store's write-ahead log and its change feed:
+
+- A writer appends the record *before* it replaces the entry file (write-ahead), so no
+  file version ever exists without a record naming it; a crash in between leaves a
+  record whose file has an older revision, which the next writer repairs (`REPAIRED`)
+  and every reader converges to (see `stores.memory_store`).
+- A reader notices other processes' writes by reading the journal's new lines and
+  re-reading just the files they name.
+- The first record a writer appends in one hold of the writer lock carries `first`, so a
+  reader opening the store can find where the write in flight at that moment began.
+
+Lines are read defensively: a torn line (a crash mid-append), garbage, NULs, an oversized
+or deeply nested line is skipped with a warning; writers terminate a torn last line
+before appending, so a record never glues onto it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 
-from dreamkeeper.stores.files import append_line
+from dreamkeeper.stores.files import AgentFiles
 
 log = logging.getLogger(__name__)
+
+JOURNAL = ("journal.jsonl",)
+MAX_LINE_BYTES = 16_384  # our records are a few hundred bytes; anything longer is garbage
+_BACKWARD_CHUNK = 65_536
 
 
 class JournalAction(StrEnum):
@@ -32,6 +47,7 @@ class JournalAction(StrEnum):
     REVIEWED = "reviewed"
     PURGED = "purged"
     EMBEDDED = "embedded"  # a vector was (re)generated; the entry itself did not change
+    REPAIRED = "repaired"  # a write whose file never landed; the file on disk stands
 
 
 @dataclass(frozen=True)
@@ -42,68 +58,125 @@ class JournalRecord:
     category: str | None
     fingerprint: str | None
     reason: str | None = None
+    rev: int | None = None  # the entry's revision after this change (None: legacy line)
+    op: str | None = None  # the operation that made the change, for exactly-once retries
+    first: bool = False  # first record of one writer-lock hold
 
     def to_line(self) -> str:
-        return json.dumps(
-            {
-                "at": self.at.isoformat(),
-                "action": str(self.action),
-                "id": self.id,
-                "category": self.category,
-                "fingerprint": self.fingerprint,
-                "reason": self.reason,
-            },
-            separators=(",", ":"),
-        )
+        raw: dict[str, object] = {
+            "at": self.at.isoformat(),
+            "action": str(self.action),
+            "id": self.id,
+            "category": self.category,
+            "fingerprint": self.fingerprint,
+            "reason": self.reason,
+        }
+        if self.rev is not None:
+            raw["rev"] = self.rev
+        if self.op is not None:
+            raw["op"] = self.op
+        if self.first:
+            raw["first"] = True
+        return json.dumps(raw, separators=(",", ":"), ensure_ascii=True)
 
     @classmethod
-    def from_line(cls, line: str) -> JournalRecord:
-        raw = json.loads(line)
-        return cls(
-            at=datetime.fromisoformat(raw["at"]),
-            action=JournalAction(raw["action"]),
-            id=raw["id"],
-            category=raw.get("category"),
-            fingerprint=raw.get("fingerprint"),
-            reason=raw.get("reason"),
-        )
+    def from_line(cls, line: bytes) -> JournalRecord:
+        """Parse one line; ValueError for anything that is not exactly a record."""
+        if len(line) > MAX_LINE_BYTES:
+            raise ValueError(f"line of {len(line)} bytes")
+        try:
+            raw = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, RecursionError) as exc:
+            raise ValueError(type(exc).__name__) from None
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        try:
+            rev, op, first = raw.get("rev"), raw.get("op"), raw.get("first", False)
+            if rev is not None and (isinstance(rev, bool) or not isinstance(rev, int)):
+                raise ValueError("rev is not an integer")
+            if op is not None and not isinstance(op, str):
+                raise ValueError("op is not a string")
+            return cls(
+                at=datetime.fromisoformat(_text(raw, "at")),
+                action=JournalAction(_text(raw, "action")),
+                id=_text(raw, "id"),
+                category=_optional_text(raw, "category"),
+                fingerprint=_optional_text(raw, "fingerprint"),
+                reason=_optional_text(raw, "reason"),
+                rev=rev,
+                op=op,
+                first=first is True,
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _text(raw: dict, key: str) -> str:
+    value = raw[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _optional_text(raw: dict, key: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
 
 
 class Journal:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, files: AgentFiles) -> None:
+        self._files = files
+        self.path = files.path(*JOURNAL)
 
-    def append(self, record: JournalRecord) -> int:
-        """Append a record; returns the journal's size afterwards."""
-        return append_line(self.path, record.to_line())
+    def append(self, records: list[JournalRecord]) -> int:
+        """Append records with one write and fsync (caller holds the writer lock);
+        returns the journal's size afterwards."""
+        data = "".join(r.to_line() + "\n" for r in records).encode("ascii")
+        return self._files.append(JOURNAL, data, ensure_newline_before=True)
 
     def size(self) -> int:
-        try:
-            return os.stat(self.path).st_size
-        except FileNotFoundError:
-            return 0
+        return self._files.size(JOURNAL)
 
     def read_from(self, offset: int) -> tuple[list[JournalRecord], int]:
         """Complete records from byte `offset` on, and the offset after the last one.
 
-        A trailing line without its newline is a write in progress: left for next time.
+        A trailing line without its newline is a write in progress: left for next time
+        (once a writer terminates it, it is read as the garbage it is and skipped).
         """
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return [], 0
+        data = self._files.read_from(JOURNAL, offset)
         end = data.rfind(b"\n") + 1
         records: list[JournalRecord] = []
-        for raw in data[:end].splitlines():
+        for raw in data[:end].split(b"\n"):
             if not raw.strip():
                 continue
             try:
-                records.append(JournalRecord.from_line(raw.decode("utf-8")))
-            except (ValueError, KeyError, UnicodeDecodeError) as exc:
+                records.append(JournalRecord.from_line(raw))
+            except ValueError as exc:
                 log.warning("journal %s: skipped a malformed line (%s)", self.path, exc)
         return records, offset + end
 
     def read_all(self) -> list[JournalRecord]:
         return self.read_from(0)[0]
+
+    def last_hold_start(self, end: int) -> int:
+        """The offset of the last record marked `first` before `end` (0 if none): where
+        the writer-lock hold that may be in flight at `end` began."""
+        position = end
+        while position > 0:
+            start = max(0, position - _BACKWARD_CHUNK)
+            # Overlap by a line's length so a marker split across chunks is still seen.
+            chunk = self._files.read_from(JOURNAL, start, min(end, position + 64) - start)
+            at = chunk.rfind(b'"first":true')
+            if at != -1:
+                marker = start + at
+                head = self._files.read_from(
+                    JOURNAL, max(0, marker - MAX_LINE_BYTES), min(marker, MAX_LINE_BYTES)
+                )
+                newline = head.rfind(b"\n")
+                return 0 if newline == -1 and marker <= MAX_LINE_BYTES else (
+                    marker - len(head) + newline + 1
+                )  # fmt: skip
+            position = start
+        return 0

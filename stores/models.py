@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +12,10 @@ from pydantic.alias_generators import to_camel
 
 SOURCE_KEY = "source"
 """Metadata key holding an entry's provenance (see policies.provenance)."""
+
+MAX_APPLIED_OPS = 128
+"""Operation ids an entry remembers (oldest dropped first): far more than the writes a
+retried activity can see land on one entry between its crash and its retry."""
 
 
 def content_fingerprint(content: str) -> str:
@@ -44,7 +49,13 @@ class MemoryEntry(BaseModel):
     reinforcement_count: int = 1
     archived_at: datetime | None = None
     archive_reason: str | None = None
+    retired_into: list[str] = Field(default_factory=list)  # live replacements when archived
     consolidation_reviewed_hash: str | None = None
+    # Bookkeeping of the store, not of the memory: the write that produced this file
+    # (matched against the journal) and the operations applied to it, so a retried
+    # operation applies exactly once (see stores.memory_store).
+    revision: int = 0
+    applied_ops: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -66,6 +77,21 @@ class MemoryEntry(BaseModel):
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return None if value is None else as_utc(value)
+
+    @field_validator("importance_score")
+    @classmethod
+    def _importance(cls, value: float) -> float:
+        # NaN compares false with everything: it would sit below every floor, prunable.
+        if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"importanceScore {value!r} is not a number from 0 to 1")
+        return value
+
+    @field_validator("reinforcement_count", "revision")
+    @classmethod
+    def _count(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return value
 
     @property
     def is_archived(self) -> bool:

@@ -18,19 +18,33 @@ MAX_TAG_CHARS = 64
 MAX_METADATA_KEYS = 32
 MAX_METADATA_VALUE_CHARS = 2_000
 
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
-_ENTRY_ID = re.compile(r"^[0-9a-f]{12}$")
-_CATEGORY = re.compile(r"^[a-zA-Z0-9_\-]+(/[a-zA-Z0-9_\-]+)*$")
-_METADATA_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
+_ENTRY_ID = re.compile(r"[0-9a-f]{12}")
+_CATEGORY = re.compile(r"[a-zA-Z0-9_\-]+(/[a-zA-Z0-9_\-]+)*")
+_METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class InvalidInput(ValueError):
+class DreamkeeperError(Exception):
+    """Everything Dreamkeeper raises on purpose. `exit_code` is the CLI's."""
+
+    exit_code = 1
+
+
+class InvalidInput(DreamkeeperError, ValueError):
     """Bad input from a caller: reported as-is, never retried, nothing written."""
+
+    exit_code = 2
+
+
+class Unavailable(DreamkeeperError):
+    """Temporal, a worker or an endpoint did not answer in time; retrying may help."""
+
+    exit_code = 1
 
 
 def validate_agent_id(agent_id: str) -> str:
-    if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id):
+    if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id):
         raise InvalidInput(
             f"invalid agent id {agent_id!r}: use 1-64 letters, digits, '_' or '-', "
             "starting with a letter or digit"
@@ -39,7 +53,7 @@ def validate_agent_id(agent_id: str) -> str:
 
 
 def validate_entry_id(entry_id: str) -> str:
-    if not isinstance(entry_id, str) or not _ENTRY_ID.match(entry_id):
+    if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
         raise InvalidInput(f"invalid memory id {entry_id!r}: expected 12 lowercase hex characters")
     return entry_id
 
@@ -56,7 +70,7 @@ def validate_category(category: str | None) -> str | None:
         raise InvalidInput("invalid category '': omit it for an uncategorized entry")
     if len(category) > MAX_CATEGORY_CHARS:
         raise InvalidInput(f"invalid category: longer than {MAX_CATEGORY_CHARS} characters")
-    if ".." in category or category.startswith("/") or not _CATEGORY.match(category):
+    if ".." in category or category.startswith("/") or not _CATEGORY.fullmatch(category):
         raise InvalidInput(
             f"invalid category {category!r}: use segments of letters, digits, '_' or '-' "
             "separated by single '/', not rooted, no '..'"
@@ -116,7 +130,7 @@ def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
         raise InvalidInput(f"too many metadata keys: {len(metadata)} (at most {MAX_METADATA_KEYS})")
     out: dict[str, str] = {}
     for key, value in metadata.items():
-        if not isinstance(key, str) or not _METADATA_KEY.match(key):
+        if not isinstance(key, str) or not _METADATA_KEY.fullmatch(key):
             raise InvalidInput(f"invalid metadata key {key!r}")
         if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
             raise InvalidInput(

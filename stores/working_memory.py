@@ -34,7 +34,7 @@ from pydantic.alias_generators import to_camel
 
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
+from dreamkeeper.stores.files import atomic_write_text, path_lock
 from dreamkeeper.stores.models import as_utc, utc_now
 from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
 from dreamkeeper.stores.vectors import hybrid_scores
@@ -89,7 +89,7 @@ def validate_key(key: str) -> str:
         raise InvalidInput(f"working-memory key is longer than {MAX_KEY_CHARS} characters")
     segments = key.split("/")
     for segment in segments:
-        if segment in ("", ".", "..") or not _SEGMENT.match(segment):
+        if segment in ("", ".", "..") or not _SEGMENT.fullmatch(segment):
             raise InvalidInput(
                 f"invalid working-memory key {key!r}: use '/'-separated segments of letters, "
                 "digits, '_', '-', '.', ':' or '@' (no empty, '.' or '..' segment)"
@@ -159,7 +159,7 @@ class WorkingMemoryStore:
         self.root = Path(data_dir) / "agents" / agent_id / "working-memory"
         self.embeddings = embeddings
         self._vectors = WorkingVectors(self.root / ".embeddings", embeddings) if embeddings else None
-        self._lock = InterProcessLock(self.root / ".lock")
+        self._lock = path_lock(self.root / ".lock")
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
         self._index = BM25Index()

@@ -50,13 +50,13 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_file
     assert len(search(reader, "background fact", limit=100)) == 30
 
     loads: list[str] = []
-    real = FileMemoryStore._load_file
+    real = FileMemoryStore._load
 
     def counting(self, path, **kw):
         loads.append(str(path))
         return real(self, path, **kw)
 
-    monkeypatch.setattr(FileMemoryStore, "_load_file", counting)
+    monkeypatch.setattr(FileMemoryStore, "_load", counting)
     script = textwrap.dedent(
         f"""
         from dreamkeeper.stores.memory_store import FileMemoryStore

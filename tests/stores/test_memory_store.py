@@ -158,9 +158,12 @@ CRASH_WRITER = textwrap.dedent(
     from dreamkeeper.stores.memory_store import FileMemoryStore
     store = FileMemoryStore(sys.argv[1], "agent-1")
     real_fsync = os.fsync
+    calls = []
     def crash(fd):
         real_fsync(fd)
-        os.kill(os.getpid(), signal.SIGKILL)  # die after the temp file, before the rename
+        calls.append(fd)
+        if len(calls) == 2:  # 1: the journal record (write-ahead); 2: the temp file
+            os.kill(os.getpid(), signal.SIGKILL)  # die after the temp file, before the rename
     os.fsync = crash
     store.update(sys.argv[2], content="NEW TEXT that must not appear")
     """

@@ -7,6 +7,9 @@ from dreamkeeper.stores.models import MemoryEntry, content_fingerprint
 
 FIELDS = {
     "id",
+    "revision",
+    "retiredInto",
+    "appliedOps",
     "content",
     "category",
     "tags",

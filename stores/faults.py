@@ -1,0 +1,69 @@
+"""Named crash points at the store's write boundaries, for deterministic fault tests.
+
+Every place where a crash would leave two files disagreeing (an entry file and its
+journal record, a replacement and its source's retirement, ...) calls `crash_point(name)`.
+In production it does nothing but a dictionary lookup. A test arms a point:
+
+- in process, `armed(name)` makes the point raise `SimulatedCrash` (a `BaseException`, so
+  no `except Exception` on the way swallows it) the next time it is reached;
+- in a child process, `DREAMKEEPER_CRASH_POINT=name` makes the point end the process at
+  once with `os._exit(137)`, as a SIGKILL would, without unwinding or flushing anything.
+
+Then the test does what a worker would: retry with the same store (an exception) or with
+a fresh one (a dead process), and checks fresh and long-lived readers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+ENV_VAR = "DREAMKEEPER_CRASH_POINT"
+KILLED_EXIT_CODE = 137
+
+# The boundaries, in write order. A test that arms a name not listed here is a typo.
+JOURNAL_APPENDED = "journal-appended"  # record durable, entry file not yet replaced
+FILE_REPLACED = "file-replaced"  # entry file replaced, old path of a move not yet removed
+BATCH_JOURNALED = "batch-journaled"  # a bulk write's records durable, no file written yet
+BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway through its files
+POINTS = frozenset({JOURNAL_APPENDED, FILE_REPLACED, BATCH_JOURNALED, BATCH_HALF_WRITTEN})
+
+
+class SimulatedCrash(BaseException):
+    """Raised at an armed crash point: the process "died" here."""
+
+
+_armed: dict[str, int] = {}  # point -> how many more passes before it fires
+_guard = threading.Lock()
+
+
+def crash_point(name: str) -> None:
+    if not _armed and ENV_VAR not in os.environ:
+        return  # the production path: nothing armed
+    if os.environ.get(ENV_VAR) == name:
+        os._exit(KILLED_EXIT_CODE)
+    with _guard:
+        left = _armed.get(name)
+        if left is None:
+            return
+        if left > 0:
+            _armed[name] = left - 1
+            return
+        del _armed[name]
+    raise SimulatedCrash(name)
+
+
+@contextlib.contextmanager
+def armed(name: str, *, after: int = 0) -> Iterator[None]:
+    """Crash at `name` once, after letting it pass `after` times; disarmed on exit."""
+    if name not in POINTS:
+        raise ValueError(f"unknown crash point {name!r}; known: {sorted(POINTS)}")
+    with _guard:
+        _armed[name] = after
+    try:
+        yield
+    finally:
+        with _guard:
+            _armed.pop(name, None)
