@@ -1,25 +1,22 @@
 """Consolidation activities: one durable step each, in the order the workflow enforces.
 
-Every write is check-then-write: a merged entry's id is derived from its sources and
-text, so a retry finds the entry it already wrote; archiving checks the expected
-fingerprint, so a source edited after it was shown is left alone; the fold writes a
-ledger before its survivor, so a retry never sums reinforcement twice.
+Every write is exactly once and check-then-write: a merged entry's id is derived from
+its sources and text, so a retry finds the entry it already wrote; a fold records its op
+(and the copies it summed) in the survivor, so a retry never sums twice; sources and
+copies are retired by the store's `retire_into`, which archives only into a live
+replacement that covers them, and only if they are unchanged since they were shown.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-from collections import Counter
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.activities.dream_payloads import (
     ArchiveResult,
     ArchiveSourcesInput,
-    CycleInput,
+    FoldInput,
     FoldResult,
     GateInput,
     GateResult,
@@ -49,27 +46,50 @@ from dreamkeeper.activities.dream_prompts import (
 )
 from dreamkeeper.activities.llm import LLMSettings, ask_llm
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.policies.consolidation import EPHEMERAL_REASON, review_merge
+from dreamkeeper.policies.consolidation import (
+    EPHEMERAL_REASON,
+    archive_budget,
+    merged_reason,
+    review_merge,
+)
+from dreamkeeper.policies.coverage import Source
 from dreamkeeper.policies.dedup import content_tokens
 from dreamkeeper.policies.gating import (
     GateEntry,
-    SettledCluster,
-    cluster_key,
     cosine_pairs,
     gate,
     near_duplicate_clusters,
+    settle_clusters,
 )
 from dreamkeeper.policies.high_value import HighValueFloor
-from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
+from dreamkeeper.policies.in_flight import save_in_flight
+from dreamkeeper.policies.injection import FLAG_KEY
+from dreamkeeper.policies.merge import (
+    Fold,
+    MergeProposal,
+    exact_duplicate_folds,
+    merge_category,
+    merged_entry,
+    valid_tags,
+)
+from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.files import atomic_write_text
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import InvalidInput, validate_category, validate_tags
 from dreamkeeper.stores.vocabulary import load_vocabulary
 
 FEEDBACK_SHOWN = 5
+
+
+def fold_op(as_of, survivor_id: str) -> str:
+    """One fold per survivor per cycle: the op a retry finds in the survivor."""
+    return f"fold-{as_of:%Y%m%dT%H%M%S}-{survivor_id}"
+
+
+def consolidatable(entry: MemoryEntry, as_of) -> bool:
+    """Entries a dream may touch: not a save still in flight, not flagged text."""
+    return not save_in_flight(entry, as_of) and FLAG_KEY not in entry.metadata
 
 
 class ConsolidationActivities:
@@ -82,24 +102,17 @@ class ConsolidationActivities:
     # -- deterministic steps -----------------------------------------------------------
 
     @activity.defn(name="fold_exact_duplicates")
-    def fold_exact_duplicates(self, inp: CycleInput) -> FoldResult:
+    def fold_exact_duplicates(self, inp: FoldInput) -> FoldResult:
         result = FoldResult()
-        with self._stores.using(inp.agent_id) as store, store.writing():
-            for fold in exact_duplicate_folds(store.entries()):
-                key = hashlib.sha256(
-                    f"{fold.survivor.id}\n{','.join(sorted(fold.copies))}".encode()
-                ).hexdigest()[:16]
-                ledger = store.root / "ops" / f"fold-{key}.json"
-                # The ledger says this fold's arithmetic is already on the survivor: a
-                # retry after a crash before the copies were archived must not add it twice.
-                if not ledger.exists():
-                    atomic_write_text(ledger, json.dumps({"survivor": fold.survivor.id,
-                                                          "copies": sorted(fold.copies)}))  # fmt: skip
-                    store.put(fold.survivor, action=JournalAction.MERGED,
-                              reason=f"folded exact duplicates {sorted(fold.copies)}")  # fmt: skip
-                for copy in fold.copies:
-                    store.archive(copy, f"merged into {fold.survivor.id}", now=inp.as_of)
-                    result.archived.append(copy)
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
+            live = store.entries()
+            result.live = len(live)
+            budget = archive_budget(len(live), inp.archive_share, inp.min_archive_budget)
+            for fold in exact_duplicate_folds([e for e in live if consolidatable(e, inp.as_of)]):
+                if len(result.archived) + len(fold.copies) > budget:
+                    result.deferred += len(fold.copies)
+                    continue
+                result.archived += self._fold(store, fold, inp.as_of)
                 result.groups += 1
         if result.groups:
             activity.logger.info(
@@ -107,6 +120,25 @@ class ConsolidationActivities:
                 inp.agent_id, len(result.archived), result.groups,
             )  # fmt: skip
         return result
+
+    @staticmethod
+    def _fold(store: FileMemoryStore, fold: Fold, as_of) -> list[str]:
+        """Save the survivor with the group's arithmetic (once: the op and the copies it
+        summed are recorded in it), then retire exactly those copies into it."""
+        op = fold_op(as_of, fold.survivor.id)
+        done = store.applied(op)
+        if done is not None:
+            copies = [c for c in done.detail.split(",") if c]
+        else:
+            copies = list(fold.copies)
+            store.put(fold.survivor, action=JournalAction.MERGED, op=op,
+                      op_detail=",".join(copies),
+                      reason=f"folded {len(copies)} exact duplicate(s)")  # fmt: skip
+        reason = merged_reason(fold.survivor.id)
+        return [
+            copy for copy in copies
+            if store.retire_into(copy, [fold.survivor.id], reason=reason, now=as_of).retired
+        ]  # fmt: skip
 
     def _gate_entry(self, entry: MemoryEntry) -> GateEntry:
         cached = self._tokens.get(entry.id)
@@ -123,7 +155,8 @@ class ConsolidationActivities:
         with self._stores.using(inp.agent_id) as store:
             loaded = load_vocabulary(store.root)  # re-read every cycle; logs what it loaded
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
-            live = [self._gate_entry(e) for e in store.entries()]
+            entries = store.entries()
+            live = [self._gate_entry(e) for e in entries if consolidatable(e, inp.as_of)]
             state = ClusterState(store.root)
             settled = state.load()
             index = store.vectors(inp.embedding_dim) if inp.embedding_dim else None
@@ -160,6 +193,7 @@ class ConsolidationActivities:
             vocabulary=VocabularyPayload.of(loaded.vocabulary),
             vocabulary_summary=loaded.summary,
             llm_configured=self._llm.configured,
+            held_back=len(entries) - len(live),
         )
 
     @activity.defn(name="review_merges")
@@ -171,10 +205,11 @@ class ConsolidationActivities:
                 ids = check.merge.source_ids
                 review = review_merge(
                     check.merge.content, ids, {i: store.get(i) for i in ids}, check.shown,
-                    vocabulary,
+                    vocabulary, high_value=self._floor.protects, max_sources=inp.max_sources,
                 )  # fmt: skip
                 reviews.append(MergeReviewPayload(verdict=str(review.verdict),
-                                                  missing=list(review.missing)))  # fmt: skip
+                                                  missing=list(review.missing),
+                                                  reason=review.reason))  # fmt: skip
         return ReviewResult(reviews=reviews)
 
     @activity.defn(name="save_merged_entry")
@@ -192,8 +227,8 @@ class ConsolidationActivities:
                 sources.append(entry)
             proposal = MergeProposal(
                 content=merge.content,
-                category=_category(merge.category, sources),
-                tags=tuple(_tags(merge.tags)),
+                category=merge_category(merge.category, sources),
+                tags=tuple(valid_tags(merge.tags)),
                 importance=merge.importance,
             )
             entry = merged_entry(inp.new_id, proposal, sources, inp.merged_at)
@@ -205,24 +240,32 @@ class ConsolidationActivities:
 
     @activity.defn(name="archive_merged_sources")
     def archive_merged_sources(self, inp: ArchiveSourcesInput) -> ArchiveResult:
-        reason = f"merged into {inp.replacement_id}"
+        """Retire each source into the merged entry — the store checks, under its lock,
+        that the merge is live and covers it, that the source is unchanged since shown,
+        and (high-value sources) that its details survive in context."""
+        reason = merged_reason(inp.replacement_id)
         result = ArchiveResult()
-        with self._stores.using(inp.agent_id) as store, store.writing():
-            replacement = store.get(inp.replacement_id)
-            if replacement is None or replacement.is_archived:
-                # Save first, then archive — checked here too, not only in the workflow.
-                raise ApplicationError(
-                    f"replacement {inp.replacement_id} is not a live entry; sources kept",
-                    type="ReplacementMissing", non_retryable=True,
-                )  # fmt: skip
+
+        with self._stores.using(inp.agent_id) as store:
+            siblings = [e for e in (store.get(i) for i in inp.expected) if e is not None]
+
+            def in_context(source: MemoryEntry, into: list[MemoryEntry]) -> str | None:
+                if not self._floor.protects(source):
+                    return None
+                others = [Source(e.content, e.category) for e in siblings if e.id != source.id]
+                problems = context_problems(Source(source.content, source.category),
+                                            "\n\n".join(e.content for e in into),
+                                            others=others)  # fmt: skip
+                return "; ".join(problems) or None
+
             for sid, fingerprint in inp.expected.items():
-                if _archive_if_unchanged(store, sid, fingerprint, reason, inp.as_of):
-                    result.archived.append(sid)
-                else:
-                    result.skipped.append(sid)
-        activity.logger.info(
-            "consolidation %s: archived %s %s", inp.agent_id, result.archived, reason
-        )
+                done = store.retire_into(sid, [inp.replacement_id], reason=reason,
+                                         expected_fingerprint=fingerprint, now=inp.as_of,
+                                         check=in_context)  # fmt: skip
+                (result.archived if done.retired else result.skipped).append(sid)
+        activity.logger.info("consolidation %s: retired %d source(s) into %s (%d kept)",
+                             inp.agent_id, len(result.archived), inp.replacement_id,
+                             len(result.skipped))  # fmt: skip
         return result
 
     @activity.defn(name="prune_ephemeral")
@@ -243,10 +286,8 @@ class ConsolidationActivities:
                     )  # fmt: skip
                 elif _archive_if_unchanged(store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of):
                     result.archived.append(sid)
-                    activity.logger.info(
-                        "archived %s (%s): %s — %r", sid, entry.category if entry else None,
-                        EPHEMERAL_REASON, entry.content[:200] if entry else "",
-                    )  # fmt: skip
+                    activity.logger.info("archived %s (%s): %s", sid,
+                                         entry.category if entry else None, EPHEMERAL_REASON)  # fmt: skip
                 else:
                     result.skipped.append(sid)
         return result
@@ -263,19 +304,11 @@ class ConsolidationActivities:
                     store.put(entry.model_copy(update={"consolidation_reviewed_hash": fingerprint}),
                               action=JournalAction.REVIEWED, reason="consolidation review")  # fmt: skip
                     stamped += 1
-            state = ClusterState(store.root)
-            records = state.load()
-            for members in inp.merged_clusters:
-                records.pop(cluster_key(members), None)
-            for members in inp.declined_clusters:
-                key = cluster_key(members)
-                previous = records.get(key)
-                if previous is not None and previous.settled_at == inp.as_of:
-                    continue  # a retry of this very stamp
-                declines = (previous.declines if previous else 0) + 1
-                records[key] = SettledCluster(tuple(sorted(members)), declines, inp.as_of)
             if inp.merged_clusters or inp.declined_clusters:
-                state.save(records.values())
+                state = ClusterState(store.root)
+                state.save(settle_clusters(state.load(), merged=inp.merged_clusters,
+                                           declined=inp.declined_clusters,
+                                           as_of=inp.as_of).values())  # fmt: skip
         return StampResult(stamped=stamped)
 
     # -- LLM steps ---------------------------------------------------------------------
@@ -283,7 +316,7 @@ class ConsolidationActivities:
     @activity.defn(name="propose_consolidation")
     async def propose_consolidation(self, inp: ProposeInput) -> ProposeResult:
         def read() -> tuple[list[MemoryEntry], list[MemoryEntry]]:
-            with self._stores.using(inp.agent_id) as store:
+            with self._stores.using(inp.agent_id, heartbeat=False) as store:
                 shown = [e for e in (store.get(i) for i in inp.ids) if e and not e.is_archived]
                 wanted = set(inp.ids)
                 feedback = sorted(
@@ -319,7 +352,7 @@ class ConsolidationActivities:
     @activity.defn(name="repair_merge")
     async def repair_merge(self, inp: RepairInput) -> RepairResult:
         def read() -> list[MemoryEntry]:
-            with self._stores.using(inp.agent_id) as store:
+            with self._stores.using(inp.agent_id, heartbeat=False) as store:
                 return [e for e in (store.get(i) for i in inp.merge.source_ids) if e]
 
         sources = await asyncio.to_thread(read)
@@ -333,33 +366,13 @@ def _archive_if_unchanged(
 ) -> bool:
     """Archive unless the entry changed since it was shown. True when it is archived for
     this reason now (a retry finds it already done)."""
-    entry = store.get(entry_id)
-    if entry is None:
-        return False
-    if entry.is_archived:
-        return entry.archive_reason == reason
-    if entry.fingerprint != fingerprint:
-        return False
-    store.archive(entry_id, reason, now=as_of)
-    return True
-
-
-def _category(proposed: str | None, sources: list[MemoryEntry]) -> str | None:
-    """The LLM's category when valid, else the sources' most common one."""
-    if proposed:
-        try:
-            return validate_category(proposed)
-        except InvalidInput:
-            pass
-    counts = Counter(s.category for s in sources)
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0] or ""))[0][0]
-
-
-def _tags(tags: list[str]) -> list[str]:
-    kept = []
-    for tag in tags:
-        try:
-            kept.extend(validate_tags([tag]))
-        except InvalidInput:
-            continue
-    return list(dict.fromkeys(kept))
+    with store.writing():
+        entry = store.get(entry_id)
+        if entry is None:
+            return False
+        if entry.is_archived:
+            return entry.archive_reason == reason
+        if entry.fingerprint != fingerprint:
+            return False
+        store.archive(entry_id, reason, now=as_of)
+        return True

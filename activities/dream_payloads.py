@@ -37,11 +37,19 @@ class VocabularyPayload(BaseModel):
 class CycleInput(BaseModel):
     agent_id: str
     as_of: datetime
+    store_id: str | None = None  # the store the cycle was started for
+
+
+class FoldInput(CycleInput):
+    archive_share: float = 0.2
+    min_archive_budget: int = 4
 
 
 class FoldResult(BaseModel):
     groups: int = 0
     archived: list[str] = Field(default_factory=list)
+    live: int = 0  # live entries before the fold: the cycle's archive budget is a share
+    deferred: int = 0  # copies left for a later cycle by the budget
 
 
 class GateInput(BaseModel):
@@ -63,6 +71,7 @@ class GateResult(BaseModel):
     vocabulary: VocabularyPayload = Field(default_factory=VocabularyPayload)
     vocabulary_summary: str = ""
     llm_configured: bool = False
+    held_back: int = 0  # saves still in flight, or text that reads as an instruction
 
 
 class ProposeInput(BaseModel):
@@ -95,11 +104,13 @@ class ReviewInput(BaseModel):
     agent_id: str
     checks: list[MergeCheck]
     vocabulary: VocabularyPayload
+    max_sources: int = 16
 
 
 class MergeReviewPayload(BaseModel):
     verdict: str
-    missing: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)  # for the repair prompt only
+    reason: str | None = None
 
 
 class ReviewResult(BaseModel):
@@ -175,12 +186,18 @@ class ConsolidationOptions(BaseModel):
     max_eligible: int = Field(default=400, ge=1, le=2_000)  # entries shown per cycle
     batch_size: int = Field(default=40, ge=1, le=200)  # entries per LLM call
     max_repairs: int = Field(default=5, ge=0, le=50)  # repair calls per cycle
+    # Bounded damage: one cycle archives at most this share of the live entries (folds,
+    # merge sources and prunes together; never fewer than the minimum), the rest waits.
+    archive_share: float = Field(default=0.2, gt=0.0, le=1.0)
+    min_archive_budget: int = Field(default=4, ge=0, le=1_000)
+    max_merge_sources: int = Field(default=16, ge=2, le=50)
 
 
 class ConsolidationInput(ConsolidationOptions):
     agent_id: str
     as_of: datetime | None = None
     embedding_dim: int | None = None  # from the cycle's backfill: cluster by cosine too
+    store_id: str | None = None
 
 
 class MergeOutcome(BaseModel):
@@ -189,8 +206,11 @@ class MergeOutcome(BaseModel):
 
 
 class RejectedMerge(BaseModel):
+    """Ids and a count only: the specifics themselves never go into a workflow result."""
+
     sources: list[str]
-    missing: list[str]
+    dropped: int = 0  # how many specifics the merged text lacked
+    reason: str | None = None
 
 
 class ConsolidationResult(BaseModel):
@@ -211,6 +231,9 @@ class ConsolidationResult(BaseModel):
     rejected: list[RejectedMerge] = Field(default_factory=list)
     repaired: int = 0
     left_alone: int = 0  # merges skipped: blank, a source changed, overlap, too long
+    unsafe: int = 0  # refused: would archive a high-value source out of context
+    deferred_by_budget: int = 0  # archives the cycle's budget left for later cycles
+    held_back: int = 0
     ignored_ids: list[str] = Field(default_factory=list)  # outside the shown set
     protected: list[str] = Field(default_factory=list)  # prunes refused by the floor
     refused_prunes: dict[str, str] = Field(default_factory=dict)
@@ -220,17 +243,21 @@ class ConsolidationResult(BaseModel):
     prompt_tokens: int = 0
 
     def summary(self) -> str:
-        return (
+        text = (
             f"reviewed {self.reviewed} of {self.total} ({self.withheld} withheld), "
             f"folded {self.folded}, merged {len(self.merged)}, rejected {len(self.rejected)}, "
             f"protected {len(self.protected)}, archived {self.archived_with_replacement} "
             f"with a replacement and {len(self.pruned)} without"
         )
+        if self.deferred_by_budget:
+            text += f", {self.deferred_by_budget} left for later cycles by the archive budget"
+        return text
 
 
 class PreferenceInput(BaseModel):
     agent_id: str
     as_of: datetime | None = None
+    store_id: str | None = None
 
 
 class RotateResult(BaseModel):
@@ -267,6 +294,7 @@ class DreamInput(BaseModel):
     agent_id: str
     as_of: datetime | None = None
     consolidation: ConsolidationOptions = Field(default_factory=ConsolidationOptions)
+    store_id: str | None = None  # the store the cycle is for; None: the worker's
 
 
 class DreamResult(BaseModel):

@@ -21,7 +21,7 @@ class EntryActivities:
     def _run(
         self, inp: EntryOpInput, op: Callable[[FileMemoryStore], MemoryEntry]
     ) -> EntryOpResult:
-        with self._stores.using(inp.agent_id) as store:
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             entry = op(store)
         return EntryOpResult(
             agent_id=inp.agent_id,
@@ -37,7 +37,7 @@ class EntryActivities:
 
     @activity.defn(name="restore_memory")
     def restore_memory(self, inp: EntryOpInput) -> EntryOpResult:
-        return self._run(inp, lambda s: s.restore(inp.entry_id))
+        return self._run(inp, lambda s: s.restore(inp.entry_id, force=inp.force))
 
     @activity.defn(name="update_memory_importance")
     def update_memory_importance(self, inp: EntryOpInput) -> EntryOpResult:

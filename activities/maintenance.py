@@ -40,7 +40,7 @@ class MaintenanceActivities:
         retention = (
             self._retention if inp.retention_days is None else timedelta(days=inp.retention_days)
         )
-        with self._stores.using(inp.agent_id) as store:
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             report = store.purge(
                 retention,
                 keep=self._floor.protects,
@@ -66,7 +66,7 @@ class MaintenanceActivities:
             raise ApplicationError("decay needs as_of from the workflow", non_retryable=True)
         as_of = inp.as_of
         decayed = 0
-        with self._stores.using(inp.agent_id) as store:
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             live = store.entries()
             for done, entry in enumerate(live, start=1):
                 new = decayed_importance(entry, as_of, self._decay)

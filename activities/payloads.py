@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 class PurgeInput(BaseModel):
     agent_id: str
+    store_id: str | None = None
     retention_days: float | None = None  # None: the worker's configured retention
     as_of: datetime | None = None  # None: workflow.now()
 
@@ -24,6 +25,7 @@ class PurgeResult(BaseModel):
 
 class DecayInput(BaseModel):
     agent_id: str
+    store_id: str | None = None
     as_of: datetime | None = None  # None: workflow.now()
 
 
@@ -51,6 +53,8 @@ class EntryOpInput(BaseModel):
     entry_id: str
     importance: float | None = None  # for UpdateMemoryImportance
     reason: str = "deleted by agent tool"  # for ArchiveMemory
+    force: bool = False  # for RestoreMemory: restore even if what it went into is live
+    store_id: str | None = None  # the caller's store; None: whichever the worker has
 
 
 class EntryOpResult(BaseModel):
@@ -69,6 +73,7 @@ class SaveInput(BaseModel):
     tags: list[str] = Field(default_factory=list)
     source: str | None = None
     importance: float = 0.5
+    store_id: str | None = None  # the caller's store; None: whichever the worker has
 
 
 class SaveAck(BaseModel):
@@ -77,6 +82,9 @@ class SaveAck(BaseModel):
     agent_id: str
     entry_id: str
     note: str | None = None  # e.g. an unrecognised source that was dropped
+    # An earlier run of this save already finished with the entry (a retried call):
+    # nothing more to do.
+    already_done: bool = False
 
 
 class FactProposal(BaseModel):
@@ -98,6 +106,22 @@ class SaveFactInput(BaseModel):
     op_id: str
     fact: FactProposal
     exclude: list[str] = Field(default_factory=list)
+    touched: list[str] = Field(default_factory=list)  # reinforced by this save already
+
+
+class RetireInput(BaseModel):
+    """Retire the original into the entries its facts landed in."""
+
+    agent_id: str
+    entry_id: str
+    into: list[str]
+    reason: str
+
+
+class RetireResult(BaseModel):
+    retired: bool
+    detail: str | None = None
+    missing: int = 0  # how many specifics the replacements lack (never which)
 
 
 class SaveFactResult(BaseModel):

@@ -48,7 +48,7 @@ class PreferenceActivities:
 
     @activity.defn(name="rotate_conversation_log")
     def rotate_conversation_log(self, inp: CycleInput) -> RotateResult:
-        with self._stores.using(inp.agent_id) as store:
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             log = ConversationLog(store.root)
             rotated = log.rotate(rotation_name(inp.as_of))
         if rotated is None:
@@ -60,7 +60,7 @@ class PreferenceActivities:
         if not self._llm.configured:
             return InferResult(skipped="no LLM configured: preference inference skipped")
         path = Path(inp.path)
-        with self._stores.using(inp.agent_id) as store:
+        with self._stores.using(inp.agent_id, heartbeat=False) as store:
             # Only a file this agent's own rotation produced may be read.
             if path.parent != ConversationLog(store.root).processed:
                 raise ApplicationError(f"{path} is not a rotated log of agent {inp.agent_id}",

@@ -15,6 +15,8 @@ from dreamkeeper.activities.payloads import (
     EnrichResult,
     FactProposal,
     MarkInput,
+    RetireInput,
+    RetireResult,
     SaveAck,
     SaveFactInput,
     SaveFactResult,
@@ -22,12 +24,11 @@ from dreamkeeper.activities.payloads import (
 )
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.policies.dedup import Candidate
+from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.models import SOURCE_KEY
 from dreamkeeper.stores.validation import InvalidInput, validate_category
-
-ENRICHMENT_KEY = "enrichment"
 
 
 class SaveActivities:
@@ -37,14 +38,24 @@ class SaveActivities:
 
     @activity.defn(name="persist_original")
     def persist_original(self, inp: SaveInput) -> SaveAck:
+        """Durable before the caller's answer. With an LLM, the original is marked
+        in flight until the save records its outcome (see policies.in_flight)."""
         parsed = parse_source(inp.source)
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        with self._stores.using(inp.agent_id) as store:
-            store.create(
+        if self._llm.configured:
+            metadata[ENRICHMENT_KEY] = PENDING
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
+            existing = store.get(inp.entry_id)
+            entry = store.create(
                 inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
                 importance=inp.importance, entry_id=inp.entry_id,
             )  # fmt: skip
-        return SaveAck(agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note)
+        # A retried call whose earlier run finished: the entry is retired or marked.
+        done = existing is not None and (
+            entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
+        )
+        return SaveAck(agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note,
+                       already_done=done)  # fmt: skip
 
     @activity.defn(name="enrich_memory")
     async def enrich_memory(self, inp: SaveInput) -> EnrichResult:
@@ -76,19 +87,30 @@ class SaveActivities:
             fact.content, fact.category, tuple(fact.tags), tuple(fact.metadata.items()),
             fact.importance,
         )  # fmt: skip
+        vector = self._vector(fact.content)
         with self._stores.using(inp.agent_id) as store:
             saved = save_fact(
                 store, candidate, new_id=inp.new_id, op_id=inp.op_id,
-                exclude=frozenset(inp.exclude), candidate_vector=self._vector(fact.content),
+                exclude=frozenset(inp.exclude), touched=frozenset(inp.touched),
+                candidate_vector=vector,
             )  # fmt: skip
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+
+    @activity.defn(name="retire_original")
+    def retire_original(self, inp: RetireInput) -> RetireResult:
+        """Archive the original into its facts' entries — only if they are all live and
+        cover it, checked by the store under its lock (a dream may have folded one)."""
+        with self._stores.using(inp.agent_id) as store:
+            done = store.retire_into(inp.entry_id, inp.into, reason=inp.reason)
+        return RetireResult(retired=done.retired, detail=done.detail, missing=len(done.missing))
 
     @activity.defn(name="dedup_original")
     def dedup_original(self, inp: MarkInput) -> SaveFactResult:
         with self._stores.using(inp.agent_id) as store:
-            original = store.require(inp.entry_id)
-            saved = dedup_existing(store, inp.entry_id,
-                                   candidate_vector=self._vector(original.content))  # fmt: skip
+            content = store.require(inp.entry_id).content
+        vector = self._vector(content)  # not under the store: an HTTP call
+        with self._stores.using(inp.agent_id) as store:
+            saved = dedup_existing(store, inp.entry_id, candidate_vector=vector)
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
 
     def _vector(self, text: str):

@@ -25,6 +25,7 @@ from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, Update
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
+from dreamkeeper.workflows.store_claim import StoreClaim
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
@@ -39,6 +40,7 @@ WORKFLOWS = [
     ArchiveMemory,
     RestoreMemory,
     UpdateMemoryImportance,
+    StoreClaim,
 ]
 
 
@@ -71,6 +73,7 @@ def worker_activities(
         save.persist_original,
         save.enrich_memory,
         save.save_fact,
+        save.retire_original,
         save.dedup_original,
         save.mark_original,
         dream.fold_exact_duplicates,

@@ -1,275 +1,329 @@
 """Consolidation: an LLM proposes merges and prunes; deterministic code decides.
 
-The order is this workflow's, and each step is an activity:
-  fold exact duplicates → gate candidates → LLM batches → validate → one repair per
-  rejected merge (bounded) → save merged entries → archive exactly the sources whose
-  replacement persisted → archive the prunes that survive the rules → stamp reviewed
-  fingerprints and settled clusters.
-Nothing is archived before its replacement is saved (the archive step runs only for a
-save that reported `persisted`), an id the LLM was not shown in that batch resolves to
-nothing, and a rejected merge's sources can never reach the prune path.
+The order is this workflow's, one method per step, each step an activity:
+  fold exact duplicates → gate candidates → propose (LLM batches) → validate and repair
+  (one repair per rejected merge, bounded, reviewed by the same rules) → save merged
+  entries, then retire exactly their sources → prune what survives the rules → stamp
+  reviewed fingerprints and settled clusters.
+Nothing is archived before its replacement is saved (sources are retired only into a
+merge that persisted, by a store operation that finds it live), an id the LLM was not
+shown in that batch resolves to nothing, a rejected merge's sources never reach the
+prune path, and one cycle archives at most its budget (a share of the live entries):
+what the budget leaves is not stamped, so the next cycle sees it again.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass, field
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from dreamkeeper.activities.consolidation import ConsolidationActivities
     from dreamkeeper.activities.dream_payloads import (
-        ArchiveResult,
         ArchiveSourcesInput,
         ConsolidationInput,
         ConsolidationResult,
-        CycleInput,
-        FoldResult,
+        FoldInput,
         GateInput,
         GateResult,
         MergeCheck,
         MergeOutcome,
+        MergeReviewPayload,
         ProposeInput,
-        ProposeResult,
         PruneInput,
-        PruneResult,
         RejectedMerge,
         RepairInput,
-        RepairResult,
         ReviewInput,
         ReviewResult,
         SaveMergedInput,
-        SaveMergedResult,
         StampInput,
-        StampResult,
     )
     from dreamkeeper.policies.consolidation import (
         Verdict,
+        archive_budget,
         merge_id,
         prune_candidates,
         resolve_ids,
         without_overlaps,
     )
     from dreamkeeper.policies.gating import pack_batches, shown_hints
-    from dreamkeeper.workflows.maintenance import STORE_RETRY
-    from dreamkeeper.workflows.save import LLM_RETRY
+    from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP
 
 MAX_IGNORED_REPORTED = 50
-SCAN_STEP = {"start_to_close_timeout": timedelta(minutes=10), "retry_policy": STORE_RETRY}
-# Short writes: a heartbeat timeout lets a worker's death be noticed in seconds.
-WRITE_STEP = {
-    "start_to_close_timeout": timedelta(minutes=5),
-    "heartbeat_timeout": timedelta(seconds=20),
-    "retry_policy": STORE_RETRY,
-}
-LLM_STEP = {
-    "start_to_close_timeout": timedelta(minutes=10),
-    "heartbeat_timeout": timedelta(seconds=30),
-    "retry_policy": LLM_RETRY,
-}
+Activities = ConsolidationActivities
+
+
+@dataclass
+class Proposals:
+    merges: list[MergeCheck] = field(default_factory=list)
+    to_delete: list[str] = field(default_factory=list)
+    shown: dict[str, str] = field(default_factory=dict)  # id -> fingerprint the LLM saw
 
 
 @workflow.defn(name="Consolidation")
 class Consolidation:
+    def __init__(self) -> None:
+        self._budget = 0  # archives this cycle may still make
+        self._unstamped: set[str] = set()  # shown, but left for a later cycle
+
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
-        as_of = inp.as_of or workflow.now()
-        agent = inp.agent_id
-        log = workflow.logger
-        res = ConsolidationResult(agent_id=agent, as_of=as_of)
-        cycle = CycleInput(agent_id=agent, as_of=as_of)
+        self._inp = inp
+        self._as_of = inp.as_of or workflow.now()
+        self._res = ConsolidationResult(agent_id=inp.agent_id, as_of=self._as_of)
+        await self._fold()
+        gate = await self._gate()
+        if gate is None:
+            return self._done()
+        proposals = await self._propose(gate)
+        accepted = await self._validate_and_repair(proposals.merges, gate)
+        consumed = await self._save_then_archive(proposals.merges, accepted)
+        await self._prune(proposals, gate)
+        await self._stamp(gate, proposals.shown, consumed)
+        if self._res.rejected or self._res.protected or self._res.unsafe:
+            workflow.logger.info(
+                "consolidation safeguards fired — %d merge(s) rejected for dropping specifics, "
+                "%d refused as unsafe for high-value entries, %d entr(ies) protected from "
+                "pruning", len(self._res.rejected), self._res.unsafe, len(self._res.protected),
+            )  # fmt: skip
+        return self._done()
 
-        self._details("step 1/7: folding exact duplicates")
-        fold: FoldResult = await workflow.execute_activity(
-            "fold_exact_duplicates", cycle, result_type=FoldResult, summary="fold exact duplicates",
-            **SCAN_STEP,
+    async def _fold(self) -> None:
+        inp, res = self._inp, self._res
+        workflow.set_current_details("step 1/7: folding exact duplicates")
+        fold = await workflow.execute_activity_method(
+            Activities.fold_exact_duplicates,
+            FoldInput(agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id,
+                      archive_share=inp.archive_share, min_archive_budget=inp.min_archive_budget),
+            summary="fold exact duplicates", **SCAN_STEP,
         )  # fmt: skip
-        res.folded = len(fold.archived)
+        res.folded, res.deferred_by_budget = len(fold.archived), fold.deferred
+        budget = archive_budget(fold.live, inp.archive_share, inp.min_archive_budget)
+        self._budget = max(0, budget - len(fold.archived))
 
-        self._details("step 2/7: candidate gating")
-        gate: GateResult = await workflow.execute_activity(
-            "gate_candidates", GateInput(agent_id=agent, as_of=as_of, max_eligible=inp.max_eligible,
-                                         embedding_dim=inp.embedding_dim),
-            result_type=GateResult, summary="candidate gating", **SCAN_STEP,
+    async def _gate(self) -> GateResult | None:
+        """Which entries the LLM sees; None when there is nothing to ask it."""
+        inp, res = self._inp, self._res
+        workflow.set_current_details("step 2/7: candidate gating")
+        gate = await workflow.execute_activity_method(
+            Activities.gate_candidates,
+            GateInput(agent_id=inp.agent_id, as_of=self._as_of, max_eligible=inp.max_eligible,
+                      embedding_dim=inp.embedding_dim),
+            summary="candidate gating", **SCAN_STEP,
         )  # fmt: skip
-        eligible = [i for g in gate.groups for i in g]
-        res.total, res.reviewed, res.withheld = gate.total, len(eligible), gate.withheld
+        eligible = sum(len(g) for g in gate.groups)
+        res.total, res.reviewed, res.withheld = gate.total, eligible, gate.withheld
         res.deferred, res.reopened_clusters = gate.deferred, gate.reopened
-        res.clustering_failed = gate.clustering_failed
-        log.info(
+        res.clustering_failed, res.held_back = gate.clustering_failed, gate.held_back
+        workflow.logger.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged, "
-            "%d deferred to the next cycle)", len(eligible), gate.total, gate.withheld, gate.deferred,
+            "%d deferred to the next cycle, %d held back)", eligible, gate.total, gate.withheld,
+            gate.deferred, gate.held_back,
         )  # fmt: skip
         if not gate.llm_configured:
             res.llm_skipped = "no LLM configured: merges and prunes skipped (fold and gating ran)"
-            log.info("consolidation %s: %s", agent, res.llm_skipped)
-            return self._done(res)
-        if not eligible:
-            return self._done(res)
+            workflow.logger.info("consolidation %s: %s", inp.agent_id, res.llm_skipped)
+            return None
+        return gate if eligible else None
 
-        # -- LLM batches: proposals, with ids resolved against what each batch showed --
-        merges: list[MergeCheck] = []
-        to_delete: list[str] = []
-        shown: dict[str, str] = {}
+    async def _propose(self, gate: GateResult) -> Proposals:
+        """LLM batches; every id a reply names is resolved against what its batch showed."""
+        out = Proposals()
         in_cluster = {m: tuple(c) for c in gate.clusters for m in c}
-        batches = pack_batches([tuple(g) for g in gate.groups], inp.batch_size)
-        res.batches = len(batches)
+        batches = pack_batches([tuple(g) for g in gate.groups], self._inp.batch_size)
+        self._res.batches = len(batches)
         for number, batch in enumerate(batches, start=1):
-            self._details(f"step 3/7: LLM batch {number}/{len(batches)} ({len(batch)} entries)")
+            workflow.set_current_details(
+                f"step 3/7: LLM batch {number}/{len(batches)} ({len(batch)} entries)"
+            )
             clusters = list(dict.fromkeys(in_cluster[m] for m in batch if m in in_cluster))
             hints = [list(h) for c in clusters for h in shown_hints(c)]
             try:
-                proposal: ProposeResult = await workflow.execute_activity(
-                    "propose_consolidation", ProposeInput(agent_id=agent, ids=batch, hints=hints),
-                    result_type=ProposeResult, summary=f"LLM batch {number}", **LLM_STEP,
+                proposal = await workflow.execute_activity_method(
+                    Activities.propose_consolidation,
+                    ProposeInput(agent_id=self._inp.agent_id, ids=batch, hints=hints),
+                    summary=f"LLM batch {number}", **LLM_STEP,
                 )  # fmt: skip
             except ActivityError as exc:
-                res.batches_failed += 1
-                log.warning("consolidation batch %d failed, nothing changed for it: %s",
-                            number, exc.cause or exc)  # fmt: skip
+                self._res.batches_failed += 1
+                workflow.logger.warning("consolidation batch %d failed, nothing changed for "
+                                        "it: %s", number, exc.cause or exc)  # fmt: skip
                 continue
-            res.prompt_tokens += proposal.prompt_tokens
-            shown.update(proposal.shown)
+            self._res.prompt_tokens += proposal.prompt_tokens
+            out.shown.update(proposal.shown)
             kept, ignored = resolve_ids(proposal.to_delete, proposal.shown)
-            to_delete += kept
-            self._ignore(res, ignored)
+            out.to_delete += kept
+            self._ignore(ignored)
             for merge in proposal.to_save:
                 sources, ignored = resolve_ids(merge.source_ids, proposal.shown)
-                self._ignore(res, ignored)
-                merges.append(MergeCheck(
+                self._ignore(ignored)
+                out.merges.append(MergeCheck(
                     merge=merge.model_copy(update={"source_ids": sources}),
                     shown={s: proposal.shown[s] for s in sources},
                 ))  # fmt: skip
-        res.merges_proposed = len(merges)
+        self._res.merges_proposed = len(out.merges)
+        return out
 
-        # -- validation, and one repair call per rejected merge (bounded per cycle) --
-        self._details(f"step 4/7: validating {len(merges)} proposed merge(s)")
-        reviews = (await self._review(agent, merges, gate)).reviews if merges else []
-        repairs_left = inp.max_repairs
+    async def _review(self, checks: list[MergeCheck], gate: GateResult) -> ReviewResult:
+        return await workflow.execute_activity_method(
+            Activities.review_merges,
+            ReviewInput(agent_id=self._inp.agent_id, checks=checks, vocabulary=gate.vocabulary,
+                        max_sources=self._inp.max_merge_sources),
+            summary=f"validate {len(checks)} merge(s)", **SCAN_STEP,
+        )  # fmt: skip
+
+    async def _validate_and_repair(self, merges: list[MergeCheck], gate: GateResult) -> list[int]:
+        """Indexes of the merges to apply: accepted (first pass or after one repair,
+        reviewed by the same rules both times) and not overlapping an earlier one."""
+        workflow.set_current_details(f"step 4/7: validating {len(merges)} proposed merge(s)")
+        reviews = (await self._review(merges, gate)).reviews if merges else []
+        repairs_left = self._inp.max_repairs
         for index, review in enumerate(reviews):
             if review.verdict != Verdict.REJECTED or repairs_left <= 0:
                 continue
             repairs_left -= 1
-            check = merges[index]
-            try:
-                repair: RepairResult = await workflow.execute_activity(
-                    "repair_merge", RepairInput(agent_id=agent, merge=check.merge, missing=review.missing),
-                    result_type=RepairResult, summary=f"repair merge {index + 1}", **LLM_STEP,
-                )  # fmt: skip
-            except ActivityError as exc:
-                log.warning("repair of merge %d failed: %s", index + 1, exc.cause or exc)
-                continue
-            res.prompt_tokens += repair.prompt_tokens
-            repaired = check.model_copy(
-                update={"merge": check.merge.model_copy(update={"content": repair.content})}
-            )
-            again = (await self._review(agent, [repaired], gate)).reviews[0]
-            if again.verdict == Verdict.ACCEPTED:
-                res.repaired += 1
-                merges[index] = repaired
-            reviews[index] = again
+            reviews[index] = await self._repair(merges, index, review, gate)
         accepted = []
         for index, (check, review) in enumerate(zip(merges, reviews, strict=True)):
             if review.verdict == Verdict.ACCEPTED:
                 accepted.append(index)
-            elif review.verdict == Verdict.REJECTED:
-                res.rejected.append(RejectedMerge(sources=check.merge.source_ids,
-                                                  missing=review.missing))  # fmt: skip
-                log.info("rejected merge of [%s] — dropped %d specific(s): %s",
-                         ", ".join(check.merge.source_ids), len(review.missing),
-                         ", ".join(review.missing))  # fmt: skip
+                continue
+            sources = check.merge.source_ids
+            if review.verdict == Verdict.REJECTED:
+                self._res.rejected.append(RejectedMerge(sources=sources,
+                                                        dropped=len(review.missing)))  # fmt: skip
+                workflow.logger.info("rejected merge of [%s] — dropped %d specific(s)",
+                                     ", ".join(sources), len(review.missing))  # fmt: skip
+            elif review.verdict == Verdict.UNSAFE:
+                self._res.unsafe += 1
+                self._res.rejected.append(RejectedMerge(sources=sources, reason=review.reason))
+                workflow.logger.info("refused merge of [%s]: %s", ", ".join(sources),
+                                     review.reason)  # fmt: skip
             else:
-                res.left_alone += 1
-                log.info("merge of [%s] left alone: %s", ", ".join(check.merge.source_ids),
-                         review.verdict)  # fmt: skip
+                self._res.left_alone += 1
+                workflow.logger.info("merge of [%s] left alone: %s", ", ".join(sources),
+                                     review.verdict)  # fmt: skip
         keep = without_overlaps([merges[i].merge.source_ids for i in accepted])
-        res.left_alone += len(accepted) - len(keep)
-        accepted = [accepted[k] for k in keep]
+        self._res.left_alone += len(accepted) - len(keep)
+        return [accepted[k] for k in keep]
 
-        # -- save first ... --
-        self._details(f"step 5/7: saving {len(accepted)} merged entr(ies)")
-        persisted: list[tuple[str, MergeCheck]] = []
+    async def _repair(
+        self, merges: list[MergeCheck], index: int, review: MergeReviewPayload, gate: GateResult
+    ) -> MergeReviewPayload:
+        check = merges[index]
+        try:
+            repair = await workflow.execute_activity_method(
+                Activities.repair_merge,
+                RepairInput(agent_id=self._inp.agent_id, merge=check.merge, missing=review.missing),
+                summary=f"repair merge {index + 1}", **LLM_STEP,
+            )  # fmt: skip
+        except ActivityError as exc:
+            workflow.logger.warning("repair of merge %d failed: %s", index + 1, exc.cause or exc)
+            return review
+        self._res.prompt_tokens += repair.prompt_tokens
+        repaired = check.model_copy(
+            update={"merge": check.merge.model_copy(update={"content": repair.content})}
+        )
+        again = (await self._review([repaired], gate)).reviews[0]
+        if again.verdict == Verdict.ACCEPTED:
+            self._res.repaired += 1
+            merges[index] = repaired
+        return again
+
+    async def _save_then_archive(self, merges: list[MergeCheck], accepted: list[int]) -> set[str]:
+        """Save each merged entry first, then retire exactly its sources into it, while
+        the cycle's archive budget lasts. Returns the sources consumed."""
+        workflow.set_current_details(f"step 5/7: saving {len(accepted)} merged entr(ies)")
+        consumed: set[str] = set()
         for index in accepted:
             check = merges[index]
-            new_id = merge_id(check.merge.source_ids, check.merge.content)
-            saved: SaveMergedResult = await workflow.execute_activity(
-                "save_merged_entry",
-                SaveMergedInput(agent_id=agent, new_id=new_id, check=check, merged_at=as_of),
-                result_type=SaveMergedResult, summary=f"save merge {new_id}", **WRITE_STEP,
+            sources = check.merge.source_ids
+            if len(sources) > self._budget:
+                self._defer(sources)
+                continue
+            new_id = merge_id(sources, check.merge.content)
+            saved = await workflow.execute_activity_method(
+                Activities.save_merged_entry,
+                SaveMergedInput(agent_id=self._inp.agent_id, new_id=new_id, check=check,
+                                merged_at=self._as_of),
+                summary=f"save merge {new_id}", **STORE_STEP,
             )  # fmt: skip
-            if saved.persisted:
-                persisted.append((new_id, check))
-            else:
-                res.left_alone += 1
-                log.info("merge %s not saved, sources kept: %s", new_id, saved.detail)
-
-        # -- ... then archive exactly the sources whose replacement persisted --
-        self._details(f"step 6/7: archiving the sources of {len(persisted)} merge(s)")
-        consumed: set[str] = set()
-        for new_id, check in persisted:
-            archived: ArchiveResult = await workflow.execute_activity(
-                "archive_merged_sources",
-                ArchiveSourcesInput(agent_id=agent, replacement_id=new_id, expected=check.shown,
-                                    as_of=as_of),
-                result_type=ArchiveResult, summary=f"archive sources of {new_id}", **WRITE_STEP,
+            if not saved.persisted:
+                self._res.left_alone += 1
+                workflow.logger.info("merge %s not saved, sources kept: %s", new_id, saved.detail)
+                continue
+            workflow.set_current_details(f"step 6/7: retiring the sources of {new_id}")
+            archived = await workflow.execute_activity_method(
+                Activities.archive_merged_sources,
+                ArchiveSourcesInput(agent_id=self._inp.agent_id, replacement_id=new_id,
+                                    expected=check.shown, as_of=self._as_of),
+                summary=f"retire sources into {new_id}", **STORE_STEP,
             )  # fmt: skip
-            consumed.update(check.merge.source_ids)
-            res.merged.append(MergeOutcome(new_id=new_id, sources=check.merge.source_ids))
-            res.archived_with_replacement += len(archived.archived)
+            self._budget -= len(archived.archived)
+            consumed.update(sources)
+            self._res.merged.append(MergeOutcome(new_id=new_id, sources=sources))
+            self._res.archived_with_replacement += len(archived.archived)
+        return consumed
 
+    async def _prune(self, proposals: Proposals, gate: GateResult) -> None:
         allowed, refused = prune_candidates(
-            to_delete, shown=shown, merge_only=gate.merge_only,
-            merge_sources=[s for m in merges for s in m.merge.source_ids],
+            proposals.to_delete, shown=proposals.shown, merge_only=gate.merge_only,
+            merge_sources=[s for m in proposals.merges for s in m.merge.source_ids],
         )  # fmt: skip
-        res.refused_prunes = {i: str(r) for i, r in list(refused.items())[:MAX_IGNORED_REPORTED]}
-        if allowed:
-            pruned: PruneResult = await workflow.execute_activity(
-                "prune_ephemeral",
-                PruneInput(agent_id=agent, expected={i: shown[i] for i in allowed}, as_of=as_of),
-                result_type=PruneResult, summary=f"prune {len(allowed)} ephemeral", **WRITE_STEP,
-            )  # fmt: skip
-            res.pruned = pruned.archived
-            res.protected = [p.id for p in pruned.protected]
+        self._res.refused_prunes = {
+            i: str(r) for i, r in list(refused.items())[:MAX_IGNORED_REPORTED]
+        }
+        allowed, over = allowed[: self._budget], allowed[self._budget :]
+        self._defer(over)
+        if not allowed:
+            return
+        pruned = await workflow.execute_activity_method(
+            Activities.prune_ephemeral,
+            PruneInput(agent_id=self._inp.agent_id,
+                       expected={i: proposals.shown[i] for i in allowed}, as_of=self._as_of),
+            summary=f"prune {len(allowed)} ephemeral", **STORE_STEP,
+        )  # fmt: skip
+        self._budget -= len(pruned.archived)
+        self._res.pruned = pruned.archived
+        self._res.protected = [p.id for p in pruned.protected]
 
-        # -- stamp what was reviewed, and the clusters the LLM saw and left alone --
-        self._details("step 7/7: stamping reviewed fingerprints")
+    async def _stamp(self, gate: GateResult, shown: dict[str, str], consumed: set[str]) -> None:
+        """Stamp what was reviewed (not what the budget deferred: it comes back next
+        cycle), and the clusters the LLM saw and left alone."""
+        workflow.set_current_details("step 7/7: stamping reviewed fingerprints")
         seen = [c for c in gate.clusters if all(m in shown for m in c)]
-        stamp: StampResult = await workflow.execute_activity(
-            "stamp_reviewed",
+        stamp = await workflow.execute_activity_method(
+            Activities.stamp_reviewed,
             StampInput(
-                agent_id=agent, as_of=as_of, reviewed=shown,
+                agent_id=self._inp.agent_id, as_of=self._as_of,
+                reviewed={i: f for i, f in shown.items() if i not in self._unstamped},
                 merged_clusters=[c for c in seen if consumed.intersection(c)],
-                declined_clusters=[c for c in seen if not consumed.intersection(c)],
+                declined_clusters=[c for c in seen if not consumed.intersection(c)
+                                   and self._unstamped.isdisjoint(c)],
             ),
-            result_type=StampResult, summary="stamp reviewed", **WRITE_STEP,
+            summary="stamp reviewed", **STORE_STEP,
         )  # fmt: skip
-        res.stamped = stamp.stamped
-        if res.rejected or res.protected:
-            log.info("consolidation safeguards fired — %d merge(s) rejected for dropping "
-                     "specifics, %d entr(ies) protected from pruning",
-                     len(res.rejected), len(res.protected))  # fmt: skip
-        return self._done(res)
+        self._res.stamped = stamp.stamped
 
-    async def _review(self, agent: str, checks: list[MergeCheck], gate: GateResult) -> ReviewResult:
-        return await workflow.execute_activity(
-            "review_merges", ReviewInput(agent_id=agent, checks=checks, vocabulary=gate.vocabulary),
-            result_type=ReviewResult, summary=f"validate {len(checks)} merge(s)", **SCAN_STEP,
-        )  # fmt: skip
+    def _defer(self, ids: list[str]) -> None:
+        if ids:
+            self._res.deferred_by_budget += len(ids)
+            self._unstamped.update(ids)
+            workflow.logger.info("archive budget reached: %d entr(ies) left for a later cycle",
+                                 len(ids))  # fmt: skip
 
-    @staticmethod
-    def _ignore(res: ConsolidationResult, ids: list[str]) -> None:
-        room = MAX_IGNORED_REPORTED - len(res.ignored_ids)
+    def _ignore(self, ids: list[str]) -> None:
+        room = MAX_IGNORED_REPORTED - len(self._res.ignored_ids)
         if ids:
             workflow.logger.info("ignored id(s) not shown in this batch: %s", ", ".join(ids[:20]))
-        res.ignored_ids += ids[: max(0, room)]
+        self._res.ignored_ids += ids[: max(0, room)]
 
-    @staticmethod
-    def _details(text: str) -> None:
-        workflow.set_current_details(text)
-
-    def _done(self, res: ConsolidationResult) -> ConsolidationResult:
+    def _done(self) -> ConsolidationResult:
+        res = self._res
         workflow.logger.info("consolidation cycle complete — %s", res.summary())
-        self._details(
+        workflow.set_current_details(
             f"done: {res.summary()}" + (f"; {res.llm_skipped}" if res.llm_skipped else "")
         )
         return res

@@ -10,6 +10,8 @@ reviewed next cycle, not merged in the same one.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -22,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         PreferenceInput,
         PreferenceResult,
     )
+    from dreamkeeper.activities.embeddings import EmbeddingActivities
     from dreamkeeper.activities.payloads import (
         DecayInput,
         DecayResult,
@@ -33,11 +36,15 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.workflows.consolidation import Consolidation
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
     from dreamkeeper.workflows.observability import tagged
+    from dreamkeeper.workflows.options import EMBED_STEP
     from dreamkeeper.workflows.preferences import PreferenceInference
-    from dreamkeeper.workflows.save import EMBED_STEP
 
 BACKFILL_BATCH = 512
 BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
+# A cycle that has not finished by then is stuck, not slow: it fails, visibly, and the
+# next scheduled start runs a fresh one instead of joining it forever.
+DREAM_TIMEOUT = timedelta(hours=2)
+STEP_TIMEOUT = timedelta(minutes=90)
 
 
 def dream_workflow_id(agent_id: str) -> str:
@@ -58,29 +65,32 @@ class Dream:
                 "id": f"{run_id}-{op}",
                 "static_summary": f"{op} for agent {agent}",
                 "search_attributes": tagged(agent, op),
+                "execution_timeout": STEP_TIMEOUT,
             }
 
         workflow.set_current_details("step 1/5: purging archived entries past retention")
         purge: PurgeResult = await workflow.execute_child_workflow(
-            ArchivePurge.run, PurgeInput(agent_id=agent, as_of=as_of), **child("purge")
+            ArchivePurge.run, PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            **child("purge"),
         )
         embeddings = await self._backfill(agent)
         workflow.set_current_details("step 3/5: consolidation")
         consolidation: ConsolidationResult = await workflow.execute_child_workflow(
             Consolidation.run,
             ConsolidationInput(agent_id=agent, as_of=as_of, embedding_dim=embeddings.dim,
-                               **inp.consolidation.model_dump()),
+                               store_id=inp.store_id, **inp.consolidation.model_dump()),
             **child("consolidation"),
         )  # fmt: skip
         workflow.set_current_details("step 4/5: preference inference")
         preferences: PreferenceResult = await workflow.execute_child_workflow(
             PreferenceInference.run,
-            PreferenceInput(agent_id=agent, as_of=as_of),
+            PreferenceInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
             **child("preferences"),
         )
         workflow.set_current_details("step 5/5: importance decay")
         decay: DecayResult = await workflow.execute_child_workflow(
-            ImportanceDecay.run, DecayInput(agent_id=agent, as_of=as_of), **child("decay")
+            ImportanceDecay.run, DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            **child("decay"),
         )
         summary = (
             f"purged {len(purge.purged)}; {embeddings.embedded} vector(s) made; "
@@ -104,10 +114,10 @@ class Dream:
                 f"step 2/5: embedding backfill ({total.embedded} made so far)"
             )
             try:
-                got: EmbedResult = await workflow.execute_activity(
-                    "embed_entries", EmbedInput(agent_id=agent, limit=BACKFILL_BATCH),
-                    result_type=EmbedResult, summary=f"embedding backfill {round_ + 1}",
-                    **EMBED_STEP,
+                got: EmbedResult = await workflow.execute_activity_method(
+                    EmbeddingActivities.embed_entries,
+                    EmbedInput(agent_id=agent, limit=BACKFILL_BATCH),
+                    summary=f"embedding backfill {round_ + 1}", **EMBED_STEP,
                 )  # fmt: skip
             except ActivityError as exc:
                 total.skipped = f"embedding backfill failed: {exc.cause or exc}"

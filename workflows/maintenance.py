@@ -6,20 +6,12 @@ after a crash applies the same pass, not a second one.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from dreamkeeper.activities.maintenance import MaintenanceActivities
     from dreamkeeper.activities.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
-
-STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=10,
-    non_retryable_error_types=["InvalidInput"],
-)
+    from dreamkeeper.workflows.options import SCAN_STEP
 
 
 @workflow.defn(name="ArchivePurge")
@@ -30,15 +22,10 @@ class ArchivePurge:
         workflow.set_current_details(
             f"purging archived entries older than the retention as of {as_of:%Y-%m-%d %H:%M}"
         )
-        result: PurgeResult = await workflow.execute_activity(
-            "purge_archived",
-            inp.model_copy(update={"as_of": as_of}),
-            result_type=PurgeResult,
-            start_to_close_timeout=timedelta(minutes=30),
-            heartbeat_timeout=timedelta(minutes=2),
-            retry_policy=STORE_RETRY,
-            summary=f"purge {inp.agent_id}",
-        )
+        result: PurgeResult = await workflow.execute_activity_method(
+            MaintenanceActivities.purge_archived, inp.model_copy(update={"as_of": as_of}),
+            summary=f"purge {inp.agent_id}", **SCAN_STEP,
+        )  # fmt: skip
         workflow.set_current_details(
             f"purged {len(result.purged)} of {result.considered} archived; "
             f"{len(result.kept_high_value)} kept above the high-value floor, "
@@ -53,15 +40,10 @@ class ImportanceDecay:
     async def run(self, inp: DecayInput) -> DecayResult:
         as_of = inp.as_of or workflow.now()
         workflow.set_current_details(f"decaying importance as of {as_of:%Y-%m-%d %H:%M}")
-        result: DecayResult = await workflow.execute_activity(
-            "decay_importance",
-            inp.model_copy(update={"as_of": as_of}),
-            result_type=DecayResult,
-            start_to_close_timeout=timedelta(minutes=30),
-            heartbeat_timeout=timedelta(minutes=2),
-            retry_policy=STORE_RETRY,
-            summary=f"decay {inp.agent_id}",
-        )
+        result: DecayResult = await workflow.execute_activity_method(
+            MaintenanceActivities.decay_importance, inp.model_copy(update={"as_of": as_of}),
+            summary=f"decay {inp.agent_id}", **SCAN_STEP,
+        )  # fmt: skip
         workflow.set_current_details(
             f"decayed {result.decayed} of {result.considered} live entries"
         )

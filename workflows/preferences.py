@@ -10,7 +10,6 @@ Each inferred preference is saved under `user-preferences/inferred`, tagged and 
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -24,14 +23,13 @@ with workflow.unsafe.imports_passed_through():
         PreferenceResult,
         RotateResult,
     )
-    from dreamkeeper.activities.payloads import FactProposal, SaveFactInput, SaveFactResult
+    from dreamkeeper.activities.payloads import FactProposal, SaveFactInput
+    from dreamkeeper.activities.preferences import PreferenceActivities
+    from dreamkeeper.activities.save import SaveActivities
     from dreamkeeper.policies.preferences import INFERRED_CATEGORY, PERMISSION_KEY
     from dreamkeeper.policies.provenance import INFERRED
     from dreamkeeper.stores.models import SOURCE_KEY
-    from dreamkeeper.workflows.maintenance import STORE_RETRY
-    from dreamkeeper.workflows.save import LLM_RETRY
-
-STORE_STEP = {"start_to_close_timeout": timedelta(minutes=2), "retry_policy": STORE_RETRY}
+    from dreamkeeper.workflows.options import LLM_STEP, STORE_STEP
 
 
 @workflow.defn(name="PreferenceInference")
@@ -42,9 +40,10 @@ class PreferenceInference:
         agent = inp.agent_id
         res = PreferenceResult(agent_id=agent)
         workflow.set_current_details("step 1/3: rotating the conversation log")
-        rotated: RotateResult = await workflow.execute_activity(
-            "rotate_conversation_log", CycleInput(agent_id=agent, as_of=as_of),
-            result_type=RotateResult, summary="rotate conversation log", **STORE_STEP,
+        rotated: RotateResult = await workflow.execute_activity_method(
+            PreferenceActivities.rotate_conversation_log,
+            CycleInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            summary="rotate conversation log", **STORE_STEP,
         )  # fmt: skip
         res.rotated_to, res.turns = rotated.path, rotated.turns
         if rotated.path is None:
@@ -54,11 +53,10 @@ class PreferenceInference:
             f"step 2/3: inferring preferences from {rotated.turns} turn(s)"
         )
         try:
-            inferred: InferResult = await workflow.execute_activity(
-                "infer_preferences", InferInput(agent_id=agent, path=rotated.path),
-                result_type=InferResult, start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(seconds=30), retry_policy=LLM_RETRY,
-                summary="LLM preference inference",
+            inferred: InferResult = await workflow.execute_activity_method(
+                PreferenceActivities.infer_preferences,
+                InferInput(agent_id=agent, path=rotated.path),
+                summary="LLM preference inference", **LLM_STEP,
             )  # fmt: skip
         except ActivityError as exc:
             res.skipped = f"inference failed: {exc.cause or exc}"
@@ -78,12 +76,12 @@ class PreferenceInference:
                 metadata=metadata,
             )  # fmt: skip
             key = f"{agent}/{name}/preference/{index}"
-            res.saved.append(await workflow.execute_activity(
-                "save_fact",
+            res.saved.append(await workflow.execute_activity_method(
+                SaveActivities.save_fact,
                 SaveFactInput(agent_id=agent, new_id=hashlib.sha256(key.encode()).hexdigest()[:12],
                               op_id=f"pref-{hashlib.sha256(key.encode()).hexdigest()[:16]}",
                               fact=proposal),
-                result_type=SaveFactResult, summary=f"save preference {index + 1}", **STORE_STEP,
+                summary=f"save preference {index + 1}", **STORE_STEP,
             ))  # fmt: skip
         return self._done(res)
 

@@ -8,29 +8,25 @@ manual one, or a slow previous cycle) makes the start fail, and the sweep skips 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
+    from dreamkeeper.activities.agents import AgentActivities
     from dreamkeeper.activities.dream_payloads import DreamInput
     from dreamkeeper.activities.payloads import SweepInput, SweepResult
-    from dreamkeeper.workflows.dream import Dream, dream_workflow_id
-    from dreamkeeper.workflows.maintenance import STORE_RETRY
+    from dreamkeeper.workflows.dream import DREAM_TIMEOUT, Dream, dream_workflow_id
     from dreamkeeper.workflows.observability import tagged
+    from dreamkeeper.workflows.options import STORE_STEP
 
 
 @workflow.defn(name="DreamSweep")
 class DreamSweep:
     @workflow.run
     async def run(self, _: SweepInput) -> SweepResult:
-        agents: list[str] = await workflow.execute_activity(
-            "list_agents",
-            result_type=list[str],
-            start_to_close_timeout=timedelta(minutes=1),
-            retry_policy=STORE_RETRY,
-            summary="list agents with a store",
+        agents: list[str] = await workflow.execute_activity_method(
+            AgentActivities.list_agents, summary="list agents with a store", **STORE_STEP
         )
         result = SweepResult()
         as_of = workflow.now()
@@ -43,16 +39,21 @@ class DreamSweep:
                     id=dream_workflow_id(agent),
                     static_summary=f"scheduled dream for agent {agent}",
                     search_attributes=tagged(agent, "dream"),
+                    execution_timeout=DREAM_TIMEOUT,
                 )
             except WorkflowAlreadyStartedError:
                 result.already_running.append(agent)
                 continue
             result.started.append(agent)
             handles.append((agent, handle))
+        running = ", ".join(result.already_running[:20])
         workflow.set_current_details(
             f"dreaming for {len(result.started)} agent(s); "
-            f"{len(result.already_running)} already running"
+            f"{len(result.already_running)} already running" + (f" ({running})" if running else "")
         )
+        if result.already_running:
+            workflow.logger.warning("dream sweep: a cycle is still running for %s; skipped "
+                                    "(each cycle ends within %s)", running, DREAM_TIMEOUT)  # fmt: skip
         outcomes = await asyncio.gather(*(h for _, h in handles), return_exceptions=True)
         result.failed = [
             a for (a, _), o in zip(handles, outcomes, strict=True) if isinstance(o, BaseException)
