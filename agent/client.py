@@ -1,29 +1,44 @@
 """`MemoryClient`: what an agent process uses. Writes start workflows; reads go straight
 to the store (no workflow round trip on the hot path). With an embedding model
 configured, its stores search hybrid (the query is embedded here; entries' vectors are
-made by the worker)."""
+made by the worker).
+
+Writes are safe to retry. `save_memory` takes a caller-chosen `entry_id` (or an
+`idempotency_key` it derives one from): the same id names the same workflow, so a retry
+never makes a second original. The client itself retries what Temporal refuses for a
+while (a workflow task retried after a worker was killed), and gives up after
+`save_timeout` seconds with an `Unavailable` that names the entry id: the save is
+queued and completes when a worker polls the task queue.
+"""
 
 from __future__ import annotations
 
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
+import asyncio
+import hashlib
+import logging
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.activities.dream_payloads import DreamInput, DreamResult
-from dreamkeeper.activities.payloads import (
-    EntryOpInput,
-    EntryOpResult,
-    SaveAck,
-    SaveInput,
-)
+from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult, SaveAck, SaveInput
 from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.embedding_client import (
-    EmbeddingClient,
-    EmbeddingSettings,
-    embedding_client,
-)
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings, embedding_client
+from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch, read_identity
+from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound, StoreConflict
 from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
 from dreamkeeper.stores.validation import (
+    InvalidInput,
+    Unavailable,
     new_entry_id,
     validate_agent_id,
     validate_category,
@@ -33,12 +48,64 @@ from dreamkeeper.stores.validation import (
     validate_tags,
 )
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.worker.claim import claimed_store
 from dreamkeeper.worker.runtime import connect
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
 from dreamkeeper.workflows.dream import Dream, dream_workflow_id
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.observability import tagged
 from dreamkeeper.workflows.save import SaveMemory, save_workflow_id
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SAVE_TIMEOUT = 30.0
+_RETRY_PAUSE = (0.2, 0.5, 1.0, 2.0)  # then 2 s between attempts until the deadline
+# What Temporal answers while a workflow task is being retried after a worker died, or
+# while the server is briefly away: worth another try with the same workflow id.
+_TRANSIENT = {
+    RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
+    RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.INTERNAL, RPCStatusCode.UNKNOWN,
+}  # fmt: skip
+_ERRORS: dict[str, type[InvalidInput]] = {
+    "NotFound": MemoryNotFound,
+    "Conflict": StoreConflict,
+    "StoreMismatch": StoreMismatch,
+    "InvalidInput": InvalidInput,
+}
+
+
+def entry_id_for(agent_id: str, idempotency_key: str) -> str:
+    """The entry id a caller's idempotency key names (stable across processes)."""
+    return hashlib.sha256(f"{agent_id}\n{idempotency_key}".encode()).hexdigest()[:12]
+
+
+def _application_error(exc: BaseException) -> ApplicationError | None:
+    """The ApplicationError at the root of a workflow, update or activity failure."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, ApplicationError):
+            return seen
+        if isinstance(seen, WorkflowFailureError | WorkflowUpdateFailedError | ActivityError
+                      | ChildWorkflowError):  # fmt: skip
+            seen = seen.cause
+        else:
+            seen = seen.__cause__
+    return None
+
+
+def _as_dreamkeeper_error(exc: BaseException) -> Exception:
+    """A failure from a workflow as the error a `--direct` call would have raised."""
+    app = _application_error(exc)
+    if app is not None and app.type in _ERRORS:
+        return _ERRORS[app.type](app.message)
+    if isinstance(exc, RPCError) and "search attribute" in exc.message.lower():
+        return InvalidInput(
+            "the Temporal namespace lacks Dreamkeeper's search attributes (AgentId, MemoryOp): "
+            "start `dreamkeeper worker` once (it registers them), or run `temporal operator "
+            "search-attribute create --name AgentId --type Keyword` and the same for MemoryOp"
+        )
+    return exc
 
 
 class MemoryClient:
@@ -48,11 +115,15 @@ class MemoryClient:
         store: StoreSettings,
         task_queue: str,
         embeddings: EmbeddingClient | None = None,
+        *,
+        save_timeout: float = DEFAULT_SAVE_TIMEOUT,
     ) -> None:
         self.client = client
         self.settings = store
         self.task_queue = task_queue
         self.embeddings = embeddings
+        self.save_timeout = save_timeout
+        self._identity: StoreIdentity | None = read_identity(store.data_dir)
         self._stores: dict[str, FileMemoryStore] = {}
         self._working: dict[str, WorkingMemoryStore] = {}
         self._conversations: dict[str, ConversationMemory] = {}
@@ -63,13 +134,37 @@ class MemoryClient:
         store: StoreSettings | None = None,
         temporal: TemporalSettings | None = None,
         embeddings: EmbeddingSettings | None = None,
+        *,
+        save_timeout: float = DEFAULT_SAVE_TIMEOUT,
     ) -> MemoryClient:
-        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*)."""
+        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
+        `StoreMismatch` when the task queue's worker uses another data directory."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
         client = await connect(temporal)
         embeddings = embeddings or embedding_settings()
-        return cls(client, store, temporal.task_queue, embedding_client(embeddings))
+        memory = cls(client, store, temporal.task_queue, embedding_client(embeddings),
+                     save_timeout=save_timeout)  # fmt: skip
+        await memory.check_store()
+        return memory
+
+    async def check_store(self) -> None:
+        """Compare this client's data directory with the store its task queue serves."""
+        held = await claimed_store(self.client, self.task_queue)
+        if held is None:
+            return  # no worker has claimed the queue yet: the first save's worker checks
+        mine = self._identity
+        if mine is None or mine.store_id != held[0]:
+            here = mine.describe() if mine else f"no store at {self.settings.data_dir.resolve()}"
+            raise StoreMismatch(
+                f"this client reads {here}, but task queue {self.task_queue!r} is served by a "
+                f"worker using store {held[0]} at {held[1]}: use the same data directory "
+                "(--data / DREAMKEEPER_DATA), or another task queue"
+            )
+
+    @property
+    def store_id(self) -> str | None:
+        return self._identity.store_id if self._identity else None
 
     def store(self, agent_id: str) -> FileMemoryStore:
         """The agent's long-term memory, opened once and kept current by every read."""
@@ -103,26 +198,34 @@ class MemoryClient:
         return search(self.store(agent_id), query, category=category, tags=tags, limit=limit)
 
     async def _entry_op(self, workflow, op: str, inp: EntryOpInput) -> EntryOpResult:
-        # Validated here too, so bad input never reaches a workflow history.
+        # Validated here too, so bad input never reaches a workflow history; an unknown
+        # id gets the same answer `--direct` gives, without a failed workflow.
         validate_agent_id(inp.agent_id)
         validate_entry_id(inp.entry_id)
-        return await self.client.execute_workflow(
-            workflow,
-            inp,
-            id=f"{op}-{inp.agent_id}-{inp.entry_id}",
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
-            search_attributes=tagged(inp.agent_id, op),
-        )
+        if self._identity is not None:
+            self.store(inp.agent_id).require(inp.entry_id)
+        inp = inp.model_copy(update={"store_id": self.store_id})
+        try:
+            return await self.client.execute_workflow(
+                workflow, inp, id=f"{op}-{inp.agent_id}-{inp.entry_id}",
+                task_queue=self.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
+                search_attributes=tagged(inp.agent_id, op),
+            )  # fmt: skip
+        except (WorkflowFailureError, RPCError) as exc:
+            raise _as_dreamkeeper_error(exc) from None
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
         """Archive (recoverable until purged)."""
         inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id)
         return await self._entry_op(ArchiveMemory.run, "archive", inp)
 
-    async def restore_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
-        inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id)
+    async def restore_memory(
+        self, agent_id: str, entry_id: str, *, force: bool = False
+    ) -> EntryOpResult:
+        """Bring an archived entry back. Refused (`StoreConflict`) while what it was
+        archived into is live, unless `force`."""
+        inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id, force=force)
         return await self._entry_op(RestoreMemory.run, "restore", inp)
 
     async def update_memory_importance(
@@ -142,38 +245,72 @@ class MemoryClient:
         tags: list[str] | None = None,
         source: str | None = None,
         importance: float = 0.5,
+        entry_id: str | None = None,
+        idempotency_key: str | None = None,
     ) -> SaveAck:
         """Returns once the raw original is durable (and searchable); enrichment and
-        dedup go on in the SaveMemory workflow."""
+        dedup go on in the SaveMemory workflow. Calling again with the same `entry_id`
+        (or `idempotency_key`) is safe: it returns the same entry, saved once."""
         validate_agent_id(agent_id)
+        if entry_id is not None and idempotency_key is not None:
+            raise InvalidInput("give entry_id or idempotency_key, not both")
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 256:
+                raise InvalidInput("idempotency_key must be 1-256 characters")
+            entry_id = entry_id_for(agent_id, idempotency_key)
         inp = SaveInput(
-            agent_id=agent_id, entry_id=new_entry_id(), content=validate_content(content),
-            category=validate_category(category), tags=validate_tags(tags),
-            source=source, importance=validate_importance(importance),
+            agent_id=agent_id,
+            entry_id=validate_entry_id(entry_id) if entry_id is not None else new_entry_id(),
+            content=validate_content(content), category=validate_category(category),
+            tags=validate_tags(tags), source=source, importance=validate_importance(importance),
+            store_id=self.store_id,
         )  # fmt: skip
-        return await self.client.execute_update_with_start_workflow(
-            SaveMemory.save,
-            start_workflow_operation=WithStartWorkflowOperation(
-                SaveMemory.run,
-                inp,
-                id=save_workflow_id(agent_id, inp.entry_id),
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                task_queue=self.task_queue,
-                static_summary=f"save memory {inp.entry_id} for agent {agent_id}",
-                search_attributes=tagged(agent_id, "save"),
-            ),
-        )
+        try:
+            return await asyncio.wait_for(self._save(inp), timeout=self.save_timeout)
+        except TimeoutError:
+            raise Unavailable(
+                f"save {inp.entry_id} for agent {agent_id} is queued but not yet durable: no "
+                f"worker answered within {self.save_timeout:g}s on task queue "
+                f"{self.task_queue!r} (is `dreamkeeper worker` running?). It completes when a "
+                f"worker polls that queue; call again with entry_id={inp.entry_id!r} to wait"
+            ) from None
+
+    async def _save(self, inp: SaveInput) -> SaveAck:
+        attempt = 0
+        while True:
+            try:
+                return await self.client.execute_update_with_start_workflow(
+                    SaveMemory.save,
+                    start_workflow_operation=WithStartWorkflowOperation(
+                        SaveMemory.run, inp, id=save_workflow_id(inp.agent_id, inp.entry_id),
+                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                        task_queue=self.task_queue,
+                        static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
+                        search_attributes=tagged(inp.agent_id, "save"),
+                    ),
+                )  # fmt: skip
+            except WorkflowUpdateFailedError as exc:
+                raise _as_dreamkeeper_error(exc) from None
+            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+                mapped = _as_dreamkeeper_error(exc)
+                if mapped is not exc or (isinstance(exc, RPCError) and exc.status not in _TRANSIENT):
+                    raise mapped from None
+                pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
+                log.info("save %s refused for now (%s); retrying in %.1fs with the same id",
+                         inp.entry_id, exc, pause)  # fmt: skip
+                attempt += 1
+                await asyncio.sleep(pause)
 
     async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
+        from dreamkeeper.workflows.dream import DREAM_TIMEOUT
+
         handle = await self.client.start_workflow(
-            Dream.run,
-            DreamInput(agent_id=agent_id),
-            id=dream_workflow_id(agent_id),
-            task_queue=self.task_queue,
+            Dream.run, DreamInput(agent_id=agent_id, store_id=self.store_id),
+            id=dream_workflow_id(agent_id), task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",
-            search_attributes=tagged(agent_id, "dream"),
-        )
+            search_attributes=tagged(agent_id, "dream"), execution_timeout=DREAM_TIMEOUT,
+        )  # fmt: skip
         return await handle.result() if wait else handle
