@@ -67,7 +67,7 @@ class MemoryClient:
         """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*)."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(temporal)
+        client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
         embeddings = embeddings or embedding_settings()
         return cls(client, store, temporal.task_queue, embedding_client(embeddings))
 

@@ -20,10 +20,10 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.worker.codec import CodecSettings, data_converter, describe_converter
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
 from dreamkeeper.worker.temporal_worker import build_worker
@@ -35,9 +35,10 @@ DEV_GRPC_PORT = 7233
 DEV_UI_PORT = 8233
 
 
-async def connect(temporal: TemporalSettings) -> Client:
+async def connect(temporal: TemporalSettings, data_dir: Path | None = None) -> Client:
+    converter = data_converter(CodecSettings.from_env(data_dir=data_dir))  # worker/codec.py
     return await Client.connect(
-        temporal.address, namespace=temporal.namespace, data_converter=pydantic_data_converter
+        temporal.address, namespace=temporal.namespace, data_converter=converter
     )
 
 
@@ -75,7 +76,8 @@ async def run_worker(
 ) -> None:
     """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
     once the worker is polling (the dev demo)."""
-    client = await connect(temporal)
+    client = await connect(temporal, store.data_dir)
+    log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
