@@ -124,7 +124,7 @@ class PortTaken(RuntimeError):
     pass
 
 
-def start_dev_server(data_dir: Path) -> subprocess.Popen:
+def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> subprocess.Popen:
     """The real Temporal dev server, persisted to SQLite under the data directory."""
     for port, what in ((DEV_GRPC_PORT, "Temporal gRPC"), (DEV_UI_PORT, "Temporal UI")):
         if port_in_use(port):
@@ -141,6 +141,7 @@ def start_dev_server(data_dir: Path) -> subprocess.Popen:
             "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
             "--log-level", "warn",
             *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
+            *(["--ui-codec-endpoint", ui_codec_endpoint] if ui_codec_endpoint else []),
         ],
         stdout=log_file, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -160,12 +161,21 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
 
 
 async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
-    proc = start_dev_server(store.data_dir)
+    from dreamkeeper.worker.codec_server import DevCodecServer
+
+    codec = DevCodecServer(store.data_dir, (f"http://localhost:{DEV_UI_PORT}",
+                                            f"http://127.0.0.1:{DEV_UI_PORT}"))  # fmt: skip
+    try:
+        proc = start_dev_server(store.data_dir, ui_codec_endpoint=codec.endpoint)
+    except BaseException:
+        codec.close()
+        raise
     try:
         address = f"127.0.0.1:{DEV_GRPC_PORT}"
         await wait_for_server(address, proc)
         print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
         print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
+        print(codec.banner)
         dev = TemporalSettings(
             address=address,
             namespace="default",
@@ -186,3 +196,4 @@ async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: boo
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        codec.close()
