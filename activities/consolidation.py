@@ -243,10 +243,10 @@ class ConsolidationActivities:
                     )  # fmt: skip
                 elif _archive_if_unchanged(store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of):
                     result.archived.append(sid)
-                    activity.logger.info(
-                        "archived %s (%s): %s — %r", sid, entry.category if entry else None,
-                        EPHEMERAL_REASON, entry.content[:200] if entry else "",
-                    )  # fmt: skip
+                    activity.logger.info("archived %s (%s): %s", sid,
+                                         entry.category if entry else None, EPHEMERAL_REASON)  # fmt: skip
+                    activity.logger.debug("archived %s was: %r", sid,
+                                          entry.content[:200] if entry else "")  # fmt: skip
                 else:
                     result.skipped.append(sid)
         return result

@@ -190,7 +190,7 @@ class MergeOutcome(BaseModel):
 
 class RejectedMerge(BaseModel):
     sources: list[str]
-    missing: list[str]
+    dropped: int = 0  # how many specifics the merge lost; which ones only in DEBUG logs
 
 
 class ConsolidationResult(BaseModel):

@@ -174,10 +174,11 @@ class Consolidation:
                 accepted.append(index)
             elif review.verdict == Verdict.REJECTED:
                 res.rejected.append(RejectedMerge(sources=check.merge.source_ids,
-                                                  missing=review.missing))  # fmt: skip
-                log.info("rejected merge of [%s] — dropped %d specific(s): %s",
-                         ", ".join(check.merge.source_ids), len(review.missing),
-                         ", ".join(review.missing))  # fmt: skip
+                                                  dropped=len(review.missing)))  # fmt: skip
+                log.info("rejected merge of [%s] — dropped %d specific(s)",
+                         ", ".join(check.merge.source_ids), len(review.missing))  # fmt: skip
+                log.debug("rejected merge of [%s] dropped: %s",
+                          ", ".join(check.merge.source_ids), ", ".join(review.missing))  # fmt: skip
             else:
                 res.left_alone += 1
                 log.info("merge of [%s] left alone: %s", ", ".join(check.merge.source_ids),
