@@ -137,3 +137,23 @@ async def test_histories_hold_no_content_and_the_codec_server_reveals_it(sealed,
     # Without the token the codec server opens nothing.
     refused = httpx.post(f"{endpoint}/decode", json={"payloads": sealed}, timeout=5)
     assert refused.status_code == 401 and "Trish" not in refused.text
+
+
+async def test_clients_connect_with_the_configured_key(temporal_env, tmp_path, monkeypatch):
+    """runtime.connect (the worker, `dreamkeeper dev`) and MemoryClient.connect (agents,
+    the CLI's writes) seal with the environment's key, else the data directory's."""
+    from dreamkeeper.worker import runtime
+    from dreamkeeper.worker.codec import generate_key_file
+    from dreamkeeper.worker.settings import TemporalSettings
+
+    monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
+    monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY", raising=False)
+    temporal = TemporalSettings(address=temporal_env.client.service_client.config.target_host)
+    plain = await runtime.connect(temporal, tmp_path)
+    assert plain.data_converter.payload_codec is None
+    dev_key = generate_key_file(tmp_path / "payload-key")
+    memory = await MemoryClient.connect(StoreSettings(data_dir=tmp_path), temporal)
+    assert memory.client.data_converter.payload_codec.key_id == dev_key.key_id
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", "prod:" + base64.b64encode(os.urandom(32)).decode())
+    client = await runtime.connect(temporal, tmp_path)
+    assert client.data_converter.payload_codec.key_id == "prod"
