@@ -288,6 +288,8 @@ class ConsolidationActivities:
                     result.archived.append(sid)
                     activity.logger.info("archived %s (%s): %s", sid,
                                          entry.category if entry else None, EPHEMERAL_REASON)  # fmt: skip
+                    activity.logger.debug("archived %s was: %r", sid,
+                                          entry.content[:200] if entry else "")  # fmt: skip
                 else:
                     result.skipped.append(sid)
         return result

@@ -209,7 +209,7 @@ class RejectedMerge(BaseModel):
     """Ids and a count only: the specifics themselves never go into a workflow result."""
 
     sources: list[str]
-    dropped: int = 0  # how many specifics the merged text lacked
+    dropped: int = 0  # how many specifics the merge lost; which ones only in DEBUG logs
     reason: str | None = None
 
 

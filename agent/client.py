@@ -141,7 +141,7 @@ class MemoryClient:
         `StoreMismatch` when the task queue's worker uses another data directory."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(temporal)
+        client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
         embeddings = embeddings or embedding_settings()
         memory = cls(client, store, temporal.task_queue, embedding_client(embeddings),
                      save_timeout=save_timeout)  # fmt: skip

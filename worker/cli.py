@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p = sub.add_parser("codec-server", help="decrypt payloads for the Temporal UI and CLI")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8081)
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
     return parser
@@ -149,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
         return 0
+    if cmd == "codec-server":
+        from dreamkeeper.worker.codec_server import serve_cli
+
+        return serve_cli(args.host, args.port, settings.data_dir)
     if cmd in ("save", "delete", "restore") and not args.direct:
         return _through_worker(args, settings)
     embeddings = embedding_client(embedding_settings()) if cmd == "search" else None

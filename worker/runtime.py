@@ -20,10 +20,10 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.worker.codec import CodecSettings, data_converter, describe_converter
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
 from dreamkeeper.worker.temporal_worker import build_worker
@@ -35,9 +35,10 @@ DEV_GRPC_PORT = 7233
 DEV_UI_PORT = 8233
 
 
-async def connect(temporal: TemporalSettings) -> Client:
+async def connect(temporal: TemporalSettings, data_dir: Path | None = None) -> Client:
+    converter = data_converter(CodecSettings.from_env(data_dir=data_dir))  # worker/codec.py
     return await Client.connect(
-        temporal.address, namespace=temporal.namespace, data_converter=pydantic_data_converter
+        temporal.address, namespace=temporal.namespace, data_converter=converter
     )
 
 
@@ -75,7 +76,8 @@ async def run_worker(
 ) -> None:
     """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
     once the worker is polling (the dev demo)."""
-    client = await connect(temporal)
+    client = await connect(temporal, store.data_dir)
+    log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -122,7 +124,7 @@ class PortTaken(RuntimeError):
     pass
 
 
-def start_dev_server(data_dir: Path) -> subprocess.Popen:
+def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> subprocess.Popen:
     """The real Temporal dev server, persisted to SQLite under the data directory."""
     for port, what in ((DEV_GRPC_PORT, "Temporal gRPC"), (DEV_UI_PORT, "Temporal UI")):
         if port_in_use(port):
@@ -139,6 +141,7 @@ def start_dev_server(data_dir: Path) -> subprocess.Popen:
             "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
             "--log-level", "warn",
             *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
+            *(["--ui-codec-endpoint", ui_codec_endpoint] if ui_codec_endpoint else []),
         ],
         stdout=log_file, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -158,12 +161,21 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
 
 
 async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
-    proc = start_dev_server(store.data_dir)
+    from dreamkeeper.worker.codec_server import DevCodecServer
+
+    codec = DevCodecServer(store.data_dir, (f"http://localhost:{DEV_UI_PORT}",
+                                            f"http://127.0.0.1:{DEV_UI_PORT}"))  # fmt: skip
+    try:
+        proc = start_dev_server(store.data_dir, ui_codec_endpoint=codec.endpoint)
+    except BaseException:
+        codec.close()
+        raise
     try:
         address = f"127.0.0.1:{DEV_GRPC_PORT}"
         await wait_for_server(address, proc)
         print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
         print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
+        print(codec.banner)
         dev = TemporalSettings(
             address=address,
             namespace="default",
@@ -184,3 +196,4 @@ async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: boo
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        codec.close()

@@ -196,6 +196,8 @@ class Consolidation:
                                                         dropped=len(review.missing)))  # fmt: skip
                 workflow.logger.info("rejected merge of [%s] — dropped %d specific(s)",
                                      ", ".join(sources), len(review.missing))  # fmt: skip
+                workflow.logger.debug("rejected merge of [%s] dropped: %s", ", ".join(sources),
+                                      ", ".join(review.missing))  # fmt: skip
             elif review.verdict == Verdict.UNSAFE:
                 self._res.unsafe += 1
                 self._res.rejected.append(RejectedMerge(sources=sources, reason=review.reason))

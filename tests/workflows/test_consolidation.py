@@ -55,7 +55,7 @@ def _prompt_ids(request: dict) -> list[str]:
     return [part.split("]", 1)[0] for part in text.split("[ID:")[1:]]
 
 
-async def test_a_rejected_merges_sources_are_not_archived_through_to_delete(worker, llm):
+async def test_a_rejected_merges_sources_are_not_archived_through_to_delete(worker, llm, caplog):
     """The production shape that archived 13 entries: the prompt asks for every source
     in toDelete, so rejecting the merge must also keep them off the prune path."""
     client, queue, settings = worker
@@ -72,9 +72,15 @@ async def test_a_rejected_merges_sources_are_not_archived_through_to_delete(work
         _reply(to_delete=[a, b], to_save=[lossy]),
         Reply(json.dumps({"content": lossy["content"]})),  # the repair still drops it
     ]
-    result = await _consolidate(client, queue, agent)
+    with caplog.at_level("INFO"):
+        result = await _consolidate(client, queue, agent)
     assert [r.sources for r in result.rejected] == [[a, b]]
-    assert result.rejected[0].dropped >= 2  # Rockford, Duane: counted, never named
+    # The result says how many specifics were dropped, never which (invariant 18).
+    assert result.rejected[0].dropped >= 2
+    assert "Rockford" not in result.model_dump_json() and "Duane" not in result.model_dump_json()
+    info = [r.getMessage() for r in caplog.records if r.levelno >= 20]
+    assert any(f"rejected merge of [{a}, {b}] — dropped" in m for m in info)
+    assert not any("Rockford" in m or "Duane" in m for m in info)
     assert result.merged == [] and result.pruned == []
     assert result.refused_prunes == {a: "a source of a merge", b: "a source of a merge"}
     fresh = FileMemoryStore(settings.data_dir, agent)
@@ -134,6 +140,10 @@ async def test_the_floor_refuses_to_prune_high_value_entries(worker, llm, caplog
     assert not after.get(precious).is_archived and not after.get(reinforced).is_archived
     assert any(f"refused to prune {precious}" in r.getMessage()
                and "above the high-value floor" in r.getMessage() for r in caplog.records)  # fmt: skip
+    # The prune is logged by id; its content only at DEBUG (invariant 18).
+    info = [r.getMessage() for r in caplog.records if r.levelno >= 20]
+    assert any(f"archived {chatter}" in m for m in info)
+    assert not any("checking the build" in m for m in info)
 
 
 async def test_a_thirteen_source_merge_keeping_every_specific_is_accepted(worker, llm):

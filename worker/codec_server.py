@@ -1,0 +1,232 @@
+"""A codec server: Temporal's HTTP protocol for the UI and the `temporal` CLI to read
+payloads sealed by `worker/codec.py` (`dreamkeeper codec-server`, and in-process under
+`dreamkeeper dev`).
+
+`POST …/encode` and `POST …/decode` (only the last path segment counts, so
+`--codec-endpoint http://host:8081/{namespace}` works) take and return
+`{"payloads": [...]}` in protobuf JSON (metadata values and data base64). Browsers get
+CORS for the configured UI origins (`DREAMKEEPER_CODEC_CORS_ORIGINS`, comma-separated,
+default `http://localhost:8233`), preflight included. With `DREAMKEEPER_CODEC_TOKEN`
+set, a request without `Authorization: Bearer <token>` gets 401. Request bodies and
+decoded payloads are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payloads
+
+from dreamkeeper.stores.validation import InvalidInput
+from dreamkeeper.worker.codec import (
+    DATA_DIR_KEY_FILE,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    CodecSettings,
+    EncryptionCodec,
+    PayloadDecodeError,
+    generate_key_file,
+)
+from dreamkeeper.worker.settings import SettingsError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8081
+DEFAULT_ORIGINS = ("http://localhost:8233",)
+CORS_ENV = "DREAMKEEPER_CODEC_CORS_ORIGINS"
+TOKEN_ENV = "DREAMKEEPER_CODEC_TOKEN"
+ALLOWED_HEADERS = "X-Namespace, Content-Type, Authorization"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class CodecServerSettings:
+    origins: tuple[str, ...] = DEFAULT_ORIGINS
+    token: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CodecServerSettings:
+        env = os.environ if env is None else env
+        raw = (env.get(CORS_ENV) or "").strip()
+        origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+        origins = origins or DEFAULT_ORIGINS
+        for origin in origins:
+            if not origin.startswith(("http://", "https://")) or "/" in origin.split("://", 1)[1]:
+                raise SettingsError(
+                    f"{CORS_ENV}: {origin!r} is not an origin (scheme://host[:port])"
+                )
+        return cls(origins=origins, token=(env.get(TOKEN_ENV) or "").strip() or None)
+
+
+def make_server(
+    codec: EncryptionCodec,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    settings: CodecServerSettings | None = None,
+) -> ThreadingHTTPServer:
+    settings = settings or CodecServerSettings()
+    expected = f"Bearer {settings.token}".encode() if settings.token else None
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args) -> None:
+            log.debug("codec-server: " + fmt, *args)
+
+        def _cors(self) -> None:
+            origin = self.headers.get("Origin")
+            if origin and origin in settings.origins:
+                self.send_header("Access-Control-Allow-Origin", origin)
+                self.send_header("Access-Control-Allow-Credentials", "true")
+                self.send_header("Vary", "Origin")
+
+        def _send(self, status: int, body: bytes, extra: dict[str, str] | None = None) -> None:
+            self.send_response(status)
+            self._cors()
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps({"error": message}).encode(), extra)
+
+        def _route(self) -> str:
+            return self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+        def do_OPTIONS(self) -> None:  # noqa: N802 - the CORS preflight
+            origin = self.headers.get("Origin")
+            if origin not in settings.origins:
+                self._error(403, f"origin {origin!r} is not allowed (set {CORS_ENV})")
+                return
+            self.send_response(204)
+            self._cors()
+            self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
+            self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
+            self.send_header("Access-Control-Max-Age", "600")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:  # noqa: N802 - liveness for healthchecks
+            if self._route() in ("", "health"):
+                self._send(200, b'{"status": "ok"}')
+            elif self._route() in ("encode", "decode"):
+                self._error(405, "use POST", {"Allow": "POST, OPTIONS"})
+            else:
+                self._error(404, "not found")
+
+        def do_POST(self) -> None:  # noqa: N802
+            route = self._route()
+            if route not in ("encode", "decode"):
+                self._error(404, "not found: POST …/encode or …/decode")
+                return
+            if expected is not None:
+                given = (self.headers.get("Authorization") or "").encode()
+                if not hmac.compare_digest(given, expected):
+                    self._error(401, "a valid bearer token is required",
+                                {"WWW-Authenticate": 'Bearer realm="dreamkeeper-codec"'})  # fmt: skip
+                    return
+            try:
+                length = int(self.headers.get("Content-Length") or "")
+            except ValueError:
+                self._error(411, "Content-Length is required")
+                return
+            if not 0 <= length <= MAX_BODY_BYTES:
+                self._error(413, f"body over {MAX_BODY_BYTES} bytes")
+                return
+            payloads = Payloads()
+            try:
+                json_format.Parse(self.rfile.read(length), payloads, ignore_unknown_fields=True)
+            except (json_format.ParseError, UnicodeDecodeError, ValueError) as exc:
+                self._error(400, f"not Payloads JSON: {exc}")
+                return
+            try:
+                if route == "encode":
+                    done = codec.encode_sync(payloads.payloads)
+                else:
+                    done = codec.decode_sync(payloads.payloads)
+            except PayloadDecodeError as exc:
+                self._error(400, str(exc))
+                return
+            body = json_format.MessageToJson(Payloads(payloads=done), indent=None)
+            self._send(200, body.encode())
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, CodecSettings]:
+    keys = CodecSettings.from_env(data_dir=data_dir)
+    if not keys.configured:
+        raise SettingsError(
+            f"no payload key: set {KEY_ENV} or {KEY_FILE_ENV} (the worker's keys) "
+            "before starting the codec server"
+        )
+    return EncryptionCodec(keys.keys), keys
+
+
+def serve_cli(host: str, port: int, data_dir: Path | None) -> int:
+    """`dreamkeeper codec-server`: blocks until Ctrl-C."""
+    codec, keys = load_codec(data_dir)
+    settings = CodecServerSettings.from_env()
+    try:
+        server = make_server(codec, host, port, settings)
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc}") from None
+    print(
+        f"codec server on http://{host}:{server.server_address[1]} — key {codec.key_id} seals, "
+        f"{len(keys.keys)} key(s) open (from {keys.source}); CORS for "
+        f"{', '.join(settings.origins)}; bearer token {'required' if settings.token else 'off'}",
+        flush=True,
+    )
+    if host not in LOOPBACK and not settings.token:
+        print(f"warning: serving decrypted payloads on {host} without {TOKEN_ENV}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+class DevCodecServer:
+    """`dreamkeeper dev`'s codec server, on a free loopback port in a daemon thread."""
+
+    def __init__(self, data_dir: Path, ui_origins: tuple[str, ...]) -> None:
+        data_dir = data_dir.resolve()
+        generated = False
+        if not CodecSettings.from_env(data_dir=data_dir).configured:
+            generate_key_file(data_dir / DATA_DIR_KEY_FILE)
+            generated = True
+        codec, self.keys = load_codec(data_dir)
+        env = CodecServerSettings.from_env()
+        # No token here: the bundled dev UI cannot send one; the port is loopback-only.
+        origins = tuple(dict.fromkeys((*ui_origins, *env.origins)))
+        self._server = make_server(codec, "127.0.0.1", 0, CodecServerSettings(origins=origins))
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="dreamkeeper-codec-server", daemon=True
+        )
+        self._thread.start()
+        where = (f"{self.keys.source} (generated now, mode 0600)" if generated
+                 else self.keys.source)  # fmt: skip
+        self.banner = (
+            f"Payloads encrypted with key {codec.key_id} from {where}; the UI decodes them "
+            f"through the codec server at {self.endpoint}"
+        )
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
