@@ -11,6 +11,7 @@ is exactly the BM25 one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -178,6 +179,17 @@ def _browse(
 
 # -- formatting ------------------------------------------------------------------------
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def display_text(text: str, *, keep_newlines: bool = False) -> str:
+    """Text safe to print: control characters (a planted ANSI escape, a NUL) shown as
+    escapes instead of acting on the terminal."""
+    if not keep_newlines:
+        text = " ".join(text.split())
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
+
+
 
 def _days(later: datetime, earlier: datetime) -> int:
     return max(0, (as_utc(later).date() - as_utc(earlier).date()).days)
@@ -207,8 +219,7 @@ def format_hit(entry: MemoryEntry, now: datetime) -> str:
         parts.append(f"source={entry.source}")
     if entry.is_archived:
         parts.append(f"archived: {entry.archive_reason}")
-    content = " ".join(entry.content.split())
-    return f"- [{entry.id}] ({', '.join(parts)}): {content}"
+    return f"- [{entry.id}] ({', '.join(parts)}): {display_text(entry.content)}"
 
 
 def format_taxonomy(categories: dict[str, int]) -> str:

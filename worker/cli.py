@@ -1,33 +1,30 @@
 """The `dreamkeeper` command line.
 
-Exit codes: 0 success, 2 bad input (one line on stderr), 1 anything else.
+Exit codes: 0 success; 2 the request cannot be done as asked (bad input, unknown id,
+conflict, a setting out of range, another store on the task queue) — one line on
+stderr; 1 anything else (Temporal or a worker unreachable in time, an unexpected
+error); 130 interrupted (Ctrl-C). Output cut short by a closed pipe (`| head`) is not
+an error. The console script exits through `entry()`, which flushes and ends the process
+at once: interpreter shutdown with the Temporal SDK's runtime threads alive can abort
+(exit 134 or 139) after the work is done.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
-from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.stores.search import DEFAULT_LIMIT, format_hit, format_taxonomy, search
-from dreamkeeper.stores.validation import (
-    InvalidInput,
-    validate_category,
-    validate_content,
-    validate_entry_id,
-    validate_importance,
-    validate_tags,
-)
-from dreamkeeper.worker.settings import SettingsError, StoreSettings, embedding_settings
+from dreamkeeper.stores.search import DEFAULT_LIMIT
+from dreamkeeper.stores.validation import DreamkeeperError, InvalidInput
+from dreamkeeper.worker import commands
+from dreamkeeper.worker.settings import StoreSettings
+
+Command = Callable[[argparse.Namespace, StoreSettings], int]
 
 
 class UsageError(InvalidInput):
@@ -35,8 +32,12 @@ class UsageError(InvalidInput):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         raise UsageError(f"{self.prog}: {message}")
+
+
+def _direct(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,15 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("save", help="save a memory; prints its id")
-    p.add_argument("content")
+    p = sub.add_parser("save", help="save a memory; prints its id once it is durable")
+    p.set_defaults(run=commands.save)
+    p.add_argument("content", nargs="?", help="the text, or - to read it from stdin")
+    p.add_argument("--file", help="read the text from this file")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
     p.add_argument("--source", help="user, tool:<name> or inferred")
     p.add_argument("--importance", type=float, default=0.5)
-    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
+    p.add_argument("--entry-id", help="the id to save under: repeating the call is safe")
+    p.add_argument("--idempotency-key", help="derive the id from this key (same effect)")
+    _direct(p)
 
     p = sub.add_parser("search", help="search memories; no query browses recent ones")
+    p.set_defaults(run=commands.search_cmd)
     p.add_argument("query", nargs="?")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
@@ -65,36 +71,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("show", help="show one memory, archived ones too")
+    p.set_defaults(run=commands.show)
     p.add_argument("id")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("delete", help="archive a memory (recoverable until purged)")
+    p.set_defaults(run=commands.delete)
     p.add_argument("id")
-    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
+    _direct(p)
 
     p = sub.add_parser("restore", help="bring an archived memory back")
+    p.set_defaults(run=commands.restore)
     p.add_argument("id")
-    p.add_argument("--direct", action="store_true", help="write the store, not via the worker")
+    p.add_argument("--force", action="store_true",
+                   help="even if what it was merged into is live (then both count it)")  # fmt: skip
+    _direct(p)
 
     p = sub.add_parser("archived", help="list archived memories")
+    p.set_defaults(run=commands.archived)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("purge", help="hard-delete memories archived longer than the retention")
+    p.set_defaults(run=commands.purge)
     p.add_argument("--retention-days", type=int)
 
-    sub.add_parser("stats", help="counts, categories, sources and skipped files")
-    sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
+    p = sub.add_parser("stats", help="counts, categories, sources and skipped files")
+    p.set_defaults(run=commands.stats)
+    p = sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
+    p.set_defaults(run=commands.worker)
+    p.add_argument("--reclaim", action="store_true",
+                   help="take over a task queue claimed by another data directory")  # fmt: skip
     p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
+    p.set_defaults(run=commands.dev)
     p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")
     p = sub.add_parser(
         "embed-server", help="serve local embeddings (extra: dreamkeeper[local-embeddings])"
     )
+    p.set_defaults(run=commands.embed_server)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p = sub.add_parser("codec-server", help="decrypt payloads for the Temporal UI and CLI")
+    p.set_defaults(run=commands.codec_server)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8081)
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
+    p.set_defaults(run=commands.demo)
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
     return parser
 
@@ -111,192 +132,8 @@ def _settings(args: argparse.Namespace) -> StoreSettings:
     return settings
 
 
-def _entry_json(entry: MemoryEntry, score: float | None = None) -> dict:
-    data = entry.model_dump(mode="json", by_alias=True)
-    if score is not None:
-        data["score"] = round(score, 6)
-    return data
-
-
-def _print_entries(entries: list[MemoryEntry], store: FileMemoryStore) -> None:
-    now = store.now()
-    for entry in entries:
-        print(format_hit(entry, now))
-
-
-def run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    cmd = args.command
-    if cmd in ("worker", "dev"):
-        import asyncio
-
-        from dreamkeeper.worker import runtime
-        from dreamkeeper.worker.settings import TemporalSettings
-
-        temporal = TemporalSettings.from_env()
-        try:
-            if cmd == "worker":
-                asyncio.run(runtime.run_worker(settings, temporal))
-            else:
-                asyncio.run(runtime.run_dev(settings, temporal, demo=args.demo))
-        except runtime.PortTaken as exc:
-            raise InvalidInput(str(exc)) from None
-        return 0
-    if cmd == "embed-server":
-        from dreamkeeper.worker.embedding_server import LocalModelMissing, serve
-
-        try:
-            serve(args.host, args.port)
-        except LocalModelMissing as exc:
-            raise InvalidInput(str(exc)) from None
-        except OSError as exc:
-            raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
-        return 0
-    if cmd == "codec-server":
-        from dreamkeeper.worker.codec_server import serve_cli
-
-        return serve_cli(args.host, args.port, settings.data_dir)
-    if cmd in ("save", "delete", "restore") and not args.direct:
-        return _through_worker(args, settings)
-    embeddings = embedding_client(embedding_settings()) if cmd == "search" else None
-    store = FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
-    if cmd == "save":
-        parsed = parse_source(args.source)
-        metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        entry = store.create(
-            args.content,
-            category=args.category,
-            tags=args.tags,
-            metadata=metadata,
-            importance=args.importance,
-        )
-        print(entry.id)
-        if parsed.note:
-            print(f"note: {parsed.note}", file=sys.stderr)
-    elif cmd == "search":
-        hits = search(
-            store,
-            args.query,
-            category=args.category,
-            tags=args.tags,
-            limit=args.limit,
-            include_archived=args.include_archived,
-        )
-        if args.json:
-            print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
-        else:
-            _print_entries([h.entry for h in hits], store)
-            if args.query and args.query.strip():
-                if not hits:
-                    print(empty_result(SEARCH_MEMORY, args.query))
-            else:
-                if not hits:
-                    print("No live memories in this scope.")
-                print(format_taxonomy(store.categories()))
-    elif cmd == "show":
-        entry = store.require(args.id)
-        if args.json:
-            print(json.dumps(_entry_json(entry), indent=2))
-        else:
-            _print_entries([entry], store)
-            print(entry.content)
-    elif cmd == "delete":
-        entry = store.archive(args.id, "deleted by agent tool")
-        print(
-            f"archived {entry.id} (recoverable with `dreamkeeper restore {entry.id}` until purged)"
-        )
-    elif cmd == "restore":
-        entry = store.restore(args.id)
-        print(f"restored {entry.id}")
-    elif cmd == "archived":
-        entries = store.archived()
-        if args.json:
-            print(json.dumps([_entry_json(e) for e in entries], indent=2))
-        elif not entries:
-            print("No archived memories.")
-        else:
-            _print_entries(entries, store)
-    elif cmd == "purge":
-        days = args.retention_days
-        retention = settings.archive_retention if days is None else timedelta(days=days)
-        report = store.purge(retention, keep=settings.floor.protects)
-        print(
-            f"purged {len(report.purged)} of {report.considered} archived "
-            f"({report.kept_in_retention} within retention, "
-            f"{len(report.kept_high_value)} kept above the high-value floor)"
-        )
-    elif cmd == "stats":
-        print(json.dumps(_stats(store), indent=2))
-    elif cmd == "demo":
-        from dreamkeeper.worker.demo import run_demo
-
-        run_demo(keep=args.keep)
-    return 0
-
-
-def _through_worker(args: argparse.Namespace, settings: StoreSettings) -> int:
-    """save / delete / restore as workflows, so each has a history in Temporal."""
-    import asyncio
-
-    from dreamkeeper.agent.client import MemoryClient
-    from dreamkeeper.worker.settings import TemporalSettings
-
-    temporal = TemporalSettings.from_env()
-    agent = settings.agent_id
-    # Refuse bad input here, before needing a server, with the same messages.
-    if args.command == "save":
-        validate_content(args.content)
-        validate_category(args.category)
-        validate_tags(args.tags)
-        validate_importance(args.importance)
-    else:
-        validate_entry_id(args.id)
-
-    async def go() -> int:
-        try:
-            memory = await MemoryClient.connect(settings, temporal)
-        except RuntimeError as exc:
-            raise ConnectionError(
-                f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
-                "or pass --direct to write the store without the worker"
-            ) from None
-        if args.command == "save":
-            ack = await memory.save_memory(
-                agent, args.content, category=args.category, tags=args.tags,
-                source=args.source, importance=args.importance,
-            )  # fmt: skip
-            print(ack.entry_id)
-            if ack.note:
-                print(f"note: {ack.note}", file=sys.stderr)
-        elif args.command == "delete":
-            result = await memory.delete_memory(agent, args.id)
-            print(f"archived {result.entry_id} (recoverable with `dreamkeeper restore "
-                  f"{result.entry_id}` until purged)")  # fmt: skip
-        else:
-            result = await memory.restore_memory(agent, args.id)
-            print(f"restored {result.entry_id}")
-        return 0
-
-    return asyncio.run(go())
-
-
-def _stats(store: FileMemoryStore) -> dict:
-    live = store.entries()
-    sources: dict[str, int] = {}
-    for entry in live:
-        key = entry.source or "unknown"
-        sources[key] = sources.get(key, 0) + 1
-    return {
-        "agent": store.agent_id,
-        "live": len(live),
-        "archived": len(store.archived()),
-        "categories": store.categories(),
-        "sources": dict(sorted(sources.items())),
-        "skippedFiles": {str(p): reason for p, reason in store.problems().items()},
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code (for tests: no process exit here)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -304,16 +141,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.DEBUG if args.verbose else logging.INFO,
             format="%(levelname)s %(name)s: %(message)s",
         )
-        return run(args)
-    except (InvalidInput, SettingsError) as exc:
+        run: Command = args.run
+        return run(args, _settings(args))
+    except DreamkeeperError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the CLI reports, it does not trace back
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
 
+def entry() -> NoReturn:
+    """The console script: run, flush, and end the process with exactly that code."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = 0  # the reader went away (`| head`): nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    try:
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

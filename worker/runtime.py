@@ -23,6 +23,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.stores.identity import ensure_identity, probe_writable
+from dreamkeeper.stores.validation import InvalidInput
+from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.codec import CodecSettings, data_converter, describe_converter
 from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
 from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
@@ -62,27 +65,40 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         )
         log.info("registered search attributes %s in namespace %s", missing, namespace)
     except RPCError as exc:
-        raise RuntimeError(
+        raise InvalidInput(
             f"search attributes {missing} are missing and could not be registered ({exc}); "
             "register them with `temporal operator search-attribute create --name AgentId "
             "--type Keyword` (and MemoryOp)"
         ) from None
 
 
-async def run_worker(
-    store: StoreSettings,
-    temporal: TemporalSettings,
-    on_ready: Callable[[Client], Awaitable[None]] | None = None,
-) -> None:
-    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
-    once the worker is polling (the dev demo)."""
-    client = await connect(temporal, store.data_dir)
-    log.info("payloads: %s", describe_converter(client.data_converter))
-    await ensure_search_attributes(client, temporal.namespace)
+def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run_worker(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    on_ready: Callable[[Client], Awaitable[None]] | None = None,
+    *,
+    reclaim: bool = False,
+) -> None:
+    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
+    once the worker is polling (the dev demo); a signal cancels it too. Refuses to start
+    (InvalidInput, exit 2) on an unwritable data directory, or on a task queue another
+    store has claimed."""
+    stop = _stop_on_signals()
+    probe_writable(store.data_dir)
+    identity = ensure_identity(store.data_dir)
+    client = await connect(temporal, store.data_dir)
+    log.info("payloads: %s", describe_converter(client.data_converter))
+    await ensure_search_attributes(client, temporal.namespace)
+    claimed = await claim_task_queue(client, temporal.task_queue, identity, reclaim=reclaim)
+    log.info("task queue %s %s: %s", temporal.task_queue, claimed, identity.describe())
     outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
     log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
     llm, embeddings = LLMSettings.from_env(), embedding_settings()
@@ -98,10 +114,22 @@ async def run_worker(
                 "worker on %s namespace %s task queue %s, data in %s",
                 temporal.address, temporal.namespace, temporal.task_queue, store.data_dir,
             )  # fmt: skip
+            tour = None
             if on_ready is not None:
-                await on_ready(client)
+                tour = asyncio.create_task(on_ready(client))
+                tour.add_done_callback(_report_failure)
             await stop.wait()
+            if tour is not None and not tour.done():
+                tour.cancel()
+                print("stopping: the tour was interrupted")
+                with contextlib.suppress(asyncio.CancelledError):
+                    await tour
             log.info("shutting down: waiting for running activities")
+
+
+def _report_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("the tour failed (the worker keeps running): %s: %s", type(exc).__name__, exc)
 
 
 def temporal_executable() -> Path:

@@ -57,6 +57,7 @@ class StoreSettings:
     archive_retention: timedelta = timedelta(days=90)
     decay: DecayParams = field(default_factory=DecayParams)
     floor: HighValueFloor = field(default_factory=HighValueFloor)
+    save_timeout: float = 30.0  # how long a client waits for a worker to take a save
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> StoreSettings:
@@ -83,6 +84,7 @@ class StoreSettings:
                 importance=_float(env, "DREAMKEEPER_PROTECT_IMPORTANCE", 0.80, 0, 1),
                 reinforcement=_int(env, "DREAMKEEPER_PROTECT_REINFORCEMENT", 5, 1, 1_000_000),
             ),
+            save_timeout=_float(env, "DREAMKEEPER_SAVE_TIMEOUT_SECONDS", 30, 1, 3600),
         )
 
 

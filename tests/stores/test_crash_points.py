@@ -1,0 +1,253 @@
+"""Crash at every write boundary, then the retry a worker would do (invariants 13-15).
+
+Each case arms a named crash point, runs a store operation that dies there, and then:
+- `same`: retries on the same store instance (the activity raised; the process lived);
+- `fresh`: retries on a new instance (the process died; another worker retries).
+Afterwards a long-lived reader (opened before the crash) and a fresh one must agree with
+the files, the operation must have applied exactly once, and every entry file revision
+must have a journal record.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dreamkeeper.policies.dedup import Candidate
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.journal import JournalAction
+from dreamkeeper.stores.memory_store import FileMemoryStore, StoreConflict
+
+AGENT = "crash"
+NOTE = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605."
+SIMILAR = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605 today."
+
+
+def _open(tmp_path) -> FileMemoryStore:
+    return FileMemoryStore(tmp_path, AGENT)
+
+
+def _consistent(tmp_path) -> None:
+    """Every entry file's revision has a journal record naming it (nothing unjournaled)."""
+    store = _open(tmp_path)
+    announced = {(r.id, r.rev) for r in store.journal.read_all() if r.rev is not None}
+    for entry in store.entries(include_archived=True):
+        assert (entry.id, entry.revision) in announced, entry.id
+    assert store.problems() == {}
+
+
+def _agree(reader: FileMemoryStore, tmp_path) -> None:
+    fresh = _open(tmp_path)
+    mine = {e.id: e for e in reader.entries(include_archived=True)}
+    theirs = {e.id: e for e in fresh.entries(include_archived=True)}
+    assert mine == theirs
+
+
+def _retry(store, tmp_path, how):
+    return store if how == "same" else _open(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+def test_create_crashed_after_its_record_is_repaired_and_retried(tmp_path, how):
+    writer, reader = _open(tmp_path), _open(tmp_path)
+    reader.entries()
+    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+        writer.create(NOTE, category="people", entry_id="0123456789ab")
+    # The create never happened (never acknowledged): no reader serves it.
+    assert reader.get("0123456789ab") is None
+    retried = _retry(writer, tmp_path, how).create(NOTE, category="people",
+                                                   entry_id="0123456789ab")  # fmt: skip
+    assert retried.content == NOTE
+    assert reader.get("0123456789ab") == retried
+    actions = [r.action for r in _open(tmp_path).journal.read_all()]
+    assert JournalAction.REPAIRED in actions and actions.count(JournalAction.CREATED) == 2
+    _agree(reader, tmp_path)
+    _consistent(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+@pytest.mark.parametrize("operation", ["update", "archive", "move", "restore"])
+def test_a_mutation_crashed_after_its_record_converges_and_retries_once(tmp_path, how, operation):
+    writer = _open(tmp_path)
+    entry = writer.create(NOTE, category="people")
+    if operation == "restore":
+        writer.archive(entry.id, "deleted by agent tool")
+    reader = _open(tmp_path)
+    before = reader.get(entry.id)
+
+    def apply(store: FileMemoryStore):
+        if operation == "update":
+            return store.update(entry.id, content=NOTE + " Updated.")
+        if operation == "archive":
+            return store.archive(entry.id, "deleted by agent tool")
+        if operation == "move":
+            return store.update(entry.id, category="people/contacts")
+        return store.restore(entry.id)
+
+    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+        apply(writer)
+    # Pending, then settled: the lock is free, so the file on disk (the old state) wins.
+    assert reader.get(entry.id) == before
+    assert _open(tmp_path).get(entry.id) == before
+    after = apply(_retry(writer, tmp_path, how))
+    assert reader.get(entry.id) == after
+    assert after.revision == before.revision + 1  # the dead revision was not counted
+    _agree(reader, tmp_path)
+    _consistent(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+def test_a_move_crashed_between_new_file_and_old_removal(tmp_path, how):
+    writer = _open(tmp_path)
+    entry = writer.create(NOTE, category="people")
+    reader = _open(tmp_path)
+    reader.entries()
+    with faults.armed(faults.FILE_REPLACED), pytest.raises(faults.SimulatedCrash):
+        writer.update(entry.id, category="people/contacts")
+    # Two files for one id: the later revision wins for every reader; the other is reported.
+    fresh = _open(tmp_path)
+    assert fresh.get(entry.id).category == "people/contacts"
+    assert reader.get(entry.id).category == "people/contacts"
+    assert any("stale duplicate" in r for r in fresh.problems().values())
+    # A later write of the entry clears the stale copy.
+    retry = _retry(writer, tmp_path, how)
+    retry.update(entry.id, content=NOTE + " Moved.")
+    assert len(list(tmp_path.rglob(f"{entry.id}.json"))) in (1, 2)
+    assert _open(tmp_path).get(entry.id).content == NOTE + " Moved."
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+@pytest.mark.parametrize("point", [faults.JOURNAL_APPENDED, None])
+def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(tmp_path, how, point):
+    """The op is recorded with its effect: a retry after another save touched the target
+    neither skips (the old ledger's bug) nor reinforces twice."""
+    writer = _open(tmp_path)
+    target = writer.create(NOTE, category="people")
+    reader = _open(tmp_path)
+    reader.entries()
+    fact = Candidate(SIMILAR, "people")
+    if point is not None:
+        with faults.armed(point), pytest.raises(faults.SimulatedCrash):
+            save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
+    else:  # applied, but the activity's answer was lost: Temporal retries it anyway
+        save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
+    # Another save reinforces the same entry before the retry.
+    other = _open(tmp_path)
+    save_fact(other, Candidate(NOTE, "people"), new_id="bbbbbbbbbbbb", op_id="save-2")
+    retried = save_fact(_retry(writer, tmp_path, how), fact, new_id="aaaaaaaaaaaa",
+                        op_id="save-1")  # fmt: skip
+    assert retried.entry_id == target.id
+    final = _open(tmp_path).get(target.id)
+    assert final.reinforcement_count == 3  # the original, save-1 once, save-2 once
+    assert set(final.applied_ops) == {"save-1", "save-2"}
+    assert len(_open(tmp_path).entries()) == 1
+    _agree(reader, tmp_path)
+    _consistent(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+def test_an_absorb_crashed_between_the_reinforcement_and_the_archive(tmp_path, how):
+    writer = _open(tmp_path)
+    keeper = writer.create(NOTE, category="people")
+    copy = writer.create(SIMILAR, category="people")
+    reader = _open(tmp_path)
+    reader.entries()
+    # Let the reinforcement land, crash on the archive's record (the second write).
+    with faults.armed(faults.JOURNAL_APPENDED, after=1), pytest.raises(faults.SimulatedCrash):
+        dedup_existing(writer, copy.id)
+    assert _open(tmp_path).get(keeper.id).reinforcement_count == 2
+    assert not _open(tmp_path).get(copy.id).is_archived  # crashed before its archive
+    retried = dedup_existing(_retry(writer, tmp_path, how), copy.id)
+    assert retried.entry_id == keeper.id
+    again = dedup_existing(_open(tmp_path), copy.id)  # and once more: nothing changes
+    assert again.entry_id == keeper.id
+    fresh = _open(tmp_path)
+    assert fresh.get(keeper.id).reinforcement_count == 2  # absorbed once, not twice
+    assert fresh.get(copy.id).retired_into == [keeper.id]
+    _agree(reader, tmp_path)
+    _consistent(tmp_path)
+
+
+def test_retire_into_refuses_a_replacement_that_is_not_live(tmp_path):
+    store = _open(tmp_path)
+    original = store.create(NOTE, category="people")
+    fact = store.create(NOTE, category="people/contacts")
+    store.archive(fact.id, f"merged into {original.id}")  # a dream folded it meanwhile
+    done = store.retire_into(original.id, [fact.id], reason=f"enriched into [{fact.id}]")
+    assert not done.retired and "not live" in done.detail
+    assert not store.get(original.id).is_archived
+
+
+def test_retire_into_refuses_replacements_that_miss_a_specific(tmp_path):
+    store = _open(tmp_path)
+    original = store.create(NOTE, category="people")
+    lossy = store.create("Trish Roberts works at PWOP Productions.", category="people")
+    done = store.retire_into(original.id, [lossy.id], reason="x")
+    assert not done.retired and done.missing == ("+1 386-299-4605",)
+    assert done.detail == "the replacements miss 1 specific(s)"
+    assert not store.get(original.id).is_archived
+
+
+def test_a_stale_writer_never_overwrites_newer_state(tmp_path):
+    old_view = _open(tmp_path)
+    entry = old_view.create(NOTE, category="people")
+    stale = old_view.get(entry.id)
+    _open(tmp_path).archive(entry.id, "deleted by agent tool")
+    with pytest.raises(StoreConflict, match="changed since it was read"):
+        old_view.put(stale.model_copy(update={"importance_score": 0.9}),
+                     action=JournalAction.UPDATED)  # fmt: skip
+    assert _open(tmp_path).get(entry.id).is_archived
+
+
+def test_a_file_edited_behind_the_journal_is_taken_as_it_is(tmp_path):
+    store = _open(tmp_path)
+    entry = store.create(NOTE, category="people")
+    path = store.path_for(entry.id, "people")
+    raw = json.loads(path.read_text())
+    raw["content"] = NOTE + " Edited by hand."
+    path.write_text(json.dumps(raw))
+    updated = store.update_importance(entry.id, 0.7)
+    assert updated.content == NOTE + " Edited by hand." and updated.importance_score == 0.7
+
+
+def test_a_torn_journal_line_is_terminated_and_skipped_never_glued(tmp_path):
+    writer = _open(tmp_path)
+    first = writer.create(NOTE, category="people")
+    reader = _open(tmp_path)
+    reader.entries()
+    with open(writer.journal.path, "ab") as handle:
+        handle.write(b'{"at":"2026-01-01T00:00:00+00:00","action":"crea\x00\x00')  # a crash
+    second = _open(tmp_path).create("The Blazor class runs on Fridays at 12:30.")
+    assert reader.get(second.id) == second  # the record after the torn line was read
+    assert reader.get(first.id) is not None
+    lines = writer.journal.path.read_bytes().split(b"\n")
+    assert any(b"\x00" in line and b"created" not in line for line in lines)
+    assert _open(tmp_path).get(second.id) == second
+
+
+@pytest.mark.parametrize("garbage", [b"[" * 100_000, b"[" * 5_000, b'"just a string"', b"{}",
+                                     b"\xff\xfe", b'{"at": 5, "action": "created", "id": "x"}'])  # fmt: skip
+def test_garbage_journal_lines_never_break_a_reader(tmp_path, garbage):
+    writer = _open(tmp_path)
+    writer.create("an entry before the garbage")
+    reader = _open(tmp_path)
+    reader.entries()
+    with open(writer.journal.path, "ab") as handle:
+        handle.write(garbage + b"\n")
+    entry = writer.create(NOTE)
+    assert reader.get(entry.id) == entry
+
+
+def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_path):
+    store = _open(tmp_path)
+    keeper = store.create(NOTE, category="people")
+    copy = store.create(SIMILAR, category="people")
+    dedup_existing(store, copy.id)
+    with pytest.raises(StoreConflict, match=keeper.id):
+        store.restore(copy.id)
+    # Once the merge is archived, the copy comes back without double counting.
+    store.archive(keeper.id, "deleted by agent tool")
+    assert not store.restore(copy.id).is_archived
+    assert not store.restore(copy.id, force=True).is_archived  # idempotent

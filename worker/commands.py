@@ -1,0 +1,279 @@
+"""One function per `dreamkeeper` subcommand: (args, settings) → exit code.
+
+Bad input raises `InvalidInput` (exit 2), an unreachable server or worker `Unavailable`
+(exit 1); `worker.cli` turns both into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
+from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.stores.embedding_client import embedding_client
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.stores.validation import (
+    MAX_CONTENT_CHARS,
+    InvalidInput,
+    Unavailable,
+    validate_category,
+    validate_content,
+    validate_entry_id,
+    validate_importance,
+    validate_tags,
+)
+from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
+
+MAX_RETENTION_DAYS = 36_500
+
+
+def read_content(args: argparse.Namespace) -> str:
+    """CONTENT, or `-` for stdin, or --file PATH (for content too long for an argv)."""
+    if args.file is not None and args.content is not None:
+        raise InvalidInput("give CONTENT or --file, not both")
+    if args.file is not None:
+        try:
+            with open(args.file, "rb") as handle:
+                data = handle.read(MAX_CONTENT_CHARS * 4 + 1)
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        return _decode(data, args.file)
+    if args.content == "-":
+        return _decode(sys.stdin.buffer.read(MAX_CONTENT_CHARS * 4 + 1), "stdin")
+    if args.content is None:
+        raise InvalidInput("save needs CONTENT, '-' (stdin) or --file PATH")
+    return args.content
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{where} is not UTF-8 text") from None
+
+
+def _entry_json(entry: MemoryEntry, score: float | None = None) -> dict[str, Any]:
+    data = entry.model_dump(mode="json", by_alias=True, exclude={"applied_ops"})
+    if score is not None:
+        data["score"] = round(score, 6)
+    return data
+
+
+def _print_entries(entries: list[MemoryEntry], store: FileMemoryStore) -> None:
+    now = store.now()
+    for entry in entries:
+        print(format_hit(entry, now))
+
+
+def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
+    embeddings = embedding_client(embedding_settings()) if hybrid else None
+    return FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
+
+
+# -- through the worker (a workflow each, with a history) -------------------------------
+
+
+async def _memory_client(settings: StoreSettings):
+    from dreamkeeper.agent.client import MemoryClient
+
+    temporal = TemporalSettings.from_env()
+    try:
+        return await MemoryClient.connect(settings, temporal, save_timeout=settings.save_timeout)
+    except RuntimeError as exc:  # the SDK's "cannot connect"
+        raise Unavailable(
+            f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
+            "or pass --direct to write the store without the worker"
+        ) from None
+
+
+def save(args: argparse.Namespace, settings: StoreSettings) -> int:
+    content = validate_content(read_content(args))
+    parsed = parse_source(args.source)
+    if args.direct:
+        metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
+        entry = _store(settings).create(
+            content, category=args.category, tags=args.tags, metadata=metadata,
+            importance=args.importance, entry_id=args.entry_id,
+        )  # fmt: skip
+        print(entry.id)
+    else:
+        # Refuse bad input here, before needing a server, with the same messages.
+        validate_category(args.category)
+        validate_tags(args.tags)
+        validate_importance(args.importance)
+        if args.entry_id is not None:
+            validate_entry_id(args.entry_id)
+
+        async def go() -> str:
+            memory = await _memory_client(settings)
+            ack = await memory.save_memory(
+                settings.agent_id, content, category=args.category, tags=args.tags,
+                source=args.source, importance=args.importance, entry_id=args.entry_id,
+                idempotency_key=args.idempotency_key,
+            )  # fmt: skip
+            return ack.entry_id
+
+        print(asyncio.run(go()))
+    if parsed.note:
+        print(f"note: {parsed.note}", file=sys.stderr)
+    return 0
+
+
+def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
+    validate_entry_id(args.id)
+    if args.direct:
+        entry_id = _store(settings).archive(args.id, "deleted by agent tool").id
+    else:
+
+        async def go() -> str:
+            memory = await _memory_client(settings)
+            return (await memory.delete_memory(settings.agent_id, args.id)).entry_id
+
+        entry_id = asyncio.run(go())
+    print(f"archived {entry_id} (recoverable with `dreamkeeper restore {entry_id}` until purged)")
+    return 0
+
+
+def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
+    validate_entry_id(args.id)
+    if args.direct:
+        entry_id = _store(settings).restore(args.id, force=args.force).id
+    else:
+
+        async def go() -> str:
+            memory = await _memory_client(settings)
+            result = await memory.restore_memory(settings.agent_id, args.id, force=args.force)
+            return result.entry_id
+
+        entry_id = asyncio.run(go())
+    print(f"restored {entry_id}")
+    return 0
+
+
+# -- reads and local maintenance ---------------------------------------------------------
+
+
+def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
+    store = _store(settings, hybrid=True)
+    hits = search(store, args.query, category=args.category, tags=args.tags, limit=args.limit,
+                  include_archived=args.include_archived)  # fmt: skip
+    if args.json:
+        print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
+        return 0
+    _print_entries([h.entry for h in hits], store)
+    if args.query and args.query.strip():
+        if not hits:
+            print(empty_result(SEARCH_MEMORY, args.query))
+    else:
+        if not hits:
+            print("No live memories in this scope.")
+        print(format_taxonomy(store.categories()))
+    return 0
+
+
+def show(args: argparse.Namespace, settings: StoreSettings) -> int:
+    store = _store(settings)
+    entry = store.require(args.id)
+    if args.json:
+        print(json.dumps(_entry_json(entry), indent=2))
+    else:
+        _print_entries([entry], store)
+        print(display_text(entry.content, keep_newlines=True))
+    return 0
+
+
+def archived(args: argparse.Namespace, settings: StoreSettings) -> int:
+    store = _store(settings)
+    entries = store.archived()
+    if args.json:
+        print(json.dumps([_entry_json(e) for e in entries], indent=2))
+    elif not entries:
+        print("No archived memories.")
+    else:
+        _print_entries(entries, store)
+    return 0
+
+
+def purge(args: argparse.Namespace, settings: StoreSettings) -> int:
+    days = args.retention_days
+    if days is not None and not -1 <= days <= MAX_RETENTION_DAYS:
+        raise InvalidInput(f"--retention-days {days} is out of range (-1 to {MAX_RETENTION_DAYS})")
+    retention = settings.archive_retention if days is None else timedelta(days=days)
+    report = _store(settings).purge(retention, keep=settings.floor.protects)
+    print(
+        f"purged {len(report.purged)} of {report.considered} archived "
+        f"({report.kept_in_retention} within retention, "
+        f"{len(report.kept_high_value)} kept above the high-value floor)"
+    )
+    return 0
+
+
+def stats(args: argparse.Namespace, settings: StoreSettings) -> int:
+    store = _store(settings)
+    live = store.entries()
+    sources: dict[str, int] = {}
+    for entry in live:
+        key = entry.source or "unknown"
+        sources[key] = sources.get(key, 0) + 1
+    print(json.dumps({
+        "agent": store.agent_id,
+        "live": len(live),
+        "archived": len(store.archived()),
+        "categories": store.categories(),
+        "sources": dict(sorted(sources.items())),
+        "skippedFiles": {str(p): reason for p, reason in store.problems().items()},
+    }, indent=2))  # fmt: skip
+    return 0
+
+
+def demo(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker.demo import run_demo
+
+    run_demo(keep=args.keep)
+    return 0
+
+
+# -- long-running processes --------------------------------------------------------------
+
+
+def worker(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker import runtime
+
+    asyncio.run(runtime.run_worker(settings, TemporalSettings.from_env(), reclaim=args.reclaim))
+    return 0
+
+
+def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker import runtime
+
+    try:
+        asyncio.run(runtime.run_dev(settings, TemporalSettings.from_env(), demo=args.demo))
+    except runtime.PortTaken as exc:
+        raise InvalidInput(str(exc)) from None
+    return 0
+
+
+def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker.embedding_server import LocalModelMissing, serve
+
+    try:
+        serve(args.host, args.port)
+    except LocalModelMissing as exc:
+        raise InvalidInput(str(exc)) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
+    return 0
+
+
+def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker.codec_server import serve_cli
+
+    return serve_cli(args.host, args.port, settings.data_dir)
+
