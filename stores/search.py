@@ -53,13 +53,6 @@ def _normalize_filters(
     return category, wanted, limit
 
 
-def _lift(score: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
-    """Apply a multiplier >= 1 so that it always moves a match up: positive scores are
-    multiplied, non-positive ones (BM25Okapi's tiny-corpus and common-term matches, which
-    rank after every positive one) are divided."""
-    return np.where(score > 0, score * factor, score / factor)
-
-
 def _has_tags(entry: MemoryEntry, wanted: list[str]) -> bool:
     have = {t.lower() for t in entry.tags}
     return all(t in have for t in wanted)
@@ -87,7 +80,7 @@ def search(
     if not tokens and vectors is None:
         return []
     index = store.index()
-    base, mask = index.scores(tokens, include_archived=include_archived)
+    base = index.scores(tokens, include_archived=include_archived)
     similar: dict[str, float] = {}
     if vectors is not None and query_vector is not None:
         threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
@@ -97,7 +90,7 @@ def search(
         slots = [(index.slot(i), sim) for i, sim in similar.items()]
         found = np.array([s for s, _ in slots if s is not None], dtype=np.int64)
         cosine[found] = [sim for s, sim in slots if s is not None]
-    candidates = mask | (cosine > 0)
+    candidates = (base > 0) | (cosine > 0)
     if category is not None:
         allowed = [
             gid
@@ -134,7 +127,7 @@ def search(
 def _bm25_final(
     index: BM25Index, tokens: list[str], base: np.ndarray, slots: np.ndarray, limit: int
 ) -> np.ndarray:
-    final = _lift(base[slots], index.weights[slots])
+    final = base[slots] * index.weights[slots]
     phrases = query_phrases(tokens)
     if phrases:
         contenders = slots
@@ -142,9 +135,9 @@ def _bm25_final(
             # The bonus lifts a score at most this far: candidates that stay below the k-th
             # best unbonused score even when lifted need no phrase test.
             kth = np.partition(final, slots.size - limit)[slots.size - limit]
-            contenders = slots[_lift(final, PHRASE_BONUS) >= kth]
+            contenders = slots[final * PHRASE_BONUS >= kth]
         bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
-        final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
+        final = np.where(bonus, final * PHRASE_BONUS, final)
     return final
 
 
@@ -155,7 +148,7 @@ def _hybrid_final(
     phrases = query_phrases(tokens)
     if phrases:
         bonus = np.isin(slots, index.phrase_slots(phrases, among=slots))
-        keyword = np.where(bonus & (keyword > 0), keyword * PHRASE_BONUS, keyword)
+        keyword = np.where(bonus, keyword * PHRASE_BONUS, keyword)
     return hybrid_scores(keyword, cosine[slots]) * index.weights[slots]
 
 

@@ -293,8 +293,8 @@ class WorkingMemoryStore:
         query_vector = self._vectors.query(query) if self._vectors else None
         keyword: dict[str, float] = {}
         if tokens:
-            scores, matched = self._index.scores(tokens)
-            for slot in np.nonzero(matched)[0].tolist():
+            scores = self._index.scores(tokens)
+            for slot in np.nonzero(scores > 0)[0].tolist():
                 key = self._index.key_at(slot)
                 if key is not None:
                     keyword[key] = float(scores[slot])

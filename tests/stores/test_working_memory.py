@@ -178,3 +178,15 @@ def test_another_process_sees_writes_and_concurrent_writers_lose_nothing(tmp_pat
     assert [w.wait(timeout=60) for w in writers] == [0, 0]
     assert reader.get("session/s2/k19").value == "from session/s2 #19"  # no reload needed
     assert reader.list("session").total == 41  # 20 + 20 + mine: no write clobbered another
+
+
+@pytest.mark.parametrize("both_key, one_key", [("a-both", "z-one"), ("z-both", "a-one")])
+def test_an_entry_matching_both_query_words_outranks_one_matching_one(working, both_key, one_key):
+    # Two entries: "invoice" is in both, so BM25Okapi's idf gave it no weight and the two
+    # tied, broken by key. Lucene's idf is positive: matching both words ranks first.
+    working.save(SESSION, both_key, "invoice from Contoso")
+    working.save(SESSION, one_key, "invoice from Fabrikam")
+    hits = working.search("contoso invoice", SESSION)
+    assert [e.key for e, _ in hits] == [f"{SESSION}/{both_key}", f"{SESSION}/{one_key}"]
+    assert hits[0][1] > hits[1][1] > 0
+
