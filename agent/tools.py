@@ -101,6 +101,10 @@ def tool_specs() -> list[dict]:
                 "query": _string("what to look for; omit to browse"),
                 "category": _string("category prefix, e.g. user-preferences (whole segments)"),
                 "tags": _TAGS,
+                "created_after": _string("only entries first seen at or after this ISO 8601 "
+                                         "date or time, e.g. 2026-03-01"),
+                "created_before": _string("only entries first seen at or before this ISO 8601 "
+                                          "date or time (a date alone means its midnight UTC)"),
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
             },
             [],
@@ -236,11 +240,14 @@ class MemoryTools:
         query: str | None = None,
         category: str | None = None,
         tags: list[str] | None = None,
+        created_after: str | None = None,
+        created_before: str | None = None,
         limit: int = 20,
     ) -> str:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be 1 to {MAX_SEARCH_LIMIT}")
-        hits = search(self.memory, query, category=category, tags=tags, limit=limit)
+        hits = search(self.memory, query, category=category, tags=tags, limit=limit,
+                      created_after=created_after, created_before=created_before)  # fmt: skip
         now = self.memory.now()
         lines = [format_hit(h.entry, now) for h in hits]
         if query is None or not query.strip():

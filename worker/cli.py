@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
+    p.add_argument("--created-after", help="ISO 8601 date or time, inclusive")
+    p.add_argument("--created-before", help="ISO 8601 date or time, inclusive")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
     p.add_argument("--include-archived", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -172,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
             args.query,
             category=args.category,
             tags=args.tags,
+            created_after=args.created_after,
+            created_before=args.created_before,
             limit=args.limit,
             include_archived=args.include_archived,
         )

@@ -161,3 +161,20 @@ def test_a_subagent_stashes_under_its_run_not_its_namespace(working):
     stash.process("fetch", "c1", "x" * 10_000)
     assert working.get("stash/subagent-t9/c1") is not None
     assert sub.namespace == "subagent/t9"
+
+
+async def test_search_memory_filters_by_created_date(tools, store, clock):
+    old = store.create("Trip to Lisbon in spring")
+    clock.advance(days=10)
+    new = store.create("Trip to Oslo in winter")
+    cut = (clock.now - timedelta(days=1)).isoformat()
+    after = await tools.call("search_memory", {"query": "trip", "created_after": cut})
+    before = await tools.call("search_memory", {"created_before": cut})
+    assert f"[{new.id}]" in after and f"[{old.id}]" not in after
+    assert f"[{old.id}]" in before and f"[{new.id}]" not in before
+    bad = await tools.call("search_memory", {"query": "trip", "created_after": "last week"})
+    assert bad.startswith("Error:") and "created_after" in bad
+    Draft202012Validator(_specs()["search_memory"]["parameters"]).validate(
+        {"query": "trip", "created_after": "2026-01-01", "created_before": "2026-02-01T00:00:00Z"}
+    )
+

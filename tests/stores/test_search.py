@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.memory_store import document_text
 from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
+from dreamkeeper.stores.validation import InvalidInput
 from tests.helpers import LuceneBM25
 
 CORPUS = [
@@ -318,4 +319,50 @@ def test_replacing_documents_through_a_compaction_keeps_scores_exact():
     np.testing.assert_allclose(
         [got[index.slot(k)] for k in keys], oracle.get_scores(["w3", "edited"])
     )
+
+
+def _created_around(store, clock) -> tuple[datetime, dict[str, str]]:
+    """Three entries created one second before, exactly at, and one second after T."""
+    t = clock.now + timedelta(days=1)
+    ids = {}
+    for name, offset in (("before", -1), ("at", 0), ("after", 1)):
+        clock.now = t + timedelta(seconds=offset)
+        ids[name] = store.create(f"dated fact created {name} the bound").id
+    return t, ids
+
+
+@pytest.mark.parametrize("query", ["dated fact", None])
+def test_created_bounds_are_inclusive_at_both_ends(store, clock, query):
+    t, ids = _created_around(store, clock)
+
+    def found(**bounds) -> set[str]:
+        return {h.entry.id for h in search(store, query, **bounds)}
+
+    assert found(created_after=t) == {ids["at"], ids["after"]}
+    assert found(created_before=t) == {ids["before"], ids["at"]}
+    assert found(created_after=t, created_before=t) == {ids["at"]}
+    assert found(created_after=t + timedelta(seconds=2)) == set()
+
+
+def test_created_bounds_accept_iso_text_dates_as_midnight_utc_and_offsets(store, clock):
+    t, ids = _created_around(store, clock)  # T is 2026-01-02 12:00 UTC
+    assert {h.entry.id for h in search(store, None, created_after="2026-01-02")} == set(ids.values())
+    assert search(store, None, created_before="2026-01-02") == []  # midnight, not end of day
+    same_instant = t.astimezone(timezone(timedelta(hours=-6))).isoformat()  # 06:00-06:00
+    assert {h.entry.id for h in search(store, None, created_before=same_instant)} == {
+        ids["before"], ids["at"]}  # fmt: skip
+    naive = t.replace(tzinfo=None)  # naive times are UTC
+    assert {h.entry.id for h in search(store, None, created_after=naive)} == {ids["at"], ids["after"]}
+    assert len(search(store, None, created_after=" ", created_before="")) == 3  # blank: no bound
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [{"created_after": "yesterday"}, {"created_before": "2026-13-01"},
+     {"created_after": "2026-02-01", "created_before": "2026-01-01"}],
+)  # fmt: skip
+def test_bad_or_inverted_created_bounds_are_refused(store, bounds):
+    store.create("a fact")
+    with pytest.raises(InvalidInput, match="created"):
+        search(store, "fact", **bounds)
 
