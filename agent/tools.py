@@ -69,6 +69,7 @@ def _string(description: str) -> dict:
 
 
 _TAGS = {"type": "array", "items": {"type": "string"}, "description": "every tag must match"}
+_CATEGORY_PREFIX = "category prefix, e.g. user-preferences (whole segments)"
 
 
 def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -99,7 +100,7 @@ def tool_specs() -> list[dict]:
             f"({SEARCH_WORKING_MEMORY_HEADLINE}).",
             {
                 "query": _string("what to look for; omit to browse"),
-                "category": _string("category prefix, e.g. user-preferences (whole segments)"),
+                "category": _string(_CATEGORY_PREFIX),
                 "tags": _TAGS,
                 "created_after": _string("only entries first seen at or after this ISO 8601 "
                                          "date or time, e.g. 2026-03-01"),
@@ -119,7 +120,7 @@ def tool_specs() -> list[dict]:
             f"across sessions use {SEARCH_MEMORY} ({SEARCH_MEMORY_HEADLINE}).",
             {
                 "query": _string("what to look for; omit to list"),
-                "category": _string("exact category"),
+                "category": _string(_CATEGORY_PREFIX),
                 "tags": _TAGS,
                 "namespace": _string("a key prefix such as patrol or subagent/t1, or 'stash'"),
             },

@@ -20,7 +20,7 @@ from dreamkeeper.stores.bm25 import BM25Index, query_phrases, tokenize
 from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
-from dreamkeeper.stores.validation import InvalidInput, validate_category
+from dreamkeeper.stores.validation import InvalidInput, category_matches, validate_category
 from dreamkeeper.stores.vectors import VectorIndex, hybrid_scores
 
 DEFAULT_LIMIT = 20
@@ -32,14 +32,6 @@ PHRASE_BONUS = 2.0
 class SearchHit:
     entry: MemoryEntry
     score: float | None  # None for a query-less browse
-
-
-def category_matches(category: str | None, prefix: str) -> bool:
-    """Whole-segment, case-insensitive prefix: `a/b` matches `a/b` and `a/b/c`, not `a/bc`."""
-    if category is None:
-        return False
-    cat, pre = category.lower(), prefix.lower()
-    return cat == pre or cat.startswith(pre + "/")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,12 @@ from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import InterProcessLock, atomic_write_text
 from dreamkeeper.stores.models import as_utc, utc_now
-from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
+from dreamkeeper.stores.validation import (
+    InvalidInput,
+    category_matches,
+    validate_agent_id,
+    validate_tags,
+)
 from dreamkeeper.stores.vectors import hybrid_scores
 from dreamkeeper.stores.working_vectors import WorkingVectors
 
@@ -478,7 +483,8 @@ def _read_keys(path: Path) -> set[str]:
 
 
 def _matches(entry: WorkingEntry, category: str | None, tags: list[str] | None) -> bool:
-    if category and (entry.category or "").lower() != category.lower():
+    """Category: a whole-segment prefix, as in long-term search. Tags: every one."""
+    if category and not category_matches(entry.category, category):
         return False
     if tags:
         have = {t.lower() for t in entry.tags}

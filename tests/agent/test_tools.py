@@ -178,3 +178,12 @@ async def test_search_memory_filters_by_created_date(tools, store, clock):
         {"query": "trip", "created_after": "2026-01-01", "created_before": "2026-02-01T00:00:00Z"}
     )
 
+
+async def test_search_working_memory_category_is_a_whole_segment_prefix(tools, working):
+    working.save("session/s1", "p", "pricing notes", category="research/pricing")
+    working.save("session/s1", "q", "pricing elsewhere", category="researchers")
+    listing = await tools.call("search_working_memory", {"category": "research"})
+    found = await tools.call("search_working_memory", {"query": "pricing", "category": "research"})
+    for result in (listing, found):
+        assert "session/s1/p" in result and "session/s1/q" not in result
+

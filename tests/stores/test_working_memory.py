@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from dreamkeeper.stores.search import search
 from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.stores.working_memory import (
     BACKGROUND_MIN_TTL,
@@ -189,4 +190,20 @@ def test_an_entry_matching_both_query_words_outranks_one_matching_one(working, b
     hits = working.search("contoso invoice", SESSION)
     assert [e.key for e, _ in hits] == [f"{SESSION}/{both_key}", f"{SESSION}/{one_key}"]
     assert hits[0][1] > hits[1][1] > 0
+
+
+CATEGORY_CASES = [("research", True), ("Research/Pricing", True), ("research/pricing/eu", False),
+                  ("researchers", False), ("research/pric", False)]  # fmt: skip
+
+
+@pytest.mark.parametrize("wanted, found", CATEGORY_CASES)
+def test_category_filter_is_a_whole_segment_prefix_like_long_term_search(
+    working, store, wanted, found
+):
+    working.save(SESSION, "k", "pricing notes", category="research/pricing")
+    assert (working.list(SESSION, category=wanted).total == 1) is found
+    assert bool(working.search("pricing notes", SESSION, category=wanted)) is found
+    # One rule for both tiers: long-term search answers the same.
+    store.create("pricing notes", category="research/pricing")
+    assert bool(search(store, "pricing notes", category=wanted)) is found
 
