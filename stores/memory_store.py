@@ -496,6 +496,16 @@ class FileMemoryStore:
         self._forget(entry.id)
         self._append(JournalAction.PURGED, entry, entry.archive_reason)
 
+    def tags(self) -> list[str]:
+        """The distinct tags of live entries, case-insensitively (as the tag filter
+        matches), sorted; of two spellings of one tag the first in sort order."""
+        spellings: dict[str, str] = {}
+        for entry in self.entries():
+            for tag in entry.tags:
+                key = tag.lower()
+                spellings[key] = min(spellings.get(key, tag), tag)
+        return [spellings[key] for key in sorted(spellings)]
+
 
 def _version(entry: MemoryEntry) -> tuple[datetime, datetime]:
     return (entry.updated_at or entry.created_at, entry.last_seen_at)

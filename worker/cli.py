@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-archived", action="store_true")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("show", help="show one memory, archived ones too")
     p.add_argument("id")
     p.add_argument("--json", action="store_true")
@@ -190,6 +193,12 @@ def run(args: argparse.Namespace) -> int:
                 if not hits:
                     print("No live memories in this scope.")
                 print(format_taxonomy(store.categories()))
+    elif cmd == "tags":
+        tags = store.tags()
+        if args.json:
+            print(json.dumps(tags))
+        else:
+            print("\n".join(tags) if tags else "No tags on live memories.")
     elif cmd == "show":
         entry = store.require(args.id)
         if args.json:

@@ -366,3 +366,12 @@ def test_bad_or_inverted_created_bounds_are_refused(store, bounds):
     with pytest.raises(InvalidInput, match="created"):
         search(store, "fact", **bounds)
 
+
+def test_tags_are_the_distinct_tags_of_live_entries_sorted_case_insensitively(store):
+    store.create("one", tags=["work", "Travel"])
+    store.create("two", tags=["travel", "anniversary"])
+    store.create("three")
+    gone = store.create("four", tags=["zebra"])
+    store.archive(gone.id, "deleted by agent tool")
+    assert store.tags() == ["anniversary", "Travel", "work"]
+    assert {h.entry.content for h in search(store, None, tags=["TRAVEL"])} == {"one", "two"}

@@ -85,6 +85,16 @@ def test_search_filters_by_created_date_inclusive_at_the_bound(cli):
     assert code == 0 and "No live memories" in out
 
 
+def test_tags_lists_the_distinct_tags_of_live_entries_sorted(cli):
+    cli("save", "one", "--tag", "work", "--tag", "Travel", "--direct")
+    cli("save", "two", "--tag", "travel", "--tag", "anniversary", "--direct")
+    gone = cli("save", "three", "--tag", "zebra", "--direct")[1].strip()
+    cli("delete", gone, "--direct")
+    code, out, _ = cli("tags")
+    assert code == 0 and out.splitlines() == ["anniversary", "Travel", "work"]
+    assert json.loads(cli("tags", "--json")[1]) == ["anniversary", "Travel", "work"]
+
+
 def test_unknown_source_is_dropped_and_said(cli):
     code, out, err = cli("save", "a fact", "--source", "rumour", "--direct")
     assert code == 0 and "'rumour'" in err and "dropped" in err
