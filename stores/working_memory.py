@@ -4,6 +4,7 @@ Keys are full paths (`session/abc123/emails_inbox`); the first two segments are 
 namespace. Callers write only to their own namespace (the tools are bound to one), read
 any namespace by full key, and never write under `stash/` — that prefix is the agent
 loop's tool-result stash (`put_stash`), so every key there was written by the loop.
+Prefixes (listing, search, `clear`) and the category filter match whole segments.
 
 Persistence: entries are grouped by top-level segment into
 `working-memory/{segment}.json`, each replaced atomically under an inter-process lock.
@@ -60,7 +61,7 @@ SWEEP_EVERY = timedelta(hours=1)
 STASH_ROOT = "stash"
 RESERVED_ROOTS = ("session", "patrol", "subagent", STASH_ROOT)
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-.:@]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-.:@]+")
 
 
 class WorkingMemoryFull(InvalidInput):
@@ -94,7 +95,7 @@ def validate_key(key: str) -> str:
         raise InvalidInput(f"working-memory key is longer than {MAX_KEY_CHARS} characters")
     segments = key.split("/")
     for segment in segments:
-        if segment in ("", ".", "..") or not _SEGMENT.match(segment):
+        if segment in ("", ".", "..") or not _SEGMENT.fullmatch(segment):
             raise InvalidInput(
                 f"invalid working-memory key {key!r}: use '/'-separated segments of letters, "
                 "digits, '_', '-', '.', ':' or '@' (no empty, '.' or '..' segment)"
@@ -246,11 +247,7 @@ class WorkingMemoryStore:
 
     def _live(self, prefix: str | None = None) -> Iterable[WorkingEntry]:
         now = self.now()
-        segments = self._segments.values()
-        if prefix:
-            root = prefix.split("/", 1)[0]
-            segments = [self._segments[root]] if root in self._segments else []
-        for seg in segments:
+        for seg in [self._segments[name] for name in self._segments_under(prefix or None)]:
             for entry in seg.entries.values():
                 if not entry.expired(now) and (prefix is None or is_under(entry.key, prefix)):
                     yield entry
@@ -389,6 +386,30 @@ class WorkingMemoryStore:
             del entries[key]
             self._write(segment, entries)
             return True
+
+    def clear(self, prefix: str | None = None) -> int:
+        """Delete every entry under `prefix` — a namespace (`session/abc`), a sub-path
+        (`session/abc/drafts`) or a root (`patrol`), by whole segments — or every entry
+        when it is None. Returns how many live entries went."""
+        if prefix is not None:
+            prefix = validate_key(prefix)
+        removed = 0
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment in self._segments_under(prefix):
+                entries = self._segments[segment].entries
+                kept = {k: e for k, e in entries.items() if prefix and not is_under(k, prefix)}
+                if len(kept) < len(entries):
+                    removed += sum(not e.expired(now) for k, e in entries.items() if k not in kept)
+                    self._write(segment, kept)
+        return removed
+
+    def _segments_under(self, prefix: str | None) -> list[str]:
+        if prefix is None:
+            return list(self._segments)
+        root = prefix.split("/", 1)[0]
+        return [root] if root in self._segments else []
 
     def sweep(self) -> int:
         """Drop expired entries from the files; returns how many went."""

@@ -98,7 +98,9 @@ def test_the_stash_makes_room_by_dropping_its_oldest_result(working, clock):
     assert "stash/s1/call0" not in keys and "stash/s1/call51" in keys
 
 
-@pytest.mark.parametrize("key", ["../etc/passwd", "a//b", "a/./b", "", "a b", "x" * 300])
+@pytest.mark.parametrize(
+    "key", ["../etc/passwd", "a//b", "a/./b", "", "a b", "x" * 300, "x\n/y", "a/b\n/c"]
+)
 def test_bad_keys_are_refused(working, key):
     with pytest.raises(InvalidInput):
         working.save(SESSION, key, "v")
@@ -207,3 +209,25 @@ def test_category_filter_is_a_whole_segment_prefix_like_long_term_search(
     store.create("pricing notes", category="research/pricing")
     assert bool(search(store, "pricing notes", category=wanted)) is found
 
+
+def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(tmp_path, working, clock):
+    working.save(SESSION, "drafts/one", "d1")
+    working.save(SESSION, "drafts/two", "d2")
+    working.save(SESSION, "draftsman", "kept: not under drafts/")
+    working.save("session/s10", "k", "kept: s10 is not under s1")
+    working.save("patrol/heartbeat", "alert", "kept", background=True)
+    assert working.clear(f"{SESSION}/drafts") == 2
+    assert {e.key for e in working.list(SESSION).entries} == {f"{SESSION}/draftsman"}
+    assert working.clear(SESSION) == 1
+    restarted = WorkingMemoryStore(tmp_path, "a1", clock=clock)  # the files changed too
+    assert {e.key for e in restarted.list().entries} == {"session/s10/k", "patrol/heartbeat/alert"}
+    assert restarted.clear() == 2 and restarted.list().total == 0
+    assert working.list().total == 0
+
+
+@pytest.mark.parametrize("prefix", ["../x", "session//s1", "session/s1/", ""])
+def test_clear_refuses_a_bad_prefix_and_changes_nothing(working, prefix):
+    working.save(SESSION, "k", "v")
+    with pytest.raises(InvalidInput):
+        working.clear(prefix)
+    assert working.list().total == 1
