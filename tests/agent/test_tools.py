@@ -11,6 +11,7 @@ from dreamkeeper.agent import recall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
+from dreamkeeper.stores.validation import InvalidInput
 
 S1 = SessionContext.user("s1")
 FAMILY = {
@@ -187,3 +188,7 @@ async def test_search_working_memory_category_is_a_whole_segment_prefix(tools, w
     for result in (listing, found):
         assert "session/s1/p" in result and "session/s1/q" not in result
 
+
+def test_a_tool_session_id_is_one_segment_so_its_namespace_stays_two():
+    with pytest.raises(InvalidInput):
+        SessionContext.user("session/blazor-session")
