@@ -142,7 +142,8 @@ def tool_specs() -> list[dict]:
         _function(
             DELETE_MEMORY,
             "Archive a long-term memory by id: hidden from search, recoverable until it is "
-            "purged after the retention period. Use for facts that are wrong or obsolete.",
+            "purged after the retention period. Use for facts that are wrong or obsolete. "
+            "The reply quotes what was archived, so you can tell the user.",
             {"id": _string("the 12-character id shown in search results")},
             ["id"],
         ),
@@ -286,12 +287,13 @@ class MemoryTools:
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002 — the tool's parameter name
         validate_entry_id(id)
-        self.memory.require(id)
+        entry = self.memory.require(id)
         result = await self._writer().delete_memory(self.agent_id, id)
+        content = " ".join(entry.content.split())
         return (
-            f"Archived [{result.entry_id}] ({result.archive_reason}). It is hidden from search "
-            f"but not deleted: it can be restored until it is purged, {self.retention_days:g} "
-            "days after archiving."
+            f'Archived [{result.entry_id}] ({result.archive_reason}): "{content}". It is hidden '
+            f"from search but not deleted: it can be restored until it is purged, "
+            f"{self.retention_days:g} days after archiving."
         )
 
     async def update_memory_importance(self, id: str, importance: float) -> str:  # noqa: A002

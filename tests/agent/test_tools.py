@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from jsonschema import Draft202012Validator
 
+from dreamkeeper.activities.payloads import EntryOpResult
 from dreamkeeper.agent import recall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
@@ -162,6 +163,29 @@ def test_a_subagent_stashes_under_its_run_not_its_namespace(working):
     stash.process("fetch", "c1", "x" * 10_000)
     assert working.get("stash/subagent-t9/c1") is not None
     assert sub.namespace == "subagent/t9"
+
+
+class _DirectWriter:
+    """A MemoryWriter that archives in the store itself (no worker): for the replies."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
+        entry = self.store.archive(entry_id, "deleted by agent tool")
+        return EntryOpResult(agent_id=agent_id, entry_id=entry.id, archived=True,
+                             archive_reason=entry.archive_reason,
+                             importance=entry.importance_score)  # fmt: skip
+
+
+async def test_delete_memory_quotes_what_it_archived_and_says_it_is_recoverable(store, working):
+    tools = MemoryTools("agent-1", S1, memory=store, working=working, writer=_DirectWriter(store))
+    entry = store.create("The user's dog is named\n  Biscuit", category="people/family")
+    reply = await tools.call("delete_memory", {"id": entry.id})
+    assert reply.startswith(f"Archived [{entry.id}] (deleted by agent tool): ")
+    assert "\"The user's dog is named Biscuit\"" in reply
+    assert "not deleted: it can be restored until it is purged, 90 days after" in reply
+    assert store.require(entry.id).is_archived
 
 
 async def test_search_memory_filters_by_created_date(tools, store, clock):
