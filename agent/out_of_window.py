@@ -117,8 +117,8 @@ class OutOfWindowRecall:
         if not query or self.max_turns <= 0:
             return []
         index = self._index(session_id, hidden)
-        scores, matched = index.scores(query)
-        slots = np.nonzero(matched)[0]
+        scores = index.scores(query)
+        slots = np.nonzero(scores > 0)[0]
         if slots.size == 0:
             return []
         by_n = {t.n: t for t in hidden}

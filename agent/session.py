@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dreamkeeper.stores.conversation_memory import validate_session_id
+from dreamkeeper.stores.conversation_memory import validate_session_segment
 from dreamkeeper.stores.working_memory import STASH_ROOT
 
 
@@ -32,7 +32,8 @@ class SessionContext:
     kind: ContextKind = ContextKind.USER
 
     def __post_init__(self) -> None:
-        validate_session_id(self.id)
+        # One segment: it becomes the second of the namespace's two.
+        validate_session_segment(self.id)
         object.__setattr__(self, "kind", ContextKind(self.kind))
 
     @property

@@ -69,6 +69,7 @@ def _string(description: str) -> dict:
 
 
 _TAGS = {"type": "array", "items": {"type": "string"}, "description": "every tag must match"}
+_CATEGORY_PREFIX = "category prefix, e.g. user-preferences (whole segments)"
 
 
 def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -99,8 +100,12 @@ def tool_specs() -> list[dict]:
             f"({SEARCH_WORKING_MEMORY_HEADLINE}).",
             {
                 "query": _string("what to look for; omit to browse"),
-                "category": _string("category prefix, e.g. user-preferences (whole segments)"),
+                "category": _string(_CATEGORY_PREFIX),
                 "tags": _TAGS,
+                "created_after": _string("only entries first seen at or after this ISO 8601 "
+                                         "date or time, e.g. 2026-03-01"),
+                "created_before": _string("only entries first seen at or before this ISO 8601 "
+                                          "date or time (a date alone means its midnight UTC)"),
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
             },
             [],
@@ -115,7 +120,7 @@ def tool_specs() -> list[dict]:
             f"across sessions use {SEARCH_MEMORY} ({SEARCH_MEMORY_HEADLINE}).",
             {
                 "query": _string("what to look for; omit to list"),
-                "category": _string("exact category"),
+                "category": _string(_CATEGORY_PREFIX),
                 "tags": _TAGS,
                 "namespace": _string("a key prefix such as patrol or subagent/t1, or 'stash'"),
             },
@@ -137,7 +142,8 @@ def tool_specs() -> list[dict]:
         _function(
             DELETE_MEMORY,
             "Archive a long-term memory by id: hidden from search, recoverable until it is "
-            "purged after the retention period. Use for facts that are wrong or obsolete.",
+            "purged after the retention period. Use for facts that are wrong or obsolete. "
+            "The reply quotes what was archived, so you can tell the user.",
             {"id": _string("the 12-character id shown in search results")},
             ["id"],
         ),
@@ -236,11 +242,14 @@ class MemoryTools:
         query: str | None = None,
         category: str | None = None,
         tags: list[str] | None = None,
+        created_after: str | None = None,
+        created_before: str | None = None,
         limit: int = 20,
     ) -> str:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be 1 to {MAX_SEARCH_LIMIT}")
-        hits = search(self.memory, query, category=category, tags=tags, limit=limit)
+        hits = search(self.memory, query, category=category, tags=tags, limit=limit,
+                      created_after=created_after, created_before=created_before)  # fmt: skip
         now = self.memory.now()
         lines = [format_hit(h.entry, now) for h in hits]
         if query is None or not query.strip():
@@ -278,12 +287,13 @@ class MemoryTools:
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002 — the tool's parameter name
         validate_entry_id(id)
-        self.memory.require(id)
+        entry = self.memory.require(id)
         result = await self._writer().delete_memory(self.agent_id, id)
+        content = " ".join(entry.content.split())
         return (
-            f"Archived [{result.entry_id}] ({result.archive_reason}). It is hidden from search "
-            f"but not deleted: it can be restored until it is purged, {self.retention_days:g} "
-            "days after archiving."
+            f'Archived [{result.entry_id}] ({result.archive_reason}): "{content}". It is hidden '
+            f"from search but not deleted: it can be restored until it is purged, "
+            f"{self.retention_days:g} days after archiving."
         )
 
     async def update_memory_importance(self, id: str, importance: float) -> str:  # noqa: A002

@@ -6,7 +6,8 @@ working-memory entries and a 500-turn conversation.
 Prints the builder's p50/p90/p99 per turn, the share of it spent in long-term search,
 and — measured in the same run, interleaved turn by turn — the same context built the
 obvious way: rank_bm25 over the corpus (model kept in memory), working-memory and
-conversation files re-read every turn, and a fresh BM25Okapi over the hidden turns.
+conversation files re-read every turn, and a fresh rank_bm25 over the hidden turns
+(both BM25Okapi with Lucene's idf, as the index uses).
 Target: p50 ≤ 10 ms.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench")]
 
-from search import _percentile, _vocabulary, build_corpus, queries  # noqa: E402
+from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries  # noqa: E402
 
 from dreamkeeper.agent.context import ContextBuilder  # noqa: E402
 from dreamkeeper.agent.out_of_window import content_words  # noqa: E402
@@ -73,18 +74,14 @@ class ObviousBuilder:
     """The same context, built without Dreamkeeper's indexes and caches."""
 
     def __init__(self, data: Path) -> None:
-        from rank_bm25 import BM25Okapi
-
         store = FileMemoryStore(data, AGENT)
         self.entries = store.entries()
-        self.bm25 = BM25Okapi([tokenize(document_text(e)) for e in self.entries])
+        self.bm25 = lucene_bm25([tokenize(document_text(e)) for e in self.entries])
         self.root = data / "agents" / AGENT
 
     def build(self, message: str) -> tuple[list[dict], float]:
-        from rank_bm25 import BM25Okapi
-
         started = time.perf_counter()
-        scores = self.bm25.get_scores(tokenize(message))
+        scores = self.bm25.get_scores(list(dict.fromkeys(tokenize(message))))
         boosted = [(s * (0.5 + 0.5 * e.importance_score), e.id) for s, e in
                    zip(scores.tolist(), self.entries, strict=True) if s > 0]  # fmt: skip
         recalled = sorted(boosted, reverse=True)[:8]
@@ -101,7 +98,7 @@ class ObviousBuilder:
         hidden = turns[:-20]
         words = content_words(message)
         if hidden and words:
-            turn_scores = BM25Okapi([tokenize(t["content"]) for t in hidden]).get_scores(words)
+            turn_scores = lucene_bm25([tokenize(t["content"]) for t in hidden]).get_scores(words)
             best = sorted(range(len(hidden)), key=lambda i: -turn_scores[i])[:3]
             out.append({"role": "system", "content": "\n".join(hidden[i]["content"] for i in best)})
         out += [{"role": t["role"], "content": t["content"]} for t in turns[-20:]]

@@ -7,8 +7,9 @@ written once under bench/.data/) it prints, each measured in a fresh process:
   - cold open: constructing the store and loading every file into the index
   - RSS after open (ru_maxrss)
   - search p50/p99 over the same queries
-  - the same ranking done with `rank_bm25.BM25Okapi(...).get_scores` plus the same
-    importance boost and phrase bonus (the plain baseline), its p50, and the ratio
+  - the same ranking done with `rank_bm25.BM25Okapi(...).get_scores` (given Lucene's idf,
+    as the index uses) plus the same importance boost and phrase bonus (the plain
+    baseline), its p50, and the ratio
   - whether both produce the same top-20 for every query
 """
 
@@ -165,32 +166,43 @@ def measure_dreamkeeper(size: int, nq: int) -> dict:
     }
 
 
-def measure_baseline(size: int, nq: int) -> dict:
-    """The same ranking with rank_bm25 doing the scoring, the obvious way."""
+def lucene_bm25(docs: list[list[str]]):
+    """rank_bm25's BM25Okapi with Lucene's idf, ln(1 + (N − n + 0.5) / (n + 0.5))."""
+    import math
+
     from rank_bm25 import BM25Okapi
 
+    class LuceneBM25(BM25Okapi):
+        def _calc_idf(self, nd: dict[str, int]) -> None:
+            for word, freq in nd.items():
+                self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+    return LuceneBM25(docs)
+
+
+def measure_baseline(size: int, nq: int) -> dict:
+    """The same ranking with rank_bm25 doing the scoring, the obvious way."""
     from dreamkeeper.stores.bm25 import has_phrase, query_phrases, tokenize
     from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
 
     store = FileMemoryStore(corpus_dir(size), "bench")
     entries = store.entries()
     docs = [tokenize(document_text(e)) for e in entries]
-    bm25 = BM25Okapi(docs)
+    bm25 = lucene_bm25(docs)
     times, tops = [], []
     for q in queries(nq):
         t = time.perf_counter()
         toks = tokenize(q)
-        scores = bm25.get_scores(toks)
+        scores = bm25.get_scores(list(dict.fromkeys(toks)))  # each query word once
         phrases = query_phrases(toks)
         ranked = []
         for i, base in enumerate(scores):
-            if base == 0 and not any(tok in bm25.doc_freqs[i] for tok in toks):
+            if base <= 0:
                 continue
             factor = 0.5 + 0.5 * entries[i].importance_score
             if phrases and any(has_phrase(docs[i], p) for p in phrases):
                 factor *= 2.0
-            score = base * factor if base > 0 else base / factor
-            ranked.append((-score, entries[i].id))
+            ranked.append((-base * factor, entries[i].id))
         ranked.sort()
         times.append(time.perf_counter() - t)
         tops.append([i for _, i in ranked[:20]])

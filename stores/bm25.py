@@ -1,10 +1,18 @@
-"""An incremental BM25 index whose scores equal `rank_bm25.BM25Okapi`'s.
+"""An incremental BM25 index: k1 = 1.5, b = 0.75 and Lucene's idf, as the reference.
+
+    idf(t) = ln(1 + (N − n + 0.5) / (n + 0.5))    N documents in scope, n containing t
+    score(d) = Σ over distinct query terms t of
+               idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · |d| / avgdl))
+
+This idf is always positive, so a document containing a query term always scores above
+zero and more occurrences always score higher — also in a store of one or two entries,
+or for a term in most of them, where BM25Okapi's ln((N − n + 0.5) / (n + 0.5)) goes
+negative and ranks them backwards. Apart from the idf the formula is
+`rank_bm25.BM25Okapi`'s; tests check the scores against a BM25Okapi with this idf.
 
 rank_bm25 rebuilds everything and scores every document in Python on each query; this
 keeps postings per token (packed arrays) and document statistics (numpy), updates them
-in place on add/remove, and scores only documents that share a query token. The score
-formula, including BM25Okapi's epsilon floor for negative idf (epsilon × the mean idf
-over the vocabulary), is reproduced exactly; tests check it against rank_bm25.
+in place on add/remove, and scores only documents that share a query token.
 
 Removal marks a slot dead instead of editing postings; dead slots are compacted away
 once they are a third of the index.
@@ -23,7 +31,6 @@ import numpy as np
 
 K1 = 1.5
 B = 0.75
-EPSILON = 0.25
 
 T = TypeVar("T")
 
@@ -33,6 +40,11 @@ _SPLIT = re.compile(r"[^a-z0-9]+")
 def tokenize(text: str) -> list[str]:
     """Lowercase, split on non-alphanumerics, keep tokens of 3+ characters."""
     return [tok for tok in _SPLIT.split(text.lower()) if len(tok) >= 3]
+
+
+def lucene_idf(n_docs: int, n_containing: int) -> float:
+    """ln(1 + (N − n + 0.5) / (n + 0.5)): positive for every 0 < n ≤ N."""
+    return math.log1p((n_docs - n_containing + 0.5) / (n_containing + 0.5))
 
 
 def query_phrases(tokens: list[str]) -> list[tuple[str, str]]:
@@ -97,7 +109,7 @@ class BM25Index:
 
     Statistics are kept for two scopes: `live` documents only, and all documents
     (live + archived), so a search with or without archived entries scores exactly like
-    a BM25Okapi built over that scope.
+    an index built over that scope alone.
     """
 
     def __init__(self) -> None:
@@ -123,7 +135,6 @@ class BM25Index:
         self._len_all = 0
         self._len_live = 0
         self._dead = 0
-        self._avg_idf_cache: dict[bool, float] = {}
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -177,7 +188,6 @@ class BM25Index:
         if live:
             self._n_live += 1
             self._len_live += len(tokens)
-        self._stats_changed()
         return slot
 
     def _ids(self, tokens: list[str]) -> array:
@@ -230,17 +240,12 @@ class BM25Index:
             self._df_all[tok] += sign
         if live:
             self._adjust_live(slot, tokens, sign)
-        self._stats_changed()
 
     def _adjust_live(self, slot: int, tokens: Iterable[int], sign: int) -> None:
         self._n_live += sign
         self._len_live += sign * int(self._doc_len[slot])
         for tok in tokens:
             self._df_live[tok] += sign
-        self._stats_changed()
-
-    def _stats_changed(self) -> None:
-        self._avg_idf_cache.clear()
 
     def _compact(self) -> None:
         survivors = [
@@ -306,60 +311,32 @@ class BM25Index:
             return self._n_all, self._len_all, self._df_all, self._alive.view
         return self._n_live, self._len_live, self._df_live, self._live.view
 
-    def _average_idf(self, include_archived: bool) -> float:
-        cached = self._avg_idf_cache.get(include_archived)
-        if cached is not None:
-            return cached
-        n, _, df_list, _ = self._scope(include_archived)
-        df = np.asarray(df_list, dtype=np.float64)
-        present = df[df > 0]
-        if present.size == 0:
-            value = 0.0
-        else:
-            # Summed in the vocabulary's insertion order, as BM25Okapi does.
-            value = math.fsum((np.log(n - present + 0.5) - np.log(present + 0.5)).tolist())
-            value /= present.size
-        self._avg_idf_cache[include_archived] = value
-        return value
-
     def idf(self, token: str, *, include_archived: bool = False) -> float:
         tid = self._token_id.get(token)
         n, _, df, _ = self._scope(include_archived)
         if tid is None or df[tid] <= 0:
             return 0.0
-        nq = float(df[tid])
-        value = math.log(n - nq + 0.5) - math.log(nq + 0.5)
-        if value < 0:
-            value = EPSILON * self._average_idf(include_archived)
-        return value
+        return lucene_idf(n, df[tid])
 
-    def scores(
-        self, query_tokens: list[str], *, include_archived: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Dense BM25 scores per slot and which slots share a query token.
-
-        Scores equal BM25Okapi's, so a match can score zero or less (in a corpus of one
-        or two documents, or for a term in most documents); `matched` tells such a match
-        from a document with no query token at all. Out-of-scope slots are unmatched.
-        """
+    def scores(self, query_tokens: list[str], *, include_archived: bool = False) -> np.ndarray:
+        """Dense BM25 scores per slot. Each distinct query token counts once; the idf is
+        positive, so a slot scores above zero exactly when it is in scope and holds a
+        query token."""
         n, total_len, df, in_scope = self._scope(include_archived)
         scores = np.zeros(len(self._key_of), dtype=np.float64)
-        matched = np.zeros(len(self._key_of), dtype=np.bool_)
         if n == 0:
-            return scores, matched
+            return scores
         avgdl = total_len / n
         doc_len = self._doc_len.view
-        for tok in query_tokens:
+        for tok in dict.fromkeys(query_tokens):
             tid = self._token_id.get(tok)
             if tid is None or df[tid] <= 0:
                 continue
-            idf = self.idf(tok, include_archived=include_archived)
+            idf = lucene_idf(n, df[tid])
             slots = np.frombuffer(self._post_slots[tid], dtype=np.uint32)
             tf = np.frombuffer(self._post_tf[tid], dtype=np.float32).astype(np.float64)
             denom = tf + K1 * (1 - B + B * doc_len[slots] / avgdl)
             scores[slots] += idf * (tf * (K1 + 1) / denom)
-            matched[slots] = True
             del slots, tf  # release the buffer exports so the arrays can grow again
-        matched &= in_scope
-        scores[~matched] = 0.0
-        return scores, matched
+        scores[~in_scope] = 0.0
+        return scores

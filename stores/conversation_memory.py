@@ -6,6 +6,10 @@ so out-of-window recall can quote the whole live conversation. The archive belon
 the live session: a new session, or one idle longer than `SESSION_IDLE`, starts afresh
 and discards it, and an expired session's turns are never read back.
 
+A session id may have `/`-separated segments (`session/blazor-session`), each validated
+on its own; its files sit in nested directories (`sessions/session/blazor-session.json`)
+and `sessions()` lists it back.
+
 Every turn is also appended to the conversation log that preference inference reads
 (`stores.conversation_log`).
 
@@ -38,7 +42,9 @@ SESSION_IDLE = timedelta(hours=1)
 MAX_TURN_CHARS = 100_000
 ROLES = ("user", "assistant")
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+MAX_SEGMENTS = 8
+_FILE_SUFFIXES = (".json", ".jsonl")  # a directory so named would shadow a session's file
 
 Role = Literal["user", "assistant"]
 
@@ -58,12 +64,34 @@ class _SessionFile(BaseModel):
     turns: list[Turn]
 
 
-def validate_session_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+def validate_session_segment(segment: str) -> str:
+    """One path segment: 1-128 of letters, digits, `_ - .`, starting with a letter or
+    digit (so never `.`, `..` or hidden), no `..` inside, not ending in .json/.jsonl."""
+    if (
+        not isinstance(segment, str)
+        or not _SEGMENT.fullmatch(segment)
+        or ".." in segment
+        or segment.lower().endswith(_FILE_SUFFIXES)
+    ):
         raise InvalidInput(
-            f"invalid session id {session_id!r}: 1-128 letters, digits, '_', '-' or '.', "
-            "starting with a letter or digit"
+            f"invalid session id segment {segment!r}: 1-128 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, no '..', not ending in .json or .jsonl"
         )
+    return segment
+
+
+def validate_session_id(session_id: str) -> str:
+    """1 to 8 valid segments joined by single `/`: never rooted, empty or escaping."""
+    if not isinstance(session_id, str):
+        raise InvalidInput(f"invalid session id {session_id!r}: expected text")
+    segments = session_id.split("/")
+    if len(segments) > MAX_SEGMENTS:
+        raise InvalidInput(f"invalid session id {session_id!r}: at most {MAX_SEGMENTS} segments")
+    try:
+        for segment in segments:
+            validate_session_segment(segment)
+    except InvalidInput as exc:
+        raise InvalidInput(f"invalid session id {session_id!r}: {exc}") from None
     return session_id
 
 
@@ -118,10 +146,10 @@ class ConversationMemory:
         return as_utc(self._clock())
 
     def _session_path(self, session_id: str) -> Path:
-        return self.root / "sessions" / f"{session_id}.json"
+        return _nested(self.root / "sessions", session_id, ".json")
 
     def _archive_path(self, session_id: str) -> Path:
-        return self.root / "archive" / f"{session_id}.jsonl"
+        return _nested(self.root / "archive", session_id, ".jsonl")
 
     # -- reads (cached by file signature: a reader sees another process's writes) -------
 
@@ -188,6 +216,14 @@ class ConversationMemory:
         archived = tuple(t for t in self._archive(session_id) if t.n < first)
         return Conversation(session_id, archived, tuple(state.turns))
 
+    def sessions(self, *, include_expired: bool = False) -> list[str]:
+        """Ids of the stored sessions, nested ones too, sorted; without `include_expired`
+        only live ones (a session idle past the timeout has no conversation to read)."""
+        found = _stored_ids(self.root / "sessions")
+        if include_expired:
+            return found
+        return [sid for sid in found if self._live(sid) is not None]
+
     # -- writes ------------------------------------------------------------------------
 
     def add_turn(self, session_id: str, role: str, content: str) -> Turn:
@@ -242,6 +278,29 @@ class ConversationMemory:
             self._archive_path(session_id).unlink(missing_ok=True)
             self._sessions.pop(session_id, None)
             self._archives.pop(session_id, None)
+
+
+def _nested(base: Path, session_id: str, suffix: str) -> Path:
+    """`base/seg/…/last{suffix}`, from the validated segments only."""
+    *dirs, last = validate_session_id(session_id).split("/")
+    return base.joinpath(*dirs, last + suffix)
+
+
+def _stored_ids(base: Path) -> list[str]:
+    """Session ids of the `*.json` files under `base` (symlinks not followed); files
+    whose path is not a valid session id — temp files, strays — are skipped."""
+    ids = []
+    for directory, _, files in os.walk(base):
+        relative = Path(directory).relative_to(base).parts
+        for name in files:
+            if not name.endswith(".json"):
+                continue
+            candidate = "/".join([*relative, name[: -len(".json")]])
+            try:
+                ids.append(validate_session_id(candidate))
+            except InvalidInput:
+                continue
+    return sorted(ids)
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:

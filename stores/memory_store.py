@@ -832,6 +832,16 @@ class FileMemoryStore:
             if on_progress is not None:
                 on_progress(done, len(doomed))
 
+    def tags(self) -> list[str]:
+        """The distinct tags of live entries, case-insensitively (as the tag filter
+        matches), sorted; of two spellings of one tag the first in sort order."""
+        spellings: dict[str, str] = {}
+        for entry in self.entries():
+            for tag in entry.tags:
+                key = tag.lower()
+                spellings[key] = min(spellings.get(key, tag), tag)
+        return [spellings[key] for key in sorted(spellings)]
+
 
 def _version(entry: MemoryEntry) -> tuple[int, datetime, datetime]:
     return (entry.revision, entry.updated_at or entry.created_at, entry.last_seen_at)

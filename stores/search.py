@@ -1,6 +1,6 @@
 """Long-term memory search: BM25 with a phrase bonus and an importance boost — hybrid
-with cosine similarity when an embedding model is configured — filters, the query-less
-browse, and the reference's result-line format.
+with cosine similarity when an embedding model is configured — filters (category prefix,
+tags, created-date range), the query-less browse, and the reference's result-line format.
 
 Hybrid ranking: BM25 scores (with the phrase bonus) divided by the top one; cosine kept
 only at or above the minimum similarity (0.5); the mean where an entry has both, else
@@ -12,7 +12,7 @@ is exactly the BM25 one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -21,8 +21,8 @@ from dreamkeeper.stores.bm25 import BM25Index, query_phrases, tokenize
 from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
-from dreamkeeper.stores.validation import InvalidInput, validate_category
-from dreamkeeper.stores.vectors import hybrid_scores
+from dreamkeeper.stores.validation import InvalidInput, category_matches, validate_category
+from dreamkeeper.stores.vectors import VectorIndex, hybrid_scores
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
@@ -35,30 +35,67 @@ class SearchHit:
     score: float | None  # None for a query-less browse
 
 
-def category_matches(category: str | None, prefix: str) -> bool:
-    """Whole-segment, case-insensitive prefix: `a/b` matches `a/b` and `a/b/c`, not `a/bc`."""
-    if category is None:
-        return False
-    cat, pre = category.lower(), prefix.lower()
-    return cat == pre or cat.startswith(pre + "/")
+@dataclass(frozen=True)
+class _Filters:
+    """Everything a hit must satisfy. Category is applied through the index's groups;
+    tags and created dates need the entry itself."""
+
+    category: str | None = None
+    tags: list[str] = field(default_factory=list)
+    created_after: datetime | None = None  # inclusive
+    created_before: datetime | None = None  # inclusive
+
+    @property
+    def per_entry(self) -> bool:
+        return bool(self.tags) or self.created_after is not None or self.created_before is not None
+
+    def admits(self, entry: MemoryEntry) -> bool:
+        """Tags and created dates (not the category)."""
+        if self.tags and not _has_tags(entry, self.tags):
+            return False
+        created = entry.created_at
+        if self.created_after is not None and created < self.created_after:
+            return False
+        return self.created_before is None or created <= self.created_before
 
 
-def _normalize_filters(
-    category: str | None, tags: list[str] | None, limit: int
-) -> tuple[str | None, list[str], int]:
+def _filters(
+    category: str | None,
+    tags: list[str] | None,
+    created_after: datetime | str | None,
+    created_before: datetime | str | None,
+) -> _Filters:
     if category is not None:
         category = validate_category(category.rstrip("/") or category)
     wanted = [t.strip().lower() for t in (tags or []) if t and t.strip()]
+    after = _moment(created_after, "created_after")
+    before = _moment(created_before, "created_before")
+    if after is not None and before is not None and after > before:
+        raise InvalidInput(f"created_after {after.isoformat()} is later than created_before "
+                           f"{before.isoformat()}: nothing can match")  # fmt: skip
+    return _Filters(category, wanted, after, before)
+
+
+def _moment(value: datetime | str | None, name: str) -> datetime | None:
+    """A datetime or ISO 8601 text; a date alone is midnight UTC, a naive time is UTC;
+    None or blank text is no bound."""
+    if isinstance(value, datetime):
+        return as_utc(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return as_utc(datetime.fromisoformat(value.strip()))
+    except (AttributeError, ValueError):
+        raise InvalidInput(
+            f"invalid {name} {value!r}: expected an ISO 8601 date or time, such as 2026-03-01 "
+            "or 2026-03-01T09:30:00Z"
+        ) from None
+
+
+def _check_limit(limit: int) -> int:
     if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"invalid limit {limit!r}: expected 1 to {MAX_LIMIT}")
-    return category, wanted, limit
-
-
-def _lift(score: np.ndarray, factor: np.ndarray | float) -> np.ndarray:
-    """Apply a multiplier >= 1 so that it always moves a match up: positive scores are
-    multiplied, non-positive ones (BM25Okapi's tiny-corpus and common-term matches, which
-    rank after every positive one) are divided."""
-    return np.where(score > 0, score * factor, score / factor)
+    return limit
 
 
 def _has_tags(entry: MemoryEntry, wanted: list[str]) -> bool:
@@ -72,15 +109,19 @@ def search(
     *,
     category: str | None = None,
     tags: list[str] | None = None,
+    created_after: datetime | str | None = None,
+    created_before: datetime | str | None = None,
     limit: int = DEFAULT_LIMIT,
     include_archived: bool = False,
     query_vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
-    """`query_vector` defaults to the store's embedding of the query, when it has a model
+    """Both created bounds are inclusive; text bounds are ISO 8601 (see `_moment`).
+    `query_vector` defaults to the store's embedding of the query, when it has a model
     and the endpoint answers; otherwise the ranking is BM25 only."""
-    category, wanted, limit = _normalize_filters(category, tags, limit)
+    filters = _filters(category, tags, created_after, created_before)
+    limit = _check_limit(limit)
     if query is None or not query.strip():
-        return _browse(store, category, wanted, limit, include_archived)
+        return _browse(store, filters, limit, include_archived)
     tokens = tokenize(query)
     if query_vector is None and store.embeddings is not None:
         query_vector = store.embeddings.embed_query(query)
@@ -88,36 +129,71 @@ def search(
     if not tokens and vectors is None:
         return []
     index = store.index()
-    base, mask = index.scores(tokens, include_archived=include_archived)
-    similar: dict[str, float] = {}
+    base = index.scores(tokens, include_archived=include_archived)
+    cosine = None
     if vectors is not None and query_vector is not None:
-        threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
-        similar = vectors.similar(query_vector, threshold, include_archived=include_archived)
-    cosine = np.zeros(base.size, dtype=np.float64)
-    if similar:
-        slots = [(index.slot(i), sim) for i, sim in similar.items()]
-        found = np.array([s for s, _ in slots if s is not None], dtype=np.int64)
-        cosine[found] = [sim for s, sim in slots if s is not None]
-    candidates = mask | (cosine > 0)
-    if category is not None:
-        allowed = [
-            gid
-            for gid, cat in store.categories_by_group().items()
-            if category_matches(cat, category)
-        ]
-        candidates &= np.isin(index.groups, allowed)
-    slots = np.nonzero(candidates)[0]
-    if wanted:
-        slots = np.array(
-            [s for s in slots if _has_tags(store.cached(index.key_at(int(s))), wanted)],  # type: ignore[arg-type]
-            dtype=np.int64,
-        )
+        cosine = _cosine(store, index, vectors, query_vector, include_archived)
+    slots = _candidates(store, index, filters, base, cosine)
     if slots.size == 0:
         return []
-    if vectors is None:
+    if cosine is None:
         final = _bm25_final(index, tokens, base, slots, limit)
     else:
         final = _hybrid_final(index, tokens, base, cosine, slots)
+    return _top_hits(store, index, slots, final, limit)
+
+
+def _cosine(
+    store: FileMemoryStore,
+    index: BM25Index,
+    vectors: VectorIndex,
+    query_vector: np.ndarray,
+    include_archived: bool,
+) -> np.ndarray:
+    """Cosine per slot where it reaches the minimum similarity, else 0."""
+    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
+    similar = vectors.similar(query_vector, threshold, include_archived=include_archived)
+    cosine = np.zeros(len(index.weights), dtype=np.float64)
+    slots = [(index.slot(i), sim) for i, sim in similar.items()]
+    found = np.array([s for s, _ in slots if s is not None], dtype=np.int64)
+    cosine[found] = [sim for s, sim in slots if s is not None]
+    return cosine
+
+
+def _candidates(
+    store: FileMemoryStore,
+    index: BM25Index,
+    filters: _Filters,
+    base: np.ndarray,
+    cosine: np.ndarray | None,
+) -> np.ndarray:
+    """Slots sharing a query word (or close in meaning) that pass every filter."""
+    candidates = base > 0
+    if cosine is not None:
+        candidates |= cosine > 0
+    if filters.category is not None:
+        allowed = [
+            gid
+            for gid, cat in store.categories_by_group().items()
+            if category_matches(cat, filters.category)
+        ]
+        candidates &= np.isin(index.groups, allowed)
+    slots = np.nonzero(candidates)[0]
+    if filters.per_entry:
+        kept = [s for s in slots.tolist() if _admitted(store, index, s, filters)]
+        slots = np.array(kept, dtype=np.int64)
+    return slots
+
+
+def _admitted(store: FileMemoryStore, index: BM25Index, slot: int, filters: _Filters) -> bool:
+    key = index.key_at(slot)
+    entry = store.cached(key) if key is not None else None
+    return entry is not None and filters.admits(entry)
+
+
+def _top_hits(
+    store: FileMemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
+) -> list[SearchHit]:
     if slots.size > limit:
         # Keep ties at the boundary so the order is decided by (score, id) alone.
         kth = np.partition(final, slots.size - limit)[slots.size - limit]
@@ -135,7 +211,7 @@ def search(
 def _bm25_final(
     index: BM25Index, tokens: list[str], base: np.ndarray, slots: np.ndarray, limit: int
 ) -> np.ndarray:
-    final = _lift(base[slots], index.weights[slots])
+    final = base[slots] * index.weights[slots]
     phrases = query_phrases(tokens)
     if phrases:
         contenders = slots
@@ -143,9 +219,9 @@ def _bm25_final(
             # The bonus lifts a score at most this far: candidates that stay below the k-th
             # best unbonused score even when lifted need no phrase test.
             kth = np.partition(final, slots.size - limit)[slots.size - limit]
-            contenders = slots[_lift(final, PHRASE_BONUS) >= kth]
+            contenders = slots[final * PHRASE_BONUS >= kth]
         bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
-        final = np.where(bonus, _lift(final, PHRASE_BONUS), final)
+        final = np.where(bonus, final * PHRASE_BONUS, final)
     return final
 
 
@@ -156,22 +232,18 @@ def _hybrid_final(
     phrases = query_phrases(tokens)
     if phrases:
         bonus = np.isin(slots, index.phrase_slots(phrases, among=slots))
-        keyword = np.where(bonus & (keyword > 0), keyword * PHRASE_BONUS, keyword)
+        keyword = np.where(bonus, keyword * PHRASE_BONUS, keyword)
     return hybrid_scores(keyword, cosine[slots]) * index.weights[slots]
 
 
 def _browse(
-    store: FileMemoryStore,
-    category: str | None,
-    wanted: list[str],
-    limit: int,
-    include_archived: bool,
+    store: FileMemoryStore, filters: _Filters, limit: int, include_archived: bool
 ) -> list[SearchHit]:
     entries = [
         e
         for e in store.entries(include_archived=include_archived)
-        if (category is None or category_matches(e.category, category))
-        and (not wanted or _has_tags(e, wanted))
+        if (filters.category is None or category_matches(e.category, filters.category))
+        and filters.admits(e)
     ]
     entries.sort(key=lambda e: (e.last_seen_at, e.id), reverse=True)
     return [SearchHit(e, None) for e in entries[:limit]]

@@ -78,6 +78,15 @@ def validate_category(category: str | None) -> str | None:
     return category
 
 
+def category_matches(category: str | None, prefix: str) -> bool:
+    """The category filter of both long-term and working memory: a whole-segment,
+    case-insensitive prefix (`a/b` matches `a/b` and `a/b/c`, not `a/bc`)."""
+    if category is None:
+        return False
+    cat, pre = category.lower(), prefix.lower().rstrip("/")
+    return cat == pre or cat.startswith(pre + "/")
+
+
 def validate_tags(tags: Iterable[str] | None) -> list[str]:
     if tags is None:
         return []

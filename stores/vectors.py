@@ -79,10 +79,9 @@ def unit(vector: np.ndarray) -> np.ndarray:
 
 
 def hybrid_scores(keyword: np.ndarray, semantic: np.ndarray) -> np.ndarray:
-    """The hybrid rule, per candidate: keyword scores divided by the top positive one;
-    `semantic` holds cosine where it reached the minimum similarity, else 0; the mean
-    where both are present, else whichever is. A keyword match scoring zero or less
-    (tiny corpus, very common term) scores zero: returned, after every positive one."""
+    """The hybrid rule, per candidate: keyword scores divided by the top one (0 for a
+    candidate found by meaning alone); `semantic` holds cosine where it reached the
+    minimum similarity, else 0; the mean where both are present, else whichever is."""
     positive = keyword > 0
     top = keyword[positive].max() if positive.any() else 0.0
     normalized = np.where(positive, keyword / top if top > 0 else 0.0, 0.0)

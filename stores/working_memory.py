@@ -4,6 +4,7 @@ Keys are full paths (`session/abc123/emails_inbox`); the first two segments are 
 namespace. Callers write only to their own namespace (the tools are bound to one), read
 any namespace by full key, and never write under `stash/` — that prefix is the agent
 loop's tool-result stash (`put_stash`), so every key there was written by the loop.
+Prefixes (listing, search, `clear`) and the category filter match whole segments.
 
 Persistence: entries are grouped by top-level segment into
 `working-memory/{segment}.json`, each replaced atomically under an inter-process lock.
@@ -36,7 +37,12 @@ from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import atomic_write_text, path_lock
 from dreamkeeper.stores.models import as_utc, utc_now
-from dreamkeeper.stores.validation import InvalidInput, validate_agent_id, validate_tags
+from dreamkeeper.stores.validation import (
+    InvalidInput,
+    category_matches,
+    validate_agent_id,
+    validate_tags,
+)
 from dreamkeeper.stores.vectors import hybrid_scores
 from dreamkeeper.stores.working_vectors import WorkingVectors
 
@@ -55,7 +61,7 @@ SWEEP_EVERY = timedelta(hours=1)
 STASH_ROOT = "stash"
 RESERVED_ROOTS = ("session", "patrol", "subagent", STASH_ROOT)
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-.:@]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-.:@]+")
 
 
 class WorkingMemoryFull(InvalidInput):
@@ -241,11 +247,7 @@ class WorkingMemoryStore:
 
     def _live(self, prefix: str | None = None) -> Iterable[WorkingEntry]:
         now = self.now()
-        segments = self._segments.values()
-        if prefix:
-            root = prefix.split("/", 1)[0]
-            segments = [self._segments[root]] if root in self._segments else []
-        for seg in segments:
+        for seg in [self._segments[name] for name in self._segments_under(prefix or None)]:
             for entry in seg.entries.values():
                 if not entry.expired(now) and (prefix is None or is_under(entry.key, prefix)):
                     yield entry
@@ -293,8 +295,8 @@ class WorkingMemoryStore:
         query_vector = self._vectors.query(query) if self._vectors else None
         keyword: dict[str, float] = {}
         if tokens:
-            scores, matched = self._index.scores(tokens)
-            for slot in np.nonzero(matched)[0].tolist():
+            scores = self._index.scores(tokens)
+            for slot in np.nonzero(scores > 0)[0].tolist():
                 key = self._index.key_at(slot)
                 if key is not None:
                     keyword[key] = float(scores[slot])
@@ -384,6 +386,30 @@ class WorkingMemoryStore:
             del entries[key]
             self._write(segment, entries)
             return True
+
+    def clear(self, prefix: str | None = None) -> int:
+        """Delete every entry under `prefix` — a namespace (`session/abc`), a sub-path
+        (`session/abc/drafts`) or a root (`patrol`), by whole segments — or every entry
+        when it is None. Returns how many live entries went."""
+        if prefix is not None:
+            prefix = validate_key(prefix)
+        removed = 0
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment in self._segments_under(prefix):
+                entries = self._segments[segment].entries
+                kept = {k: e for k, e in entries.items() if prefix and not is_under(k, prefix)}
+                if len(kept) < len(entries):
+                    removed += sum(not e.expired(now) for k, e in entries.items() if k not in kept)
+                    self._write(segment, kept)
+        return removed
+
+    def _segments_under(self, prefix: str | None) -> list[str]:
+        if prefix is None:
+            return list(self._segments)
+        root = prefix.split("/", 1)[0]
+        return [root] if root in self._segments else []
 
     def sweep(self) -> int:
         """Drop expired entries from the files; returns how many went."""
@@ -478,7 +504,8 @@ def _read_keys(path: Path) -> set[str]:
 
 
 def _matches(entry: WorkingEntry, category: str | None, tags: list[str] | None) -> bool:
-    if category and (entry.category or "").lower() != category.lower():
+    """Category: a whole-segment prefix, as in long-term search. Tags: every one."""
+    if category and not category_matches(entry.category, category):
         return False
     if tags:
         have = {t.lower() for t in entry.tags}

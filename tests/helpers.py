@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
+
+from rank_bm25 import BM25Okapi
 
 
 class FakeClock:
@@ -24,3 +27,12 @@ def tree_snapshot(root) -> dict[str, bytes]:
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
+
+
+class LuceneBM25(BM25Okapi):
+    """rank_bm25's BM25Okapi with Lucene's idf, ln(1 + (N − n + 0.5) / (n + 0.5)): the
+    oracle the BM25 index is checked against (BM25Okapi's own idf goes negative)."""
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        for word, freq in nd.items():
+            self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))

@@ -66,8 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
+    p.add_argument("--created-after", help="ISO 8601 date or time, inclusive")
+    p.add_argument("--created-before", help="ISO 8601 date or time, inclusive")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
     p.add_argument("--include-archived", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")
+    p.set_defaults(run=commands.tags)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("show", help="show one memory, archived ones too")

@@ -163,7 +163,8 @@ def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     store = _store(settings, hybrid=True)
     hits = search(store, args.query, category=args.category, tags=args.tags, limit=args.limit,
-                  include_archived=args.include_archived)  # fmt: skip
+                  include_archived=args.include_archived, created_after=args.created_after,
+                  created_before=args.created_before)  # fmt: skip
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0
@@ -175,6 +176,15 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
         if not hits:
             print("No live memories in this scope.")
         print(format_taxonomy(store.categories()))
+    return 0
+
+
+def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
+    found = _store(settings).tags()
+    if args.json:
+        print(json.dumps(found))
+    else:
+        print("\n".join(found) if found else "No tags on live memories.")
     return 0
 
 

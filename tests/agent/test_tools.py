@@ -7,10 +7,12 @@ from datetime import timedelta
 import pytest
 from jsonschema import Draft202012Validator
 
+from dreamkeeper.activities.payloads import EntryOpResult
 from dreamkeeper.agent import recall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
+from dreamkeeper.stores.validation import InvalidInput
 
 S1 = SessionContext.user("s1")
 FAMILY = {
@@ -161,3 +163,56 @@ def test_a_subagent_stashes_under_its_run_not_its_namespace(working):
     stash.process("fetch", "c1", "x" * 10_000)
     assert working.get("stash/subagent-t9/c1") is not None
     assert sub.namespace == "subagent/t9"
+
+
+class _DirectWriter:
+    """A MemoryWriter that archives in the store itself (no worker): for the replies."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
+        entry = self.store.archive(entry_id, "deleted by agent tool")
+        return EntryOpResult(agent_id=agent_id, entry_id=entry.id, archived=True,
+                             archive_reason=entry.archive_reason,
+                             importance=entry.importance_score)  # fmt: skip
+
+
+async def test_delete_memory_quotes_what_it_archived_and_says_it_is_recoverable(store, working):
+    tools = MemoryTools("agent-1", S1, memory=store, working=working, writer=_DirectWriter(store))
+    entry = store.create("The user's dog is named\n  Biscuit", category="people/family")
+    reply = await tools.call("delete_memory", {"id": entry.id})
+    assert reply.startswith(f"Archived [{entry.id}] (deleted by agent tool): ")
+    assert "\"The user's dog is named Biscuit\"" in reply
+    assert "not deleted: it can be restored until it is purged, 90 days after" in reply
+    assert store.require(entry.id).is_archived
+
+
+async def test_search_memory_filters_by_created_date(tools, store, clock):
+    old = store.create("Trip to Lisbon in spring")
+    clock.advance(days=10)
+    new = store.create("Trip to Oslo in winter")
+    cut = (clock.now - timedelta(days=1)).isoformat()
+    after = await tools.call("search_memory", {"query": "trip", "created_after": cut})
+    before = await tools.call("search_memory", {"created_before": cut})
+    assert f"[{new.id}]" in after and f"[{old.id}]" not in after
+    assert f"[{old.id}]" in before and f"[{new.id}]" not in before
+    bad = await tools.call("search_memory", {"query": "trip", "created_after": "last week"})
+    assert bad.startswith("Error:") and "created_after" in bad
+    Draft202012Validator(_specs()["search_memory"]["parameters"]).validate(
+        {"query": "trip", "created_after": "2026-01-01", "created_before": "2026-02-01T00:00:00Z"}
+    )
+
+
+async def test_search_working_memory_category_is_a_whole_segment_prefix(tools, working):
+    working.save("session/s1", "p", "pricing notes", category="research/pricing")
+    working.save("session/s1", "q", "pricing elsewhere", category="researchers")
+    listing = await tools.call("search_working_memory", {"category": "research"})
+    found = await tools.call("search_working_memory", {"query": "pricing", "category": "research"})
+    for result in (listing, found):
+        assert "session/s1/p" in result and "session/s1/q" not in result
+
+
+def test_a_tool_session_id_is_one_segment_so_its_namespace_stays_two():
+    with pytest.raises(InvalidInput):
+        SessionContext.user("session/blazor-session")

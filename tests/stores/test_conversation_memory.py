@@ -96,11 +96,63 @@ def test_another_instance_sees_new_turns(tmp_path, clock):
     assert len(reader.conversation("s1").archived) == 6
 
 
+BAD_SESSION_IDS = ["../x", "a/../b", "..", "a/..", "/abs", "a/", "a//b", "a/./b", ".hidden",
+                   "a\\b", "a b", "s1\n", "a/b\n/c", "x.json/y", "x/y.JSONL", "", "x" * 129,
+                   "/".join(["s"] * 9)]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "session, role, content",
-    [("../x", "user", "hi"), ("s1", "system", "hi"), ("s1", "user", "x" * 100_001)],
+    [("../x", "user", "hi"), ("s1", "system", "hi"), ("s1", "user", "x" * 100_001)]
+    + [(bad, "user", "hi") for bad in BAD_SESSION_IDS],
 )
 def test_bad_input_is_refused_and_writes_nothing(conversations, tmp_path, session, role, content):
     with pytest.raises(InvalidInput):
         conversations.add_turn(session, role, content)
     assert not (tmp_path / "agents" / "a1" / "conversations" / "sessions").exists()
+    assert not (tmp_path / "agents" / "a1" / "conversations" / "archive").exists()
+    assert {p.name for p in tmp_path.iterdir()} <= {"agents"}  # nothing escaped either
+
+
+@pytest.mark.parametrize("session", ["session/blazor-session", "user.42/chat_1/t-3"])
+def test_a_nested_session_id_persists_across_a_restart_in_nested_directories(
+    tmp_path, clock, session
+):
+    first = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5)
+    _talk(first, session, 8)
+    root = tmp_path / "agents" / "a1" / "conversations"
+    *dirs, name = session.split("/")
+    assert root.joinpath("sessions", *dirs, f"{name}.json").is_file()
+    assert root.joinpath("archive", *dirs, f"{name}.jsonl").is_file()
+    restarted = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5)
+    conv = restarted.conversation(session)
+    assert [t.content for t in conv.turns] == [f"turn {i}" for i in range(1, 9)]
+    assert len(conv.archived) == 3
+
+
+def test_sessions_lists_every_live_session_nested_ones_too(tmp_path, clock):
+    first = ConversationMemory(tmp_path, "a1", clock=clock)
+    for session in ("s2", "session/blazor-session", "s1", "session/other"):
+        first.add_turn(session, "user", "hello")
+    restarted = ConversationMemory(tmp_path, "a1", clock=clock)
+    assert restarted.sessions() == ["s1", "s2", "session/blazor-session", "session/other"]
+    restarted.clear("session/other")
+    assert first.sessions() == ["s1", "s2", "session/blazor-session"]
+
+
+def test_sessions_leaves_out_expired_ones_unless_asked(conversations, clock):
+    conversations.add_turn("old", "user", "hello")
+    clock.advance(hours=2)
+    conversations.add_turn("new", "user", "hello")
+    assert conversations.sessions() == ["new"]
+    assert conversations.sessions(include_expired=True) == ["new", "old"]
+    assert ConversationMemory(conversations.root.parents[2], "a2").sessions() == []
+
+
+def test_sessions_skips_files_that_are_not_sessions(conversations):
+    conversations.add_turn("s1", "user", "hello")
+    sessions = conversations.root / "sessions"
+    (sessions / ".s1.json.123.tmp").write_text("{}")  # a write in progress
+    (sessions / "notes.txt").write_text("stray")
+    (sessions / "bad name.json").write_text("{}")
+    assert conversations.sessions(include_expired=True) == ["s1"]

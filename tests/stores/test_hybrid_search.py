@@ -55,7 +55,7 @@ def test_hybrid_score_is_the_mean_of_normalized_bm25_and_cosine_times_importance
     query = hybrid.embeddings.embed_query("biscuit puppy")
     index = hybrid.vectors(query.size)
     cos = float(index.get(both.id) @ (query / np.linalg.norm(query)))
-    base, _ = hybrid.index().scores(["biscuit", "puppy"])
+    base = hybrid.index().scores(["biscuit", "puppy"])
     slot_both, slot_kw = hybrid.index().slot(both.id), hybrid.index().slot(keyword.id)
     top = max(base[slot_both], base[slot_kw])
     assert hits[both.id] == pytest.approx((base[slot_both] / top + cos) / 2 * 1.0)

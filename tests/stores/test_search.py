@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import math
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.memory_store import document_text
 from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
+from dreamkeeper.stores.validation import InvalidInput
+from tests.helpers import LuceneBM25
 
 CORPUS = [
     ("User lives in Chicago and works remotely", "user-preferences/location", ["home"]),
@@ -42,7 +45,7 @@ def _random_docs(seed: int, n: int) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_base_scores_equal_rank_bm25_okapi_including_after_edits(seed):
+def test_base_scores_equal_bm25okapi_with_lucenes_idf_including_after_edits(seed):
     docs = _random_docs(seed, 120)
     index = BM25Index()
     for i, toks in enumerate(docs):
@@ -57,12 +60,31 @@ def test_base_scores_equal_rank_bm25_okapi_including_after_edits(seed):
         index.remove(f"d{i}")
     keys = [f"d{i}" for i in range(120) if i not in removed]
     kept = [docs[i] for i in range(120) if i not in removed]
-    oracle = BM25Okapi(kept)
-    for query in (["w001", "w002"], ["common"], ["the", "w010", "the"], ["nothing"], ["w059"]):
+    oracle = LuceneBM25(kept)
+    for query in (["w001", "w002"], ["common"], ["the", "w010"], ["nothing"], ["w059"]):
         expected = oracle.get_scores(query)
-        got, _ = index.scores(query)
+        got = index.scores(query)
         actual = np.array([got[index.slot(k)] for k in keys])
         np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_idf_is_lucenes_so_a_term_in_every_entry_still_counts():
+    index = BM25Index()
+    index.put("a", ["concert", "tonight"], archived=False)
+    index.put("b", ["concert", "tickets"], archived=False)
+    assert index.idf("concert") == pytest.approx(math.log(1 + 0.5 / 2.5))  # n = N = 2
+    assert index.idf("tickets") == pytest.approx(math.log(1 + 1.5 / 1.5))
+    assert index.idf("absent") == 0.0
+    index.remove("b")
+    assert index.idf("concert") == pytest.approx(math.log(1 + 0.5 / 1.5))  # n = N = 1
+
+
+def test_a_repeated_query_word_counts_once_as_in_the_reference():
+    index = BM25Index()
+    for i, toks in enumerate(_random_docs(5, 30)):
+        index.put(f"d{i}", toks, archived=False)
+    np.testing.assert_array_equal(index.scores(["w001", "w001", "common"]),
+                                  index.scores(["w001", "common"]))  # fmt: skip
 
 
 def test_scores_with_archived_scope_equal_an_oracle_over_all_documents():
@@ -72,8 +94,8 @@ def test_scores_with_archived_scope_equal_an_oracle_over_all_documents():
         index.put(f"d{i}", toks, archived=i % 4 == 0)
     live = [i for i in range(40) if i % 4]
     for scope, members in ((False, live), (True, list(range(40)))):
-        oracle = BM25Okapi([docs[i] for i in members])
-        got, _ = index.scores(["w003", "shared"], include_archived=scope)
+        oracle = LuceneBM25([docs[i] for i in members])
+        got = index.scores(["w003", "shared"], include_archived=scope)
         np.testing.assert_allclose(
             [got[index.slot(f"d{i}")] for i in members],
             oracle.get_scores(["w003", "shared"]),
@@ -83,9 +105,9 @@ def test_scores_with_archived_scope_equal_an_oracle_over_all_documents():
 
 def test_store_search_base_scores_equal_the_oracle_on_document_text(store):
     entries = [store.create(c, category=cat, tags=t) for c, cat, t in CORPUS]
-    oracle = BM25Okapi([tokenize(document_text(e)) for e in entries])
+    oracle = LuceneBM25([tokenize(document_text(e)) for e in entries])
     query = tokenize("python chicago")
-    got, _ = store.index().scores(query)
+    got = store.index().scores(query)
     np.testing.assert_allclose(
         [got[store.index().slot(e.id)] for e in entries], oracle.get_scores(query), rtol=1e-9
     )
@@ -114,7 +136,7 @@ def test_consecutive_query_words_found_as_a_phrase_score_double(store):
     for i in range(4):
         store.create(f"filler entry number {i} about nothing")
     hits = {h.entry.id: h.score for h in search(store, "chicago office")}
-    base, _ = store.index().scores(["chicago", "office"])
+    base = store.index().scores(["chicago", "office"])
     b_apart = base[store.index().slot(apart.id)] * 0.75
     b_together = base[store.index().slot(together.id)] * 0.75
     assert hits[apart.id] == pytest.approx(b_apart)
@@ -127,16 +149,38 @@ def test_phrases_are_adjacent_tokens_so_short_words_between_do_not_break_them(st
     possessive = store.create("Chicago's office is downtown")
     split = store.create("Chicago has an office downtown")
     hits = {h.entry.id: h.score for h in search(store, "chicago office")}
-    base, _ = store.index().scores(["chicago", "office"])
+    base = store.index().scores(["chicago", "office"])
     assert hits[possessive.id] == pytest.approx(2 * 0.75 * base[store.index().slot(possessive.id)])
     assert hits[split.id] == pytest.approx(0.75 * base[store.index().slot(split.id)])
 
 
-def test_a_match_in_a_one_entry_store_is_found(store):
-    # BM25Okapi scores every term of a one-document corpus negative; a match still counts.
+def test_a_match_in_a_one_entry_store_is_found_with_a_positive_score(store):
     only = store.create("User lives in Chicago")
-    assert [h.entry.id for h in search(store, "chicago")] == [only.id]
+    hits = search(store, "chicago")
+    assert [h.entry.id for h in hits] == [only.id] and hits[0].score > 0
     assert search(store, "boston") == []
+
+
+def test_a_two_entry_store_ranks_the_entry_with_more_occurrences_first(store):
+    once = store.create("Concert tickets for the band on Friday")
+    thrice = store.create("Concert at eight; the concert hall is near the concert bus stop")
+    hits = search(store, "concert")
+    assert [h.entry.id for h in hits] == [thrice.id, once.id]
+    assert all(h.score > 0 for h in hits)
+    # BM25Okapi's idf is negative for a term in both entries: it ranked them backwards.
+    okapi = BM25Okapi([tokenize(document_text(e)) for e in (once, thrice)])
+    assert okapi.get_scores(["concert"])[1] < okapi.get_scores(["concert"])[0]
+
+
+def test_a_term_in_most_entries_adds_to_the_score_not_subtracts(store):
+    both = store.create("weekly report on the budget")
+    store.create("weekly standup notes")
+    store.create("weekly planning session")
+    one = store.create("budget review for the quarter")
+    hits = search(store, "weekly budget")
+    assert hits[0].entry.id == both.id
+    assert {h.entry.id for h in hits} == {e.id for e in store.entries()}
+    assert hits[-1].score > 0 and one.id in {h.entry.id for h in hits}
 
 
 def test_zero_score_non_matches_are_dropped(store):
@@ -270,8 +314,64 @@ def test_replacing_documents_through_a_compaction_keeps_scores_exact():
         docs[f"d{i}"] = [f"w{(i + 3) % 7}", "edited", f"v{i}"]
         index.put(f"d{i}", docs[f"d{i}"], archived=False)
     keys = list(docs)
-    oracle = BM25Okapi([docs[k] for k in keys])
-    got, _ = index.scores(["w3", "edited"])
+    oracle = LuceneBM25([docs[k] for k in keys])
+    got = index.scores(["w3", "edited"])
     np.testing.assert_allclose(
         [got[index.slot(k)] for k in keys], oracle.get_scores(["w3", "edited"])
     )
+
+
+def _created_around(store, clock) -> tuple[datetime, dict[str, str]]:
+    """Three entries created one second before, exactly at, and one second after T."""
+    t = clock.now + timedelta(days=1)
+    ids = {}
+    for name, offset in (("before", -1), ("at", 0), ("after", 1)):
+        clock.now = t + timedelta(seconds=offset)
+        ids[name] = store.create(f"dated fact created {name} the bound").id
+    return t, ids
+
+
+@pytest.mark.parametrize("query", ["dated fact", None])
+def test_created_bounds_are_inclusive_at_both_ends(store, clock, query):
+    t, ids = _created_around(store, clock)
+
+    def found(**bounds) -> set[str]:
+        return {h.entry.id for h in search(store, query, **bounds)}
+
+    assert found(created_after=t) == {ids["at"], ids["after"]}
+    assert found(created_before=t) == {ids["before"], ids["at"]}
+    assert found(created_after=t, created_before=t) == {ids["at"]}
+    assert found(created_after=t + timedelta(seconds=2)) == set()
+
+
+def test_created_bounds_accept_iso_text_dates_as_midnight_utc_and_offsets(store, clock):
+    t, ids = _created_around(store, clock)  # T is 2026-01-02 12:00 UTC
+    assert {h.entry.id for h in search(store, None, created_after="2026-01-02")} == set(ids.values())
+    assert search(store, None, created_before="2026-01-02") == []  # midnight, not end of day
+    same_instant = t.astimezone(timezone(timedelta(hours=-6))).isoformat()  # 06:00-06:00
+    assert {h.entry.id for h in search(store, None, created_before=same_instant)} == {
+        ids["before"], ids["at"]}  # fmt: skip
+    naive = t.replace(tzinfo=None)  # naive times are UTC
+    assert {h.entry.id for h in search(store, None, created_after=naive)} == {ids["at"], ids["after"]}
+    assert len(search(store, None, created_after=" ", created_before="")) == 3  # blank: no bound
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [{"created_after": "yesterday"}, {"created_before": "2026-13-01"},
+     {"created_after": "2026-02-01", "created_before": "2026-01-01"}],
+)  # fmt: skip
+def test_bad_or_inverted_created_bounds_are_refused(store, bounds):
+    store.create("a fact")
+    with pytest.raises(InvalidInput, match="created"):
+        search(store, "fact", **bounds)
+
+
+def test_tags_are_the_distinct_tags_of_live_entries_sorted_case_insensitively(store):
+    store.create("one", tags=["work", "Travel"])
+    store.create("two", tags=["travel", "anniversary"])
+    store.create("three")
+    gone = store.create("four", tags=["zebra"])
+    store.archive(gone.id, "deleted by agent tool")
+    assert store.tags() == ["anniversary", "Travel", "work"]
+    assert {h.entry.content for h in search(store, None, tags=["TRAVEL"])} == {"one", "two"}

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from dreamkeeper.stores.search import search
 from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.stores.working_memory import (
     BACKGROUND_MIN_TTL,
@@ -97,7 +98,9 @@ def test_the_stash_makes_room_by_dropping_its_oldest_result(working, clock):
     assert "stash/s1/call0" not in keys and "stash/s1/call51" in keys
 
 
-@pytest.mark.parametrize("key", ["../etc/passwd", "a//b", "a/./b", "", "a b", "x" * 300])
+@pytest.mark.parametrize(
+    "key", ["../etc/passwd", "a//b", "a/./b", "", "a b", "x" * 300, "x\n/y", "a/b\n/c"]
+)
 def test_bad_keys_are_refused(working, key):
     with pytest.raises(InvalidInput):
         working.save(SESSION, key, "v")
@@ -178,3 +181,53 @@ def test_another_process_sees_writes_and_concurrent_writers_lose_nothing(tmp_pat
     assert [w.wait(timeout=60) for w in writers] == [0, 0]
     assert reader.get("session/s2/k19").value == "from session/s2 #19"  # no reload needed
     assert reader.list("session").total == 41  # 20 + 20 + mine: no write clobbered another
+
+
+@pytest.mark.parametrize("both_key, one_key", [("a-both", "z-one"), ("z-both", "a-one")])
+def test_an_entry_matching_both_query_words_outranks_one_matching_one(working, both_key, one_key):
+    # Two entries: "invoice" is in both, so BM25Okapi's idf gave it no weight and the two
+    # tied, broken by key. Lucene's idf is positive: matching both words ranks first.
+    working.save(SESSION, both_key, "invoice from Contoso")
+    working.save(SESSION, one_key, "invoice from Fabrikam")
+    hits = working.search("contoso invoice", SESSION)
+    assert [e.key for e, _ in hits] == [f"{SESSION}/{both_key}", f"{SESSION}/{one_key}"]
+    assert hits[0][1] > hits[1][1] > 0
+
+
+CATEGORY_CASES = [("research", True), ("Research/Pricing", True), ("research/pricing/eu", False),
+                  ("researchers", False), ("research/pric", False)]  # fmt: skip
+
+
+@pytest.mark.parametrize("wanted, found", CATEGORY_CASES)
+def test_category_filter_is_a_whole_segment_prefix_like_long_term_search(
+    working, store, wanted, found
+):
+    working.save(SESSION, "k", "pricing notes", category="research/pricing")
+    assert (working.list(SESSION, category=wanted).total == 1) is found
+    assert bool(working.search("pricing notes", SESSION, category=wanted)) is found
+    # One rule for both tiers: long-term search answers the same.
+    store.create("pricing notes", category="research/pricing")
+    assert bool(search(store, "pricing notes", category=wanted)) is found
+
+
+def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(tmp_path, working, clock):
+    working.save(SESSION, "drafts/one", "d1")
+    working.save(SESSION, "drafts/two", "d2")
+    working.save(SESSION, "draftsman", "kept: not under drafts/")
+    working.save("session/s10", "k", "kept: s10 is not under s1")
+    working.save("patrol/heartbeat", "alert", "kept", background=True)
+    assert working.clear(f"{SESSION}/drafts") == 2
+    assert {e.key for e in working.list(SESSION).entries} == {f"{SESSION}/draftsman"}
+    assert working.clear(SESSION) == 1
+    restarted = WorkingMemoryStore(tmp_path, "a1", clock=clock)  # the files changed too
+    assert {e.key for e in restarted.list().entries} == {"session/s10/k", "patrol/heartbeat/alert"}
+    assert restarted.clear() == 2 and restarted.list().total == 0
+    assert working.list().total == 0
+
+
+@pytest.mark.parametrize("prefix", ["../x", "session//s1", "session/s1/", ""])
+def test_clear_refuses_a_bad_prefix_and_changes_nothing(working, prefix):
+    working.save(SESSION, "k", "v")
+    with pytest.raises(InvalidInput):
+        working.clear(prefix)
+    assert working.list().total == 1

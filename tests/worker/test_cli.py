@@ -72,6 +72,29 @@ def test_browse_appends_the_taxonomy_even_when_nothing_matched(cli):
     assert code == 0 and "No live memories" in out and "a/b (1)" in out
 
 
+def test_search_filters_by_created_date_inclusive_at_the_bound(cli):
+    entry_id = cli("save", "Dentist on Friday", "--direct")[1].strip()
+    created = json.loads(cli("show", entry_id, "--json")[1])["createdAt"]
+    for args, found in ((("--created-after", created), True),
+                        (("--created-before", created), True),
+                        (("--created-before", "2000-01-01"), False),
+                        (("--created-after", "2000-01-01", "--created-before", "2999-12-31"), True)):  # fmt: skip
+        code, out, _ = cli("search", "dentist", *args)
+        assert code == 0 and (f"[{entry_id}]" in out) is found, args
+    code, out, _ = cli("search", "--created-before", "2000-01-01")
+    assert code == 0 and "No live memories" in out
+
+
+def test_tags_lists_the_distinct_tags_of_live_entries_sorted(cli):
+    cli("save", "one", "--tag", "work", "--tag", "Travel", "--direct")
+    cli("save", "two", "--tag", "travel", "--tag", "anniversary", "--direct")
+    gone = cli("save", "three", "--tag", "zebra", "--direct")[1].strip()
+    cli("delete", gone, "--direct")
+    code, out, _ = cli("tags")
+    assert code == 0 and out.splitlines() == ["anniversary", "Travel", "work"]
+    assert json.loads(cli("tags", "--json")[1]) == ["anniversary", "Travel", "work"]
+
+
 def test_unknown_source_is_dropped_and_said(cli):
     code, out, err = cli("save", "a fact", "--source", "rumour", "--direct")
     assert code == 0 and "'rumour'" in err and "dropped" in err
@@ -87,6 +110,7 @@ def test_unknown_source_is_dropped_and_said(cli):
         ("show", "nothex"),
         ("show", "0123456789ab"),
         ("search", "x", "--limit", "0"),
+        ("search", "x", "--created-after", "tuesday"),
         ("frobnicate",),
     ],
 )
