@@ -24,31 +24,38 @@ from dreamkeeper.activities.payloads import (
 )
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.policies.dedup import Candidate
+from dreamkeeper.policies.high_value import HighValueFloor
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
-from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
+from dreamkeeper.policies.provenance import fact_importance, parse_source
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.models import SOURCE_KEY
 from dreamkeeper.stores.validation import InvalidInput, validate_category
 
+FLAGGED_SKIP = "reads as an instruction to the memory system: kept verbatim, not enriched"
+
 
 class SaveActivities:
-    def __init__(self, stores: StoreRegistry, llm: LLMSettings) -> None:
+    def __init__(self, stores: StoreRegistry, llm: LLMSettings, floor: HighValueFloor) -> None:
         self._stores = stores
         self._llm = llm
+        self._floor = floor
 
     @activity.defn(name="persist_original")
     def persist_original(self, inp: SaveInput) -> SaveAck:
         """Durable before the caller's answer. With an LLM, the original is marked
         in flight until the save records its outcome (see policies.in_flight)."""
         parsed = parse_source(inp.source)
-        metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        if self._llm.configured:
+        metadata, importance = flag_if_instruction(
+            inp.content, {SOURCE_KEY: parsed.value} if parsed.value else {}, inp.importance
+        )
+        if self._llm.configured and not flagged(metadata):
             metadata[ENRICHMENT_KEY] = PENDING
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             existing = store.get(inp.entry_id)
             entry = store.create(
                 inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
-                importance=inp.importance, entry_id=inp.entry_id,
+                importance=importance, entry_id=inp.entry_id,
             )  # fmt: skip
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
@@ -61,6 +68,8 @@ class SaveActivities:
     async def enrich_memory(self, inp: SaveInput) -> EnrichResult:
         if not self._llm.configured:
             return EnrichResult(skipped="no LLM configured: the original is kept verbatim")
+        if reads_as_instruction(inp.content):
+            return EnrichResult(skipped=FLAGGED_SKIP)  # never shown to an LLM that may obey
         messages = [
             {"role": "system", "content": ENRICH_PROMPT},
             {"role": "user", "content": inp.content},
@@ -68,15 +77,21 @@ class SaveActivities:
         facts = await ask_llm(
             self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
         )
+        source = parse_source(inp.source).value
         proposals = []
         for fact in facts:
             try:
                 category = validate_category(fact.category) if fact.category else inp.category
             except InvalidInput:
                 category = inp.category  # a bad category from the LLM: keep the caller's
+            # An LLM cannot mint a memory worth more than what it was given.
+            importance = fact_importance(fact.importance, original_importance=inp.importance,
+                                         original_source=source, floor=self._floor.importance)  # fmt: skip
+            metadata, importance = flag_if_instruction(fact.content, fact.metadata or {},
+                                                       importance)  # fmt: skip
             proposals.append(FactProposal(
                 content=fact.content, category=category, tags=fact.tags,
-                importance=fact.importance, metadata=fact.metadata or {},
+                importance=importance, metadata=metadata,
             ))  # fmt: skip
         return EnrichResult(facts=proposals)
 

@@ -38,6 +38,7 @@ from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch, read_ident
 from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound, StoreConflict
 from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
 from dreamkeeper.stores.validation import (
+    DreamkeeperError,
     InvalidInput,
     Unavailable,
     new_entry_id,
@@ -68,11 +69,12 @@ _TRANSIENT = {
     RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.FAILED_PRECONDITION,
     RPCStatusCode.INTERNAL, RPCStatusCode.UNKNOWN,
 }  # fmt: skip
-_ERRORS: dict[str, type[InvalidInput]] = {
+_ERRORS: dict[str, type[DreamkeeperError]] = {
     "NotFound": MemoryNotFound,
     "Conflict": StoreConflict,
     "StoreMismatch": StoreMismatch,
     "InvalidInput": InvalidInput,
+    "StoreUnwritable": Unavailable,
 }
 
 
@@ -163,6 +165,12 @@ class MemoryClient:
                 "(--data / DREAMKEEPER_DATA), or another task queue"
             )
 
+    def _with_location(self, exc: Exception) -> Exception:
+        """A worker's StoreMismatch knows only the caller's store id: add where it is."""
+        if isinstance(exc, StoreMismatch) and self._identity is not None:
+            return StoreMismatch(f"{exc} (the caller is this client: {self._identity.describe()})")
+        return exc
+
     @property
     def store_id(self) -> str | None:
         return self._identity.store_id if self._identity else None
@@ -218,7 +226,7 @@ class MemoryClient:
                 search_attributes=tagged(inp.agent_id, op),
             )  # fmt: skip
         except (WorkflowFailureError, RPCError) as exc:
-            raise _as_dreamkeeper_error(exc) from None
+            raise self._with_location(_as_dreamkeeper_error(exc)) from None
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
         """Archive (recoverable until purged)."""
@@ -295,7 +303,7 @@ class MemoryClient:
                     ),
                 )  # fmt: skip
             except WorkflowUpdateFailedError as exc:
-                raise _as_dreamkeeper_error(exc) from None
+                raise self._with_location(_as_dreamkeeper_error(exc)) from None
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
                 mapped = _as_dreamkeeper_error(exc)
                 if mapped is not exc or (isinstance(exc, RPCError) and exc.status not in _TRANSIENT):

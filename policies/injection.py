@@ -36,3 +36,17 @@ _INSTRUCTION = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE
 
 def reads_as_instruction(text: str) -> bool:
     return _INSTRUCTION.search(text) is not None
+
+
+def flagged(metadata: dict[str, str]) -> bool:
+    return FLAG_KEY in metadata
+
+
+def flag_if_instruction(
+    content: str, metadata: dict[str, str], importance: float
+) -> tuple[dict[str, str], float]:
+    """(metadata, importance) of a text about to be saved: instruction-like text is
+    flagged and capped below the high-value floor."""
+    if not reads_as_instruction(content):
+        return metadata, importance
+    return {**metadata, FLAG_KEY: "true"}, min(importance, FLAGGED_MAX_IMPORTANCE)

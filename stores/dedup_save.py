@@ -19,6 +19,8 @@ import numpy as np
 
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
+from dreamkeeper.policies.in_flight import save_in_flight
+from dreamkeeper.policies.injection import flagged
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
 from dreamkeeper.stores.models import MemoryEntry
@@ -60,9 +62,12 @@ def save_fact(
         if store.get(new_id) is not None:
             return SavedFact(DedupOutcome.CREATED, new_id)
         at = now or store.now()
+        # Not into an original whose own enrichment is still running: it is about to be
+        # retired into its facts, and what this save added would be lost with it.
         match, similarity, threshold = _closest(
-            store, candidate, candidate_vector, lambda e: e.id not in exclude
-        )
+            store, candidate, candidate_vector,
+            lambda e: e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata),
+        )  # fmt: skip
         decision = decide(
             candidate, match, similarity, at, threshold=threshold, vocabulary=vocabulary,
             count=match is None or match.id not in touched,
@@ -123,6 +128,8 @@ def dedup_existing(
             store.retire_into(entry_id, [done.entry_id], reason=f"merged into {done.entry_id}",
                               vocabulary=vocabulary)  # fmt: skip
             return SavedFact(DedupOutcome(done.action), done.entry_id)
+        if flagged(original.metadata):
+            return SavedFact(DedupOutcome.CREATED, entry_id)  # stays on its own, unmerged
         if original.is_archived:
             into = retired_into(original)
             return SavedFact(DedupOutcome.REINFORCED, into[0]) if into else SavedFact(
@@ -133,7 +140,7 @@ def dedup_existing(
             tuple(original.metadata.items()), original.importance_score,
         )  # fmt: skip
         match, similarity, threshold = _closest(
-            store, candidate, candidate_vector, lambda e: e.id != entry_id
+            store, candidate, candidate_vector, lambda e: e.id != entry_id and not flagged(e.metadata)
         )
         decision = decide(candidate, match, similarity, now or store.now(), threshold=threshold,
                           vocabulary=vocabulary)  # fmt: skip

@@ -54,7 +54,7 @@ def worker_activities(
     embeddings = embeddings if embeddings is not None else embedding_settings()
     stores = StoreRegistry(settings.data_dir, embedding_client(embeddings))
     entries = EntryActivities(stores)
-    save = SaveActivities(stores, llm)
+    save = SaveActivities(stores, llm, settings.floor)
     maintenance = MaintenanceActivities(
         stores,
         retention=settings.archive_retention,

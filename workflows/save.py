@@ -12,6 +12,7 @@ the reason in its metadata.
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -41,9 +42,13 @@ def derived_id(entry_id: str, index: int) -> str:
     return hashlib.sha256(f"{entry_id}/enriched/{index}".encode()).hexdigest()[:12]
 
 
-def _failure_type(exc: ActivityError) -> str:
-    cause = exc.cause
-    return cause.type if isinstance(cause, ApplicationError) and cause.type else "SaveFailed"
+def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
+    """The activity's own error. A local activity that fails in the workflow task it
+    was scheduled in surfaces it bare, not wrapped in an ActivityError."""
+    cause = exc.cause if isinstance(exc, ActivityError) else exc
+    if isinstance(cause, ApplicationError):
+        return ApplicationError(cause.message, type=cause.type or "SaveFailed", non_retryable=True)
+    return ApplicationError(str(cause or exc), type="SaveFailed", non_retryable=True)
 
 
 @workflow.defn(name="SaveMemory")
@@ -90,10 +95,13 @@ class SaveMemory:
                 SaveActivities.persist_original, inp, summary="persist original",
                 **PERSIST_STEP,
             )  # fmt: skip
-        except ActivityError as exc:
-            self._failure = ApplicationError(
-                str(exc.cause or exc), type=_failure_type(exc), non_retryable=True
-            )
+        except (ActivityError, ApplicationError) as exc:
+            self._failure = _root_failure(exc)
+            # Deliver the failure through the waiting update first: a run that fails in the
+            # same workflow task as the update's answer loses the answer (the caller would
+            # see "workflow completed before the update completed").
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            await workflow.sleep(timedelta(milliseconds=1))
             raise self._failure from None
 
     async def _enrich_and_retire(self, inp: SaveInput) -> SaveResult:
