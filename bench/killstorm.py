@@ -387,7 +387,7 @@ def report_lines(
     return [
         Line("acked saves", str(len(storm.acked))),
         Line("acked saves with no live copy covering them", str(lost), "0", lost == 0),
-        Line("  of those acked, deliberately pruned (ephemeral)", str(pruned), "not a loss"),
+        Line("  acked saves gone by an ephemeral prune", str(pruned), "deliberate, not a loss"),
         Line("duplicate live entries", str(dupes), "0", dupes == 0),
         Line("files without a journal record", str(orphans), "0", orphans == 0),
         Line("  files whose current state has no journal record", str(unrecorded), "0",
@@ -432,14 +432,19 @@ def print_report(
     for a in audits:
         print(f"  {a.agent}: {a.live} live, {a.archived} archived, {a.acked} acked "
               f"({a.covered} covered, {len(a.lost)} lost, {len(a.pruned)} pruned); "
+              f"{len(a.late_retirements)} retired into an already archived entry; "
               f"{a.temp_files} temp files left; {len(a.journaled_but_missing)} journaled ids "
               f"without a file; {len(a.problems)} unreadable files")  # fmt: skip
+        if a.pruned:
+            print(f"    pruned as ephemeral: {', '.join(a.pruned[:10])}")
         for loss in a.lost[:10]:
             print(f"    lost {loss.entry_id}: missing {', '.join(loss.missing[:6])} — {loss.fate}")
         for group in a.duplicate_groups[:5]:
             print(f"    duplicate live entries: {', '.join(group)}")
         for item in (a.unjournaled_files + a.unrecorded_states)[:5]:
             print(f"    journal: {item}")
+        for item in a.late_retirements[:5]:
+            print(f"    retired into an archived entry: {item}")
         for item in (a.twice_records + a.over_reinforced + a.retry_copies)[:8]:
             print(f"    twice: {item}")
         for item in a.journaled_but_missing[:3]:

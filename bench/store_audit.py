@@ -10,7 +10,10 @@ What it checks, per agent:
   when the entry has that field, else its `archiveReason`: "enriched into [a, b]",
   "merged into x"; chains followed) that are live and together hold every specific of
   the acknowledged content (`find_missing_specifics`). One whose specifics went with an
-  entry archived "flagged ephemeral by consolidation" is a deliberate prune, not a loss.
+  entry archived "flagged ephemeral by consolidation" is a deliberate prune, not a loss
+  — unless the way there had a dead end or a retirement into an entry that was
+  already archived. That last is also reported for every entry of the store
+  (invariant 13: retire only into something live), covered or not.
 - duplicate live entries: live entries of one category with the same
   whitespace-collapsed content (the ones beyond the first of each group are counted).
 - files without a journal record: an entry file whose id no journal record names (or,
@@ -75,6 +78,7 @@ class StoreAudit:
     duplicate_groups: list[list[str]] = field(default_factory=list)
     unjournaled_files: list[str] = field(default_factory=list)  # paths
     unrecorded_states: list[str] = field(default_factory=list)  # "id: why"
+    late_retirements: list[str] = field(default_factory=list)  # invariant 13, any entry
     journaled_but_missing: list[str] = field(default_factory=list)
     temp_files: int = 0
     twice_records: list[str] = field(default_factory=list)  # "id: reason ×n"
@@ -171,54 +175,102 @@ def retired_into(entry: MemoryEntry, raw: dict | None) -> list[str] | None:
 # -- (a) coverage of acknowledged saves ----------------------------------------------
 
 
+def archive_order(records: list[dict]) -> dict[str, int]:
+    """Each archived id's position in the journal's sequence of archives (the last one):
+    the order they happened in, whatever `archivedAt` says (a dream stamps its `as_of`)."""
+    order: dict[str, int] = {}
+    for index, record in enumerate(records):
+        if record.get("action") == "archived":
+            order[record["id"]] = index
+        elif record.get("action") == "restored":
+            order.pop(record["id"], None)
+    return order
+
+
+def late_retirements(
+    entries: dict[str, MemoryEntry], raw: dict[str, dict], order: dict[str, int]
+) -> list[str]:
+    """Entries archived into a replacement that was already archived (or never existed)
+    when they were retired — what invariant 13 forbids, whether or not a chain from the
+    replacement still reaches the content."""
+    found = []
+    for eid, entry in sorted(entries.items()):
+        if not entry.is_archived:
+            continue
+        for target in retired_into(entry, raw.get(eid)) or []:
+            other = entries.get(target)
+            if other is None:
+                found.append(f"{eid} retired into {target}, which has no file")
+            elif other.is_archived and order.get(target, -1) < order.get(eid, -1):
+                found.append(f"{eid} ({entry.archive_reason}) retired into {target}, already "
+                             f"archived {other.archive_reason!r}")  # fmt: skip
+    return found
+
+
 def follow(
-    entry_id: str, entries: dict[str, MemoryEntry], raw: dict[str, dict]
-) -> tuple[list[MemoryEntry], bool, list[str]]:
+    entry_id: str, entries: dict[str, MemoryEntry], raw: dict[str, dict],
+    order: dict[str, int] | None = None,
+) -> tuple[list[MemoryEntry], bool, list[str]]:  # fmt: skip
     """Where an entry's content lives now: the live entries reached by following what
-    it was retired into, whether an ephemeral prune cut a branch, and the dead ends."""
+    it was retired into, whether an ephemeral prune cut a branch, and the dead ends
+    (with `order`, a retirement into an entry archived before it counts as one)."""
+    order = order or {}
     live: dict[str, MemoryEntry] = {}
     pruned = False
     dead: list[str] = []
-    seen: set[str] = set()
-    stack = [entry_id]
-    while stack:
-        eid = stack.pop()
-        if eid in seen:
-            continue
-        seen.add(eid)
+    done: set[str] = set()
+
+    def visit(eid: str, path: tuple[str, ...]) -> None:
+        nonlocal pruned
+        if eid in path:
+            dead.append(f"{eid} reached again: the retirement chain loops")
+            return
+        if eid in done:  # another branch got here first (a merge of two retirees)
+            return
+        done.add(eid)
         entry = entries.get(eid)
         if entry is None:
             dead.append(f"{eid} has no file")
-            continue
+            return
         if not entry.is_archived:
             live[eid] = entry
-            continue
+            return
         targets = retired_into(entry, raw.get(eid))
-        if targets:
-            stack.extend(targets)
-        elif entry.archive_reason == EPHEMERAL_REASON:
-            pruned = True
-        else:
-            dead.append(f"{eid} archived {entry.archive_reason!r}")
+        if not targets:
+            if entry.archive_reason == EPHEMERAL_REASON:
+                pruned = True
+            else:
+                dead.append(f"{eid} archived {entry.archive_reason!r}")
+            return
+        for target in targets:
+            other = entries.get(target)
+            if (other is not None and other.is_archived
+                    and order.get(target, -1) < order.get(eid, -1)):  # fmt: skip
+                dead.append(f"{eid} retired into {target} after {target} was archived")
+            visit(target, (*path, eid))
+
+    visit(entry_id, ())
     return list(live.values()), pruned, dead
 
 
 def check_coverage(
     audit: StoreAudit, acked: Iterable[AckedSave], entries: dict[str, MemoryEntry],
-    raw: dict[str, dict],
+    raw: dict[str, dict], order: dict[str, int] | None = None,
 ) -> None:  # fmt: skip
+    """An ephemeral prune explains a missing specific only when nothing else went wrong
+    on the way there (no dead end, no retirement into an already archived entry)."""
     for save in acked:
         audit.acked += 1
         entry = entries.get(save.entry_id)
         if entry is not None and not entry.is_archived:
             audit.covered += 1
             continue
-        live, pruned, dead = follow(save.entry_id, entries, raw)
+        live, pruned, dead = follow(save.entry_id, entries, raw, order)
         text = "\n".join(e.content for e in live)
         missing = find_missing_specifics([Source(save.content, save.category)], text)
         if not missing:
             audit.covered += 1
-        elif pruned:
+        elif pruned and not dead:
             audit.pruned.append(save.entry_id)
         else:
             where = [f"live: {', '.join(e.id for e in live) or 'none'}", *dead]
@@ -365,7 +417,9 @@ def audit_store(data_dir: Path, agent: str, acked: Iterable[AckedSave]) -> Store
     files, audit.temp_files = entry_files(store.memory_dir)
     raw = {eid: data for eid, (_, data) in files.items()}
     records = journal_records(store.journal.path)
-    check_coverage(audit, acked, entries, raw)
+    order = archive_order(records)
+    check_coverage(audit, acked, entries, raw, order)
+    audit.late_retirements = late_retirements(entries, raw, order)
     audit.duplicate_groups = duplicate_groups(all_entries)
     check_journal(audit, files, records, entries)
     check_applied_twice(audit, records, entries, store.root / "ops")

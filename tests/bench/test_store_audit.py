@@ -121,3 +121,27 @@ def test_an_op_recorded_twice_and_a_count_no_op_explains(tmp_path):
     audit = audit_store(tmp_path, AGENT, [])
     assert audit.twice_records == [f"{entry.id}: 'save op-1' ×2"]
     assert audit.over_reinforced  # 3 > 1 created + 1 distinct op
+
+
+def test_retiring_into_an_entry_already_folded_back_into_it_is_a_loss(tmp_path):
+    # The shape a kill storm produced: the fact (a copy of its original) is folded into
+    # the original by a dream, then the save's late archive retires the original into it.
+    store = FileMemoryStore(tmp_path, AGENT)
+    original = store.create(WORK, category="people")
+    fact = store.create(WORK, category="people")
+    store.archive(fact.id, f"merged into {original.id}")
+    store.archive(original.id, f"enriched into [{fact.id}]")
+    audit = audit_store(tmp_path, AGENT, [_acked(original.id, WORK)])
+    assert [loss.entry_id for loss in audit.lost] == [original.id]
+    assert "loops" in audit.lost[0].fate
+    assert len(audit.late_retirements) == 1 and audit.late_retirements[0].startswith(original.id)
+
+
+def test_a_prune_reached_through_a_late_retirement_is_not_deliberate(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    original = store.create(WORK, category="people")
+    fact = store.create(WORK, category="people")
+    store.archive(fact.id, EPHEMERAL_REASON)
+    store.archive(original.id, f"enriched into [{fact.id}]")
+    audit = audit_store(tmp_path, AGENT, [_acked(original.id, WORK)])
+    assert audit.pruned == [] and [loss.entry_id for loss in audit.lost] == [original.id]
