@@ -550,7 +550,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-uptime", type=float, default=0.5)
     parser.add_argument("--max-uptime", type=float, default=4.0)
     parser.add_argument("--save-attempts", type=int, default=8)
-    parser.add_argument("--save-timeout", type=float, default=20.0,
+    parser.add_argument("--save-timeout", type=float, default=10.0,
                         help="seconds one save attempt may take before the caller retries")  # fmt: skip
     parser.add_argument("--drain-cap", type=float, default=720.0,
                         help="longest wait for running workflows after the last kill (720 s)")  # fmt: skip
