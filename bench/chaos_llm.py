@@ -127,7 +127,7 @@ class ChaosLLM:
         messages = body.get("messages") or [{}, {}]
         system = messages[0].get("content", "")
         user = messages[-1].get("content", "")
-        kind = self._kind(system)
+        kind = self._kind(system) if body else "truncated"  # a sender killed mid-request
         self._count(f"{kind} requests")
         c = self.chaos
         if rng.random() < c.delay:
@@ -136,7 +136,7 @@ class ChaosLLM:
         if rng.random() < c.server_error:
             self._count("HTTP 500 replies")
             return 500, "chaos: internal error"
-        if kind != "unknown" and rng.random() < c.malformed:
+        if kind not in ("unknown", "truncated") and rng.random() < c.malformed:
             self._count("malformed replies")
             return 200, rng.choice(MALFORMED)
         if kind == "enrichment":

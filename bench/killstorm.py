@@ -472,7 +472,18 @@ def prepare_dirs(args) -> tuple[Path, Path]:
     return work, data
 
 
+def _quiet_abandoned_attempts(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    # A save attempt cancelled by its timeout leaves the SDK's with-start handle future
+    # holding a CancelledError nobody reads; asyncio would print a traceback for each.
+    if isinstance(context.get("exception"), asyncio.CancelledError) and "never retrieved" in (
+        context.get("message") or ""
+    ):
+        return
+    loop.default_exception_handler(context)
+
+
 async def run(args) -> int:
+    asyncio.get_running_loop().set_exception_handler(_quiet_abandoned_attempts)
     work, data = prepare_dirs(args)
     agents = agent_names(args.agents)
     notes = workload(agents, args.saves, args.seed)
