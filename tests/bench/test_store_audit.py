@@ -1,0 +1,147 @@
+"""The kill-storm audit on stores built by hand: each check finds what it should, and
+nothing on a clean store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
+from dreamkeeper.stores.journal import JournalAction
+from dreamkeeper.stores.memory_store import FileMemoryStore
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from store_audit import AckedSave, audit_store  # noqa: E402
+
+AGENT = "audit"
+NOTE = "Trish Roberts's email is trish@contoso.com. Trish Roberts works at Contoso since 2014."
+EMAIL = "Trish Roberts's email is trish@contoso.com."
+WORK = "Trish Roberts works at Contoso since 2014."
+
+
+def _acked(entry_id: str, content: str = NOTE) -> AckedSave:
+    return AckedSave(AGENT, entry_id, content, "people")
+
+
+def _enriched(store: FileMemoryStore, facts: list[str]) -> tuple[str, list[str]]:
+    original = store.create(NOTE, category="people")
+    ids = [store.create(f, category="people").id for f in facts]
+    store.archive(original.id, f"enriched into [{', '.join(sorted(ids))}]")
+    return original.id, ids
+
+
+def test_a_clean_store_passes_every_check(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    live = store.create("Met Duane Lhotka at PyCon on 2026-05-02.", category="events")
+    original, _ = _enriched(store, [EMAIL, WORK])
+    audit = audit_store(tmp_path, AGENT, [_acked(original), _acked(live.id, live.content)])
+    assert (audit.acked, audit.covered, audit.lost, audit.pruned) == (2, 2, [], [])
+    assert audit.duplicates == 0 and audit.applied_twice == 0
+    assert audit.unjournaled_files == [] and audit.unrecorded_states == []
+    assert audit.journaled_but_missing == []
+
+
+def test_a_save_retired_into_entries_that_miss_a_specific_is_lost(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    original, _ = _enriched(store, ["Trish Roberts's email is on file.", WORK])
+    audit = audit_store(tmp_path, AGENT, [_acked(original)])
+    assert [loss.entry_id for loss in audit.lost] == [original]
+    assert audit.lost[0].missing == ["trish@contoso.com"]
+
+
+def test_chains_are_followed_and_ephemeral_prunes_count_apart(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    original, (email, work) = _enriched(store, [EMAIL, WORK])
+    merged = store.create(f"{EMAIL} {WORK}", category="people")
+    store.archive(email, f"merged into {merged.id}")
+    store.archive(work, f"merged into {merged.id}")
+    assert audit_store(tmp_path, AGENT, [_acked(original)]).covered == 1
+    store.archive(merged.id, EPHEMERAL_REASON)
+    audit = audit_store(tmp_path, AGENT, [_acked(original)])
+    assert audit.pruned == [original] and audit.lost == []
+
+
+def test_retired_into_field_wins_over_the_reason(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    original, (email, work) = _enriched(store, [EMAIL, WORK])
+    path = store.path_for(original, "people")
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({**raw, "retiredInto": [email]}))  # work is not listed
+    audit = audit_store(tmp_path, AGENT, [_acked(original)])
+    assert audit.lost and audit.lost[0].missing == ["2014"]
+
+
+def test_duplicate_live_entries_and_retry_copies(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    first = store.create(WORK, category="people")
+    store.create(WORK.replace(" ", "  "), category="people")
+    store.create(WORK, category="other")  # another category: not a duplicate
+    audit = audit_store(tmp_path, AGENT, [_acked(first.id, WORK)])
+    assert audit.duplicates == 1
+    second = store.create(WORK, category="people/work")
+    audit = audit_store(tmp_path, AGENT, [_acked(first.id, WORK)])
+    assert audit.retry_copies and second.id in audit.retry_copies[0]
+
+
+def test_files_the_journal_does_not_know(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    entry = store.create(WORK, category="people")
+    stray = json.loads(store.path_for(entry.id, "people").read_text())
+    stray_path = store.path_for("0123456789ab", "people")
+    stray_path.write_text(json.dumps({**stray, "id": "0123456789ab"}))
+    path = store.path_for(entry.id, "people")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "content": EMAIL}))
+    audit = audit_store(tmp_path, AGENT, [])
+    assert audit.unjournaled_files == [str(stray_path)]
+    assert [s.split(":")[0] for s in audit.unrecorded_states] == [entry.id]
+
+
+def test_an_archive_the_journal_never_saw(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    entry = store.create(WORK, category="people")
+    path = store.path_for(entry.id, "people")
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({**raw, "archivedAt": raw["createdAt"], "archiveReason": "x"}))
+    audit = audit_store(tmp_path, AGENT, [])
+    assert audit.unrecorded_states and "journal says live" in audit.unrecorded_states[0]
+
+
+def test_an_op_recorded_twice_and_a_count_no_op_explains(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    entry = store.create(WORK, category="people")
+    once = store.put(entry.model_copy(update={"reinforcement_count": 2}),
+                     action=JournalAction.REINFORCED, reason="save op-1")  # fmt: skip
+    assert audit_store(tmp_path, AGENT, []).applied_twice == 0
+    store.put(once.model_copy(update={"reinforcement_count": 3}),
+              action=JournalAction.REINFORCED, reason="save op-1")  # fmt: skip
+    audit = audit_store(tmp_path, AGENT, [])
+    assert audit.twice_records == [f"{entry.id}: 'save op-1' ×2"]
+    assert audit.over_reinforced  # 3 > 1 created + 1 distinct op
+
+
+def test_retiring_into_an_entry_already_folded_back_into_it_is_a_loss(tmp_path):
+    # The shape a kill storm produced: the fact (a copy of its original) is folded into
+    # the original by a dream, then the save's late archive retires the original into it.
+    store = FileMemoryStore(tmp_path, AGENT)
+    original = store.create(WORK, category="people")
+    fact = store.create(WORK, category="people")
+    store.archive(fact.id, f"merged into {original.id}")
+    store.archive(original.id, f"enriched into [{fact.id}]")
+    audit = audit_store(tmp_path, AGENT, [_acked(original.id, WORK)])
+    assert [loss.entry_id for loss in audit.lost] == [original.id]
+    assert "loops" in audit.lost[0].fate
+    assert len(audit.late_retirements) == 1 and audit.late_retirements[0].startswith(original.id)
+
+
+def test_a_prune_reached_through_a_late_retirement_is_not_deliberate(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    original = store.create(WORK, category="people")
+    fact = store.create(WORK, category="people")
+    store.archive(fact.id, EPHEMERAL_REASON)
+    store.archive(original.id, f"enriched into [{fact.id}]")
+    audit = audit_store(tmp_path, AGENT, [_acked(original.id, WORK)])
+    assert audit.pruned == [] and [loss.entry_id for loss in audit.lost] == [original.id]
