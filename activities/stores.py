@@ -15,6 +15,7 @@ Every store activity goes through `using()`, which also:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
 import errno
@@ -60,6 +61,8 @@ def heartbeating() -> Iterator[None]:
         while not stop.wait(HEARTBEAT_EVERY_SECONDS):
             try:
                 context.run(activity.heartbeat)
+            except concurrent.futures.TimeoutError:
+                continue  # the worker's event loop was busy for 10 s: try again next tick
             except Exception:  # noqa: BLE001 - an async activity's heartbeat; stop quietly
                 return
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from temporalio.client import (
     Client,
@@ -109,6 +109,15 @@ def _as_dreamkeeper_error(exc: BaseException) -> Exception:
             "search-attribute create --name AgentId --type Keyword` and the same for MemoryOp"
         )
     return exc
+
+
+def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
+    """The SDK sets the failed call's error on the start operation's handle future too;
+    unread, asyncio prints it ("Future exception was never retrieved") at exit — noise on
+    a CLI's stderr. Read it (the SDK has no public way to ask whether it is done)."""
+    future = getattr(start, "_workflow_handle", None)
+    if isinstance(future, asyncio.Future) and future.done() and not future.cancelled():
+        future.exception()
 
 
 class MemoryClient:
@@ -278,41 +287,54 @@ class MemoryClient:
             tags=validate_tags(tags), source=source, importance=validate_importance(importance),
             store_id=self.store_id,
         )  # fmt: skip
-        try:
-            return await asyncio.wait_for(self._save(inp), timeout=self.save_timeout)
-        except TimeoutError:
-            raise Unavailable(
-                f"save {inp.entry_id} for agent {agent_id} is queued but not yet durable: no "
-                f"worker answered within {self.save_timeout:g}s on task queue "
-                f"{self.task_queue!r} (is `dreamkeeper worker` running?). It completes when a "
-                f"worker polls that queue; call again with entry_id={inp.entry_id!r} to wait"
-            ) from None
+        return await self._save(inp)
 
     async def _save(self, inp: SaveInput) -> SaveAck:
+        # The deadline is kept here, not by cancelling the call: the SDK reports its own
+        # cancellation as an RPC timeout, which this loop must not mistake for a refusal.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.save_timeout
         attempt = 0
         while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise self._queued(inp)
+            start = WithStartWorkflowOperation(
+                SaveMemory.run, inp, id=save_workflow_id(inp.agent_id, inp.entry_id),
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                task_queue=self.task_queue,
+                static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
+                search_attributes=tagged(inp.agent_id, "save"),
+            )  # fmt: skip
             try:
                 return await self.client.execute_update_with_start_workflow(
-                    SaveMemory.save,
-                    start_workflow_operation=WithStartWorkflowOperation(
-                        SaveMemory.run, inp, id=save_workflow_id(inp.agent_id, inp.entry_id),
-                        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                        task_queue=self.task_queue,
-                        static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
-                        search_attributes=tagged(inp.agent_id, "save"),
-                    ),
+                    SaveMemory.save, start_workflow_operation=start,
+                    rpc_timeout=timedelta(seconds=max(0.5, left)),
                 )  # fmt: skip
             except WorkflowUpdateFailedError as exc:
                 raise self._with_location(_as_dreamkeeper_error(exc)) from None
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+                _retrieve_start_error(start)
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # The SDK reports our own cancellation as an RPC timeout: pass it on.
+                    raise asyncio.CancelledError from None
                 mapped = _as_dreamkeeper_error(exc)
                 if mapped is not exc or (isinstance(exc, RPCError) and exc.status not in _TRANSIENT):
                     raise mapped from None
                 pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
-                log.info("save %s refused for now (%s); retrying in %.1fs with the same id",
+                log.debug("save %s refused for now (%s); retrying in %.1fs with the same id",
                          inp.entry_id, exc, pause)  # fmt: skip
                 attempt += 1
-                await asyncio.sleep(pause)
+                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    def _queued(self, inp: SaveInput) -> Unavailable:
+        return Unavailable(
+            f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable: no "
+            f"worker answered within {self.save_timeout:g}s on task queue {self.task_queue!r} "
+            "(is `dreamkeeper worker` running?). It completes when a worker polls that queue; "
+            f"call again with entry_id={inp.entry_id!r} to wait"
+        )
 
     async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
         """Start (or join, if one is running) the agent's dream cycle."""

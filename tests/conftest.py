@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+# Imported up front: hypothesis's pytest plugin importing it at session end (with the
+# Temporal runtime's threads alive) trips a CPython 3.11 "AST constructor recursion depth
+# mismatch" SystemError.
+import hypothesis  # noqa: F401
 import pytest
 
 from dreamkeeper.stores.memory_store import FileMemoryStore

@@ -22,6 +22,7 @@ from typing import NoReturn
 from dreamkeeper.stores.search import DEFAULT_LIMIT
 from dreamkeeper.stores.validation import DreamkeeperError, InvalidInput
 from dreamkeeper.worker import commands
+from dreamkeeper.worker.logs import configure_logging
 from dreamkeeper.worker.settings import StoreSettings
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
@@ -143,10 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        logging.basicConfig(
-            level=logging.DEBUG if args.verbose else logging.INFO,
-            format="%(levelname)s %(name)s: %(message)s",
-        )
+        # Long-running commands report what they do; one-shot commands only what went wrong.
+        quiet = args.command not in ("worker", "dev", "codec-server", "embed-server", "demo")
+        configure_logging(verbose=args.verbose, quiet=quiet)
         run: Command = args.run
         return run(args, _settings(args))
     except DreamkeeperError as exc:

@@ -122,8 +122,8 @@ async def run_worker(
             if tour is not None and not tour.done():
                 tour.cancel()
                 print("stopping: the tour was interrupted")
-                with contextlib.suppress(asyncio.CancelledError):
-                    await tour
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await tour  # a failure was logged by _report_failure
             log.info("shutting down: waiting for running activities")
 
 
@@ -167,11 +167,14 @@ def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> su
             str(temporal_executable()), "server", "start-dev",
             "--db-filename", str(data_dir / "temporal-dev.sqlite"),
             "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
-            "--log-level", "warn",
+            "--log-level", "warn", "--color", "never",  # a log file, not a terminal
             *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
             *(["--ui-codec-endpoint", ui_codec_endpoint] if ui_codec_endpoint else []),
         ],
         stdout=log_file, stderr=subprocess.STDOUT,
+        # Its own session: a terminal's Ctrl-C reaches only us, and we stop the worker
+        # before the server it talks to.
+        start_new_session=True,
     )  # fmt: skip
 
 

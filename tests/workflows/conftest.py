@@ -3,6 +3,8 @@ an in-process worker per test on its own task queue and data directory."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -62,13 +64,22 @@ async def worker(temporal_env, tmp_path, request):
     if "embedder" in request.fixturenames:
         embedder = request.getfixturevalue("embedder")
         embedding_settings = EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed")
-    with ThreadPoolExecutor(max_workers=4) as executor:
-        w = build_worker(
-            temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings,
-            embeddings=embedding_settings,
-        )
-        async with w:
-            yield temporal_env.client, queue, settings
+    executor = ThreadPoolExecutor(max_workers=4)
+    w = build_worker(
+        temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings,
+        embeddings=embedding_settings,
+    )
+    running = asyncio.create_task(w.run())
+    try:
+        yield temporal_env.client, queue, settings
+    finally:
+        # Bounded: one test's stuck activity must not hang the rest of the session.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(w.shutdown(), timeout=60)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await running
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 @pytest.fixture

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -28,22 +28,27 @@ def _env(temporal_env, queue: str, data: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(DREAMKEEPER), *args], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+async def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """In a thread: the in-process worker runs on this test's event loop."""
+    return await asyncio.to_thread(
+        subprocess.run, [str(DREAMKEEPER), *args], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
 
 
 @pytest.mark.slow
-def test_two_hundred_consecutive_saves_all_exit_zero(worker, temporal_env):
+async def test_two_hundred_consecutive_saves_all_exit_zero(worker, temporal_env):
     _, queue, settings = worker
     env = _env(temporal_env, queue, settings.data_dir)
 
-    def one(n: int) -> tuple[int, str, str]:
-        done = _cli(env, "save", f"fact number {n} about project Meridian{n}")
+    async def one(n: int) -> tuple[int, str, str]:
+        # Distinct words, so save-time dedup keeps every one.
+        done = await _cli(env, "save", f"note {uuid.uuid4().hex} {uuid.uuid4().hex}")
         return done.returncode, done.stdout.strip(), done.stderr
 
-    with ThreadPoolExecutor(2) as pool:  # two at a time: the machine has two cores
-        results = list(pool.map(one, range(200)))
+    results = []
+    for start in range(0, 200, 2):  # two at a time: the machine has two cores
+        results += await asyncio.gather(one(start), one(start + 1))
     codes = [code for code, _, _ in results]
     assert codes == [0] * 200, [(c, err[-300:]) for c, _, err in results if c != 0][:3]
     ids = {out for _, out, _ in results}
@@ -52,24 +57,24 @@ def test_two_hundred_consecutive_saves_all_exit_zero(worker, temporal_env):
     assert len(store.entries()) == 200
 
 
-def test_a_retried_save_with_its_key_saves_once(worker, temporal_env):
+async def test_a_retried_save_with_its_key_saves_once(worker, temporal_env):
     _, queue, settings = worker
     env = _env(temporal_env, queue, settings.data_dir)
-    first = _cli(env, "save", "User lives in Chicago", "--idempotency-key", "turn-17")
-    again = _cli(env, "save", "User lives in Chicago", "--idempotency-key", "turn-17")
+    first = await _cli(env, "save", "User lives in Chicago", "--idempotency-key", "turn-17")
+    again = await _cli(env, "save", "User lives in Chicago", "--idempotency-key", "turn-17")
     assert first.returncode == again.returncode == 0
     assert first.stdout == again.stdout
     assert len(FileMemoryStore(settings.data_dir, "cli").entries()) == 1
 
 
-def test_an_unknown_id_through_the_worker_exits_2_like_direct(worker, temporal_env):
+async def test_an_unknown_id_through_the_worker_exits_2_like_direct(worker, temporal_env):
     _, queue, settings = worker
     ensure_identity(settings.data_dir)
     env = _env(temporal_env, queue, settings.data_dir)
     FileMemoryStore(settings.data_dir, "cli").create("an entry, so the store exists")
     for command in ("delete", "restore"):
-        through = _cli(env, command, "0123456789ab")
-        direct = _cli(env, command, "0123456789ab", "--direct")
+        through = await _cli(env, command, "0123456789ab")
+        direct = await _cli(env, command, "0123456789ab", "--direct")
         assert through.returncode == direct.returncode == 2
         assert through.stderr == direct.stderr
         assert through.stderr.count("\n") == 1 and "Traceback" not in through.stderr
@@ -82,7 +87,7 @@ async def test_a_client_whose_data_differs_from_the_worker_s_exits_2_naming_both
     await claim_task_queue(client, queue, ensure_identity(settings.data_dir))
     try:
         other = tmp_path / "other-data"
-        done = _cli(_env(temporal_env, queue, other), "save", "User lives in Chicago")
+        done = await _cli(_env(temporal_env, queue, other), "save", "User lives in Chicago")
         assert done.returncode == 2
         assert str(settings.data_dir) in done.stderr and "other-data" in done.stderr
         assert not (other / "agents").exists()
@@ -90,26 +95,27 @@ async def test_a_client_whose_data_differs_from_the_worker_s_exits_2_naming_both
         await client.get_workflow_handle(f"dreamkeeper-store-{queue}").terminate()
 
 
-def test_a_save_with_no_worker_exits_1_naming_the_entry(temporal_env, tmp_path):
+async def test_a_save_with_no_worker_exits_1_naming_the_entry(temporal_env, tmp_path):
     env = _env(temporal_env, f"nobody-{uuid.uuid4().hex[:6]}", tmp_path,
                DREAMKEEPER_SAVE_TIMEOUT_SECONDS="2")  # fmt: skip
-    done = _cli(env, "save", "User lives in Chicago", "--entry-id", "0123456789ab")
+    done = await _cli(env, "save", "User lives in Chicago", "--entry-id", "0123456789ab")
     assert done.returncode == 1
     assert "0123456789ab" in done.stderr and "queued" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line: no SDK noise
 
 
-def test_no_server_exits_1_with_one_line(tmp_path):
+async def test_no_server_exits_1_with_one_line(tmp_path):
     env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1", "DREAMKEEPER_DATA": str(tmp_path)}
-    done = _cli(env, "delete", "0123456789ab")
+    done = await _cli(env, "delete", "0123456789ab")
     assert done.returncode == 1 and "cannot reach Temporal" in done.stderr
     assert done.stderr.count("\n") == 1
 
 
-def test_a_worker_on_an_unwritable_data_directory_exits_2(tmp_path):
+async def test_a_worker_on_an_unwritable_data_directory_exits_2(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1",
            "DREAMKEEPER_DATA": str(blocker / "data")}  # fmt: skip
-    done = _cli(env, "worker")
+    done = await _cli(env, "worker")
     assert done.returncode == 2 and "not writable" in done.stderr
     assert "Traceback" not in done.stderr

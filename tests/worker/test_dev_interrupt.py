@@ -1,0 +1,47 @@
+"""Ctrl-C during `dreamkeeper dev --demo` stops the tour, the worker and the dev server,
+cleanly: exit 0, no traceback, the ports free again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dreamkeeper.worker.runtime import DEV_GRPC_PORT, DEV_UI_PORT, port_in_use
+
+DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_the_demo_tour_stops_everything_cleanly(tmp_path):
+    if port_in_use(DEV_GRPC_PORT) or port_in_use(DEV_UI_PORT):
+        pytest.skip("the dev server's ports are taken on this machine")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DREAMKEEPER_", "TEMPORAL_"))}
+    env["DREAMKEEPER_DATA"] = str(tmp_path)
+    # Its own session, so the signal goes to the whole group, as a terminal's Ctrl-C does.
+    proc = subprocess.Popen([str(DREAMKEEPER), "dev", "--demo"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        seen = []
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            seen.append(line)
+            if line.startswith("saved [") or not line:
+                break
+        assert any(line.startswith("saved [") for line in seen), "".join(seen)
+        os.killpg(proc.pid, signal.SIGINT)  # in the middle of the tour
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "Traceback" not in out
+    assert not port_in_use(DEV_GRPC_PORT) and not port_in_use(DEV_UI_PORT)
