@@ -20,9 +20,12 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+from dreamkeeper.stores.safe_json import NotRegularFile
 
 _COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -156,19 +159,17 @@ class AgentFiles:
             finally:
                 os.close(fd)
 
-    def read(self, parts: Parts) -> bytes:
-        """The file's bytes. FileNotFoundError when absent; SymlinkRefused for a link."""
+    def read(self, parts: Parts, max_bytes: int | None = None) -> bytes:
+        """The file's bytes — with `max_bytes`, at most that many plus one, so the caller
+        sees it is larger. FileNotFoundError when absent; SymlinkRefused for a link;
+        NotRegularFile for a FIFO, device or directory (never opened to block on)."""
         *dirs, name = parts
         check_component(name)
         with self.directory(dirs, create=False) as dfd:
             if dfd is None:
                 raise FileNotFoundError(self.path(*parts))
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-            except OSError as exc:
-                raise _refuse_links(exc, name) from None
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
+            with os.fdopen(self._open_regular(dfd, name), "rb") as handle:
+                return handle.read() if max_bytes is None else handle.read(max_bytes + 1)
 
     def read_from(self, parts: Parts, offset: int, limit: int | None = None) -> bytes:
         *dirs, name = parts
@@ -176,14 +177,24 @@ class AgentFiles:
             if dfd is None:
                 return b""
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                fd = self._open_regular(dfd, name)
             except FileNotFoundError:
                 return b""
-            except OSError as exc:
-                raise _refuse_links(exc, name) from None
             with os.fdopen(fd, "rb") as handle:
                 handle.seek(offset)
                 return handle.read() if limit is None else handle.read(limit)
+
+    @staticmethod
+    def _open_regular(dfd: int, name: str) -> int:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, dir_fd=dfd)
+        except OSError as exc:
+            raise _refuse_links(exc, name) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotRegularFile(f"{name} is not a plain file: refused")
+        return fd
 
     def size(self, parts: Parts) -> int:
         try:
