@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import append_line
 from dreamkeeper.stores.models import as_utc
 
 KEEP_ROTATED = 20
 MAX_TURN_CHARS = 4_000
+MAX_LINE_BYTES = 8 * MAX_TURN_CHARS + 1_024  # escapes included; longer is not ours
+MAX_SESSION_ID_CHARS = 1_100  # 8 segments of 128, and slashes
+MAX_READ_BYTES = 256 * 1_048_576  # one rotated log; preference inference uses its tail
 
 
 @dataclass(frozen=True)
@@ -60,15 +64,27 @@ class ConversationLog:
 
     @staticmethod
     def read(path: Path) -> list[LoggedTurn]:
-        """Turns in a log file; torn or malformed lines (a crash mid-append) are skipped."""
+        """Turns in a log file; torn or malformed lines (a crash mid-append, garbage,
+        deep nesting, oversized) are skipped; a symlink, FIFO or directory in the log's
+        place reads as no turns."""
+        try:
+            data = safe_json.read_regular(path, MAX_READ_BYTES)
+        except OSError:  # absent, or NotRegularFile
+            return []
         turns = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in data.splitlines():
             try:
-                raw = json.loads(line)
-                turns.append(LoggedTurn(
-                    str(raw["sessionId"]), str(raw["role"]), str(raw["content"]),
-                    as_utc(datetime.fromisoformat(raw["at"])),
-                ))  # fmt: skip
-            except (ValueError, KeyError, TypeError):
+                raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=1)
+                if not isinstance(raw, dict):
+                    continue
+                session, role, content, at = (raw["sessionId"], raw["role"], raw["content"],
+                                              raw["at"])  # fmt: skip
+                if not all(isinstance(v, str) for v in (session, role, content, at)):
+                    continue
+                if role not in ("user", "assistant") or len(session) > MAX_SESSION_ID_CHARS:
+                    continue
+                turns.append(LoggedTurn(session, role, content[:MAX_TURN_CHARS],
+                                        as_utc(datetime.fromisoformat(at))))  # fmt: skip
+            except (ValueError, KeyError):
                 continue
         return turns

@@ -28,18 +28,24 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.files import append_line, atomic_write_text, path_lock
-from dreamkeeper.stores.models import as_utc, utc_now
-from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
+from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.stores.validation import InvalidInput, require_unicode, validate_agent_id
 
 MAX_RETAINED = 50
 MAX_ARCHIVED = 500
 ARCHIVE_SLACK = 100  # the archive file is trimmed to MAX_ARCHIVED once it is this far over
 SESSION_IDLE = timedelta(hours=1)
 MAX_TURN_CHARS = 100_000
+# A stored turn is at most ~6 bytes a character (JSON escapes) plus its fields; a session
+# file holds at most MAX_RETAINED of them. Anything larger was not written by us.
+MAX_TURN_LINE_BYTES = 6 * MAX_TURN_CHARS + 1_024
+MAX_SESSION_FILE_BYTES = 64 * 1_048_576
+MAX_ARCHIVE_READ_BYTES = 1_024 * 1_048_576
 ROLES = ("user", "assistant")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
@@ -52,13 +58,13 @@ Role = Literal["user", "assistant"]
 class Turn(BaseModel):
     n: int
     role: Role
-    content: str
-    at: datetime
+    content: str = Field(max_length=MAX_TURN_CHARS)
+    at: UtcDatetime
 
 
 class _SessionFile(BaseModel):
-    started_at: datetime
-    last_at: datetime
+    started_at: UtcDatetime
+    last_at: UtcDatetime
     next_n: int = 1
     archived_lines: int = 0
     turns: list[Turn]
@@ -162,8 +168,12 @@ class ConversationMemory:
         state = None
         if signature is not None:
             try:
-                state = _SessionFile.model_validate_json(path.read_bytes())
-            except (OSError, ValidationError):
+                data = safe_json.read_regular(path, MAX_SESSION_FILE_BYTES)
+                if len(data) > MAX_SESSION_FILE_BYTES:
+                    raise ValueError("larger than any session file")
+                # pydantic's parser bounds nesting itself (without recursing in Python).
+                state = _SessionFile.model_validate_json(data)
+            except (OSError, ValueError):  # ValidationError is a ValueError
                 state = None  # unreadable: treated as a fresh session (and rewritten)
         self._sessions[session_id] = (signature, state)
         return state
@@ -192,11 +202,14 @@ class ConversationMemory:
             offset, by_n = cached.size, dict(cached.by_n)  # same file, grown: appended lines
         else:
             offset, by_n = 0, {}
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
+        try:
+            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES, offset=offset)
+        except OSError:
+            data = b""  # a symlink, FIFO or directory where the archive should be
         end = data.rfind(b"\n") + 1  # a line without its newline is still being written
         for line in data[:end].splitlines():
+            if len(line) > MAX_TURN_LINE_BYTES:
+                continue
             try:
                 turn = Turn.model_validate_json(line)
             except ValidationError:
@@ -232,6 +245,7 @@ class ConversationMemory:
             raise InvalidInput(f"invalid role {role!r}: expected one of {', '.join(ROLES)}")
         if not isinstance(content, str):
             raise InvalidInput("turn content must be text")
+        require_unicode(content, "turn content")
         if len(content) > MAX_TURN_CHARS:
             raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
         with self._lock.hold():

@@ -128,10 +128,10 @@ def loads(
     return value
 
 
-def read_regular(path: Path | str, max_bytes: int) -> bytes:
-    """At most `max_bytes + 1` bytes of a plain file, never following a symlink in its
-    last component and never blocking on a FIFO or device: FileNotFoundError when
-    absent, `NotRegularFile` for anything but a plain file."""
+def read_regular(path: Path | str, max_bytes: int, *, offset: int = 0) -> bytes:
+    """At most `max_bytes + 1` bytes of a plain file (from `offset`), never following a
+    symlink in its last component and never blocking on a FIFO or device:
+    FileNotFoundError when absent, `NotRegularFile` for anything but a plain file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -142,6 +142,8 @@ def read_regular(path: Path | str, max_bytes: int) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotRegularFile(f"{path} is not a plain file: refused")
+        if offset:
+            os.lseek(fd, offset, os.SEEK_SET)
         chunks, left = [], max_bytes + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
