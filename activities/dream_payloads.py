@@ -278,8 +278,10 @@ class InferredFact(BaseModel):
 
 
 class InferResult(BaseModel):
-    facts: list[InferredFact] = Field(default_factory=list)
+    facts: list[InferredFact] = Field(default_factory=list)  # each valid by the store's rules
     skipped: str | None = None
+    dropped: int = 0  # preferences of the reply the store would refuse (never saved)
+    ignored: int = 0  # preferences past the per-reply cap (never saved)
 
 
 class PreferenceResult(BaseModel):

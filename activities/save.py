@@ -7,6 +7,8 @@ from temporalio import activity
 
 from dreamkeeper.activities.llm import (
     ENRICH_PROMPT,
+    MAX_FACTS_PER_REPLY,
+    Enrichment,
     LLMSettings,
     ask_llm,
     parse_enrichment,
@@ -28,7 +30,26 @@ from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.models import SOURCE_KEY
-from dreamkeeper.stores.validation import InvalidInput, validate_category
+
+
+def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:
+    """The facts to save: each already valid by the store's rules (a fact without a
+    valid category of its own takes the caller's), with what was dropped or ignored."""
+    if reply.dropped or reply.ignored:
+        activity.logger.warning(
+            "enrichment of %s: dropped %d fact(s) the store would refuse, ignored %d past "
+            "the cap of %d", entry_id, reply.dropped, reply.ignored, MAX_FACTS_PER_REPLY,
+        )  # fmt: skip
+    return EnrichResult(
+        facts=[
+            FactProposal(content=fact.content, category=fact.category or category,
+                         tags=fact.tags, importance=fact.importance,
+                         metadata=fact.metadata or {})  # fmt: skip
+            for fact in reply.facts
+        ],
+        dropped=reply.dropped,
+        ignored=reply.ignored,
+    )
 
 
 class SaveActivities:
@@ -65,20 +86,10 @@ class SaveActivities:
             {"role": "system", "content": ENRICH_PROMPT},
             {"role": "user", "content": inp.content},
         ]
-        facts = await ask_llm(
+        reply = await ask_llm(
             self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
         )
-        proposals = []
-        for fact in facts:
-            try:
-                category = validate_category(fact.category) if fact.category else inp.category
-            except InvalidInput:
-                category = inp.category  # a bad category from the LLM: keep the caller's
-            proposals.append(FactProposal(
-                content=fact.content, category=category, tags=fact.tags,
-                importance=fact.importance, metadata=fact.metadata or {},
-            ))  # fmt: skip
-        return EnrichResult(facts=proposals)
+        return enrichment_result(reply, inp.category, inp.entry_id)
 
     @activity.defn(name="save_fact")
     def save_fact(self, inp: SaveFactInput) -> SaveFactResult:
