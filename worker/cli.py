@@ -154,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:  # argparse's --help: its code, not a process exit
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except BrokenPipeError:
         raise
     except Exception as exc:  # noqa: BLE001 - the CLI reports, it does not trace back
