@@ -104,7 +104,7 @@ def validate_tags(tags: Iterable[str] | None) -> list[str]:
             raise InvalidInput(
                 f"invalid tag {tag[:40]!r}: at most {MAX_TAG_CHARS} characters, no control characters"
             )
-        _require_unicode(tag, "a tag")
+        require_unicode(tag, "a tag")
         if tag not in out:
             out.append(tag)
     return out
@@ -120,11 +120,11 @@ def validate_content(content: str) -> str:
         )
     if "\x00" in content:
         raise InvalidInput("content contains a NUL character")
-    _require_unicode(content, "content")
+    require_unicode(content, "content")
     return content
 
 
-def _require_unicode(text: str, what: str) -> None:
+def require_unicode(text: str, what: str) -> None:
     """Text the store can write as UTF-8 (argv and JSON escapes can carry lone
     surrogates, which no file or payload can hold)."""
     try:
@@ -159,7 +159,7 @@ def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
                 f"invalid metadata value for {key!r}: a string of at most "
                 f"{MAX_METADATA_VALUE_CHARS} characters"
             )
-        _require_unicode(value, f"metadata value {key!r}")
+        require_unicode(value, f"metadata value {key!r}")
         out[key] = value
     return out
 
