@@ -221,7 +221,7 @@ class WorkingMemoryStore:
         try:
             raw = safe_json.load_file(path, max_bytes=MAX_SEGMENT_FILE_BYTES,
                                       max_depth=MAX_FILE_DEPTH)  # fmt: skip
-            items = raw["entries"] if isinstance(raw, dict) else None
+            items = raw.get("entries") if isinstance(raw, dict) else None
             if not isinstance(items, list):
                 raise ValueError("no 'entries' list")
             for item in items:
