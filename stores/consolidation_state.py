@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores.files import atomic_write_text, real_directory, replace_within
 from dreamkeeper.stores.models import as_utc
 
 MAX_FILE_BYTES = 64 * 1_048_576
@@ -30,10 +30,13 @@ log = logging.getLogger(__name__)
 
 class ClusterState:
     def __init__(self, agent_root: Path) -> None:
+        self.agent_root = agent_root
         self.path = agent_root / "consolidation" / "clusters.json"
 
     def load(self) -> dict[str, SettledCluster]:
         try:
+            if not real_directory(self.agent_root, self.path.parent, create=False):
+                return {}
             raw = safe_json.load_file(self.path, max_bytes=MAX_FILE_BYTES, max_depth=4)
             records = [_record(r) for r in raw["clusters"]]
         except FileNotFoundError:
@@ -42,14 +45,14 @@ class ClusterState:
             aside = self.path.with_suffix(".json.malformed")
             log.warning("%s is malformed (%s); moved to %s, starting empty", self.path, exc, aside)
             with contextlib.suppress(OSError):
-                self.path.replace(aside)
+                replace_within(self.path, aside, self.agent_root)
             return {}
         return {r.key: r for r in records}
 
     def save(self, records: Iterable[SettledCluster]) -> None:
         ordered = sorted(records, key=lambda r: r.key)
         atomic_write_text(
-            self.path,
+            self.path, within=self.agent_root, text=
             json.dumps(
                 {"clusters": [
                     {"members": list(r.members), "declines": r.declines,

@@ -15,7 +15,13 @@ from datetime import datetime
 from pathlib import Path
 
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import append_line
+from dreamkeeper.stores.files import (
+    append_line,
+    check_component,
+    real_directory,
+    replace_within,
+    unlink_within,
+)
 from dreamkeeper.stores.models import as_utc
 
 KEEP_ROTATED = 20
@@ -35,6 +41,7 @@ class LoggedTurn:
 
 class ConversationLog:
     def __init__(self, agent_root: Path) -> None:
+        self.agent_root = agent_root
         self.dir = agent_root / "conversation-log"
         self.path = self.dir / "turns.jsonl"
         self.processed = self.dir / "processed"
@@ -44,22 +51,26 @@ class ConversationLog:
             {"sessionId": session_id, "role": role, "content": content[:MAX_TURN_CHARS],
              "at": as_utc(at).isoformat()}
         )  # fmt: skip
-        self.dir.mkdir(parents=True, exist_ok=True)
-        append_line(self.path, line)
+        append_line(self.path, line, within=self.agent_root)
 
     def rotate(self, name: str) -> Path | None:
         """Move the live log to `processed/{name}.jsonl` and return it; idempotent per
         name (a retry finds the rotated file). None when there was nothing to rotate."""
-        target = self.processed / f"{name}.jsonl"
-        if target.exists():
-            return target
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        target = self.processed / f"{check_component(name)}.jsonl"
+        if not real_directory(self.agent_root, self.dir, create=False):
             return None
-        self.processed.mkdir(parents=True, exist_ok=True)
-        os.replace(self.path, target)
-        rotated = sorted(self.processed.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if os.path.lexists(target):
+            real_directory(self.agent_root, self.processed)  # never a linked directory
+            return target
+        try:
+            if os.lstat(self.path).st_size == 0:
+                return None
+        except FileNotFoundError:
+            return None
+        replace_within(self.path, target, self.agent_root)
+        rotated = sorted(self.processed.glob("*.jsonl"), key=lambda p: p.lstat().st_mtime)
         for old in rotated[:-KEEP_ROTATED]:
-            old.unlink(missing_ok=True)
+            unlink_within(old, self.agent_root)
         return target
 
     @staticmethod

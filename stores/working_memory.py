@@ -36,7 +36,7 @@ from pydantic.alias_generators import to_camel
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.files import atomic_write_bytes, path_lock
+from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
 from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
 from dreamkeeper.stores.validation import (
     InvalidInput,
@@ -169,10 +169,14 @@ class WorkingMemoryStore:
         embeddings: EmbeddingClient | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        self.root = Path(data_dir) / "agents" / agent_id / "working-memory"
+        self.agent_root = Path(data_dir) / "agents" / agent_id
+        self.root = self.agent_root / "working-memory"
         self.embeddings = embeddings
-        self._vectors = WorkingVectors(self.root / ".embeddings", embeddings) if embeddings else None
-        self._lock = path_lock(self.root / ".lock")
+        self._vectors = (
+            WorkingVectors(self.root / ".embeddings", embeddings, within=self.agent_root)
+            if embeddings else None
+        )  # fmt: skip
+        self._lock = path_lock(self.root / ".lock", within=self.agent_root)
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
         self._index = BM25Index()
@@ -191,7 +195,9 @@ class WorkingMemoryStore:
         """Reload the segment files that changed on disk (stat only when none did)."""
         seen: set[str] = set()
         try:
-            listing = list(os.scandir(self.root))
+            if not real_directory(self.agent_root, self.root, create=False):
+                raise FileNotFoundError(self.root)
+            listing = [item for item in os.scandir(self.root) if not item.is_symlink()]
         except FileNotFoundError:
             listing = []
         except OSError as exc:  # a file or a dangling link where the directory should be
@@ -513,7 +519,7 @@ class WorkingMemoryStore:
                 f"working memory under {segment!r}/ would take {len(data)} bytes (at most "
                 f"{MAX_SEGMENT_FILE_BYTES}): delete or shorten some of its entries"
             )
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, within=self.agent_root)
         st = path.stat()
         self._install(segment, entries, (st.st_mtime_ns, st.st_size, st.st_ino))
 

@@ -1058,7 +1058,10 @@ def run_clusters(sandbox: Sandbox, example) -> bool:
     entries = [GateEntry(e.id, e.category, e.fingerprint, None, content_tokens(e.content))
                for e in sandbox.store.entries()]  # fmt: skip
     decided = gate(entries, settled, T0, max_eligible=10)
-    state.save(decided.settled)
+    try:
+        state.save(decided.settled)
+    except OSError:  # a link planted where the directory should be: refused, loudly
+        return not settled
     if state.load().keys() != {r.key for r in decided.settled}:
         raise Violation("the clusters file does not round-trip")
     return not settled
