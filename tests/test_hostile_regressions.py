@@ -50,12 +50,16 @@ ENTRY = {"id": "aaaaaaaaaaa1", "content": "Dana's flight is LH 441 on 2026-03-02
          "createdAt": "2026-01-01T00:00:00+00:00"}  # fmt: skip
 
 
+class Blocked(BaseException):
+    """Not an OSError (TimeoutError is one, and would be caught as a bad file)."""
+
+
 @contextlib.contextmanager
 def deadline(seconds: int):
     """Fail instead of hanging (a FIFO opened without O_NONBLOCK blocks forever)."""
 
     def expired(*_):
-        raise TimeoutError(f"still blocked after {seconds}s")
+        raise Blocked(f"still blocked after {seconds}s")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
