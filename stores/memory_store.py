@@ -313,7 +313,9 @@ class FileMemoryStore:
         entry = self._load(parts)
         if record.rev is None:  # a legacy record: the file is all there is
             if entry is None:
-                self._forget(record.id)
+                # Forget the entry only if its own file is gone: a record naming another
+                # category (a hostile or garbled line) must not hide a live entry.
+                self._adopt_disk(record.id, parts)
             return
         if entry is not None and entry.revision >= record.rev:
             if self._pending.get(record.id, (0,))[0] <= entry.revision:

@@ -124,6 +124,21 @@ def test_an_entry_file_the_store_could_not_write_is_not_loaded(store, override):
     assert "limits" in " ".join(store.problems().values())
 
 
+def test_a_legacy_journal_line_naming_another_category_hides_nothing(store):
+    # Found by the journal surface: a record without "rev" whose file was absent at the
+    # category it named made every reader, long-lived and fresh, forget a live entry.
+    store.create("hello Alice", entry_id="aaaaaaaaaaa1", category="people")
+    reader = FileMemoryStore(store.root.parent.parent, store.agent_id)
+    assert len(reader.entries()) == 1
+    with open(store.journal.path, "a") as handle:
+        handle.write(json.dumps({"at": "2026-01-01T00:00:00+00:00", "action": "updated",
+                                 "id": "aaaaaaaaaaa1", "category": "notes",
+                                 "fingerprint": None, "reason": None}) + "\n")  # fmt: skip
+    assert [e.id for e in reader.entries()] == ["aaaaaaaaaaa1"]
+    fresh = FileMemoryStore(store.root.parent.parent, store.agent_id)
+    assert [e.id for e in fresh.entries()] == ["aaaaaaaaaaa1"]
+
+
 # -- save-time dedup, folds and merges within the store's limits ----------------------------
 
 
