@@ -581,11 +581,13 @@ _record_fields = st.fixed_dictionaries({
     "at": maybe(st.one_of(times, json_values), "2026-01-01T12:00:00+00:00"),
     "action": maybe(st.one_of(st.sampled_from(["created", "purged", "repaired", "archived",
                                                "embedded", "bogus"]), json_values), "updated"),
-    "id": maybe(st.one_of(entry_ids, json_values), "aaaaaaaaaaa1"),
-    "category": maybe(st.one_of(categories, json_values), "people/colleagues"),
+    "id": maybe(st.one_of(entry_ids, json_values), st.sampled_from(sorted(SEEDED))),
+    "category": maybe(st.one_of(categories, json_values),
+                      st.one_of(st.none(), sane_category)),
     "fingerprint": maybe(json_values, "0011223344556677"),
     "reason": maybe(json_values, None),
-    "rev": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 99),
+    "rev": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values),
+                 st.one_of(st.none(), st.integers(0, 5))),  # None: a legacy record
     "op": maybe(json_values, None),
     "first": maybe(json_values, True),
 })
