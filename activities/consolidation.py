@@ -270,6 +270,8 @@ class ConsolidationActivities:
 
     @activity.defn(name="prune_ephemeral")
     def prune_ephemeral(self, inp: PruneInput) -> PruneResult:
+        """The floor first (a high-value entry is refused whatever the budget), then at
+        most `max_archived` archives; the rest is deferred to a later cycle."""
         result = PruneResult()
         with self._stores.using(inp.agent_id) as store, store.writing():
             for sid, fingerprint in inp.expected.items():
@@ -284,6 +286,8 @@ class ConsolidationActivities:
                         "the high-value floor", sid, entry.category, entry.importance_score,
                         entry.reinforcement_count,
                     )  # fmt: skip
+                elif len(result.archived) >= inp.max_archived:
+                    result.deferred.append(sid)
                 elif _archive_if_unchanged(store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of):
                     result.archived.append(sid)
                     activity.logger.info("archived %s (%s): %s", sid,

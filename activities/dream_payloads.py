@@ -157,6 +157,7 @@ class PruneInput(BaseModel):
     agent_id: str
     expected: Fingerprints
     as_of: datetime
+    max_archived: int = 1_000_000  # the cycle's remaining archive budget
 
 
 class ProtectedEntry(BaseModel):
@@ -168,6 +169,7 @@ class ProtectedEntry(BaseModel):
 
 class PruneResult(ArchiveResult):
     protected: list[ProtectedEntry] = Field(default_factory=list)
+    deferred: list[str] = Field(default_factory=list)  # past the budget: a later cycle
 
 
 class StampInput(BaseModel):
@@ -278,8 +280,10 @@ class InferredFact(BaseModel):
 
 
 class InferResult(BaseModel):
-    facts: list[InferredFact] = Field(default_factory=list)
+    facts: list[InferredFact] = Field(default_factory=list)  # each valid by the store's rules
     skipped: str | None = None
+    dropped: int = 0  # preferences of the reply the store would refuse (never saved)
+    ignored: int = 0  # preferences past the per-reply cap (never saved)
 
 
 class PreferenceResult(BaseModel):

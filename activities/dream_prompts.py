@@ -2,8 +2,11 @@
 
 Replies are parsed into pydantic models; anything else is `MalformedLLMOutput`, which
 the activity turns into a non-retryable failure that changes nothing. Proposals are
-bounded (merges per batch, ids per list, text length) so a runaway reply cannot bloat
-workflow history.
+bounded (reply size and nesting, merges per batch, ids per list, text length) so a
+runaway reply cannot bloat workflow history; merged text is checked by the store's
+rules in review (`policies.consolidation`). Preferences are checked by the store's
+rules here: one the store would refuse is dropped and counted, never a save that fails
+half-way.
 """
 
 from __future__ import annotations
@@ -16,11 +19,18 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from dreamkeeper.activities.llm import MalformedLLMOutput, parse_json_reply
 from dreamkeeper.policies.merge import SUBJECT_TIME, SUBJECT_TIME_END, SUBJECT_TIME_START
 from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
+from dreamkeeper.stores.validation import (
+    MAX_CONTENT_CHARS,
+    MAX_TAGS,
+    InvalidInput,
+    validate_content,
+    validate_tags,
+)
 
 MAX_MERGES_PER_BATCH = 25
 MAX_IDS_PER_LIST = 500
 MAX_PREFERENCES = 20
+MAX_PREFERENCE_CHARS = 2_000
 CHARS_PER_TOKEN = 4  # a coarse, model-independent estimate for reporting
 
 CONSOLIDATE_PROMPT = """You maintain an AI agent's long-term memory. Below are memory \
@@ -169,15 +179,43 @@ def parse_repair(text: str) -> RepairReply:
 
 
 class InferredPreference(BaseModel):
-    content: str = Field(min_length=1, max_length=2_000)
+    content: str = Field(min_length=1, max_length=MAX_PREFERENCE_CHARS)
     tags: list[str] = Field(default_factory=list)
     importance: float = Field(default=0.6, ge=0.0, le=1.0)
 
 
 class PreferenceReply(BaseModel):
     to_save: list[InferredPreference] = Field(default_factory=list, alias="toSave")
+    dropped: int = 0  # preferences the store would refuse
+    ignored: int = 0  # preferences past MAX_PREFERENCES
+
+
+def store_valid_preference(item: object) -> InferredPreference:
+    """One reply item as a preference the store accepts — with the `inferred` tag the
+    workflow adds, so at most MAX_TAGS − 1 of its own. InvalidInput otherwise."""
+    try:
+        pref = InferredPreference.model_validate(item)
+    except ValidationError as exc:
+        raise InvalidInput(f"preference invalid: {exc.errors()[0]['msg']}") from None
+    validate_content(pref.content)
+    tags = validate_tags(pref.tags)
+    if len(tags) > MAX_TAGS - 1:
+        raise InvalidInput(f"too many tags: {len(tags)} (at most {MAX_TAGS - 1})")
+    return pref.model_copy(update={"tags": tags})
 
 
 def parse_preferences(text: str) -> PreferenceReply:
-    reply = _model(PreferenceReply, text, "preference inference")
-    return reply.model_copy(update={"to_save": reply.to_save[:MAX_PREFERENCES]})
+    raw = parse_json_reply(text, "preference inference")
+    if not isinstance(raw, dict):
+        raise MalformedLLMOutput("preference inference reply is not a JSON object")
+    items = raw.get("toSave", [])
+    if not isinstance(items, list):
+        raise MalformedLLMOutput("preference inference reply invalid at toSave: not a list")
+    kept, dropped = [], 0
+    for item in items[:MAX_PREFERENCES]:
+        try:
+            kept.append(store_valid_preference(item))
+        except InvalidInput:
+            dropped += 1
+    return PreferenceReply(toSave=kept, dropped=dropped,
+                           ignored=max(0, len(items) - MAX_PREFERENCES))  # fmt: skip

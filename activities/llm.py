@@ -3,14 +3,20 @@
 Errors are sorted for Temporal: a 4xx or a reply that does not parse is non-retryable
 (retrying will not fix it; the original stays), a 5xx or a connection failure is
 retryable (bounded by the activity's retry policy).
+
+Replies are hostile input: the HTTP body is read to at most `MAX_HTTP_BODY_BYTES`, the
+reply text parsed by `stores.safe_json` (at most `MAX_REPLY_BYTES`, nested at most
+`MAX_REPLY_DEPTH`), and anything a parser cannot use — too big, too deep, not JSON, the
+wrong shape, or a parser's own surprise — is `MalformedLLMOutput` at once, never a
+retry. Enrichment facts are checked against exactly the store's rules before anything
+is saved: a fact the store would refuse is dropped and counted, never a save that fails
+half-way; a reply has at most `MAX_FACTS_PER_REPLY` facts (the rest ignored, counted).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -20,9 +26,23 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.validation import (
+    MAX_CONTENT_CHARS,
+    InvalidInput,
+    validate_category,
+    validate_content,
+    validate_metadata,
+    validate_tags,
+)
 
 SUBJECT_TIME_KEYS = ("subjectTime", "subjectTimeStart", "subjectTimeEnd")
+# A reply's text: enough for any honest answer (20 facts of a 20,000-character note, a
+# batch of merges), small enough that what it becomes fits a Temporal payload.
+MAX_REPLY_BYTES = 524_288
+MAX_REPLY_DEPTH = 8  # replies nest 4 deep: {"toSave": [{"tags": [...]}]}
+MAX_HTTP_BODY_BYTES = 8 * 1_048_576  # the completion wrapping the reply, escapes and all
+MAX_FACTS_PER_REPLY = 20
 
 
 class LLMRejected(Exception):
@@ -50,14 +70,19 @@ class LLMSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
+        """InvalidInput (a ValueError) naming the variable for a value it cannot use."""
         env = os.environ if env is None else env
-        timeout = env.get("DREAMKEEPER_LLM_TIMEOUT_SECONDS", "60")
+        timeout = (env.get("DREAMKEEPER_LLM_TIMEOUT_SECONDS") or "").strip() or "60"
         try:
             seconds = float(timeout)
         except ValueError:
-            raise ValueError(
+            raise InvalidInput(
                 f"DREAMKEEPER_LLM_TIMEOUT_SECONDS={timeout!r} is not a number"
             ) from None
+        if not 0.1 <= seconds <= 3600:  # NaN fails this too
+            raise InvalidInput(
+                f"DREAMKEEPER_LLM_TIMEOUT_SECONDS={timeout!r} is out of range (0.1 to 3600)"
+            )
         return cls(
             base_url=(env.get("DREAMKEEPER_LLM_BASE_URL") or "").rstrip("/") or None,
             model=env.get("DREAMKEEPER_LLM_MODEL") or "llama3.1",
@@ -74,20 +99,40 @@ async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:
     body = {"model": settings.model, "messages": messages, "temperature": 0}
     try:
         async with httpx.AsyncClient(timeout=settings.timeout_seconds) as http:
-            response = await http.post(url, json=body, headers=headers)
+            async with http.stream("POST", url, json=body, headers=headers) as response:
+                status = response.status_code
+                data = await _read_bounded(response, MAX_HTTP_BODY_BYTES if status < 400 else 200)
     except httpx.HTTPError as exc:
         raise LLMUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
-    if 400 <= response.status_code < 500:
-        raise LLMRejected(f"{url} answered {response.status_code}: {response.text[:200]}")
-    if response.status_code >= 500:
-        raise LLMUnavailable(f"{url} answered {response.status_code}")
+    if 400 <= status < 500:
+        text = data[:200].decode("utf-8", "replace")
+        raise LLMRejected(f"{url} answered {status}: {text}")
+    if status >= 500:
+        raise LLMUnavailable(f"{url} answered {status}")
+    if len(data) > MAX_HTTP_BODY_BYTES:
+        raise MalformedLLMOutput(f"the completion is larger than {MAX_HTTP_BODY_BYTES} bytes")
     try:
-        return response.json()["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        raw = safe_json.loads(data, max_bytes=MAX_HTTP_BODY_BYTES, max_depth=MAX_REPLY_DEPTH)
+        content = raw["choices"][0]["message"]["content"]  # type: ignore[index]
+    except (ValueError, KeyError, IndexError, TypeError):  # UnsafeJSON is a ValueError
         raise MalformedLLMOutput("not an OpenAI-style chat completion") from None
+    if not isinstance(content, str):
+        raise MalformedLLMOutput("the completion's message content is not text")
+    return content
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    """The body, but at most `limit + 1` bytes of it (so the caller sees it is larger)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(chunks)[: limit + 1]
+
+
 HEARTBEAT_EVERY_SECONDS = 2.0
 
 
@@ -112,9 +157,20 @@ async def ask_llm(
     settings: LLMSettings, messages: list[dict[str, str]], parse: Callable[[str], T], what: str
 ) -> T:
     """One LLM call from inside an activity, heartbeating, with its errors sorted for
-    Temporal: refused or unparseable → non-retryable, unavailable → retryable."""
+    Temporal: refused or unparseable → non-retryable, unavailable → retryable. Parsing
+    is deterministic: whatever a parser raises on a reply, asking again for the same
+    reply cannot help, so every parse failure is `MalformedLLMOutput`."""
     try:
-        return parse(await heartbeating(chat(settings, messages)))
+        text = await heartbeating(chat(settings, messages))
+        try:
+            return parse(text)
+        except MalformedLLMOutput:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a parser's surprise is still a bad reply
+            activity.logger.exception("%s: the reply could not be parsed", what)
+            raise MalformedLLMOutput(
+                f"{what} reply could not be parsed ({type(exc).__name__})"
+            ) from None
     except (LLMRejected, MalformedLLMOutput) as exc:
         activity.logger.warning("%s failed for good: %s", what, exc)
         raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
@@ -122,12 +178,32 @@ async def ask_llm(
         raise ApplicationError(str(exc), type="LLMUnavailable") from None
 
 
+def unfence(text: str) -> str:
+    """The reply without a Markdown code fence around it (```json ... ```). Linear in
+    the text: a regular expression with `\\s*` before the closing fence took quadratic
+    time on a long run of whitespace."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text[3:]
+        if text[:4].lower() == "json":
+            text = text[4:]
+    if text.endswith("```"):
+        text = text[:-3]
+    return text.strip()
+
+
 def parse_json_reply(text: str, what: str) -> object:
-    """JSON from an LLM reply, tolerating a Markdown code fence around it."""
+    """JSON from an LLM reply, tolerating a Markdown code fence around it; bounded in
+    size and nesting (`stores.safe_json`)."""
+    if not isinstance(text, str):
+        raise MalformedLLMOutput(f"{what} reply is not text")
+    if len(text) > MAX_REPLY_BYTES:  # before any scan of it
+        raise MalformedLLMOutput(f"{what} reply is longer than {MAX_REPLY_BYTES} bytes")
     try:
-        return json.loads(_FENCE.sub("", text.strip()))
-    except ValueError:
-        raise MalformedLLMOutput(f"{what} reply is not JSON") from None
+        return safe_json.loads(unfence(text), max_bytes=MAX_REPLY_BYTES,
+                               max_depth=MAX_REPLY_DEPTH)  # fmt: skip
+    except safe_json.UnsafeJSON as exc:
+        raise MalformedLLMOutput(f"{what} reply is not usable JSON: {exc}") from None
 
 
 class EnrichedFact(BaseModel):
@@ -158,11 +234,46 @@ element: {"content": str, "category": str or null (like "user-preferences/timezo
 name, number, date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
 
 
-def parse_enrichment(text: str) -> list[EnrichedFact]:
+@dataclass(frozen=True)
+class Enrichment:
+    """A parsed enrichment reply: the facts the store will accept, and how many it
+    would not (`dropped`) or that came past the cap (`ignored`)."""
+
+    facts: list[EnrichedFact]
+    dropped: int = 0
+    ignored: int = 0
+
+
+def store_valid_fact(item: object) -> EnrichedFact:
+    """One reply item as a fact the store accepts as it stands — content, tags,
+    subject-time metadata and importance checked by the store's own validators (an
+    invalid category becomes None: the caller's applies). InvalidInput otherwise."""
+    try:
+        fact = EnrichedFact.model_validate(item)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "item"
+        raise InvalidInput(f"{where}: {error['msg']}") from None
+    validate_content(fact.content)
+    try:
+        category = validate_category(fact.category) if fact.category else None
+    except InvalidInput:
+        category = None
+    return fact.model_copy(update={
+        "category": category,
+        "tags": validate_tags(fact.tags),
+        "metadata": validate_metadata(fact.metadata) or None,
+    })  # fmt: skip
+
+
+def parse_enrichment(text: str) -> Enrichment:
     raw = parse_json_reply(text, "enrichment")
     if not isinstance(raw, list):
         raise MalformedLLMOutput("enrichment reply is not a JSON array")
-    try:
-        return [EnrichedFact.model_validate(item) for item in raw]
-    except ValidationError as exc:
-        raise MalformedLLMOutput(f"enrichment item invalid: {exc.errors()[0]['msg']}") from None
+    facts, dropped = [], 0
+    for item in raw[:MAX_FACTS_PER_REPLY]:
+        try:
+            facts.append(store_valid_fact(item))
+        except InvalidInput:
+            dropped += 1
+    return Enrichment(facts, dropped, max(0, len(raw) - MAX_FACTS_PER_REPLY))

@@ -96,8 +96,10 @@ class FactProposal(BaseModel):
 
 
 class EnrichResult(BaseModel):
-    facts: list[FactProposal] = Field(default_factory=list)
+    facts: list[FactProposal] = Field(default_factory=list)  # each valid by the store's rules
     skipped: str | None = None  # why enrichment did not run
+    dropped: int = 0  # facts of the reply the store would refuse (never saved)
+    ignored: int = 0  # facts past the per-reply cap (never saved)
 
 
 class SaveFactInput(BaseModel):

@@ -75,8 +75,13 @@ class PreferenceActivities:
         reply = await ask_llm(
             self._llm, messages, parse_preferences, f"preference inference of {inp.agent_id}"
         )
+        if reply.dropped or reply.ignored:
+            activity.logger.warning(
+                "preference inference of %s: dropped %d preference(s) the store would "
+                "refuse, ignored %d past the cap", inp.agent_id, reply.dropped, reply.ignored,
+            )  # fmt: skip
         return InferResult(facts=[
             InferredFact(content=p.content, tags=p.tags, importance=p.importance,
                          requires_user_permission=needs_permission(p.content))
             for p in reply.to_save
-        ])  # fmt: skip
+        ], dropped=reply.dropped, ignored=reply.ignored)  # fmt: skip

@@ -7,6 +7,8 @@ from temporalio import activity
 
 from dreamkeeper.activities.llm import (
     ENRICH_PROMPT,
+    MAX_FACTS_PER_REPLY,
+    Enrichment,
     LLMSettings,
     ask_llm,
     parse_enrichment,
@@ -30,7 +32,26 @@ from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_a
 from dreamkeeper.policies.provenance import fact_importance, parse_source
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.models import SOURCE_KEY
-from dreamkeeper.stores.validation import InvalidInput, validate_category
+
+
+def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:
+    """The facts to save: each already valid by the store's rules (a fact without a
+    valid category of its own takes the caller's), with what was dropped or ignored."""
+    if reply.dropped or reply.ignored:
+        activity.logger.warning(
+            "enrichment of %s: dropped %d fact(s) the store would refuse, ignored %d past "
+            "the cap of %d", entry_id, reply.dropped, reply.ignored, MAX_FACTS_PER_REPLY,
+        )  # fmt: skip
+    return EnrichResult(
+        facts=[
+            FactProposal(content=fact.content, category=fact.category or category,
+                         tags=fact.tags, importance=fact.importance,
+                         metadata=fact.metadata or {})  # fmt: skip
+            for fact in reply.facts
+        ],
+        dropped=reply.dropped,
+        ignored=reply.ignored,
+    )
 
 FLAGGED_SKIP = "reads as an instruction to the memory system: kept verbatim, not enriched"
 
@@ -74,26 +95,21 @@ class SaveActivities:
             {"role": "system", "content": ENRICH_PROMPT},
             {"role": "user", "content": inp.content},
         ]
-        facts = await ask_llm(
+        reply = await ask_llm(
             self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
         )
+        result = enrichment_result(reply, inp.category, inp.entry_id)
         source = parse_source(inp.source).value
-        proposals = []
-        for fact in facts:
-            try:
-                category = validate_category(fact.category) if fact.category else inp.category
-            except InvalidInput:
-                category = inp.category  # a bad category from the LLM: keep the caller's
-            # An LLM cannot mint a memory worth more than what it was given.
-            importance = fact_importance(fact.importance, original_importance=inp.importance,
-                                         original_source=source, floor=self._floor.importance)  # fmt: skip
-            metadata, importance = flag_if_instruction(fact.content, fact.metadata or {},
-                                                       importance)  # fmt: skip
-            proposals.append(FactProposal(
-                content=fact.content, category=category, tags=fact.tags,
-                importance=importance, metadata=metadata,
-            ))  # fmt: skip
-        return EnrichResult(facts=proposals)
+        result.facts = [self._shaped(fact, inp, source) for fact in result.facts]
+        return result
+
+    def _shaped(self, fact: FactProposal, inp: SaveInput, source: str | None) -> FactProposal:
+        """An LLM cannot mint a memory worth more than what it was given, and text that
+        reads as an instruction is flagged (policies.provenance, policies.injection)."""
+        importance = fact_importance(fact.importance, original_importance=inp.importance,
+                                     original_source=source, floor=self._floor.importance)  # fmt: skip
+        metadata, importance = flag_if_instruction(fact.content, fact.metadata, importance)
+        return fact.model_copy(update={"importance": importance, "metadata": metadata})
 
     @activity.defn(name="save_fact")
     def save_fact(self, inp: SaveFactInput) -> SaveFactResult:

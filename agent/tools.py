@@ -12,7 +12,6 @@ query names the sibling and never suggests the tool that just came back empty.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol
@@ -30,6 +29,7 @@ from dreamkeeper.agent.recall import (
 )
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import format_hit, format_taxonomy, search
 from dreamkeeper.stores.validation import InvalidInput, validate_entry_id, validate_importance
@@ -47,6 +47,8 @@ UPDATE_MEMORY_IMPORTANCE = "update_memory_importance"
 SAVE_TO_WORKING_MEMORY = "save_to_working_memory"
 GET_FROM_WORKING_MEMORY = "get_from_working_memory"
 MAX_SEARCH_LIMIT = 50
+
+MAX_ARGUMENT_BYTES = 4 * 1_048_576  # a tool call's JSON: the longest working-memory value, escaped
 
 
 class MemoryWriter(Protocol):
@@ -223,13 +225,15 @@ class MemoryTools:
             return f"Error: unknown tool {name!r}; the memory tools are {', '.join(self.names)}."
         try:
             args = (
-                json.loads(arguments or "{}") if isinstance(arguments, str) else (arguments or {})
+                safe_json.loads(arguments or "{}", max_bytes=MAX_ARGUMENT_BYTES, max_depth=8)
+                if isinstance(arguments, str)
+                else (arguments or {})
             )
             if not isinstance(args, dict):
                 raise InvalidInput("arguments must be a JSON object")
             return await handler(**args)
-        except json.JSONDecodeError as exc:
-            return f"Error: the arguments are not valid JSON ({exc.msg}); nothing was done."
+        except safe_json.UnsafeJSON as exc:
+            return f"Error: the arguments are not usable JSON ({exc}); nothing was done."
         except TypeError as exc:
             return f"Error: bad arguments for {name}: {exc}; nothing was done."
         except InvalidInput as exc:

@@ -162,7 +162,7 @@ def op_ledgers(ops_dir: Path) -> tuple[dict[str, str], list[dict]]:
 def retired_into(entry: MemoryEntry, raw: dict | None) -> list[str] | None:
     """The entries an archived entry was retired into, or None if it was not retired
     into anything (pruned, deleted, or a reason this code does not know)."""
-    if raw is not None and isinstance(raw.get("retiredInto"), list):
+    if raw is not None and isinstance(raw.get("retiredInto"), list) and raw["retiredInto"]:
         return [str(i) for i in raw["retiredInto"]]
     reason = entry.archive_reason or ""
     if m := _ENRICHED.match(reason):

@@ -25,7 +25,7 @@ from dreamkeeper.policies.coverage import (
 )
 from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import MAX_CONTENT_CHARS
+from dreamkeeper.stores.validation import MAX_CONTENT_CHARS, InvalidInput, validate_content
 
 EPHEMERAL_REASON = "flagged ephemeral by consolidation"
 # The reference's best merge had 13 sources (a colleague's fragments, every specific
@@ -53,6 +53,7 @@ class Verdict(StrEnum):
     CHANGED = "changed"  # a source changed or went away since it was shown: left alone
     NO_SOURCES = "no-sources"  # every source id was outside the shown set
     TOO_LONG = "too-long"
+    INVALID = "invalid-text"  # text the store would refuse (a NUL, not Unicode): sources kept
     TOO_MANY_SOURCES = "too-many-sources"
     # Would archive a high-value source without keeping its details in context (the
     # stricter check of policies.merge_safety): refused, sources kept.
@@ -108,6 +109,10 @@ def review_merge(
             return MergeReview(Verdict.CHANGED)
     if len(content) > MAX_CONTENT_CHARS:
         return MergeReview(Verdict.TOO_LONG)
+    try:
+        validate_content(content)  # the store's own rule: what it refuses is never saved
+    except InvalidInput as exc:
+        return MergeReview(Verdict.INVALID, reason=str(exc))
     missing = find_missing_specifics(
         [Source(e.content, e.category) for e in current if e is not None], content, vocabulary
     )

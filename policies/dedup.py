@@ -24,6 +24,7 @@ from dreamkeeper.policies.coverage import (
 )
 from dreamkeeper.policies.provenance import combined_source, reinforced_source
 from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.stores.validation import cap_metadata, cap_tags
 
 JACCARD_THRESHOLD = 0.60
 COSINE_THRESHOLD = 0.88
@@ -131,7 +132,9 @@ def decide(
     counts once), so the sighting is not counted again; an extension still applies."""
     if match is None or similarity < threshold or bypasses_dedup(candidate.category):
         return DedupDecision(DedupOutcome.CREATED, similarity=similarity)
-    tags = list(match.tags) + [t for t in candidate.tags if t not in match.tags]
+    # Combined within the store's limits (32 tags, 32 metadata keys; the match's own
+    # first): a union past them would make the write below fail half-way through a save.
+    tags = cap_tags([*match.tags, *candidate.tags])
     metadata = dict(match.metadata)
     for key, value in candidate.metadata:
         metadata.setdefault(key, value)
@@ -165,4 +168,4 @@ def _with_source(metadata: dict[str, str], source: str | None) -> dict[str, str]
     out = {k: v for k, v in metadata.items() if k != SOURCE_KEY}
     if source is not None:
         out[SOURCE_KEY] = source
-    return out
+    return cap_metadata(out, first=(SOURCE_KEY, *metadata))

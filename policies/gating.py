@@ -69,7 +69,9 @@ def cluster_key(members: Sequence[str]) -> str:
 
 
 def reopen_delay(declines: int) -> timedelta:
-    return min(REOPEN_CAP, REOPEN_BASE * 2 ** max(0, declines - 1))
+    # The exponent is capped before the multiplication: a huge count (a hand-edited
+    # clusters file) must give the cap, not an OverflowError.
+    return min(REOPEN_CAP, REOPEN_BASE * 2 ** min(max(0, declines - 1), 16))
 
 
 def cosine_pairs(
@@ -199,7 +201,9 @@ def gate(
         if any(m in changed for m in members):
             open_clusters.append(members)
             continue
-        if record is None or now >= record.settled_at + reopen_delay(record.declines):
+        # now − settled_at, not settled_at + delay: the subtraction of two times never
+        # overflows, whatever time a clusters file holds.
+        if record is None or now - record.settled_at >= reopen_delay(record.declines):
             due.append((record.settled_at if record else datetime.min.replace(tzinfo=now.tzinfo),
                         members))  # fmt: skip
     due.sort()

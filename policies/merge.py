@@ -19,7 +19,7 @@ from datetime import datetime
 
 from dreamkeeper.policies.provenance import combined_source, reinforced_source
 from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.stores.validation import InvalidInput, validate_category, validate_tags
+from dreamkeeper.stores.validation import InvalidInput, cap_metadata, cap_tags, validate_category
 
 SUBJECT_TIME = "subjectTime"
 SUBJECT_TIME_START = "subjectTimeStart"
@@ -77,7 +77,8 @@ def merged_entry(
     # Never above the most important source: a merge cannot mint an unprunable entry.
     highest = max(s.importance_score for s in sources)
     importance = highest if proposal.importance is None else min(proposal.importance, highest)
-    tags = list(dict.fromkeys(proposal.tags or [t for s in sources for t in s.tags]))
+    # Within the store's limit: the sources' tags together may be more than 32.
+    tags = cap_tags(proposal.tags or [t for s in sources for t in s.tags])
     return MemoryEntry(
         id=new_id,
         content=proposal.content,
@@ -121,9 +122,13 @@ def exact_duplicate_folds(entries: Sequence[MemoryEntry]) -> list[Fold]:
                     **merge_subject_time(members)}  # fmt: skip
         if source is not None:
             metadata[SOURCE_KEY] = source
+        # The group's tags and metadata within the store's limits, or the fold's write
+        # would be refused (and the whole dream with it).
+        metadata = cap_metadata(metadata, first=(SOURCE_KEY, SUBJECT_TIME, SUBJECT_TIME_START,
+                                                 SUBJECT_TIME_END))  # fmt: skip
         survivor = oldest.model_copy(
             update={
-                "tags": list(dict.fromkeys(t for e in members for t in e.tags)),
+                "tags": cap_tags(t for e in members for t in e.tags),
                 "reinforcement_count": sum(e.reinforcement_count for e in members),
                 "importance_score": max(e.importance_score for e in members),
                 "last_seen_at": max(e.last_seen_at for e in members),
@@ -148,11 +153,5 @@ def merge_category(proposed: str | None, sources: Sequence[MemoryEntry]) -> str 
 
 
 def valid_tags(tags: Iterable[str]) -> list[str]:
-    """The proposed tags the store accepts, in order, without repeats."""
-    kept: list[str] = []
-    for tag in tags:
-        try:
-            kept.extend(validate_tags([tag]))
-        except InvalidInput:
-            continue
-    return list(dict.fromkeys(kept))[:32]
+    """The proposed tags the store accepts, in order, without repeats, at most 32."""
+    return cap_tags(tags)

@@ -8,6 +8,7 @@ as empty — the worst case is that settled clusters are shown again one cycle e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
@@ -15,40 +16,43 @@ from datetime import datetime
 from pathlib import Path
 
 from dreamkeeper.policies.gating import SettledCluster
-from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.files import atomic_write_text, real_directory, replace_within
 from dreamkeeper.stores.models import as_utc
+
+MAX_FILE_BYTES = 64 * 1_048_576
+MAX_MEMBERS = 10_000
+MAX_ID_CHARS = 64
+MAX_DECLINES = 1_000_000
 
 log = logging.getLogger(__name__)
 
 
 class ClusterState:
     def __init__(self, agent_root: Path) -> None:
+        self.agent_root = agent_root
         self.path = agent_root / "consolidation" / "clusters.json"
 
     def load(self) -> dict[str, SettledCluster]:
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-            records = [
-                SettledCluster(
-                    members=tuple(r["members"]),
-                    declines=int(r["declines"]),
-                    settled_at=as_utc(datetime.fromisoformat(r["settledAt"])),
-                )
-                for r in raw["clusters"]
-            ]
+            if not real_directory(self.agent_root, self.path.parent, create=False):
+                return {}
+            raw = safe_json.load_file(self.path, max_bytes=MAX_FILE_BYTES, max_depth=4)
+            records = [_record(r) for r in raw["clusters"]]
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # UnsafeJSON: ValueError
             aside = self.path.with_suffix(".json.malformed")
             log.warning("%s is malformed (%s); moved to %s, starting empty", self.path, exc, aside)
-            self.path.replace(aside)
+            with contextlib.suppress(OSError):
+                replace_within(self.path, aside, self.agent_root)
             return {}
         return {r.key: r for r in records}
 
     def save(self, records: Iterable[SettledCluster]) -> None:
         ordered = sorted(records, key=lambda r: r.key)
         atomic_write_text(
-            self.path,
+            self.path, within=self.agent_root, text=
             json.dumps(
                 {"clusters": [
                     {"members": list(r.members), "declines": r.declines,
@@ -58,3 +62,21 @@ class ClusterState:
                 indent=1,
             ),
         )  # fmt: skip
+
+
+def _record(raw: object) -> SettledCluster:
+    """One record as `save` writes it; ValueError or TypeError for anything else."""
+    if not isinstance(raw, dict):
+        raise TypeError("a cluster record is not an object")
+    members, declines, settled = raw["members"], raw["declines"], raw["settledAt"]
+    if not isinstance(members, list) or not 0 < len(members) <= MAX_MEMBERS:
+        raise ValueError("members is not a list of ids")
+    if not all(isinstance(m, str) and 0 < len(m) <= MAX_ID_CHARS for m in members):
+        raise ValueError("members is not a list of ids")
+    if isinstance(declines, bool) or not isinstance(declines, int):
+        raise TypeError("declines is not a whole number")
+    if not 0 <= declines <= MAX_DECLINES:
+        raise ValueError(f"declines {declines} is out of range")
+    if not isinstance(settled, str):
+        raise TypeError("settledAt is not text")
+    return SettledCluster(tuple(members), declines, as_utc(datetime.fromisoformat(settled)))

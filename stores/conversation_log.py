@@ -14,11 +14,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dreamkeeper.stores.files import append_line
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.files import (
+    append_line,
+    check_component,
+    real_directory,
+    replace_within,
+    unlink_within,
+)
 from dreamkeeper.stores.models import as_utc
 
 KEEP_ROTATED = 20
 MAX_TURN_CHARS = 4_000
+MAX_LINE_BYTES = 8 * MAX_TURN_CHARS + 1_024  # escapes included; longer is not ours
+MAX_SESSION_ID_CHARS = 1_100  # 8 segments of 128, and slashes
+MAX_READ_BYTES = 256 * 1_048_576  # one rotated log; preference inference uses its tail
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class LoggedTurn:
 
 class ConversationLog:
     def __init__(self, agent_root: Path) -> None:
+        self.agent_root = agent_root
         self.dir = agent_root / "conversation-log"
         self.path = self.dir / "turns.jsonl"
         self.processed = self.dir / "processed"
@@ -40,35 +51,51 @@ class ConversationLog:
             {"sessionId": session_id, "role": role, "content": content[:MAX_TURN_CHARS],
              "at": as_utc(at).isoformat()}
         )  # fmt: skip
-        self.dir.mkdir(parents=True, exist_ok=True)
-        append_line(self.path, line)
+        append_line(self.path, line, within=self.agent_root)
 
     def rotate(self, name: str) -> Path | None:
         """Move the live log to `processed/{name}.jsonl` and return it; idempotent per
         name (a retry finds the rotated file). None when there was nothing to rotate."""
-        target = self.processed / f"{name}.jsonl"
-        if target.exists():
-            return target
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        target = self.processed / f"{check_component(name)}.jsonl"
+        if not real_directory(self.agent_root, self.dir, create=False):
             return None
-        self.processed.mkdir(parents=True, exist_ok=True)
-        os.replace(self.path, target)
-        rotated = sorted(self.processed.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+        if os.path.lexists(target):
+            real_directory(self.agent_root, self.processed)  # never a linked directory
+            return target
+        try:
+            if os.lstat(self.path).st_size == 0:
+                return None
+        except FileNotFoundError:
+            return None
+        replace_within(self.path, target, self.agent_root)
+        rotated = sorted(self.processed.glob("*.jsonl"), key=lambda p: p.lstat().st_mtime)
         for old in rotated[:-KEEP_ROTATED]:
-            old.unlink(missing_ok=True)
+            unlink_within(old, self.agent_root)
         return target
 
     @staticmethod
     def read(path: Path) -> list[LoggedTurn]:
-        """Turns in a log file; torn or malformed lines (a crash mid-append) are skipped."""
+        """Turns in a log file; torn or malformed lines (a crash mid-append, garbage,
+        deep nesting, oversized) are skipped; a symlink, FIFO or directory in the log's
+        place reads as no turns."""
+        try:
+            data = safe_json.read_regular(path, MAX_READ_BYTES)
+        except OSError:  # absent, or NotRegularFile
+            return []
         turns = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in data.splitlines():
             try:
-                raw = json.loads(line)
-                turns.append(LoggedTurn(
-                    str(raw["sessionId"]), str(raw["role"]), str(raw["content"]),
-                    as_utc(datetime.fromisoformat(raw["at"])),
-                ))  # fmt: skip
-            except (ValueError, KeyError, TypeError):
+                raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=1)
+                if not isinstance(raw, dict):
+                    continue
+                session, role, content, at = (raw["sessionId"], raw["role"], raw["content"],
+                                              raw["at"])  # fmt: skip
+                if not all(isinstance(v, str) for v in (session, role, content, at)):
+                    continue
+                if role not in ("user", "assistant") or len(session) > MAX_SESSION_ID_CHARS:
+                    continue
+                turns.append(LoggedTurn(session, role, content[:MAX_TURN_CHARS],
+                                        as_utc(datetime.fromisoformat(at))))  # fmt: skip
+            except (ValueError, KeyError):
                 continue
         return turns

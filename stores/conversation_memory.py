@@ -28,18 +28,30 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.files import append_line, atomic_write_text, path_lock
-from dreamkeeper.stores.models import as_utc, utc_now
-from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
+from dreamkeeper.stores.files import (
+    append_line,
+    atomic_write_text,
+    path_lock,
+    real_directory,
+    unlink_within,
+)
+from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.stores.validation import InvalidInput, require_unicode, validate_agent_id
 
 MAX_RETAINED = 50
 MAX_ARCHIVED = 500
 ARCHIVE_SLACK = 100  # the archive file is trimmed to MAX_ARCHIVED once it is this far over
 SESSION_IDLE = timedelta(hours=1)
 MAX_TURN_CHARS = 100_000
+# A stored turn is at most ~6 bytes a character (JSON escapes) plus its fields; a session
+# file holds at most MAX_RETAINED of them. Anything larger was not written by us.
+MAX_TURN_LINE_BYTES = 6 * MAX_TURN_CHARS + 1_024
+MAX_SESSION_FILE_BYTES = 64 * 1_048_576
+MAX_ARCHIVE_READ_BYTES = 1_024 * 1_048_576
 ROLES = ("user", "assistant")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
@@ -52,13 +64,13 @@ Role = Literal["user", "assistant"]
 class Turn(BaseModel):
     n: int
     role: Role
-    content: str
-    at: datetime
+    content: str = Field(max_length=MAX_TURN_CHARS)
+    at: UtcDatetime
 
 
 class _SessionFile(BaseModel):
-    started_at: datetime
-    last_at: datetime
+    started_at: UtcDatetime
+    last_at: UtcDatetime
     next_n: int = 1
     archived_lines: int = 0
     turns: list[Turn]
@@ -132,9 +144,10 @@ class ConversationMemory:
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         agent_root = Path(data_dir) / "agents" / agent_id
+        self.agent_root = agent_root
         self.root = agent_root / "conversations"
         self.log = ConversationLog(agent_root)
-        self._lock = path_lock(self.root / ".lock")
+        self._lock = path_lock(self.root / ".lock", within=agent_root)
         self._clock = clock
         self._idle = idle
         self._max_retained = max_retained
@@ -153,17 +166,29 @@ class ConversationMemory:
 
     # -- reads (cached by file signature: a reader sees another process's writes) -------
 
+    def _reachable(self, path: Path) -> bool:
+        """The file's directories are real ones under the agent's (a link planted in
+        their place reads as nothing there)."""
+        try:
+            return real_directory(self.agent_root, path.parent, create=False)
+        except OSError:
+            return False
+
     def _session(self, session_id: str) -> _SessionFile | None:
         path = self._session_path(session_id)
-        signature = _signature(path)
+        signature = _signature(path) if self._reachable(path) else None
         cached = self._sessions.get(session_id)
         if cached is not None and cached[0] == signature:
             return cached[1]
         state = None
         if signature is not None:
             try:
-                state = _SessionFile.model_validate_json(path.read_bytes())
-            except (OSError, ValidationError):
+                data = safe_json.read_regular(path, MAX_SESSION_FILE_BYTES)
+                if len(data) > MAX_SESSION_FILE_BYTES:
+                    raise ValueError("larger than any session file")
+                # pydantic's parser bounds nesting itself (without recursing in Python).
+                state = _SessionFile.model_validate_json(data)
+            except (OSError, ValueError):  # ValidationError is a ValueError
                 state = None  # unreadable: treated as a fresh session (and rewritten)
         self._sessions[session_id] = (signature, state)
         return state
@@ -177,7 +202,7 @@ class ConversationMemory:
     def _archive(self, session_id: str) -> tuple[Turn, ...]:
         """Archived turns; after an append only the new bytes are read."""
         path = self._archive_path(session_id)
-        signature = _signature(path)
+        signature = _signature(path) if self._reachable(path) else None
         if signature is None:
             self._archives.pop(session_id, None)
             return ()
@@ -192,11 +217,14 @@ class ConversationMemory:
             offset, by_n = cached.size, dict(cached.by_n)  # same file, grown: appended lines
         else:
             offset, by_n = 0, {}
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
+        try:
+            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES, offset=offset)
+        except OSError:
+            data = b""  # a symlink, FIFO or directory where the archive should be
         end = data.rfind(b"\n") + 1  # a line without its newline is still being written
         for line in data[:end].splitlines():
+            if len(line) > MAX_TURN_LINE_BYTES:
+                continue
             try:
                 turn = Turn.model_validate_json(line)
             except ValidationError:
@@ -232,6 +260,7 @@ class ConversationMemory:
             raise InvalidInput(f"invalid role {role!r}: expected one of {', '.join(ROLES)}")
         if not isinstance(content, str):
             raise InvalidInput("turn content must be text")
+        require_unicode(content, "turn content")
         if len(content) > MAX_TURN_CHARS:
             raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
         with self._lock.hold():
@@ -239,7 +268,7 @@ class ConversationMemory:
             state = self._live(session_id)
             if state is None:
                 # A new or expired session: its archive belonged to a conversation that ended.
-                self._archive_path(session_id).unlink(missing_ok=True)
+                unlink_within(self._archive_path(session_id), self.agent_root)
                 self._archives.pop(session_id, None)
                 state = _SessionFile(started_at=now, last_at=now, turns=[])
             turn = Turn(n=state.next_n, role=role, content=content, at=now)  # type: ignore[arg-type]
@@ -251,7 +280,7 @@ class ConversationMemory:
             new_state = _SessionFile(started_at=state.started_at, last_at=now,
                                      next_n=turn.n + 1, archived_lines=archived_lines, turns=turns)  # fmt: skip
             path = self._session_path(session_id)
-            atomic_write_text(path, new_state.model_dump_json())
+            atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
             self._sessions[session_id] = (_signature(path), new_state)
         self.log.append(session_id, role, content, now)
         return turn
@@ -259,14 +288,16 @@ class ConversationMemory:
     def _append_archive(self, session_id: str, evicted: list[Turn], lines: int) -> int:
         path = self._archive_path(session_id)
         for turn in evicted:
-            append_line(path, turn.model_dump_json())
+            append_line(path, turn.model_dump_json(), within=self.agent_root)
         lines += len(evicted)
         if self._max_archived <= 0:
-            path.unlink(missing_ok=True)
+            unlink_within(path, self.agent_root)
             return 0
         if lines > self._max_archived + ARCHIVE_SLACK:
-            kept = path.read_bytes().splitlines()[-self._max_archived :]
-            atomic_write_text(path, "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n")
+            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
+            kept = data.splitlines()[-self._max_archived :]
+            atomic_write_text(path, "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n",
+                              within=self.agent_root)  # fmt: skip
             lines = len(kept)
         return lines
 
@@ -274,8 +305,8 @@ class ConversationMemory:
         """End the session: its turns and its archive are discarded."""
         validate_session_id(session_id)
         with self._lock.hold():
-            self._session_path(session_id).unlink(missing_ok=True)
-            self._archive_path(session_id).unlink(missing_ok=True)
+            unlink_within(self._session_path(session_id), self.agent_root)
+            unlink_within(self._archive_path(session_id), self.agent_root)
             self._sessions.pop(session_id, None)
             self._archives.pop(session_id, None)
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
+from dreamkeeper.stores import safe_json
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "nomic-embed-text"
@@ -28,7 +30,8 @@ MIN_SIMILARITY = 0.5
 BATCH_SIZE = 64
 RETRIES = 2
 QUERY_CACHE = 256
-QUERY_BACKOFF_SECONDS = 30.0  # after a failed query embedding, searches skip it this long
+QUERY_BACKOFF_SECONDS = 30.0
+MAX_REPLY_BYTES = 256 * 1_048_576  # 64 vectors of thousands of floats, as JSON text  # after a failed query embedding, searches skip it this long
 
 
 @dataclass(frozen=True)
@@ -120,15 +123,21 @@ class EmbeddingClient:
 
     def _parse(self, response: httpx.Response, n: int) -> list[np.ndarray | None]:
         try:
-            items = response.json()["data"]
+            # Bounded and non-recursing: a hostile endpoint's body is refused, not a crash.
+            items = safe_json.loads(response.content, max_bytes=MAX_REPLY_BYTES,
+                                    max_depth=4)["data"]  # fmt: skip
+            if not isinstance(items, list):
+                raise TypeError("data is not a list")
             vectors: list[np.ndarray | None] = [None] * n
             for position, item in enumerate(items):
+                if not isinstance(item, dict):
+                    raise TypeError("an item is not an object")
                 index = int(item.get("index", position))
                 vector = np.asarray(item["embedding"], dtype=np.float32)
                 if 0 <= index < n and vector.ndim == 1 and vector.size and np.isfinite(vector).all():
                     vectors[index] = vector
             return vectors
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
             log.warning("malformed embeddings reply (%s): keyword search only", exc)
             return [None] * n
 

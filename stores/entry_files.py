@@ -18,7 +18,14 @@ from pydantic import ValidationError
 
 from dreamkeeper.stores.files import AgentFiles, SymlinkRefused
 from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import InvalidInput, validate_category, validate_entry_id
+from dreamkeeper.stores.validation import (
+    InvalidInput,
+    validate_category,
+    validate_content,
+    validate_entry_id,
+    validate_metadata,
+    validate_tags,
+)
 
 MEMORY = "memory"
 EMBEDDINGS_DIR = ".embeddings"
@@ -42,7 +49,7 @@ class Loaded:
 def load_entry(files: AgentFiles, parts: Parts) -> Loaded:
     """The entry at `parts`, or why it cannot be used (entry None, problem None: absent)."""
     try:
-        data = files.read(parts)
+        data = files.read(parts, MAX_ENTRY_FILE_BYTES)
     except FileNotFoundError:
         return Loaded(None)
     except SymlinkRefused:
@@ -50,8 +57,9 @@ def load_entry(files: AgentFiles, parts: Parts) -> Loaded:
     except OSError as exc:
         return Loaded(None, f"{type(exc).__name__}: {exc.strerror or exc}")
     if len(data) > MAX_ENTRY_FILE_BYTES:
-        return Loaded(None, f"{len(data)} bytes: larger than any entry can be")
+        return Loaded(None, f"more than {MAX_ENTRY_FILE_BYTES} bytes: larger than any entry can be")
     try:
+        # pydantic's parser bounds nesting itself (without recursing in Python).
         entry = MemoryEntry.from_json(data)
     except (ValidationError, ValueError, RecursionError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -60,6 +68,14 @@ def load_entry(files: AgentFiles, parts: Parts) -> Loaded:
         expected = entry_parts(entry.id, entry.category)
     except InvalidInput as exc:
         return Loaded(None, f"its id or category is invalid ({exc})")
+    try:
+        # What the store would refuse to write, it does not load: every loaded entry can
+        # be reinforced, merged or archived without a write failing half-way.
+        validate_content(entry.content)
+        validate_tags(entry.tags)
+        validate_metadata(entry.metadata)
+    except InvalidInput as exc:
+        return Loaded(None, f"it breaks the store's limits ({str(exc)[:200]})")
     if expected != tuple(parts):
         return Loaded(None, f"its id {entry.id!r} and category {entry.category!r} say it "
                             f"belongs at {'/'.join(expected)}")  # fmt: skip

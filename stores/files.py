@@ -20,9 +20,13 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+from dreamkeeper.stores.safe_json import NotRegularFile
+from dreamkeeper.stores.validation import InvalidInput
 
 _COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -34,7 +38,7 @@ class SymlinkRefused(OSError):
     """A symlink where Dreamkeeper expects a plain file or directory."""
 
 
-class UnsafePath(ValueError):
+class UnsafePath(InvalidInput):
     """A path component that could name something outside the agent's directory."""
 
 
@@ -156,19 +160,17 @@ class AgentFiles:
             finally:
                 os.close(fd)
 
-    def read(self, parts: Parts) -> bytes:
-        """The file's bytes. FileNotFoundError when absent; SymlinkRefused for a link."""
+    def read(self, parts: Parts, max_bytes: int | None = None) -> bytes:
+        """The file's bytes — with `max_bytes`, at most that many plus one, so the caller
+        sees it is larger. FileNotFoundError when absent; SymlinkRefused for a link;
+        NotRegularFile for a FIFO, device or directory (never opened to block on)."""
         *dirs, name = parts
         check_component(name)
         with self.directory(dirs, create=False) as dfd:
             if dfd is None:
                 raise FileNotFoundError(self.path(*parts))
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
-            except OSError as exc:
-                raise _refuse_links(exc, name) from None
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
+            with os.fdopen(self._open_regular(dfd, name), "rb") as handle:
+                return handle.read() if max_bytes is None else handle.read(max_bytes + 1)
 
     def read_from(self, parts: Parts, offset: int, limit: int | None = None) -> bytes:
         *dirs, name = parts
@@ -176,14 +178,24 @@ class AgentFiles:
             if dfd is None:
                 return b""
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                fd = self._open_regular(dfd, name)
             except FileNotFoundError:
                 return b""
-            except OSError as exc:
-                raise _refuse_links(exc, name) from None
             with os.fdopen(fd, "rb") as handle:
                 handle.seek(offset)
                 return handle.read() if limit is None else handle.read(limit)
+
+    @staticmethod
+    def _open_regular(dfd: int, name: str) -> int:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, dir_fd=dfd)
+        except OSError as exc:
+            raise _refuse_links(exc, name) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise NotRegularFile(f"{name} is not a plain file: refused")
+        return fd
 
     def size(self, parts: Parts) -> int:
         try:
@@ -295,12 +307,81 @@ class InterProcessLock:
         return True
 
 
-def path_lock(path: Path) -> InterProcessLock:
+# -- plain paths under an agent's directory --------------------------------------------
+#
+# The working, conversation and consolidation stores address files by path. With
+# `within` (the agent's directory) every directory from it down to the file is checked
+# to be a real directory — missing ones are created one at a time — so a symlink planted
+# where one of them should be is refused (`SymlinkRefused`), never followed out of the
+# agent's directory; the file itself is never followed either.
+
+
+def real_directory(within: Path, directory: Path, *, create: bool = True) -> bool:
+    """True when `directory` (at or under `within`) is real directories all the way
+    from `within`; False when part of it is missing and `create` is False."""
+    try:
+        parts = Path(directory).relative_to(within).parts
+    except ValueError:
+        raise UnsafePath(f"{directory} is not under {within}") from None
+    holder = Path(within).parent  # {data}/agents: the data directory above may be a link
+    if not holder.exists() and create:
+        holder.mkdir(parents=True, exist_ok=True)
+    if holder.is_symlink():
+        raise SymlinkRefused(errno.ELOOP, f"{holder} is a symlink: refused")
+    current = Path(within)
+    for part in ("", *parts):
+        if part:
+            check_component(part)
+            current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            if not create:
+                return False
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current, 0o755)
+            mode = os.lstat(current).st_mode
+        if stat.S_ISLNK(mode):
+            raise SymlinkRefused(errno.ELOOP, f"{current} is a symlink: refused")
+        if not stat.S_ISDIR(mode):
+            raise SymlinkRefused(errno.ENOTDIR, f"{current} is not a directory: refused")
+    return True
+
+
+def _parent(path: Path, within: Path | None) -> None:
+    if within is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        real_directory(within, path.parent)
+
+
+def unlink_within(path: Path, within: Path) -> bool:
+    """Remove a file (a link is removed itself) if its directories are real; False when
+    it is absent."""
+    if not real_directory(within, path.parent, create=False):
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def replace_within(src: Path, dst: Path, within: Path) -> None:
+    """os.replace between directories under `within`, neither reached through a link."""
+    real_directory(within, src.parent, create=False)
+    real_directory(within, dst.parent)
+    os.replace(src, dst)
+
+
+def path_lock(path: Path, *, within: Path | None = None) -> InterProcessLock:
     """A lock file at a plain path (its final component is never followed)."""
 
     def opener(flags: int) -> int:
         if flags & os.O_CREAT:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _parent(path, within)
+        elif within is not None and not real_directory(within, path.parent, create=False):
+            raise FileNotFoundError(path)
         try:
             return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -309,13 +390,13 @@ def path_lock(path: Path) -> InterProcessLock:
     return InterProcessLock(opener, path)
 
 
-def append_line(path: Path, line: str) -> int:
+def append_line(path: Path, line: str, *, within: Path | None = None) -> int:
     """Append one newline-terminated line with a single write (terminating a torn last
     line first); returns the new file size."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    _parent(path, within)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        data = (line.rstrip("\n") + "\n").encode("utf-8")
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
@@ -326,13 +407,13 @@ def append_line(path: Path, line: str) -> int:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, within: Path | None = None) -> None:
     """Atomic replace of a file at a plain path (the temp file is never a followed link)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), within=within)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_write_bytes(path: Path, data: bytes, *, within: Path | None = None) -> None:
+    _parent(path, within)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:

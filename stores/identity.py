@@ -16,6 +16,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import atomic_write_text
 from dreamkeeper.stores.models import utc_now
 from dreamkeeper.stores.validation import InvalidInput
@@ -43,7 +44,9 @@ def location_of(data_dir: Path) -> str:
 def read_identity(data_dir: Path) -> StoreIdentity | None:
     """The directory's identity, or None when no worker has used it yet."""
     try:
-        raw = json.loads((Path(data_dir) / IDENTITY_FILE).read_text(encoding="utf-8"))
+        raw = safe_json.load_file(Path(data_dir) / IDENTITY_FILE, max_bytes=65_536, max_depth=2)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
         store_id = raw["storeId"]
         if not isinstance(store_id, str) or not store_id.isalnum() or len(store_id) > 64:
             raise ValueError("storeId is not an id")

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.models import as_utc
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +84,7 @@ class JournalRecord:
     @classmethod
     def from_line(cls, line: bytes) -> JournalRecord:
         """Parse one line; ValueError for anything that is not exactly a record."""
-        if len(line) > MAX_LINE_BYTES:
-            raise ValueError(f"line of {len(line)} bytes")
-        try:
-            raw = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, RecursionError) as exc:
-            raise ValueError(type(exc).__name__) from None
+        raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=2)  # UnsafeJSON
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
         try:
@@ -97,7 +94,7 @@ class JournalRecord:
             if op is not None and not isinstance(op, str):
                 raise ValueError("op is not a string")
             return cls(
-                at=datetime.fromisoformat(_text(raw, "at")),
+                at=as_utc(datetime.fromisoformat(_text(raw, "at"))),
                 action=JournalAction(_text(raw, "action")),
                 id=_text(raw, "id"),
                 category=_optional_text(raw, "category"),

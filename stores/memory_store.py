@@ -304,16 +304,21 @@ class FileMemoryStore:
             self._adopt_disk(record.id, parts)
             return
         if record.action is JournalAction.PURGED:
-            if not os.path.lexists(self.files.path(*parts)):
+            known = self._parts.get(record.id, parts)
+            if any(os.path.lexists(self.files.path(*p)) for p in {parts, known}):
+                # Its file is still there: a purge in flight, or a record that does not
+                # match the files (then the disk wins when the lock is seen free).
+                self._pending[record.id] = (record.rev or 0, known)
+            else:
                 self._pending.pop(record.id, None)
                 self._forget(record.id)
-            else:
-                self._pending[record.id] = (record.rev or 0, parts)  # purge in flight
             return
         entry = self._load(parts)
         if record.rev is None:  # a legacy record: the file is all there is
             if entry is None:
-                self._forget(record.id)
+                # Forget the entry only if its own file is gone: a record naming another
+                # category (a hostile or garbled line) must not hide a live entry.
+                self._adopt_disk(record.id, parts)
             return
         if entry is not None and entry.revision >= record.rev:
             if self._pending.get(record.id, (0,))[0] <= entry.revision:

@@ -5,9 +5,16 @@ from __future__ import annotations
 import hashlib
 import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 SOURCE_KEY = "source"
@@ -28,8 +35,18 @@ def utc_now() -> datetime:
 
 
 def as_utc(value: datetime) -> datetime:
-    """Naive datetimes from older files are taken as UTC; everything else is converted."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    """Naive datetimes from older files are taken as UTC; everything else is converted.
+    A time that has no UTC equivalent (`0001-01-01T00:00+05:00`) is a ValueError — which
+    a model turns into a validation error — never an OverflowError."""
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is out of range in UTC") from None
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(as_utc)]
+"""A datetime field read from a file: always aware and in UTC (naive is taken as UTC), so
+it compares with `utc_now()` instead of raising TypeError."""
 
 
 class MemoryEntry(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 MAX_CONTENT_CHARS = 20_000
 """Largest content a single long-term entry may hold (documented in README)."""
@@ -90,8 +90,8 @@ def category_matches(category: str | None, prefix: str) -> bool:
 def validate_tags(tags: Iterable[str] | None) -> list[str]:
     if tags is None:
         return []
-    if isinstance(tags, str):
-        raise InvalidInput("tags must be a list of strings, not one string")
+    if isinstance(tags, str) or not isinstance(tags, Iterable) or isinstance(tags, Mapping):
+        raise InvalidInput("tags must be a list of strings")
     tags = list(tags)
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"too many tags: {len(tags)} (at most {MAX_TAGS})")
@@ -104,6 +104,7 @@ def validate_tags(tags: Iterable[str] | None) -> list[str]:
             raise InvalidInput(
                 f"invalid tag {tag[:40]!r}: at most {MAX_TAG_CHARS} characters, no control characters"
             )
+        require_unicode(tag, "a tag")
         if tag not in out:
             out.append(tag)
     return out
@@ -119,7 +120,17 @@ def validate_content(content: str) -> str:
         )
     if "\x00" in content:
         raise InvalidInput("content contains a NUL character")
+    require_unicode(content, "content")
     return content
+
+
+def require_unicode(text: str, what: str) -> None:
+    """Text the store can write as UTF-8 (argv and JSON escapes can carry lone
+    surrogates, which no file or payload can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{what} is not valid Unicode (character {exc.start})") from None
 
 
 def validate_importance(importance: float) -> float:
@@ -135,6 +146,8 @@ def validate_importance(importance: float) -> float:
 def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
     if not metadata:
         return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata must be a mapping of strings to strings")
     if len(metadata) > MAX_METADATA_KEYS:
         raise InvalidInput(f"too many metadata keys: {len(metadata)} (at most {MAX_METADATA_KEYS})")
     out: dict[str, str] = {}
@@ -146,5 +159,39 @@ def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:
                 f"invalid metadata value for {key!r}: a string of at most "
                 f"{MAX_METADATA_VALUE_CHARS} characters"
             )
+        require_unicode(value, f"metadata value {key!r}")
         out[key] = value
     return out
+
+
+def cap_tags(tags: Iterable[str]) -> list[str]:
+    """Tags combined from several entries as the store accepts them: the valid ones, in
+    order, without repeats, at most `MAX_TAGS` (the first ones win)."""
+    kept: list[str] = []
+    for tag in tags:
+        try:
+            (tag,) = validate_tags([tag])
+        except (InvalidInput, ValueError):
+            continue
+        if tag not in kept:
+            kept.append(tag)
+            if len(kept) == MAX_TAGS:
+                break
+    return kept
+
+
+def cap_metadata(metadata: Mapping[str, str], *, first: Iterable[str] = ()) -> dict[str, str]:
+    """Metadata combined from several entries as the store accepts it: at most
+    `MAX_METADATA_KEYS` keys — those named in `first` (when present), then the others in
+    order; invalid keys and values are left out."""
+    order = [k for k in first if k in metadata]
+    order += [k for k in metadata if k not in order]
+    out: dict[str, str] = {}
+    for key in order:
+        if len(out) == MAX_METADATA_KEYS:
+            break
+        try:
+            out.update(validate_metadata({key: metadata[key]}))
+        except InvalidInput:
+            continue
+    return {k: out[k] for k in metadata if k in out}

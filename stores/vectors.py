@@ -66,10 +66,12 @@ def read_vector(
 
 
 def write_vector(
-    directory: Path, entry_id: str, vector: np.ndarray, fingerprint: str, model_key: bytes
+    directory: Path, entry_id: str, vector: np.ndarray, fingerprint: str, model_key: bytes,
+    *, within: Path | None = None,
 ) -> None:
     atomic_write_bytes(
-        vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key)
+        vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key),
+        within=within,
     )
 
 

@@ -2,22 +2,29 @@
 
     {"extraCommonWords": [...], "alwaysSpecificWords": [...], "numericExemptCategories": [...]}
 
-Missing file → the built-in baseline. Malformed file → the baseline plus a warning.
+Missing file → the built-in baseline. Malformed file → the baseline plus a warning:
+not JSON, deeper than a few levels, larger than `MAX_FILE_BYTES`, more than `MAX_WORDS`
+words in a list or a word longer than `MAX_WORD_CHARS`, a category that is not one, a
+symlink, FIFO or directory in its place — never an exception that fails the dream.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.validation import InvalidInput, validate_category
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "merge-coverage-vocabulary.json"
 _KEYS = ("extraCommonWords", "alwaysSpecificWords", "numericExemptCategories")
+MAX_FILE_BYTES = 262_144
+MAX_WORDS = 1_000  # per list: the vocabulary travels in the dream's workflow history
+MAX_WORD_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,10 @@ class LoadedVocabulary:
 def load_vocabulary(agent_root: Path) -> LoadedVocabulary:
     path = agent_root / FILE_NAME
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = safe_json.load_file(path, max_bytes=MAX_FILE_BYTES, max_depth=2)
     except FileNotFoundError:
         loaded = LoadedVocabulary(DEFAULT_VOCABULARY, "built-in baseline")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnsafeJSON is a ValueError
         loaded = _fallback(path, f"cannot be parsed ({exc})")
     else:
         problem = _problem(raw)
@@ -74,6 +81,15 @@ def _problem(raw: object) -> str | None:
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             return f"{key} must be a list of non-empty strings"
+        if len(value) > MAX_WORDS:
+            return f"{key} has {len(value)} items (at most {MAX_WORDS})"
+        if any(len(v) > MAX_WORD_CHARS for v in value):
+            return f"{key} has an item longer than {MAX_WORD_CHARS} characters"
+    for category in raw.get("numericExemptCategories", []):
+        try:
+            validate_category(category.rstrip("/"))
+        except InvalidInput:
+            return f"numericExemptCategories: {category[:80]!r} is not a category"
     return None
 
 

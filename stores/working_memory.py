@@ -33,13 +33,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.files import atomic_write_text, path_lock
-from dreamkeeper.stores.models import as_utc, utc_now
+from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
+from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
 from dreamkeeper.stores.validation import (
     InvalidInput,
     category_matches,
+    require_unicode,
     validate_agent_id,
     validate_tags,
 )
@@ -57,6 +59,11 @@ SEARCH_LIMIT = 20
 PREVIEW_CHARS = 120
 MAX_KEY_CHARS = 256
 MAX_VALUE_CHARS = 262_144
+MAX_CATEGORY_CHARS = 200
+# A segment file (every namespace under one top-level segment): the reader refuses a
+# larger one, so the writer refuses to make one.
+MAX_SEGMENT_FILE_BYTES = 64 * 1_048_576
+MAX_FILE_DEPTH = 4  # {"entries": [{"tags": [...]}]}
 SWEEP_EVERY = timedelta(hours=1)
 STASH_ROOT = "stash"
 RESERVED_ROOTS = ("session", "patrol", "subagent", STASH_ROOT)
@@ -73,8 +80,8 @@ class WorkingEntry(BaseModel):
 
     key: str
     value: str
-    stored_at: datetime
-    expires_at: datetime
+    stored_at: UtcDatetime
+    expires_at: UtcDatetime
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
 
@@ -162,10 +169,14 @@ class WorkingMemoryStore:
         embeddings: EmbeddingClient | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        self.root = Path(data_dir) / "agents" / agent_id / "working-memory"
+        self.agent_root = Path(data_dir) / "agents" / agent_id
+        self.root = self.agent_root / "working-memory"
         self.embeddings = embeddings
-        self._vectors = WorkingVectors(self.root / ".embeddings", embeddings) if embeddings else None
-        self._lock = path_lock(self.root / ".lock")
+        self._vectors = (
+            WorkingVectors(self.root / ".embeddings", embeddings, within=self.agent_root)
+            if embeddings else None
+        )  # fmt: skip
+        self._lock = path_lock(self.root / ".lock", within=self.agent_root)
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
         self._index = BM25Index()
@@ -184,8 +195,13 @@ class WorkingMemoryStore:
         """Reload the segment files that changed on disk (stat only when none did)."""
         seen: set[str] = set()
         try:
-            listing = list(os.scandir(self.root))
+            if not real_directory(self.agent_root, self.root, create=False):
+                raise FileNotFoundError(self.root)
+            listing = [item for item in os.scandir(self.root) if not item.is_symlink()]
         except FileNotFoundError:
+            listing = []
+        except OSError as exc:  # a file or a dangling link where the directory should be
+            log.warning("working memory %s: cannot list %s (%s)", self.agent_id, self.root, exc)
             listing = []
         for item in listing:
             if not item.name.endswith(".json") or item.name.startswith("."):
@@ -207,18 +223,25 @@ class WorkingMemoryStore:
         path = self._path(segment)
         now = self.now()
         entries: dict[str, WorkingEntry] = {}
+        skipped = 0
         try:
-            raw = json.loads(path.read_bytes())
-            items = raw["entries"] if isinstance(raw, dict) else None
+            raw = safe_json.load_file(path, max_bytes=MAX_SEGMENT_FILE_BYTES,
+                                      max_depth=MAX_FILE_DEPTH)  # fmt: skip
+            items = raw.get("entries") if isinstance(raw, dict) else None
             if not isinstance(items, list):
                 raise ValueError("no 'entries' list")
             for item in items:
                 try:
                     entry = WorkingEntry.model_validate(item)
-                except ValidationError:
+                    _check_loaded(entry, segment)
+                except (ValidationError, InvalidInput):
+                    skipped += 1
                     continue
                 if not entry.expired(now):  # expired entries are dropped on load
                     entries[entry.key] = entry
+            if skipped:
+                log.warning("working memory %s: skipped %d malformed or misplaced entr(ies) "
+                            "in %s", self.agent_id, skipped, path)  # fmt: skip
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
@@ -445,8 +468,8 @@ class WorkingMemoryStore:
             raise InvalidInput(
                 f"working-memory data is {len(value)} characters: the limit is {MAX_VALUE_CHARS}"
             )
-        if category is not None and (not category.strip() or len(category) > 200):
-            raise InvalidInput("invalid working-memory category: 1 to 200 characters")
+        require_unicode(value, "working-memory data")
+        _check_category(category)
         tag_list = validate_tags(tags)
         with self._lock.hold():
             self._refresh()
@@ -490,17 +513,45 @@ class WorkingMemoryStore:
                 self._vectors.forget(gone)
         path = self._path(segment)
         body = {"entries": [e.model_dump(mode="json", by_alias=True) for e in entries.values()]}
-        atomic_write_text(path, json.dumps(body, ensure_ascii=False))
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        if len(data) > MAX_SEGMENT_FILE_BYTES:
+            raise WorkingMemoryFull(
+                f"working memory under {segment!r}/ would take {len(data)} bytes (at most "
+                f"{MAX_SEGMENT_FILE_BYTES}): delete or shorten some of its entries"
+            )
+        atomic_write_bytes(path, data, within=self.agent_root)
         st = path.stat()
         self._install(segment, entries, (st.st_mtime_ns, st.st_size, st.st_ino))
 
 
 def _read_keys(path: Path) -> set[str]:
     try:
-        raw = json.loads(path.read_bytes())
+        raw = safe_json.load_file(path, max_bytes=MAX_SEGMENT_FILE_BYTES, max_depth=MAX_FILE_DEPTH)
         return {str(item.get("key")) for item in raw.get("entries", []) if isinstance(item, dict)}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, TypeError):
         return set()
+
+
+def _check_category(category: str | None) -> None:
+    if category is None:
+        return
+    if not isinstance(category, str) or not category.strip() or len(category) > MAX_CATEGORY_CHARS:
+        raise InvalidInput(
+            f"invalid working-memory category: 1 to {MAX_CATEGORY_CHARS} characters"
+        )
+    require_unicode(category, "working-memory category")
+
+
+def _check_loaded(entry: WorkingEntry, segment: str) -> None:
+    """An entry from a segment file is used only if a save could have written it there:
+    a valid key under this file's segment, data, category and tags within the limits."""
+    validate_key(entry.key)
+    if entry.key != entry.key.strip() or entry.key.split("/", 1)[0] != segment:
+        raise InvalidInput(f"key {entry.key[:80]!r} does not belong in {segment}.json")
+    if not entry.value or len(entry.value) > MAX_VALUE_CHARS:
+        raise InvalidInput("working-memory data is empty or too long")
+    _check_category(entry.category)
+    validate_tags(entry.tags)
 
 
 def _matches(entry: WorkingEntry, category: str | None, tags: list[str] | None) -> bool:

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.files import unlink_within
 from dreamkeeper.stores.models import content_fingerprint
 from dreamkeeper.stores.vectors import read_vector, unit, vector_path, write_vector
 
@@ -29,8 +30,11 @@ def vector_name(key: str) -> str:
 
 
 class WorkingVectors:
-    def __init__(self, directory: Path, client: EmbeddingClient) -> None:
+    def __init__(
+        self, directory: Path, client: EmbeddingClient, *, within: Path | None = None
+    ) -> None:
         self.directory = directory
+        self.within = within  # the agent's directory: no link below it is followed
         self.client = client
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future] = set()
@@ -76,7 +80,7 @@ class WorkingVectors:
 
     def forget(self, key: str) -> None:
         self._cache.pop(key, None)
-        vector_path(self.directory, vector_name(key)).unlink(missing_ok=True)
+        self._unlink(vector_path(self.directory, vector_name(key)))
 
     def prune(self, live_keys: Iterable[str]) -> int:
         """Delete vector files of keys no longer live (an entry that left while its vector
@@ -90,7 +94,7 @@ class WorkingVectors:
             return 0
         stale = [n for n in names if n not in keep]
         for name in stale:
-            (self.directory / name).unlink(missing_ok=True)
+            self._unlink(self.directory / name)
         return len(stale)
 
     def wait(self, timeout: float | None = None) -> None:
@@ -106,4 +110,10 @@ class WorkingVectors:
         vector = self.client.embed([value])[0]
         if vector is not None:
             write_vector(self.directory, vector_name(key), vector, content_fingerprint(value),
-                         self.client.model_key)  # fmt: skip
+                         self.client.model_key, within=self.within)  # fmt: skip
+
+    def _unlink(self, path: Path) -> None:
+        if self.within is None:
+            path.unlink(missing_ok=True)
+        else:
+            unlink_within(path, self.within)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.stores.validation import DreamkeeperError, InvalidInput
+from dreamkeeper.stores.validation import DreamkeeperError, InvalidInput, validate_agent_id
 from dreamkeeper.worker import commands
 from dreamkeeper.worker.logs import configure_logging
 from dreamkeeper.worker.settings import StoreSettings
@@ -130,10 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
 def _settings(args: argparse.Namespace) -> StoreSettings:
     settings = StoreSettings.from_env()
     overrides: dict[str, object] = {}
-    if args.data:
+    # An empty --data or --agent is a mistake, not "the default": refused, never a write
+    # to ./.dreamkeeper or agent 'default' the caller did not name.
+    if args.data is not None:
+        if not args.data.strip():
+            raise InvalidInput("--data is empty: name a data directory")
         overrides["data_dir"] = Path(args.data)
-    if args.agent:
-        overrides["agent_id"] = args.agent
+    if args.agent is not None:
+        overrides["agent_id"] = validate_agent_id(args.agent)
     if overrides:
         settings = StoreSettings(**{**settings.__dict__, **overrides})
     return settings
@@ -154,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:  # argparse's --help: its code, not a process exit
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except BrokenPipeError:
         raise
     except Exception as exc:  # noqa: BLE001 - the CLI reports, it does not trace back

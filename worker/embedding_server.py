@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from dreamkeeper.stores import safe_json
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -80,7 +82,8 @@ def make_server(encode: Encoder, host: str = "127.0.0.1", port: int = 8765) -> T
             if length > MAX_BODY_BYTES:
                 return self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
             try:
-                body = json.loads(self.rfile.read(length))
+                body = safe_json.loads(self.rfile.read(length), max_bytes=MAX_BODY_BYTES,
+                                       max_depth=4)  # fmt: skip
                 raw = body["input"]
             except (ValueError, KeyError, TypeError):
                 return self._error(400, 'expected a JSON object with "input"')

@@ -100,7 +100,8 @@ class TemporalSettings:
         env = os.environ if env is None else env
         address = _get(env, "TEMPORAL_ADDRESS", "localhost:7233")
         host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        # isdigit() alone admits "²", which int() refuses: ASCII digits only.
+        if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise SettingsError(f"TEMPORAL_ADDRESS={address!r} is not host:port")
         queue = _get(env, "DREAMKEEPER_TASK_QUEUE", "dreamkeeper")
         cron = _get(env, "DREAMKEEPER_DREAM_CRON", "0 */12 * * *")

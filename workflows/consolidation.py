@@ -277,17 +277,17 @@ class Consolidation:
         self._res.refused_prunes = {
             i: str(r) for i, r in list(refused.items())[:MAX_IGNORED_REPORTED]
         }
-        allowed, over = allowed[: self._budget], allowed[self._budget :]
-        self._defer(over)
         if not allowed:
             return
         pruned = await workflow.execute_activity_method(
             Activities.prune_ephemeral,
             PruneInput(agent_id=self._inp.agent_id,
-                       expected={i: proposals.shown[i] for i in allowed}, as_of=self._as_of),
+                       expected={i: proposals.shown[i] for i in allowed}, as_of=self._as_of,
+                       max_archived=max(0, self._budget)),
             summary=f"prune {len(allowed)} ephemeral", **STORE_STEP,
         )  # fmt: skip
         self._budget -= len(pruned.archived)
+        self._defer(pruned.deferred)
         self._res.pruned = pruned.archived
         self._res.protected = [p.id for p in pruned.protected]
 
