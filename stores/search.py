@@ -17,7 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import BM25Index, query_phrases, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
@@ -122,7 +122,7 @@ def search(
     limit = _check_limit(limit)
     if query is None or not query.strip():
         return _browse(store, filters, limit, include_archived)
-    tokens = tokenize(query)
+    tokens = query_terms(query)
     if query_vector is None and store.embeddings is not None:
         query_vector = store.embeddings.embed_query(query)
     vectors = store.vectors(query_vector.size) if query_vector is not None else None

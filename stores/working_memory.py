@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import atomic_write_text, path_lock
 from dreamkeeper.stores.models import as_utc, utc_now
@@ -291,7 +291,7 @@ class WorkingMemoryStore:
         if prefix is not None:
             prefix = validate_key(prefix)
         self._refresh()
-        tokens = tokenize(query)
+        tokens = query_terms(query)
         query_vector = self._vectors.query(query) if self._vectors else None
         keyword: dict[str, float] = {}
         if tokens:
