@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The suite installs the local-embeddings extra, which `auto` would pick up in every
+# worker and client the tests start (subprocesses inherit this). Tests that want
+# embeddings configure them explicitly.
+os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from tests.helpers import FakeClock
