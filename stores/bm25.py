@@ -254,6 +254,9 @@ class BM25Index:
         self._len_all = 0
         self._len_live = 0
         self._dead = 0
+        # Bumped whenever a key may have moved to another slot: callers caching a mapping
+        # onto slots compare it.
+        self.generation = getattr(self, "generation", 0) + 1
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -285,6 +288,7 @@ class BM25Index:
             # Removal may have compacted the index, renumbering every token.
             tids = self._ids(tokens)
         slot = len(self._key_of)
+        self.generation += 1
         self._key_of.append(key)
         self._tokens_of.append(tids)
         self._slot_of[key] = slot
@@ -347,6 +351,7 @@ class BM25Index:
         self._live[slot] = False
         self._key_of[slot] = None
         self._tokens_of[slot] = None
+        self.generation += 1
         self._dead += 1
         if self._dead > 64 and self._dead * 3 > len(self._key_of):
             self._compact()

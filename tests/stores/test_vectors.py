@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dreamkeeper.stores.fusion import RRF_K, fuse, reciprocal_ranks
 from dreamkeeper.stores.vectors import (
     HEADER_BYTES,
     VectorIndex,
     decode_vector,
     encode_vector,
-    hybrid_scores,
 )
 
 FP = "0123456789abcdef"
@@ -57,9 +57,29 @@ def test_the_index_grows_reuses_rows_and_tracks_liveness():
         index.put("wrong", np.ones(5))
 
 
-def test_hybrid_scores_follow_the_rule():
-    keyword = np.array([4.0, 2.0, 0.0, -0.1, 2.0])
-    semantic = np.array([0.8, 0.0, 0.6, 0.0, 0.0])
-    assert hybrid_scores(keyword, semantic).tolist() == pytest.approx(
-        [(1.0 + 0.8) / 2, 0.5, 0.6, 0.0, 0.5]
+def test_reciprocal_ranks_share_the_best_rank_among_equal_scores():
+    scores = np.array([3.0, 5.0, 3.0, 0.0, 1.0])
+    got = reciprocal_ranks(scores, scores > 0)
+    k = RRF_K
+    assert got.tolist() == pytest.approx([1 / (k + 2), 1 / (k + 1), 1 / (k + 2), 0.0, 1 / (k + 4)])
+
+
+def test_fusion_adds_the_legs_reciprocal_ranks():
+    keyword = np.array([4.0, 2.0, 0.0, 2.0])  # 0: no query term
+    semantic = np.array([0.8, 0.1, 0.6, np.nan])  # NaN: no vector
+    k = RRF_K
+    assert fuse(keyword, semantic).tolist() == pytest.approx(
+        [1 / (k + 1) + 1 / (k + 1), 1 / (k + 2) + 1 / (k + 3), 1 / (k + 2), 1 / (k + 2)]
     )
+
+
+def test_fusion_boosts_are_bounded():
+    keyword, semantic = np.array([1.0, 1.0]), np.array([0.5, 0.5])
+    base = fuse(keyword, semantic)
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    boosted = fuse(keyword, semantic, importance=np.array([1.0, 0.0]),
+                   last_seen=np.array([now.timestamp(), 0.0]), now=now)  # fmt: skip
+    assert boosted[0] == pytest.approx(base[0] * 1.1)  # most important, seen now
+    assert boosted[1] == pytest.approx(base[1] * 0.9 * 0.9, rel=1e-6)  # least, seen long ago
