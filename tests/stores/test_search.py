@@ -374,3 +374,38 @@ def test_tags_are_the_distinct_tags_of_live_entries_sorted_case_insensitively(st
     store.archive(gone.id, "deleted by agent tool")
     assert store.tags() == ["anniversary", "Travel", "work"]
     assert {h.entry.content for h in search(store, None, tags=["TRAVEL"])} == {"one", "two"}
+
+
+@pytest.mark.parametrize("query", ["meeting notes", None])
+def test_metadata_filter_is_an_exact_match_on_every_given_key(store, query):
+    user = store.create("meeting notes one", metadata={"source": "user", "project": "apollo"})
+    tool = store.create("meeting notes two", metadata={"source": "tool:web", "project": "apollo"})
+    store.create("meeting notes three")
+
+    def found(**metadata) -> set[str]:
+        return {h.entry.id for h in search(store, query, metadata=metadata)}
+
+    assert found(source="user") == {user.id}
+    assert found(project="apollo") == {user.id, tool.id}
+    assert found(project="apollo", source="tool:web") == {tool.id}
+    assert found(source="User") == set()  # exact, case-sensitive
+    assert found(source="use") == set()  # whole values, not prefixes
+    assert found(missing="x") == set()
+    assert {h.entry.id for h in search(store, query, metadata={})} >= {user.id, tool.id}
+
+
+@pytest.mark.parametrize("bad", [{"": "x"}, {"k": 1}, ["k", "v"], "source=user"])
+def test_a_malformed_metadata_filter_is_refused(store, bad):
+    store.create("a fact")
+    with pytest.raises(InvalidInput, match="metadata"):
+        search(store, "fact", metadata=bad)
+
+
+def test_tags_and_category_words_are_scored_and_filters_do_not_score(store):
+    tagged = store.create("Passport renewal form", tags=["travel"])
+    categorized = store.create("Passport photo size", category="travel/documents")
+    store.create("Passport number kept in the safe")
+    assert {h.entry.id for h in search(store, "travel")} == {tagged.id, categorized.id}
+    scores = {h.entry.id: h.score for h in search(store, "passport")}
+    filtered = {h.entry.id: h.score for h in search(store, "passport", tags=["travel"])}
+    assert filtered == {tagged.id: scores[tagged.id]}
