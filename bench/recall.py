@@ -28,6 +28,7 @@ Methods, all in this run, over the same entries:
   - BM25           Dreamkeeper's search, BM25 only (the current tokenizer)
   - vector         cosine alone, every entry ranked
   - RRF baseline   plain reciprocal-rank fusion (k = 60) of rank_bm25 and vector
+  - RRF new legs   the same fusion of this BM25 and vector: the rule hybrid replaces
   - hybrid         Dreamkeeper's search with the query vector (stores.fusion)
 Vectors: the in-process local model (all-MiniLM-L6-v2, int8 ONNX; the
 local-embeddings extra). With --torch-python, a Python with PyTorch and the
@@ -242,16 +243,17 @@ class Arm:
                 out.append((-score, key))  # ties by id, as before
         return [k for _, k in sorted(out)]
 
-    def bm25(self, q: str) -> list[str]:
-        return [h.entry.id for h in search(self.bm25_store, q, limit=DEPTH)]
+    def bm25(self, q: str, depth: int = DEPTH) -> list[str]:
+        return [h.entry.id for h in search(self.bm25_store, q, limit=depth)]
 
     def vector(self, model: str, qv: np.ndarray) -> list[str]:
         sims = self.models[model] @ qv
         return [self.ids[i] for i in _ranked(sims, np.ones(sims.size, dtype=bool))]
 
-    def rrf(self, model: str, q: str, qv: np.ndarray) -> list[str]:
+    def rrf(self, model: str, q: str, qv: np.ndarray, *, new: bool = False) -> list[str]:
         fused: dict[str, float] = defaultdict(float)
-        for ranking in (self.rank_bm25(q), self.vector(model, qv)):
+        lexical = self.bm25(q, depth=DEPTH * 5) if new else self.rank_bm25(q)
+        for ranking in (lexical, self.vector(model, qv)):
             for rank, key in enumerate(ranking, start=1):
                 fused[key] += 1 / (RRF_K + rank)
         return [k for k, _ in sorted(fused.items(), key=lambda kv: -kv[1])]
@@ -305,7 +307,8 @@ def run(questions: list[Question], mode: str, torch_python: str | None) -> None:
     qvecs = {m: matrices[m][offset:] for m in models}
     methods = [("rank_bm25", None), ("BM25 old", None), ("BM25", None)]
     for m in models:
-        methods += [(f"vector [{m}]", m), (f"RRF baseline [{m}]", m), (f"hybrid [{m}]", m)]
+        methods += [(f"vector [{m}]", m), (f"RRF baseline [{m}]", m), (f"RRF new legs [{m}]", m),
+                    (f"hybrid [{m}]", m)]  # fmt: skip
     results: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     timings: dict[str, list[float]] = defaultdict(list)
     for qi, q in enumerate(questions):
@@ -322,7 +325,7 @@ def run(questions: list[Question], mode: str, torch_python: str | None) -> None:
             elif name.startswith("vector"):
                 ranking = arm.vector(model, qvecs[model][qi])
             elif name.startswith("RRF"):
-                ranking = arm.rrf(model, q.text, qvecs[model][qi])
+                ranking = arm.rrf(model, q.text, qvecs[model][qi], new="new" in name)
             else:
                 ranking = arm.hybrid(model, q.text, qvecs[model][qi])
             timings[name].append(time.perf_counter() - t)
