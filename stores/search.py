@@ -26,7 +26,13 @@ import numpy as np
 
 from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
-from dreamkeeper.stores.fusion import IMPORTANCE_SPAN, RECENCY_SPAN, boosts, fuse
+from dreamkeeper.stores.fusion import (
+    IMPORTANCE_SPAN,
+    RECENCY_SPAN,
+    boosts,
+    lexical_evidence,
+    semantic_evidence,
+)
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
 from dreamkeeper.stores.validation import InvalidInput, category_matches, validate_category
@@ -296,11 +302,19 @@ def _hybrid_hits(
 ) -> list[SearchHit]:
     cosine, population, dim = semantic
     keyword = base[slots]
+    semantic_nats = semantic_evidence(cosine[slots], population, dim)
+    fused = lexical_evidence(keyword) + semantic_nats
     phrases = query_phrases(tokens)
     if phrases:
-        bonus = np.isin(slots, index.phrase_slots(phrases, among=slots[keyword > 0]))
+        # The bonus adds the lexical evidence once more, at most: only candidates that
+        # could then reach the top k need the phrase test.
+        contenders = keyword > 0
+        if slots.size > limit:
+            kth = np.partition(fused, slots.size - limit)[slots.size - limit]
+            contenders &= (fused + lexical_evidence(keyword)) * _BOOST_SPREAD >= kth
+        bonus = np.isin(slots, index.phrase_slots(phrases, among=slots[contenders]))
         keyword = np.where(bonus, keyword * PHRASE_BONUS, keyword)
-    fused = fuse(keyword, cosine[slots], population, dim)
+        fused = lexical_evidence(keyword) + semantic_nats
     if slots.size > limit:
         kth = np.partition(fused, slots.size - limit)[slots.size - limit]
         keep = fused * _BOOST_SPREAD >= kth
