@@ -165,51 +165,82 @@ def search(
         return []
     index = store.index()
     base = index.scores(tokens, include_archived=include_archived)
-    cosine = population = None
+    semantic = None
     if vectors is not None and query_vector is not None:
-        cosine, population = _cosine(index, vectors, query_vector, include_archived)
+        semantic = _semantic(index, vectors, query_vector, include_archived)
     threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
-    slots = _candidates(store, index, filters, base, cosine, threshold)
+    slots = _candidates(store, index, filters, base, semantic, threshold)
     if slots.size == 0:
         return []
-    if cosine is None:
+    if semantic is None:
         final = _bm25_final(index, tokens, base, slots, limit)
         return _top_hits(store, index, slots, final, limit)
-    return _hybrid_hits(store, index, tokens, base, (cosine, population, vectors.dim), slots,
-                        limit)  # fmt: skip
+    return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
 
 
-# Per vector index: (its version, the BM25 index's generation, slot of each row).
-_ROW_SLOTS: weakref.WeakKeyDictionary[VectorIndex, tuple[int, int, np.ndarray]] = (
-    weakref.WeakKeyDictionary()
-)
+@dataclass(frozen=True)
+class _RowMap:
+    """Vector rows ↔ index slots for one scope, cached until either index changes."""
+
+    key: tuple[int, int, bool]
+    row_slot: np.ndarray  # slot of each row, -1: free, no entry, or out of scope
+    slot_row: np.ndarray  # row of each slot, -1: no vector in scope
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.row_slot >= 0
 
 
-def _row_slots(index: BM25Index, vectors: VectorIndex) -> np.ndarray:
-    cached = _ROW_SLOTS.get(vectors)
-    if cached is not None and cached[0] == vectors.version and cached[1] == index.generation:
-        return cached[2]
-    slots = np.array(
-        [-1 if k is None else (s if (s := index.slot(k)) is not None else -1)
-         for k in vectors.row_keys], dtype=np.int64,
+_ROW_MAPS: weakref.WeakKeyDictionary[VectorIndex, dict[bool, _RowMap]] = weakref.WeakKeyDictionary()
+
+
+def _row_map(index: BM25Index, vectors: VectorIndex, include_archived: bool) -> _RowMap:
+    key = (vectors.version, index.generation, include_archived)
+    maps = _ROW_MAPS.setdefault(vectors, {})
+    cached = maps.get(include_archived)
+    if cached is not None and cached.key == key:
+        return cached
+    live = vectors.live_rows
+    row_slot = np.array(
+        [-1 if k is None or not (include_archived or live[r]) else
+         (s if (s := index.slot(k)) is not None else -1)
+         for r, k in enumerate(vectors.row_keys)], dtype=np.int64,
     )  # fmt: skip
-    _ROW_SLOTS[vectors] = (vectors.version, index.generation, slots)
-    return slots
+    slot_row = np.full(len(index.weights), -1, dtype=np.int64)
+    rows = np.nonzero(row_slot >= 0)[0]
+    slot_row[row_slot[rows]] = rows
+    maps[include_archived] = built = _RowMap(key, row_slot, slot_row)
+    return built
 
 
-def _cosine(
+@dataclass(frozen=True)
+class _Semantic:
+    sims: np.ndarray  # per vector row
+    rows: _RowMap
+    dim: int
+
+    def population(self) -> np.ndarray:
+        """The query's cosine with every entry in scope."""
+        return self.sims[self.rows.valid[: self.sims.size]]
+
+    def close_slots(self, threshold: float) -> np.ndarray:
+        """Slots whose cosine reaches the threshold."""
+        hit = self.rows.valid[: self.sims.size] & (self.sims >= threshold)
+        return self.rows.row_slot[: self.sims.size][hit]
+
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """Cosine per slot, NaN where the entry has no vector in scope."""
+        rows = self.rows.slot_row[slots]
+        have = (rows >= 0) & (rows < self.sims.size)
+        return np.where(have, self.sims[np.where(have, rows, 0)], np.nan) if self.sims.size \
+            else np.full(slots.size, np.nan)  # fmt: skip
+
+
+def _semantic(
     index: BM25Index, vectors: VectorIndex, query_vector: np.ndarray, include_archived: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine per slot, NaN where the entry has no current vector (or is out of scope);
-    and the cosines of every entry in scope (the fusion's population)."""
-    cosine = np.full(len(index.weights), np.nan, dtype=np.float64)
-    sims = vectors.similarities(query_vector, include_archived=include_archived)
-    if sims.size:
-        slots = _row_slots(index, vectors)[: sims.size]
-        found = (slots >= 0) & ~np.isnan(sims)
-        cosine[slots[found]] = sims[found]
-        sims = sims[found]
-    return cosine, sims
+) -> _Semantic:
+    return _Semantic(vectors.similarities(query_vector),
+                     _row_map(index, vectors, include_archived), vectors.dim)  # fmt: skip
 
 
 def _candidates(
@@ -217,14 +248,13 @@ def _candidates(
     index: BM25Index,
     filters: _Filters,
     base: np.ndarray,
-    cosine: np.ndarray | None,
+    semantic: _Semantic | None,
     threshold: float,
 ) -> np.ndarray:
     """Slots sharing a query word (or close in meaning) that pass every filter."""
     candidates = base > 0
-    if cosine is not None:
-        with np.errstate(invalid="ignore"):
-            candidates |= cosine >= threshold
+    if semantic is not None:
+        candidates[semantic.close_slots(threshold)] = True
     if filters.category is not None:
         allowed = [
             gid
@@ -296,13 +326,12 @@ def _hybrid_hits(
     index: BM25Index,
     tokens: list[str],
     base: np.ndarray,
-    semantic: tuple[np.ndarray, np.ndarray, int],
+    semantic: _Semantic,
     slots: np.ndarray,
     limit: int,
 ) -> list[SearchHit]:
-    cosine, population, dim = semantic
     keyword = base[slots]
-    semantic_nats = semantic_evidence(cosine[slots], population, dim)
+    semantic_nats = semantic_evidence(semantic.at(slots), semantic.population(), semantic.dim)
     fused = lexical_evidence(keyword) + semantic_nats
     phrases = query_phrases(tokens)
     if phrases:
@@ -312,8 +341,9 @@ def _hybrid_hits(
         if slots.size > limit:
             kth = np.partition(fused, slots.size - limit)[slots.size - limit]
             contenders &= (fused + lexical_evidence(keyword)) * _BOOST_SPREAD >= kth
-        bonus = np.isin(slots, index.phrase_slots(phrases, among=slots[contenders]))
-        keyword = np.where(bonus, keyword * PHRASE_BONUS, keyword)
+        marked = np.zeros(len(index.weights), dtype=np.bool_)
+        marked[index.phrase_slots(phrases, among=slots[contenders])] = True
+        keyword = np.where(marked[slots], keyword * PHRASE_BONUS, keyword)
         fused = lexical_evidence(keyword) + semantic_nats
     if slots.size > limit:
         kth = np.partition(fused, slots.size - limit)[slots.size - limit]

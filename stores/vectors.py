@@ -88,7 +88,7 @@ class VectorIndex:
         self._ids: list[str | None] = []
         self._live = np.zeros(64, dtype=np.bool_)
         self._free: list[int] = []
-        self.version = 0  # bumped when a key gains or loses its row
+        self.version = 0  # bumped when a key gains or loses its row, or its live flag
 
     def __len__(self) -> int:
         return len(self._row)
@@ -120,6 +120,8 @@ class VectorIndex:
             self._row[key] = row
             self.version += 1
         self._matrix[row] = unit(vector)
+        if bool(self._live[row]) != live:
+            self.version += 1
         self._live[row] = live
 
     def remove(self, key: str) -> None:
@@ -136,20 +138,17 @@ class VectorIndex:
         """The key of each row (None: a free row), in row order."""
         return self._ids
 
-    def similarities(
-        self, query: np.ndarray, *, include_archived: bool = False
-    ) -> np.ndarray:
-        """Cosine of every row with the query, NaN for free rows (and archived ones unless
-        `include_archived`); empty for a query of another dimension."""
+    def similarities(self, query: np.ndarray) -> np.ndarray:
+        """Cosine of every row with the query, in row order (free rows score 0; see
+        `row_keys` and `live_rows`); empty for a query of another dimension."""
         n = len(self._ids)
         if query.shape != (self.dim,) or n == 0:
             return np.zeros(0, dtype=np.float32)
-        sims = self._matrix[:n] @ unit(query)
-        present = self._live[:n].copy()
-        if include_archived:
-            present = np.array([k is not None for k in self._ids], dtype=np.bool_)
-        sims[~present] = np.nan
-        return sims
+        return self._matrix[:n] @ unit(query)
+
+    @property
+    def live_rows(self) -> np.ndarray:
+        return self._live[: len(self._ids)]
 
     def similar(
         self, query: np.ndarray, threshold: float, *, include_archived: bool = False
