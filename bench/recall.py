@@ -219,12 +219,15 @@ class Arm:
         self.models = models  # model → entry matrix (rows in entry order)
         self.hybrid_stores = {}
         for model, matrix in models.items():
+            # One store per model: a vector file is per entry, keyed to one model.
+            model_root = CACHE / "stores" / f"{mode}-{corpus.name}-{model}"
+            _write_store(model_root, corpus.entries)
             client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1",
                                                        model=f"bench-{model}"))  # fmt: skip
             for entry, vector in zip(corpus.entries, matrix, strict=True):
-                write_vector(root / "agents" / AGENT / "memory" / ".embeddings", entry.id,
+                write_vector(model_root / "agents" / AGENT / "memory" / ".embeddings", entry.id,
                              vector, entry.fingerprint, client.model_key)  # fmt: skip
-            self.hybrid_stores[model] = FileMemoryStore(root, AGENT, embeddings=client)
+            self.hybrid_stores[model] = FileMemoryStore(model_root, AGENT, embeddings=client)
 
     def rank_bm25(self, q: str) -> list[str]:
         scores = self.plain.get_scores(old_tokenize(q))
