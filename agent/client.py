@@ -211,13 +211,16 @@ class MemoryClient:
         *,
         category: str | None = None,
         tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
         created_after: datetime | str | None = None,
         created_before: datetime | str | None = None,
         limit: int = DEFAULT_LIMIT,
     ) -> list[SearchHit]:
-        """Both created bounds are inclusive (ISO 8601 text or datetimes; naive is UTC)."""
-        return search(self.store(agent_id), query, category=category, tags=tags, limit=limit,
-                      created_after=created_after, created_before=created_before)  # fmt: skip
+        """Both created bounds are inclusive (ISO 8601 text or datetimes; naive is UTC);
+        `metadata` keeps entries holding every key with exactly that value."""
+        return search(self.store(agent_id), query, category=category, tags=tags,
+                      metadata=metadata, limit=limit, created_after=created_after,
+                      created_before=created_before)  # fmt: skip
 
     async def _entry_op(self, workflow, op: str, inp: EntryOpInput) -> EntryOpResult:
         # Validated here too, so bad input never reaches a workflow history; an unknown

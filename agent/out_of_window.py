@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.conversation_memory import Conversation, Turn
 
 MAX_QUOTED_TURNS = 3
@@ -40,9 +40,13 @@ wrote write written last time times while already
 """.split())  # fmt: skip
 
 
+# The word lists as index terms (stemmed like everything the index holds).
+_DROPPED = frozenset(query_terms(" ".join(FUNCTION_WORDS | RECALL_WORDS)))
+
+
 def content_words(message: str) -> list[str]:
-    """The query: BM25 tokens minus function words and recall phrasing."""
-    return [t for t in tokenize(message) if t not in FUNCTION_WORDS and t not in RECALL_WORDS]
+    """The query: BM25 terms minus function words and recall phrasing."""
+    return [t for t in query_terms(message) if t not in _DROPPED]
 
 
 def _clip(text: str, limit: int) -> str:

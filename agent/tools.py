@@ -104,6 +104,12 @@ def tool_specs() -> list[dict]:
                 "query": _string("what to look for; omit to browse"),
                 "category": _string(_CATEGORY_PREFIX),
                 "tags": _TAGS,
+                "metadata": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "only entries whose metadata has every one of these keys "
+                                   'with exactly this value, e.g. {"source": "user"}',
+                },
                 "created_after": _string("only entries first seen at or after this ISO 8601 "
                                          "date or time, e.g. 2026-03-01"),
                 "created_before": _string("only entries first seen at or before this ISO 8601 "
@@ -246,14 +252,16 @@ class MemoryTools:
         query: str | None = None,
         category: str | None = None,
         tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
         created_after: str | None = None,
         created_before: str | None = None,
         limit: int = 20,
     ) -> str:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be 1 to {MAX_SEARCH_LIMIT}")
-        hits = search(self.memory, query, category=category, tags=tags, limit=limit,
-                      created_after=created_after, created_before=created_before)  # fmt: skip
+        hits = search(self.memory, query, category=category, tags=tags, metadata=metadata,
+                      limit=limit, created_after=created_after,
+                      created_before=created_before)  # fmt: skip
         now = self.memory.now()
         lines = [format_hit(h.entry, now) for h in hits]
         if query is None or not query.strip():

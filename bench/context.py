@@ -31,7 +31,7 @@ from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries 
 from dreamkeeper.agent.context import ContextBuilder  # noqa: E402
 from dreamkeeper.agent.out_of_window import content_words  # noqa: E402
 from dreamkeeper.agent.session import SessionContext  # noqa: E402
-from dreamkeeper.stores.bm25 import tokenize  # noqa: E402
+from dreamkeeper.stores.bm25 import query_terms, tokenize  # noqa: E402
 from dreamkeeper.stores.conversation_memory import ConversationMemory  # noqa: E402
 from dreamkeeper.stores.memory_store import FileMemoryStore, document_text  # noqa: E402
 from dreamkeeper.stores.working_memory import WorkingMemoryStore  # noqa: E402
@@ -81,7 +81,7 @@ class ObviousBuilder:
 
     def build(self, message: str) -> tuple[list[dict], float]:
         started = time.perf_counter()
-        scores = self.bm25.get_scores(list(dict.fromkeys(tokenize(message))))
+        scores = self.bm25.get_scores(list(dict.fromkeys(query_terms(message))))
         boosted = [(s * (0.5 + 0.5 * e.importance_score), e.id) for s, e in
                    zip(scores.tolist(), self.entries, strict=True) if s > 0]  # fmt: skip
         recalled = sorted(boosted, reverse=True)[:8]

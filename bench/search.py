@@ -182,7 +182,7 @@ def lucene_bm25(docs: list[list[str]]):
 
 def measure_baseline(size: int, nq: int) -> dict:
     """The same ranking with rank_bm25 doing the scoring, the obvious way."""
-    from dreamkeeper.stores.bm25 import has_phrase, query_phrases, tokenize
+    from dreamkeeper.stores.bm25 import has_phrase, query_phrases, query_terms, tokenize
     from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
 
     store = FileMemoryStore(corpus_dir(size), "bench")
@@ -192,7 +192,7 @@ def measure_baseline(size: int, nq: int) -> dict:
     times, tops = [], []
     for q in queries(nq):
         t = time.perf_counter()
-        toks = tokenize(q)
+        toks = query_terms(q)
         scores = bm25.get_scores(list(dict.fromkeys(toks)))  # each query word once
         phrases = query_phrases(toks)
         ranked = []
@@ -202,10 +202,11 @@ def measure_baseline(size: int, nq: int) -> dict:
             factor = 0.5 + 0.5 * entries[i].importance_score
             if phrases and any(has_phrase(docs[i], p) for p in phrases):
                 factor *= 2.0
-            ranked.append((-base * factor, entries[i].id))
+            e = entries[i]  # ties as the store orders them: last seen, content, id
+            ranked.append((-base * factor, -e.last_seen_at.timestamp(), e.content, e.id))
         ranked.sort()
         times.append(time.perf_counter() - t)
-        tops.append([i for _, i in ranked[:20]])
+        tops.append([r[-1] for r in ranked[:20]])
     return {"p50_ms": 1e3 * statistics.median(times), "tops": tops}
 
 

@@ -25,6 +25,6 @@ stamp=.venv/.dreamkeeper-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "installing Dreamkeeper and its dependencies into .venv" >&2
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,local-embeddings]"
   touch "$stamp"
 fi

@@ -1,4 +1,5 @@
-"""An incremental BM25 index: k1 = 1.5, b = 0.75 and Lucene's idf, as the reference.
+"""An incremental BM25 index: k1 = 1.5, b = 0.75 and Lucene's idf, as the reference —
+and the tokenizer that feeds it (`tokenize`).
 
     idf(t) = ln(1 + (N − n + 0.5) / (n + 0.5))    N documents in scope, n containing t
     score(d) = Σ over distinct query terms t of
@@ -22,24 +23,151 @@ from __future__ import annotations
 
 import math
 import re
+import sys
+import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import numpy as np
+import snowballstemmer
+
+from dreamkeeper.policies.stopwords import STOPWORDS
 
 K1 = 1.5
 B = 0.75
 
 T = TypeVar("T")
 
-_SPLIT = re.compile(r"[^a-z0-9]+")
+# -- tokenizer -------------------------------------------------------------------------
 
 
-def tokenize(text: str) -> list[str]:
-    """Lowercase, split on non-alphanumerics, keep tokens of 3+ characters."""
-    return [tok for tok in _SPLIT.split(text.lower()) if len(tok) >= 3]
+def _mark_class() -> str:
+    """Every combining mark (Mn, Mc, Me) as a regex class body: a vowel sign in हिन्दी or
+    a tone mark in ภาษาไทย is part of its word, though Python's \\w leaves it out."""
+    ranges: list[tuple[int, int]] = []
+    for code in [*range(0x300, 0x20000), *range(0xE0100, 0xE01F0)]:
+        if unicodedata.category(chr(code))[0] == "M":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"{chr(a)}-{chr(b)}" if a != b else chr(a) for a, b in ranges)
+
+
+# Letters, digits and marks of any script (one character class: an alternation per
+# character was most of the indexing time); `_` is turned into a space first. An
+# apostrophe inside a word and a dot between two digits do not split it (don't,
+# Chicago's, 3.14, v2.0, 192.168.1.1).
+_WORD = f"[\\w{_mark_class()}]+"
+_TOKEN = re.compile(f"{_WORD}(?:(?:'|(?<=\\d)\\.(?=\\d)){_WORD})*")
+# The same rule for ASCII text (most of it), which needs no normalization: a small class
+# is several times faster than the one holding every mark.
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+(?:(?:'|(?<=\d)\.(?=\d))[a-z0-9]+)*")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")  # 1,000 → 1000
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'", "_": " "})
+# Scripts written without spaces between words: Han, Hiragana, Katakana (with the
+# prolonged-sound mark), Thai, Lao, Myanmar, Khmer. Hangul is written with spaces.
+_SPACELESS = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3005\u3040-\u30ff\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+"
+)
+_STEMMERS = {
+    "latin": snowballstemmer.stemmer("english"),
+    "cyrillic": snowballstemmer.stemmer("russian"),
+}
+_CACHE_LIMIT = 500_000
+_doc_cache: dict[str, tuple[str, ...]] = {}
+_query_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _script(word: str) -> str | None:
+    first = word[0]
+    if first < "\u0250" or "\u1e00" <= first <= "\u1eff":
+        return "latin"
+    if "\u0400" <= first <= "\u052f":
+        return "cyrillic"
+    return None
+
+
+def _spaceless_terms(run: str, query: bool) -> list[str]:
+    """Overlapping character bigrams of a run of a spaceless script (東京タワー → 東京 京タ
+    タワ ワー); a one-character run is itself. Documents also index each character, so a
+    one-character query (猫) finds a longer run containing it; queries use bigrams only,
+    which is what makes a match precise."""
+    if len(run) == 1:
+        return [run]
+    bigrams = [run[i : i + 2] for i in range(len(run) - 1)]
+    return bigrams if query else bigrams + list(run)
+
+
+def _word_terms(word: str) -> list[str]:
+    if not word or word in STOPWORDS:
+        return []
+    if any(c.isdigit() for c in word):
+        return [word]  # numbers and letter-digit identifiers stay whole, unstemmed
+    if len(word) == 1:
+        return []
+    script = _script(word)
+    return [_STEMMERS[script].stemWord(word) if script else word]
+
+
+def _analyze(raw: str, query: bool) -> tuple[str, ...]:
+    if raw in STOPWORDS:  # don't, it's, i'm: contractions on the list go whole
+        return ()
+    if raw.endswith("'s"):
+        raw = raw[:-2]
+    out: list[str] = []
+    for part in raw.split("'"):
+        at = 0
+        for run in _SPACELESS.finditer(part):
+            out += _word_terms(part[at : run.start()])
+            out += _spaceless_terms(run.group(), query)
+            at = run.end()
+        out += _word_terms(part[at:])
+    return tuple(sys.intern(t) for t in out)
+
+
+def tokenize(text: str, *, query: bool = False) -> list[str]:
+    """The terms BM25 indexes (and, with `query=True`, searches for).
+
+    - NFKC, then casefold: ｆｕｌｌｗｉｄｔｈ, ligatures and case variants are one term;
+      accents stay (café is not cafe).
+    - Words are runs of letters, digits and combining marks of any script (борщ,
+      Ünïcødé, हिन्दी); an apostrophe or a dot between digits does not split one.
+    - `policies.stopwords` (English function words, contractions included) is dropped,
+      so "what did" is no phrase and "the" no match; so are one-letter words.
+    - Numbers and letter-digit identifiers (2024, 3.14, v2.0, rfc7231) stay whole.
+    - Other words are stemmed with Snowball — English for Latin script, Russian for
+      Cyrillic (researching → research, борща → борщ). Snowball is a maintained,
+      published algorithm with a fixed output per release, already a dependency (the
+      merge safety check stems with it); a light suffix stripper that conflates
+      inflections is what recall needs, not a lemmatizer's vocabulary and model.
+    - Scripts without spaces (Han, kana, Thai, Lao, Myanmar, Khmer): character bigrams;
+      see `_spaceless_terms`.
+    """
+    if text.isascii():
+        text, pattern = text.lower(), _ASCII_TOKEN  # NFKC and casefold change nothing here
+    else:
+        text = unicodedata.normalize("NFKC", text.casefold()).translate(_APOSTROPHES)
+        pattern = _TOKEN
+    text = _THOUSANDS.sub("", text)
+    cache = _query_cache if query else _doc_cache
+    out: list[str] = []
+    for raw in pattern.findall(text):
+        terms = cache.get(raw)
+        if terms is None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            terms = cache[raw] = _analyze(raw, query)
+        out.extend(terms)
+    return out
+
+
+def query_terms(text: str) -> list[str]:
+    """A query's terms: `tokenize(text, query=True)`."""
+    return tokenize(text, query=True)
 
 
 def lucene_idf(n_docs: int, n_containing: int) -> float:
@@ -135,6 +263,9 @@ class BM25Index:
         self._len_all = 0
         self._len_live = 0
         self._dead = 0
+        # Bumped whenever a key may have moved to another slot: callers caching a mapping
+        # onto slots compare it.
+        self.generation = getattr(self, "generation", 0) + 1
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -166,6 +297,7 @@ class BM25Index:
             # Removal may have compacted the index, renumbering every token.
             tids = self._ids(tokens)
         slot = len(self._key_of)
+        self.generation += 1
         self._key_of.append(key)
         self._tokens_of.append(tids)
         self._slot_of[key] = slot
@@ -228,6 +360,7 @@ class BM25Index:
         self._live[slot] = False
         self._key_of[slot] = None
         self._tokens_of[slot] = None
+        self.generation += 1
         self._dead += 1
         if self._dead > 64 and self._dead * 3 > len(self._key_of):
             self._compact()

@@ -1,4 +1,6 @@
-"""An OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM, llama.cpp server, OpenAI).
+"""An OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM, llama.cpp server, OpenAI),
+and `embedding_client()`, which picks it or the in-process local model
+(`stores.local_embeddings`).
 
 Embeddings are an optional improvement, never a dependency: every failure — endpoint
 down, a 4xx, a malformed reply, a vector of the wrong length — means "no vector" for
@@ -16,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 import numpy as np
@@ -43,10 +46,11 @@ class EmbeddingSettings:
     query_timeout_seconds: float = 5.0  # a search waits at most this long for its vector
     min_similarity: float = MIN_SIMILARITY
     max_input_chars: int = MAX_INPUT_CHARS
+    local: bool = False  # the in-process model (no base URL): stores.local_embeddings
 
     @property
     def configured(self) -> bool:
-        return bool(self.base_url)
+        return bool(self.base_url) or self.local
 
     @property
     def model_key(self) -> bytes:
@@ -57,7 +61,7 @@ class EmbeddingSettings:
 
 class EmbeddingClient:
     def __init__(self, settings: EmbeddingSettings, *, transport: httpx.BaseTransport | None = None):
-        if not settings.configured:
+        if not settings.base_url:
             raise ValueError("EmbeddingClient needs DREAMKEEPER_EMBEDDING_BASE_URL")
         self.settings = settings
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
@@ -145,7 +149,32 @@ class EmbeddingClient:
         self._http.close()
 
 
-def embedding_client(settings: EmbeddingSettings) -> EmbeddingClient | None:
-    """The configured client, or None (keyword search only). Settings from the
-    environment: `dreamkeeper.worker.settings.embedding_settings()`."""
-    return EmbeddingClient(settings) if settings.configured else None
+class Embedder(Protocol):
+    """What the stores need of an embedding backend: `EmbeddingClient` (HTTP) and
+    `LocalEmbeddings` (in-process) both provide it."""
+
+    settings: EmbeddingSettings
+
+    @property
+    def model_key(self) -> bytes: ...
+
+    def embed(
+        self, texts: Sequence[str], *, timeout: float | None = None, retries: int = RETRIES
+    ) -> list[np.ndarray | None]: ...
+
+    def embed_query(self, text: str) -> np.ndarray | None: ...
+
+    def close(self) -> None: ...
+
+
+def embedding_client(settings: EmbeddingSettings) -> Embedder | None:
+    """The configured backend — the HTTP endpoint when there is a base URL, else the
+    in-process local model when `settings.local` — or None (keyword search only).
+    Settings from the environment: `dreamkeeper.worker.settings.embedding_settings()`."""
+    if settings.base_url:
+        return EmbeddingClient(settings)
+    if settings.local:
+        from dreamkeeper.stores.local_embeddings import LocalEmbeddings
+
+        return LocalEmbeddings(settings)
+    return None

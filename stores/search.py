@@ -1,28 +1,42 @@
 """Long-term memory search: BM25 with a phrase bonus and an importance boost — hybrid
 with cosine similarity when an embedding model is configured — filters (category prefix,
-tags, created-date range), the query-less browse, and the reference's result-line format.
+tags, metadata, created-date range), the query-less browse, and the reference's
+result-line format.
 
-Hybrid ranking: BM25 scores (with the phrase bonus) divided by the top one; cosine kept
-only at or above the minimum similarity (0.5); the mean where an entry has both, else
-whichever it has; then × (0.5 + 0.5 · importance). Entries without a current vector
-still rank by keywords, and with no query vector (endpoint down, no model) the search
-is exactly the BM25 one.
+BM25 only: base score × 2 with a query phrase × (0.5 + 0.5 · importance), the
+reference's rule. Hybrid: the candidates are the entries sharing a query term plus those
+whose vector reaches the minimum similarity; both legs score all of them, as evidence in
+nats that adds up, with bounded importance and recency boosts (`stores.fusion`). Entries
+without a current vector still rank by keywords, and with no query vector (endpoint
+down, no model) the search is exactly the BM25 one. Equal scores are ordered by last
+seen (newest first), then content, then id — never by the random id alone.
+
+Tags and category words are part of the scored text (as in the reference): a tag or a
+category segment is a word the entry is about. The filters restrict without scoring.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import BM25Index, query_phrases, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
+from dreamkeeper.stores.fusion import (
+    IMPORTANCE_SPAN,
+    RECENCY_SPAN,
+    boosts,
+    lexical_evidence,
+    semantic_evidence,
+)
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.models import MemoryEntry, as_utc
 from dreamkeeper.stores.validation import InvalidInput, category_matches, validate_category
-from dreamkeeper.stores.vectors import VectorIndex, hybrid_scores
+from dreamkeeper.stores.vectors import VectorIndex
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
@@ -44,14 +58,18 @@ class _Filters:
     tags: list[str] = field(default_factory=list)
     created_after: datetime | None = None  # inclusive
     created_before: datetime | None = None  # inclusive
+    metadata: dict[str, str] = field(default_factory=dict)  # every key equal to its value
 
     @property
     def per_entry(self) -> bool:
-        return bool(self.tags) or self.created_after is not None or self.created_before is not None
+        return (bool(self.tags) or bool(self.metadata) or self.created_after is not None
+                or self.created_before is not None)  # fmt: skip
 
     def admits(self, entry: MemoryEntry) -> bool:
-        """Tags and created dates (not the category)."""
+        """Tags, metadata and created dates (not the category)."""
         if self.tags and not _has_tags(entry, self.tags):
+            return False
+        if any(entry.metadata.get(k) != v for k, v in self.metadata.items()):
             return False
         created = entry.created_at
         if self.created_after is not None and created < self.created_after:
@@ -64,6 +82,7 @@ def _filters(
     tags: list[str] | None,
     created_after: datetime | str | None,
     created_before: datetime | str | None,
+    metadata: dict[str, str] | None = None,
 ) -> _Filters:
     if category is not None:
         category = validate_category(category.rstrip("/") or category)
@@ -73,7 +92,21 @@ def _filters(
     if after is not None and before is not None and after > before:
         raise InvalidInput(f"created_after {after.isoformat()} is later than created_before "
                            f"{before.isoformat()}: nothing can match")  # fmt: skip
-    return _Filters(category, wanted, after, before)
+    return _Filters(category, wanted, after, before, _metadata_filter(metadata))
+
+
+def _metadata_filter(metadata: dict[str, str] | None) -> dict[str, str]:
+    """Exact, case-sensitive key → value matches; every pair must hold."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise InvalidInput(
+            f"invalid metadata filter {metadata!r}: expected an object of non-empty string "
+            'keys to string values, such as {"source": "user"}'
+        )
+    return dict(metadata)
 
 
 def _moment(value: datetime | str | None, name: str) -> datetime | None:
@@ -109,6 +142,7 @@ def search(
     *,
     category: str | None = None,
     tags: list[str] | None = None,
+    metadata: dict[str, str] | None = None,
     created_after: datetime | str | None = None,
     created_before: datetime | str | None = None,
     limit: int = DEFAULT_LIMIT,
@@ -116,13 +150,14 @@ def search(
     query_vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
     """Both created bounds are inclusive; text bounds are ISO 8601 (see `_moment`).
-    `query_vector` defaults to the store's embedding of the query, when it has a model
-    and the endpoint answers; otherwise the ranking is BM25 only."""
-    filters = _filters(category, tags, created_after, created_before)
+    `metadata` keeps entries whose metadata holds every given key with exactly that
+    value. `query_vector` defaults to the store's embedding of the query, when it has a
+    model and the endpoint answers; otherwise the ranking is BM25 only."""
+    filters = _filters(category, tags, created_after, created_before, metadata)
     limit = _check_limit(limit)
     if query is None or not query.strip():
         return _browse(store, filters, limit, include_archived)
-    tokens = tokenize(query)
+    tokens = query_terms(query)
     if query_vector is None and store.embeddings is not None:
         query_vector = store.embeddings.embed_query(query)
     vectors = store.vectors(query_vector.size) if query_vector is not None else None
@@ -130,34 +165,82 @@ def search(
         return []
     index = store.index()
     base = index.scores(tokens, include_archived=include_archived)
-    cosine = None
+    semantic = None
     if vectors is not None and query_vector is not None:
-        cosine = _cosine(store, index, vectors, query_vector, include_archived)
-    slots = _candidates(store, index, filters, base, cosine)
+        semantic = _semantic(index, vectors, query_vector, include_archived)
+    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
+    slots = _candidates(store, index, filters, base, semantic, threshold)
     if slots.size == 0:
         return []
-    if cosine is None:
+    if semantic is None:
         final = _bm25_final(index, tokens, base, slots, limit)
-    else:
-        final = _hybrid_final(index, tokens, base, cosine, slots)
-    return _top_hits(store, index, slots, final, limit)
+        return _top_hits(store, index, slots, final, limit)
+    return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
 
 
-def _cosine(
-    store: FileMemoryStore,
-    index: BM25Index,
-    vectors: VectorIndex,
-    query_vector: np.ndarray,
-    include_archived: bool,
-) -> np.ndarray:
-    """Cosine per slot where it reaches the minimum similarity, else 0."""
-    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
-    similar = vectors.similar(query_vector, threshold, include_archived=include_archived)
-    cosine = np.zeros(len(index.weights), dtype=np.float64)
-    slots = [(index.slot(i), sim) for i, sim in similar.items()]
-    found = np.array([s for s, _ in slots if s is not None], dtype=np.int64)
-    cosine[found] = [sim for s, sim in slots if s is not None]
-    return cosine
+@dataclass(frozen=True)
+class _RowMap:
+    """Vector rows ↔ index slots for one scope, cached until either index changes."""
+
+    key: tuple[int, int, bool]
+    row_slot: np.ndarray  # slot of each row, -1: free, no entry, or out of scope
+    slot_row: np.ndarray  # row of each slot, -1: no vector in scope
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.row_slot >= 0
+
+
+_ROW_MAPS: weakref.WeakKeyDictionary[VectorIndex, dict[bool, _RowMap]] = weakref.WeakKeyDictionary()
+
+
+def _row_map(index: BM25Index, vectors: VectorIndex, include_archived: bool) -> _RowMap:
+    key = (vectors.version, index.generation, include_archived)
+    maps = _ROW_MAPS.setdefault(vectors, {})
+    cached = maps.get(include_archived)
+    if cached is not None and cached.key == key:
+        return cached
+    live = vectors.live_rows
+    row_slot = np.array(
+        [-1 if k is None or not (include_archived or live[r]) else
+         (s if (s := index.slot(k)) is not None else -1)
+         for r, k in enumerate(vectors.row_keys)], dtype=np.int64,
+    )  # fmt: skip
+    slot_row = np.full(len(index.weights), -1, dtype=np.int64)
+    rows = np.nonzero(row_slot >= 0)[0]
+    slot_row[row_slot[rows]] = rows
+    maps[include_archived] = built = _RowMap(key, row_slot, slot_row)
+    return built
+
+
+@dataclass(frozen=True)
+class _Semantic:
+    sims: np.ndarray  # per vector row
+    rows: _RowMap
+    dim: int
+
+    def population(self) -> np.ndarray:
+        """The query's cosine with every entry in scope."""
+        return self.sims[self.rows.valid[: self.sims.size]]
+
+    def close_slots(self, threshold: float) -> np.ndarray:
+        """Slots whose cosine reaches the threshold."""
+        hit = self.rows.valid[: self.sims.size] & (self.sims >= threshold)
+        return self.rows.row_slot[: self.sims.size][hit]
+
+    def at(self, slots: np.ndarray) -> np.ndarray:
+        """Cosine per slot, NaN where the entry has no vector in scope."""
+        rows = self.rows.slot_row[slots]
+        have = (rows >= 0) & (rows < self.sims.size)
+        return np.where(have, self.sims[np.where(have, rows, 0)], np.nan) if self.sims.size \
+            else np.full(slots.size, np.nan)  # fmt: skip
+
+
+def _semantic(
+    index: BM25Index, vectors: VectorIndex, query_vector: np.ndarray, include_archived: bool
+) -> _Semantic:
+    return _Semantic(vectors.similarities(query_vector),
+                     _row_map(index, vectors, include_archived), vectors.dim)  # fmt: skip
 
 
 def _candidates(
@@ -165,12 +248,13 @@ def _candidates(
     index: BM25Index,
     filters: _Filters,
     base: np.ndarray,
-    cosine: np.ndarray | None,
+    semantic: _Semantic | None,
+    threshold: float,
 ) -> np.ndarray:
     """Slots sharing a query word (or close in meaning) that pass every filter."""
     candidates = base > 0
-    if cosine is not None:
-        candidates |= cosine > 0
+    if semantic is not None:
+        candidates[semantic.close_slots(threshold)] = True
     if filters.category is not None:
         allowed = [
             gid
@@ -191,11 +275,18 @@ def _admitted(store: FileMemoryStore, index: BM25Index, slot: int, filters: _Fil
     return entry is not None and filters.admits(entry)
 
 
+def _order(hit: SearchHit) -> tuple:
+    """Score, then last seen (newest first), then content, then id: equal scores come out
+    the same way every time, also after the same entries are saved again under new ids."""
+    return (-(hit.score or 0.0), -hit.entry.last_seen_at.timestamp(), hit.entry.content,
+            hit.entry.id)  # fmt: skip
+
+
 def _top_hits(
     store: FileMemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
 ) -> list[SearchHit]:
     if slots.size > limit:
-        # Keep ties at the boundary so the order is decided by (score, id) alone.
+        # Keep ties at the boundary so the order is decided by the tie-break alone.
         kth = np.partition(final, slots.size - limit)[slots.size - limit]
         keep = final >= kth
         slots, final = slots[keep], final[keep]
@@ -204,7 +295,7 @@ def _top_hits(
         for slot, score in zip(slots.tolist(), final.tolist(), strict=True)
         if (entry := store.cached(index.key_at(slot))) is not None  # type: ignore[arg-type]
     ]
-    hits.sort(key=lambda h: (-(h.score or 0.0), h.entry.id))
+    hits.sort(key=_order)
     return hits[:limit]
 
 
@@ -225,15 +316,49 @@ def _bm25_final(
     return final
 
 
-def _hybrid_final(
-    index: BM25Index, tokens: list[str], base: np.ndarray, cosine: np.ndarray, slots: np.ndarray
-) -> np.ndarray:
+# The boosts' range: an entry below the k-th best fused score by more than this factor
+# cannot reach the top k whatever its importance and recency.
+_BOOST_SPREAD = (1 + IMPORTANCE_SPAN / 2) / ((1 - IMPORTANCE_SPAN / 2) * (1 - RECENCY_SPAN))
+
+
+def _hybrid_hits(
+    store: FileMemoryStore,
+    index: BM25Index,
+    tokens: list[str],
+    base: np.ndarray,
+    semantic: _Semantic,
+    slots: np.ndarray,
+    limit: int,
+) -> list[SearchHit]:
     keyword = base[slots]
+    semantic_nats = semantic_evidence(semantic.at(slots), semantic.population(), semantic.dim)
+    fused = lexical_evidence(keyword) + semantic_nats
     phrases = query_phrases(tokens)
     if phrases:
-        bonus = np.isin(slots, index.phrase_slots(phrases, among=slots))
-        keyword = np.where(bonus, keyword * PHRASE_BONUS, keyword)
-    return hybrid_scores(keyword, cosine[slots]) * index.weights[slots]
+        # The bonus adds the lexical evidence once more, at most: only candidates that
+        # could then reach the top k need the phrase test.
+        contenders = keyword > 0
+        if slots.size > limit:
+            kth = np.partition(fused, slots.size - limit)[slots.size - limit]
+            contenders &= (fused + lexical_evidence(keyword)) * _BOOST_SPREAD >= kth
+        marked = np.zeros(len(index.weights), dtype=np.bool_)
+        marked[index.phrase_slots(phrases, among=slots[contenders])] = True
+        keyword = np.where(marked[slots], keyword * PHRASE_BONUS, keyword)
+        fused = lexical_evidence(keyword) + semantic_nats
+    if slots.size > limit:
+        kth = np.partition(fused, slots.size - limit)[slots.size - limit]
+        keep = fused * _BOOST_SPREAD >= kth
+        slots, fused = slots[keep], fused[keep]
+    entries = [store.cached(index.key_at(s)) for s in slots.tolist()]  # type: ignore[arg-type]
+    present = [i for i, e in enumerate(entries) if e is not None]
+    kept = [entries[i] for i in present]
+    importance = np.array([e.importance_score for e in kept])
+    last_seen = np.array([e.last_seen_at.timestamp() for e in kept])
+    final = fused[present] * boosts(len(kept), importance=importance, last_seen=last_seen,
+                                    now=store.now())  # fmt: skip
+    hits = [SearchHit(e, score) for e, score in zip(kept, final.tolist(), strict=True)]
+    hits.sort(key=_order)
+    return hits[:limit]
 
 
 def _browse(

@@ -80,21 +80,6 @@ def unit(vector: np.ndarray) -> np.ndarray:
     return (vector / norm).astype(np.float32) if norm > 0 else vector.astype(np.float32)
 
 
-def hybrid_scores(keyword: np.ndarray, semantic: np.ndarray) -> np.ndarray:
-    """The hybrid rule, per candidate: keyword scores divided by the top one (0 for a
-    candidate found by meaning alone); `semantic` holds cosine where it reached the
-    minimum similarity, else 0; the mean where both are present, else whichever is."""
-    positive = keyword > 0
-    top = keyword[positive].max() if positive.any() else 0.0
-    normalized = np.where(positive, keyword / top if top > 0 else 0.0, 0.0)
-    has_semantic = semantic > 0
-    return np.where(
-        positive & has_semantic,
-        (normalized + semantic) / 2,
-        np.where(positive, normalized, semantic),
-    )
-
-
 class VectorIndex:
     """Unit rows of one dimension in a contiguous matrix; removal frees a row for reuse."""
 
@@ -105,6 +90,7 @@ class VectorIndex:
         self._ids: list[str | None] = []
         self._live = np.zeros(64, dtype=np.bool_)
         self._free: list[int] = []
+        self.version = 0  # bumped when a key gains or loses its row, or its live flag
 
     def __len__(self) -> int:
         return len(self._row)
@@ -134,16 +120,37 @@ class VectorIndex:
                 grown_live[: len(self._live)] = self._live
                 self._live = grown_live
             self._row[key] = row
+            self.version += 1
         self._matrix[row] = unit(vector)
+        if bool(self._live[row]) != live:
+            self.version += 1
         self._live[row] = live
 
     def remove(self, key: str) -> None:
         row = self._row.pop(key, None)
         if row is not None:
+            self.version += 1
             self._ids[row] = None
             self._matrix[row] = 0.0
             self._live[row] = False
             self._free.append(row)
+
+    @property
+    def row_keys(self) -> list[str | None]:
+        """The key of each row (None: a free row), in row order."""
+        return self._ids
+
+    def similarities(self, query: np.ndarray) -> np.ndarray:
+        """Cosine of every row with the query, in row order (free rows score 0; see
+        `row_keys` and `live_rows`); empty for a query of another dimension."""
+        n = len(self._ids)
+        if query.shape != (self.dim,) or n == 0:
+            return np.zeros(0, dtype=np.float32)
+        return self._matrix[:n] @ unit(query)
+
+    @property
+    def live_rows(self) -> np.ndarray:
+        return self._live[: len(self._ids)]
 
     def similar(
         self, query: np.ndarray, threshold: float, *, include_archived: bool = False

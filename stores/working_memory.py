@@ -15,7 +15,8 @@ after the hour).
 
 With an embedding model, a saved value is embedded on a background thread (a save never
 waits) into `working-memory/.embeddings/`, keyed to the value's fingerprint, and search
-ranks like long-term memory's hybrid search (without the importance boost).
+ranks with long-term memory's hybrid rule (`stores.fusion.fuse`, with the recency boost
+on the stored time; there is no importance).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
+from dreamkeeper.stores.fusion import fuse
 from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
 from dreamkeeper.stores.validation import (
     InvalidInput,
@@ -45,7 +47,6 @@ from dreamkeeper.stores.validation import (
     validate_agent_id,
     validate_tags,
 )
-from dreamkeeper.stores.vectors import hybrid_scores
 from dreamkeeper.stores.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
@@ -314,7 +315,7 @@ class WorkingMemoryStore:
         if prefix is not None:
             prefix = validate_key(prefix)
         self._refresh()
-        tokens = tokenize(query)
+        tokens = query_terms(query)
         query_vector = self._vectors.query(query) if self._vectors else None
         keyword: dict[str, float] = {}
         if tokens:
@@ -324,13 +325,14 @@ class WorkingMemoryStore:
                 if key is not None:
                     keyword[key] = float(scores[slot])
         now = self.now()
-        semantic = (
-            self._vectors.similar(query_vector, self._live(prefix))
+        cosines = (
+            self._vectors.cosines(query_vector, self._live(prefix))
             if self._vectors is not None and query_vector is not None
             else {}
         )
+        threshold = self._vectors.client.settings.min_similarity if self._vectors else 1.0
         found = []
-        for key in keyword.keys() | semantic.keys():
+        for key in keyword.keys() | {k for k, c in cosines.items() if c >= threshold}:
             seg = self._segments.get(key.split("/", 1)[0])
             entry = seg.entries.get(key) if seg else None
             if entry is None or entry.expired(now):
@@ -341,10 +343,13 @@ class WorkingMemoryStore:
             return []
         raw = np.array([keyword.get(e.key, 0.0) for e in found])
         if query_vector is not None:
-            final = hybrid_scores(raw, np.array([semantic.get(e.key, 0.0) for e in found]))
+            final = fuse(raw, np.array([cosines.get(e.key, np.nan) for e in found]),
+                         np.array(list(cosines.values())), query_vector.size,
+                         last_seen=np.array([e.stored_at.timestamp() for e in found]), now=now)
         else:
             final = raw
-        hits = sorted(zip(found, final.tolist(), strict=True), key=lambda h: (-h[1], h[0].key))
+        hits = sorted(zip(found, final.tolist(), strict=True),
+                      key=lambda h: (-h[1], -h[0].stored_at.timestamp(), h[0].value, h[0].key))
         return hits[:limit]
 
     def wait_for_embeddings(self, timeout: float | None = None) -> None:

@@ -49,14 +49,16 @@ class WorkingVectors:
     def similar(self, query_vector: np.ndarray, entries: Iterable[_Keyed]) -> dict[str, float]:
         """Cosine of the entries with a current vector, those at the minimum or above."""
         threshold = self.client.settings.min_similarity
+        return {k: c for k, c in self.cosines(query_vector, entries).items() if c >= threshold}
+
+    def cosines(self, query_vector: np.ndarray, entries: Iterable[_Keyed]) -> dict[str, float]:
+        """Cosine of every entry with a current vector."""
         query = unit(query_vector)
         out = {}
         for entry in entries:
             vector = self._vector(entry.key, content_fingerprint(entry.value), query.size)
             if vector is not None:
-                similarity = float(vector @ query)
-                if similarity >= threshold:
-                    out[entry.key] = similarity
+                out[entry.key] = float(vector @ query)
         return out
 
     def _vector(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import os
+
 # Imported up front: hypothesis's pytest plugin importing it at session end (with the
 # Temporal runtime's threads alive) trips a CPython 3.11 "AST constructor recursion depth
 # mismatch" SystemError.
 import hypothesis  # noqa: F401
 import pytest
+
+# The suite installs the local-embeddings extra, which `auto` would pick up in every
+# worker and client the tests start (subprocesses inherit this). Tests that want
+# embeddings configure them explicitly.
+os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from tests.helpers import FakeClock

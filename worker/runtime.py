@@ -23,6 +23,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.stores.embedding_client import EmbeddingSettings
 from dreamkeeper.stores.identity import ensure_identity, probe_writable
 from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.worker.claim import claim_task_queue
@@ -104,8 +105,7 @@ async def run_worker(
     llm, embeddings = LLMSettings.from_env(), embedding_settings()
     log.info("LLM: %s", f"{llm.model} at {llm.base_url}" if llm.configured else
              "none configured (saves kept verbatim; merges and preference inference skipped)")
-    log.info("embeddings: %s", f"{embeddings.model} at {embeddings.base_url}"
-             if embeddings.configured else "none configured (keyword search only)")  # fmt: skip
+    log.info("embeddings: %s", describe_embeddings(embeddings))
     with ThreadPoolExecutor(max_workers=8) as executor:
         worker = build_worker(client, store, task_queue=temporal.task_queue, executor=executor,
                               llm=llm, embeddings=embeddings)  # fmt: skip
@@ -125,6 +125,14 @@ async def run_worker(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await tour  # a failure was logged by _report_failure
             log.info("shutting down: waiting for running activities")
+
+
+def describe_embeddings(embeddings: EmbeddingSettings) -> str:
+    if embeddings.base_url:
+        return f"{embeddings.model} at {embeddings.base_url}"
+    if embeddings.local:
+        return f"{embeddings.model} in-process (the local-embeddings extra)"
+    return "none configured (keyword search only)"
 
 
 def _report_failure(task: asyncio.Task) -> None:

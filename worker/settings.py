@@ -115,11 +115,34 @@ class TemporalSettings:
         )
 
 
+EMBEDDING_BACKENDS = ("auto", "http", "local", "none")
+
+
 def embedding_settings(env: Mapping[str, str] | None = None) -> EmbeddingSettings:
-    """DREAMKEEPER_EMBEDDING_*; no base URL means no embeddings (keyword search only)."""
+    """DREAMKEEPER_EMBEDDING_*. DREAMKEEPER_EMBEDDING_BACKEND: `auto` (default) — the
+    HTTP endpoint when DREAMKEEPER_EMBEDDING_BASE_URL is set, else the in-process local
+    model when its extra is installed, else none; `http`, `local` or `none` to insist.
+    No backend means keyword search only."""
     env = os.environ if env is None else env
-    return EmbeddingSettings(
-        base_url=_get(env, "DREAMKEEPER_EMBEDDING_BASE_URL", "").rstrip("/") or None,
+    backend = _get(env, "DREAMKEEPER_EMBEDDING_BACKEND", "auto").lower()
+    if backend not in EMBEDDING_BACKENDS:
+        raise SettingsError(
+            f"DREAMKEEPER_EMBEDDING_BACKEND={backend!r}: expected one of {', '.join(EMBEDDING_BACKENDS)}"
+        )
+    base_url = _get(env, "DREAMKEEPER_EMBEDDING_BASE_URL", "").rstrip("/") or None
+    if backend == "http" and base_url is None:
+        raise SettingsError("DREAMKEEPER_EMBEDDING_BACKEND=http needs DREAMKEEPER_EMBEDDING_BASE_URL")
+    local = False
+    if backend == "local" or (backend == "auto" and base_url is None):
+        from dreamkeeper.stores.local_embeddings import INSTALL_HINT, local_available
+
+        local = local_available()
+        if backend == "local" and not local:
+            raise SettingsError(f"DREAMKEEPER_EMBEDDING_BACKEND=local: the model is not installed ({INSTALL_HINT})")
+    if backend == "none" or local:
+        base_url = None
+    settings = EmbeddingSettings(
+        base_url=base_url,
         model=_get(env, "DREAMKEEPER_EMBEDDING_MODEL", DEFAULT_MODEL),
         api_key=_get(env, "DREAMKEEPER_EMBEDDING_API_KEY", "") or None,
         timeout_seconds=_float(env, "DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS", 30, 0.1, 600),
@@ -131,3 +154,8 @@ def embedding_settings(env: Mapping[str, str] | None = None) -> EmbeddingSetting
             env, "DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS", MAX_INPUT_CHARS, 100, 10_000_000
         ),
     )
+    if local:
+        from dreamkeeper.stores.local_embeddings import local_settings
+
+        settings = local_settings(settings)
+    return settings

@@ -216,3 +216,27 @@ async def test_search_working_memory_category_is_a_whole_segment_prefix(tools, w
 def test_a_tool_session_id_is_one_segment_so_its_namespace_stays_two():
     with pytest.raises(InvalidInput):
         SessionContext.user("session/blazor-session")
+
+
+async def test_search_memory_filters_by_metadata(tools, store):
+    mine = store.create("Flight to Oslo booked", metadata={"source": "user", "trip": "oslo"})
+    store.create("Flight prices scraped", metadata={"source": "tool:web"})
+    result = await tools.call("search_memory", {"query": "flight", "metadata": {"source": "user"}})
+    assert f"[{mine.id}]" in result and "scraped" not in result
+    Draft202012Validator(_specs()["search_memory"]["parameters"]).validate(
+        {"query": "flight", "metadata": {"trip": "oslo"}}
+    )
+    bad = await tools.call("search_memory", {"query": "flight", "metadata": {"source": 3}})
+    assert bad.startswith("Error:") and "metadata" in bad
+
+
+def test_memory_client_search_memory_filters_by_metadata(tmp_path):
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.worker.settings import StoreSettings
+
+    memory = MemoryClient(None, StoreSettings(data_dir=tmp_path), "dreamkeeper")  # type: ignore[arg-type]
+    store = memory.store("agent-1")
+    mine = store.create("Flight to Oslo booked", metadata={"source": "user"})
+    store.create("Flight prices scraped", metadata={"source": "tool:web"})
+    hits = memory.search_memory("agent-1", "flight", metadata={"source": "user"})
+    assert [h.entry.id for h in hits] == [mine.id]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dreamkeeper.stores.bm25 import K1, query_terms
 from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
 from dreamkeeper.stores.embeddings import embed_entries
+from dreamkeeper.stores.fusion import semantic_evidence
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
-from dreamkeeper.stores.vectors import HEADER_BYTES, read_vector, vector_path
+from dreamkeeper.stores.vectors import HEADER_BYTES, read_vector, vector_path, write_vector
 
 
 @pytest.fixture
@@ -45,25 +47,25 @@ def test_the_similarity_threshold_excludes_weak_matches(hybrid):
     assert _ids(search(hybrid, "canine")) == [strong.id]
 
 
-def test_hybrid_score_is_the_mean_of_normalized_bm25_and_cosine_times_importance(hybrid):
+def test_hybrid_score_is_lexical_plus_semantic_evidence_times_the_boosts(hybrid):
     both = hybrid.create("Biscuit the puppy sleeps a lot", category="pets", importance=1.0)
     keyword = hybrid.create("Biscuit brand crackers for the office party", category="food")
-    for i in range(8):  # a corpus where both terms are rare, so BM25 scores are positive
+    for i in range(8):
         hybrid.create(f"Unrelated note number {i} about the garden", category="notes")
     embed_entries(hybrid, hybrid.embeddings)
     hits = {h.entry.id: h.score for h in search(hybrid, "biscuit puppy")}
     query = hybrid.embeddings.embed_query("biscuit puppy")
     index = hybrid.vectors(query.size)
-    cos = float(index.get(both.id) @ (query / np.linalg.norm(query)))
-    base = hybrid.index().scores(["biscuit", "puppy"])
-    slot_both, slot_kw = hybrid.index().slot(both.id), hybrid.index().slot(keyword.id)
-    top = max(base[slot_both], base[slot_kw])
-    assert hits[both.id] == pytest.approx((base[slot_both] / top + cos) / 2 * 1.0)
-    keyword_cos = float(index.get(keyword.id) @ (query / np.linalg.norm(query)))
-    expected = base[slot_kw] / top
-    if keyword_cos >= 0.5:
-        expected = (expected + keyword_cos) / 2
-    assert hits[keyword.id] == pytest.approx(expected * (0.5 + 0.5 * 0.5))
+    unit = query / np.linalg.norm(query)
+    population = np.array([float(index.get(e.id) @ unit) for e in hybrid.entries()])
+    base = hybrid.index().scores(query_terms("biscuit puppy"))
+    # "Biscuit the puppy": the query's phrase, "the" being no word of the index.
+    for entry, importance, phrase in ((both, 1.0, 2.0), (keyword, 0.5, 1.0)):
+        cos = np.array([float(index.get(entry.id) @ unit)])
+        lexical = phrase * base[hybrid.index().slot(entry.id)] / (K1 + 1)
+        expected = lexical + semantic_evidence(cos, population, query.size)[0]
+        assert hits[entry.id] == pytest.approx(expected * (0.9 + 0.2 * importance))
+    assert list(hits)[0] == both.id
 
 
 def test_endpoint_down_gives_bm25_results_and_no_error(hybrid, embedder):
@@ -181,3 +183,130 @@ def test_entries_with_a_current_vector_are_not_embedded_again(hybrid, embedder):
     report = embed_entries(hybrid, hybrid.embeddings, [first.id, second.id])
     assert report.embedded == [second.id] and report.fresh == 1
     assert embedder.inputs == ["The clinic moved to Elm Street"]
+
+
+# -- fusion with scripted vectors: the cosines are exactly what the test says -----------
+
+DIM = 8
+
+
+def _direction(*weights: float) -> np.ndarray:
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[: len(weights)] = weights
+    return vector
+
+
+def _with_cosine(cos: float, other: int = 1) -> np.ndarray:
+    """A vector whose cosine with the query (axis 0) is `cos`."""
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[0], vector[other] = cos, float(np.sqrt(max(0.0, 1 - cos * cos)))
+    return vector
+
+
+@pytest.fixture
+def scripted(tmp_path, clock):
+    client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model="scripted"))
+    store = FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=client)
+
+    def add(content: str, vector: np.ndarray, **kw):
+        entry = store.create(content, **kw)
+        write_vector(store.embeddings_dir, entry.id, vector, entry.fingerprint, client.model_key)
+        return entry
+
+    yield store, add
+    client.close()
+
+
+def test_a_common_word_shared_with_many_entries_does_not_demote_a_strong_semantic_match(scripted):
+    store, add = scripted
+    query, text = _direction(1.0), "weekly canine appointments"
+    fillers = [add(f"weekly report {i}", _with_cosine(0.05 * (i % 4), 2 + i % 6))
+               for i in range(30)]  # fmt: skip
+    # The best match in meaning also says "weekly" — in a long entry, so its BM25 is low.
+    strong = add("Biscuit goes to the vet every weekly slot we can book, with treats, a lead, "
+                 "his blanket, the insurance card and the vaccination booklet", _with_cosine(0.8))
+    weaker = add("Our dog sleeps a lot", _with_cosine(0.7, 3))  # no shared word at all
+    hits = search(store, text, query_vector=query)
+    assert [h.entry.id for h in hits[:2]] == [strong.id, weaker.id]
+    assert {h.entry.id for h in hits[2:]} <= {f.id for f in fillers}
+    # The old rule (mean of BM25 / top BM25 and cosine) put the weaker match first.
+    base = store.index().scores(query_terms(text))
+    top = max(base[store.index().slot(e.id)] for e in [*fillers, strong])
+    old_strong = (base[store.index().slot(strong.id)] / top + 0.8) / 2
+    assert old_strong < 0.7
+
+
+def test_a_second_leg_only_adds(scripted):
+    store, add = scripted
+    for i in range(20):
+        add(f"garden note {i}", _with_cosine(0.1, 2 + i % 6))
+    plain = add("tomato seedlings", _with_cosine(0.6))
+    shared = add("tomato seedlings garden", _with_cosine(0.6))
+    hits = {h.entry.id: h.score for h in search(store, "garden planting", query_vector=_direction(1.0))}
+    assert hits[shared.id] > hits[plain.id] > 0
+
+
+def test_a_semantic_candidate_below_the_minimum_similarity_still_needs_a_keyword(scripted):
+    store, add = scripted
+    for i in range(10):
+        add(f"filler {i}", _with_cosine(0.0, 2 + i % 6))
+    weak = add("unrelated words only", _with_cosine(0.45))
+    keyword = add("the lighthouse keeper", _with_cosine(0.3))
+    found = {h.entry.id for h in search(store, "lighthouse", query_vector=_direction(1.0))}
+    assert keyword.id in found and weak.id not in found  # 0.45 < 0.5: not a candidate
+
+
+def test_importance_and_recency_are_bounded_boosts(scripted, clock):
+    store, add = scripted
+    for i in range(10):
+        add(f"filler {i}", _with_cosine(0.0, 2 + i % 6))
+    old_important = add("lighthouse keeper log", _with_cosine(0.6), importance=1.0)
+    clock.advance(days=365)
+    better = add("lighthouse keeper log book", _with_cosine(0.9), importance=0.0)
+    hits = {h.entry.id: h.score for h in search(store, "lighthouse", query_vector=_direction(1.0))}
+    assert hits[better.id] > hits[old_important.id]  # importance and age cannot outweigh it
+
+
+@pytest.mark.parametrize("hybrid_mode", [False, True])
+def test_ties_come_out_in_the_same_order_after_re_ingestion(tmp_path, clock, hybrid_mode):
+    contents = ["alpha one", "alpha two", "alpha six", "alpha ten"]
+    orders = []
+    for run, ordering in enumerate((contents, contents[::-1])):
+        client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model="s"))
+        store = FileMemoryStore(tmp_path / str(run), "agent-1", clock=clock,
+                                embeddings=client if hybrid_mode else None)  # fmt: skip
+        for i in range(5):
+            store.create(f"filler {i}")
+        ids = {}
+        for content in ordering:  # same instant: the clock does not move
+            entry = store.create(content)
+            ids[entry.id] = content
+            if hybrid_mode:
+                write_vector(store.embeddings_dir, entry.id, _with_cosine(0.6), entry.fingerprint,
+                             client.model_key)  # fmt: skip
+        hits = search(store, "alpha", query_vector=_direction(1.0) if hybrid_mode else None)
+        assert len({h.score for h in hits}) == 1  # all tied
+        orders.append([ids[h.entry.id] for h in hits])
+        client.close()
+    assert orders[0] == orders[1] == sorted(contents)
+
+
+def test_ties_prefer_the_entry_seen_last(store, clock):
+    older = store.create("alpha beta")
+    clock.advance(hours=1)
+    newer = store.create("alpha gamma")
+    assert [h.entry.id for h in search(store, "alpha")] == [newer.id, older.id]
+    store.update(older.id, last_seen_at=clock.advance(hours=1))
+    assert [h.entry.id for h in search(store, "alpha")] == [older.id, newer.id]
+
+
+def test_working_memory_fuses_with_the_same_rule(tmp_path, clock, embedding_client):
+    from dreamkeeper.stores.working_memory import WorkingMemoryStore
+
+    working = WorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+    for i in range(6):
+        working.save("session/s1", f"note{i}", f"weekly status note {i}")
+    working.save("session/s1", "pet", "Biscuit the puppy has a weekly vet visit")
+    working.wait_for_embeddings(timeout=10)
+    hits = working.search("weekly canine")
+    assert hits[0][0].key == "session/s1/pet"

