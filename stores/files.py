@@ -16,6 +16,8 @@ leftover temp file starts with `.` and is ignored by every reader.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import fcntl
 import os
@@ -32,6 +34,17 @@ _COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Parts = Sequence[str]
+
+
+def _find_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.syncfs  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_SYNCFS = _find_syncfs()
 
 
 class SymlinkRefused(OSError):
@@ -58,6 +71,27 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _replace_at(dfd: int, name: str, data: bytes, *, durable: bool) -> None:
+    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dfd)  # fmt: skip
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        # rename() replaces a symlink named `name` itself; it never follows it.
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    if durable:
+        os.fsync(dfd)
 
 
 class AgentFiles:
@@ -107,34 +141,29 @@ class AgentFiles:
 
     def write(self, parts: Parts, data: bytes, *, durable: bool = True) -> None:
         """Atomically replace `parts` with `data`. `durable=False` skips the fsyncs, for a
-        bulk writer that syncs the whole batch at once (`sync_directory`, `os.sync`)."""
-        *dirs, name = parts
-        check_component(name)
-        with self.directory(dirs, create=True) as dfd:
-            assert dfd is not None
-            tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)  # fmt: skip
-            try:
-                _write_all(fd, data)
-                if durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                # rename() replaces a symlink named `name` itself; it never follows it.
-                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=dfd)
-                raise
-            if durable:
-                os.fsync(dfd)
+        bulk writer that syncs the whole batch at once (`sync_filesystem`)."""
+        self.write_many([(parts, data)], durable=durable)
 
-    def sync_directory(self, parts: Parts) -> None:
-        with self.directory(parts, create=False) as dfd:
-            if dfd is not None:
-                os.fsync(dfd)
+    def write_many(self, files: Sequence[tuple[Parts, bytes]], *, durable: bool = True) -> None:
+        """`write` for many files, opening each directory once (in the order given)."""
+        by_directory: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
+        for parts, data in files:
+            *dirs, name = parts
+            by_directory.setdefault(tuple(dirs), []).append((check_component(name), data))
+        for dirs, named in by_directory.items():
+            with self.directory(dirs, create=True) as dfd:
+                assert dfd is not None
+                for name, data in named:
+                    _replace_at(dfd, name, data, durable=durable)
+
+    def sync_filesystem(self) -> None:
+        """Make every write under the agent's directory durable at once (a bulk writer's
+        one sync instead of two fsyncs per file): syncfs(2) where there is one."""
+        with self.directory((), create=True) as dfd:
+            assert dfd is not None
+            if _SYNCFS is not None and _SYNCFS(dfd) == 0:
+                return
+            os.sync()
 
     def append(self, parts: Parts, data: bytes, *, ensure_newline_before: bool = False) -> int:
         """Append with one write and fsync; returns the file's new size. With
@@ -414,16 +443,8 @@ def atomic_write_text(path: Path, text: str, *, within: Path | None = None) -> N
 
 def atomic_write_bytes(path: Path, data: bytes, *, within: Path | None = None) -> None:
     _parent(path, within)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
+        _replace_at(dfd, path.name, data, durable=True)
     finally:
         os.close(dfd)

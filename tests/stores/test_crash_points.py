@@ -251,3 +251,44 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
     store.archive(keeper.id, "deleted by agent tool")
     assert not store.restore(copy.id).is_archived
     assert not store.restore(copy.id, force=True).is_archived  # idempotent
+
+
+def _notes(n: int, tag: str = "") -> list:
+    from dreamkeeper.stores.memory_store import NewEntry
+
+    return [NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)]
+
+
+def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
+    from dreamkeeper.stores.memory_store import NewEntry
+
+    store = _open(tmp_path)
+    made = store.create_many(_notes(2_500))
+    assert len(made) == len({e.id for e in made}) == 2_500
+    fresh = _open(tmp_path)
+    assert len(fresh.entries()) == 2_500
+    again = store.create_many([NewEntry(made[0].content, category="bulk", entry_id=made[0].id)])
+    assert again == [made[0]] and len(_open(tmp_path).entries()) == 2_500
+    with pytest.raises(StoreConflict):
+        store.create_many([NewEntry("other text", entry_id=made[0].id)])
+    _consistent(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["same", "fresh"])
+@pytest.mark.parametrize("point", [faults.BATCH_JOURNALED, faults.BATCH_HALF_WRITTEN])
+def test_create_many_crashed_mid_batch_is_repaired_and_retried(tmp_path, how, point):
+    from dreamkeeper.stores.memory_store import NewEntry
+
+    writer = _open(tmp_path)
+    reader = _open(tmp_path)
+    reader.entries()
+    items = [NewEntry(f"Bulk note {i} about Orion{i}.", entry_id=f"{i:012x}") for i in range(40)]
+    with faults.armed(point), pytest.raises(faults.SimulatedCrash):
+        writer.create_many(items)
+    landed = {e.id for e in _open(tmp_path).entries()}
+    assert len(landed) == (0 if point == faults.BATCH_JOURNALED else 20)
+    assert {e.id for e in reader.entries()} == landed  # the long-lived reader agrees
+    done = _retry(writer, tmp_path, how).create_many(items)  # the caller's retry
+    assert len(done) == 40 and len(_open(tmp_path).entries()) == 40
+    _agree(reader, tmp_path)
+    _consistent(tmp_path)
