@@ -6,7 +6,8 @@ from pathlib import Path
 
 from temporalio import activity
 
-from dreamkeeper.stores.validation import InvalidInput, validate_agent_id
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.validation import validate_agent_id
 
 
 class AgentActivities:

@@ -13,7 +13,16 @@ import asyncio
 
 from temporalio import activity
 
-from dreamkeeper.activities.dream_payloads import (
+from dreamkeeper.activities.dream_prompts import (
+    consolidation_messages,
+    parse_consolidation,
+    parse_repair,
+    prompt_tokens,
+    repair_messages,
+)
+from dreamkeeper.activities.llm import ask_llm
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.dream_payloads import (
     ArchiveResult,
     ArchiveSourcesInput,
     FoldInput,
@@ -35,24 +44,16 @@ from dreamkeeper.activities.dream_payloads import (
     SaveMergedResult,
     StampInput,
     StampResult,
-    VocabularyPayload,
 )
-from dreamkeeper.activities.dream_prompts import (
-    consolidation_messages,
-    parse_consolidation,
-    parse_repair,
-    prompt_tokens,
-    repair_messages,
-)
-from dreamkeeper.activities.llm import LLMSettings, ask_llm
-from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.settings import HighValueFloor, LLMSettings
 from dreamkeeper.policies.consolidation import (
     EPHEMERAL_REASON,
     archive_budget,
     merged_reason,
     review_merge,
 )
-from dreamkeeper.policies.coverage import Source
+from dreamkeeper.policies.coverage import Source, vocabulary_from, vocabulary_payload
 from dreamkeeper.policies.dedup import content_tokens
 from dreamkeeper.policies.gating import (
     GateEntry,
@@ -61,7 +62,6 @@ from dreamkeeper.policies.gating import (
     near_duplicate_clusters,
     settle_clusters,
 )
-from dreamkeeper.policies.high_value import HighValueFloor
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import FLAG_KEY
 from dreamkeeper.policies.merge import (
@@ -76,7 +76,6 @@ from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.vocabulary import load_vocabulary
 
 FEEDBACK_SHOWN = 5
@@ -190,7 +189,7 @@ class ConsolidationActivities:
             deferred=decided.deferred,
             reopened=decided.reopened,
             clustering_failed=decided.clustering_failed,
-            vocabulary=VocabularyPayload.of(loaded.vocabulary),
+            vocabulary=vocabulary_payload(loaded.vocabulary),
             vocabulary_summary=loaded.summary,
             llm_configured=self._llm.configured,
             held_back=len(entries) - len(live),
@@ -198,7 +197,7 @@ class ConsolidationActivities:
 
     @activity.defn(name="review_merges")
     def review_merges(self, inp: ReviewInput) -> ReviewResult:
-        vocabulary = inp.vocabulary.build()
+        vocabulary = vocabulary_from(inp.vocabulary)
         reviews = []
         with self._stores.using(inp.agent_id) as store:
             for check in inp.checks:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.activities.payloads import EmbedInput, EmbedResult
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.payloads import EmbedInput, EmbedResult
 from dreamkeeper.stores.embeddings import embed_entries
 
 NOT_CONFIGURED = "no embedding model configured: keyword search only"

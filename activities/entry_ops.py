@@ -8,10 +8,10 @@ from collections.abc import Callable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry
 
 
 class EntryActivities:

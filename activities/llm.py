@@ -16,8 +16,7 @@ half-way; a reply has at most `MAX_FACTS_PER_REPLY` facts (the rest ignored, cou
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -26,15 +25,16 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.validation import (
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.settings import LLMSettings
+from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
-    InvalidInput,
     validate_category,
     validate_content,
     validate_metadata,
     validate_tags,
 )
+from dreamkeeper.stores import safe_json
 
 SUBJECT_TIME_KEYS = ("subjectTime", "subjectTimeStart", "subjectTimeEnd")
 # A reply's text: enough for any honest answer (20 facts of a 20,000-character note, a
@@ -57,38 +57,6 @@ class LLMUnavailable(Exception):
     """5xx or connection trouble: retryable."""
 
 
-@dataclass(frozen=True)
-class LLMSettings:
-    base_url: str | None = None
-    model: str = "llama3.1"
-    api_key: str | None = None
-    timeout_seconds: float = 60.0
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.base_url)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
-        """InvalidInput (a ValueError) naming the variable for a value it cannot use."""
-        env = os.environ if env is None else env
-        timeout = (env.get("DREAMKEEPER_LLM_TIMEOUT_SECONDS") or "").strip() or "60"
-        try:
-            seconds = float(timeout)
-        except ValueError:
-            raise InvalidInput(
-                f"DREAMKEEPER_LLM_TIMEOUT_SECONDS={timeout!r} is not a number"
-            ) from None
-        if not 0.1 <= seconds <= 3600:  # NaN fails this too
-            raise InvalidInput(
-                f"DREAMKEEPER_LLM_TIMEOUT_SECONDS={timeout!r} is out of range (0.1 to 3600)"
-            )
-        return cls(
-            base_url=(env.get("DREAMKEEPER_LLM_BASE_URL") or "").rstrip("/") or None,
-            model=env.get("DREAMKEEPER_LLM_MODEL") or "llama3.1",
-            api_key=env.get("DREAMKEEPER_LLM_API_KEY") or None,
-            timeout_seconds=seconds,
-        )
 
 
 async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:

@@ -12,10 +12,10 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.activities.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.policies.decay import DecayParams, decayed_importance
-from dreamkeeper.policies.high_value import HighValueFloor
+from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
+from dreamkeeper.core.settings import DecayParams, HighValueFloor
+from dreamkeeper.policies.decay import decayed_importance
 from dreamkeeper.stores.journal import JournalAction
 
 

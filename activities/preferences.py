@@ -8,16 +8,17 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.activities.dream_payloads import (
+from dreamkeeper.activities.dream_prompts import PREFERENCE_PROMPT, parse_preferences
+from dreamkeeper.activities.llm import ask_llm
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.dream_payloads import (
     CycleInput,
     InferInput,
     InferredFact,
     InferResult,
     RotateResult,
 )
-from dreamkeeper.activities.dream_prompts import PREFERENCE_PROMPT, parse_preferences
-from dreamkeeper.activities.llm import LLMSettings, ask_llm
-from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.policies.preferences import needs_permission
 from dreamkeeper.stores.conversation_log import ConversationLog, LoggedTurn
 

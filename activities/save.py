@@ -9,11 +9,12 @@ from dreamkeeper.activities.llm import (
     ENRICH_PROMPT,
     MAX_FACTS_PER_REPLY,
     Enrichment,
-    LLMSettings,
     ask_llm,
     parse_enrichment,
 )
-from dreamkeeper.activities.payloads import (
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.models import SOURCE_KEY
+from dreamkeeper.core.payloads import (
     EnrichResult,
     FactProposal,
     MarkInput,
@@ -24,14 +25,12 @@ from dreamkeeper.activities.payloads import (
     SaveFactResult,
     SaveInput,
 )
-from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.settings import HighValueFloor, LLMSettings
 from dreamkeeper.policies.dedup import Candidate
-from dreamkeeper.policies.high_value import HighValueFloor
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.models import SOURCE_KEY
 
 
 def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:

@@ -26,25 +26,14 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from dreamkeeper.core.errors import DreamkeeperError, StoreUnwritable
 from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch, check_same, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound, StoreConflict
-from dreamkeeper.stores.validation import InvalidInput
+from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
+from dreamkeeper.stores.memory_store import FileMemoryStore
 
 HEARTBEAT_EVERY_SECONDS = 2.0
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
 UNWRITABLE_ATTEMPTS = 3  # then the failure is final: retrying a read-only disk is noise
-
-
-def failure_type(exc: InvalidInput) -> str:
-    """The Temporal failure type a client maps back to its error (see agent.client)."""
-    if isinstance(exc, MemoryNotFound):
-        return "NotFound"
-    if isinstance(exc, StoreMismatch):
-        return "StoreMismatch"
-    if isinstance(exc, StoreConflict):
-        return "Conflict"
-    return "InvalidInput"
 
 
 @contextlib.contextmanager
@@ -111,15 +100,15 @@ class StoreRegistry:
                     store, lock = self._stores[agent_id]
                 with lock:
                     yield store
-            except InvalidInput as exc:
-                raise ApplicationError(str(exc), type=failure_type(exc),
-                                       non_retryable=True) from None  # fmt: skip
+            except DreamkeeperError as exc:
+                raise ApplicationError(str(exc), type=exc.failure_type,
+                                       non_retryable=not exc.retryable) from None  # fmt: skip
             except OSError as exc:
                 if exc.errno not in UNWRITABLE:
                     raise
                 final = activity.in_activity() and activity.info().attempt >= UNWRITABLE_ATTEMPTS
                 raise ApplicationError(
                     f"the store of agent {agent_id} cannot be written ({exc.strerror or exc}: "
-                    f"{exc.filename or self.data_dir})", type="StoreUnwritable",
+                    f"{exc.filename or self.data_dir})", type=StoreUnwritable.failure_type,
                     non_retryable=final,
                 ) from None  # fmt: skip

@@ -30,17 +30,21 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
-from dreamkeeper.activities.dream_payloads import DreamInput, DreamResult
-from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult, SaveAck, SaveInput
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings, embedding_client
-from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch, read_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound, StoreConflict
-from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
-from dreamkeeper.stores.validation import (
-    DreamkeeperError,
-    InvalidInput,
-    Unavailable,
+from dreamkeeper.agent.handle import AgentMemory
+from dreamkeeper.client.attributes import tagged
+from dreamkeeper.client.claims import claimed_store
+from dreamkeeper.client.connection import connect
+from dreamkeeper.core import names
+from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
+from dreamkeeper.core.errors import InvalidInput, StoreMismatch, Unavailable, error_for
+from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult, SaveAck, SaveInput, SaveResult
+from dreamkeeper.core.settings import (
+    EmbeddingSettings,
+    StoreSettings,
+    TemporalSettings,
+    embedding_settings,
+)
+from dreamkeeper.core.validation import (
     new_entry_id,
     validate_agent_id,
     validate_category,
@@ -49,14 +53,12 @@ from dreamkeeper.stores.validation import (
     validate_importance,
     validate_tags,
 )
+from dreamkeeper.stores.conversation_memory import ConversationMemory
+from dreamkeeper.stores.embedding_client import EmbeddingClient, embedding_client
+from dreamkeeper.stores.identity import StoreIdentity, read_identity
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
-from dreamkeeper.worker.claim import claimed_store
-from dreamkeeper.worker.runtime import connect
-from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
-from dreamkeeper.workflows.dream import Dream, dream_workflow_id
-from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
-from dreamkeeper.workflows.observability import tagged
-from dreamkeeper.workflows.save import SaveMemory, save_workflow_id
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +71,6 @@ _TRANSIENT = {
     RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.FAILED_PRECONDITION,
     RPCStatusCode.INTERNAL, RPCStatusCode.UNKNOWN,
 }  # fmt: skip
-_ERRORS: dict[str, type[DreamkeeperError]] = {
-    "NotFound": MemoryNotFound,
-    "Conflict": StoreConflict,
-    "StoreMismatch": StoreMismatch,
-    "InvalidInput": InvalidInput,
-    "StoreUnwritable": Unavailable,
-}
 
 
 def entry_id_for(agent_id: str, idempotency_key: str) -> str:
@@ -100,8 +95,8 @@ def _application_error(exc: BaseException) -> ApplicationError | None:
 def _as_dreamkeeper_error(exc: BaseException) -> Exception:
     """A failure from a workflow as the error a `--direct` call would have raised."""
     app = _application_error(exc)
-    if app is not None and app.type in _ERRORS:
-        return _ERRORS[app.type](app.message)
+    if app is not None and (mapped := error_for(app.type, app.message)) is not None:
+        return mapped
     if isinstance(exc, RPCError) and "search attribute" in exc.message.lower():
         return InvalidInput(
             "the Temporal namespace lacks Dreamkeeper's search attributes (AgentId, MemoryOp): "
@@ -180,6 +175,10 @@ class MemoryClient:
             return StoreMismatch(f"{exc} (the caller is this client: {self._identity.describe()})")
         return exc
 
+    def agent(self, agent_id: str) -> AgentMemory:
+        """One agent's memory, bound: `memory.agent("a1").search("...")`."""
+        return AgentMemory(self, agent_id)
+
     @property
     def store_id(self) -> str | None:
         return self._identity.store_id if self._identity else None
@@ -222,7 +221,7 @@ class MemoryClient:
                       metadata=metadata, limit=limit, created_after=created_after,
                       created_before=created_before)  # fmt: skip
 
-    async def _entry_op(self, workflow, op: str, inp: EntryOpInput) -> EntryOpResult:
+    async def _entry_op(self, workflow: str, op: str, inp: EntryOpInput) -> EntryOpResult:
         # Validated here too, so bad input never reaches a workflow history; an unknown
         # id gets the same answer `--direct` gives, without a failed workflow.
         validate_agent_id(inp.agent_id)
@@ -232,7 +231,8 @@ class MemoryClient:
         inp = inp.model_copy(update={"store_id": self.store_id})
         try:
             return await self.client.execute_workflow(
-                workflow, inp, id=f"{op}-{inp.agent_id}-{inp.entry_id}",
+                workflow, inp, id=names.entry_op_workflow_id(op, inp.agent_id, inp.entry_id),
+                result_type=EntryOpResult,
                 task_queue=self.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, op),
@@ -243,7 +243,7 @@ class MemoryClient:
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
         """Archive (recoverable until purged)."""
         inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id)
-        return await self._entry_op(ArchiveMemory.run, "archive", inp)
+        return await self._entry_op(names.ARCHIVE_MEMORY, "archive", inp)
 
     async def restore_memory(
         self, agent_id: str, entry_id: str, *, force: bool = False
@@ -251,7 +251,7 @@ class MemoryClient:
         """Bring an archived entry back. Refused (`StoreConflict`) while what it was
         archived into is live, unless `force`."""
         inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id, force=force)
-        return await self._entry_op(RestoreMemory.run, "restore", inp)
+        return await self._entry_op(names.RESTORE_MEMORY, "restore", inp)
 
     async def update_memory_importance(
         self, agent_id: str, entry_id: str, importance: float
@@ -259,7 +259,7 @@ class MemoryClient:
         inp = EntryOpInput(
             agent_id=agent_id, entry_id=entry_id, importance=validate_importance(importance)
         )
-        return await self._entry_op(UpdateMemoryImportance.run, "importance", inp)
+        return await self._entry_op(names.UPDATE_MEMORY_IMPORTANCE, "importance", inp)
 
     async def save_memory(
         self,
@@ -303,7 +303,8 @@ class MemoryClient:
             if left <= 0:
                 raise self._queued(inp)
             start = WithStartWorkflowOperation(
-                SaveMemory.run, inp, id=save_workflow_id(inp.agent_id, inp.entry_id),
+                names.SAVE_MEMORY, inp, id=names.save_workflow_id(inp.agent_id, inp.entry_id),
+                result_type=SaveResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 task_queue=self.task_queue,
                 static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
@@ -311,7 +312,7 @@ class MemoryClient:
             )  # fmt: skip
             try:
                 return await self.client.execute_update_with_start_workflow(
-                    SaveMemory.save, start_workflow_operation=start,
+                    names.SAVE_UPDATE, start_workflow_operation=start, result_type=SaveAck,
                     rpc_timeout=timedelta(seconds=max(0.5, left)),
                 )  # fmt: skip
             except WorkflowUpdateFailedError as exc:
@@ -342,13 +343,11 @@ class MemoryClient:
     async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
-        from dreamkeeper.workflows.dream import DREAM_TIMEOUT
-
         handle = await self.client.start_workflow(
-            Dream.run, DreamInput(agent_id=agent_id, store_id=self.store_id),
-            id=dream_workflow_id(agent_id), task_queue=self.task_queue,
+            names.DREAM, DreamInput(agent_id=agent_id, store_id=self.store_id),
+            id=names.dream_workflow_id(agent_id), task_queue=self.task_queue, result_type=DreamResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",
-            search_attributes=tagged(agent_id, "dream"), execution_timeout=DREAM_TIMEOUT,
+            search_attributes=tagged(agent_id, "dream"), execution_timeout=names.DREAM_TIMEOUT,
         )  # fmt: skip
         return await handle.result() if wait else handle

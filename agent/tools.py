@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
-from dreamkeeper.activities.payloads import EntryOpResult, SaveAck
 from dreamkeeper.agent.context import describe_entry, format_expiry
 from dreamkeeper.agent.recall import (
     SEARCH_MEMORY,
@@ -29,10 +28,12 @@ from dreamkeeper.agent.recall import (
 )
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
+from dreamkeeper.core.payloads import EntryOpResult, SaveAck
+from dreamkeeper.core.validation import validate_entry_id, validate_importance
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import format_hit, format_taxonomy, search
-from dreamkeeper.stores.validation import InvalidInput, validate_entry_id, validate_importance
 from dreamkeeper.stores.working_memory import (
     PREVIEW_CHARS,
     STASH_ROOT,
@@ -242,7 +243,7 @@ class MemoryTools:
             return f"Error: the arguments are not usable JSON ({exc}); nothing was done."
         except TypeError as exc:
             return f"Error: bad arguments for {name}: {exc}; nothing was done."
-        except InvalidInput as exc:
+        except DreamkeeperError as exc:
             return f"Error: {exc}; nothing was done."
 
     # -- long-term memory --------------------------------------------------------------

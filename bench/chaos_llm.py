@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from adversary import parse_prompt
+from dreamkeeper.testing.adversary import parse_prompt
 
 ENRICH_PREFIX = "You turn a raw note"
 CONSOLIDATE_PREFIX = "You maintain an AI agent's long-term memory"

@@ -18,23 +18,19 @@ import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench")]
+from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries
 
-from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries  # noqa: E402
-
-from dreamkeeper.agent.context import ContextBuilder  # noqa: E402
-from dreamkeeper.agent.out_of_window import content_words  # noqa: E402
-from dreamkeeper.agent.session import SessionContext  # noqa: E402
-from dreamkeeper.stores.bm25 import query_terms, tokenize  # noqa: E402
-from dreamkeeper.stores.conversation_memory import ConversationMemory  # noqa: E402
-from dreamkeeper.stores.memory_store import FileMemoryStore, document_text  # noqa: E402
-from dreamkeeper.stores.working_memory import WorkingMemoryStore  # noqa: E402
+from dreamkeeper.agent.context import ContextBuilder
+from dreamkeeper.agent.out_of_window import content_words
+from dreamkeeper.agent.session import SessionContext
+from dreamkeeper.stores.bm25 import query_terms, tokenize
+from dreamkeeper.stores.conversation_memory import ConversationMemory
+from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
+from dreamkeeper.stores.working_memory import WorkingMemoryStore
 
 AGENT = "bench"
 SESSION = SessionContext.user("bench-session")

@@ -20,14 +20,10 @@ import logging
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
-from tests.hostile import SURFACES, Outcome, Surface, check  # noqa: E402
+from dreamkeeper.testing.hostile import SURFACES, Outcome, Surface, check
 
 
 def fuzz(surface: Surface, n: int, seed_value: int, failures: list[str]) -> Counter:

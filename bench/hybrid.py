@@ -23,16 +23,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from search import _percentile, build_corpus, queries
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench")]
-
-from search import _percentile, build_corpus, queries  # noqa: E402
-
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings  # noqa: E402
-from dreamkeeper.stores.memory_store import FileMemoryStore  # noqa: E402
-from dreamkeeper.stores.search import search  # noqa: E402
-from dreamkeeper.stores.vectors import write_vector  # noqa: E402
+from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.search import search
+from dreamkeeper.stores.vectors import write_vector
 
 DIM = 384
 TOPICS = 200

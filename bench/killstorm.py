@@ -54,18 +54,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "bench")) if p not in sys.path]
+from chaos_llm import ChaosLLM
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
-from adversary import CHATTER, Fact, new_fact, variant  # noqa: E402
-from chaos_llm import ChaosLLM  # noqa: E402
-from store_audit import AckedSave, StoreAudit, WorkflowAudit, audit_store, audit_workflows  # noqa: E402
-from temporalio.client import Client  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-
-from dreamkeeper.agent.client import MemoryClient  # noqa: E402
-from dreamkeeper.stores.validation import new_entry_id  # noqa: E402
-from dreamkeeper.worker.settings import StoreSettings  # noqa: E402
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.core.validation import new_entry_id
+from dreamkeeper.testing.adversary import CHATTER, Fact, new_fact, variant
+from dreamkeeper.testing.audit import (
+    AckedSave,
+    StoreAudit,
+    WorkflowAudit,
+    audit_store,
+    audit_workflows,
+)
 
 TASK_QUEUE = "killstorm"
 DRAIN_TARGET_SECONDS = 60.0
@@ -79,9 +82,9 @@ WORKER_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
-    from dreamkeeper.activities.llm import LLMSettings
-    from dreamkeeper.stores.embedding_client import EmbeddingSettings
-    from dreamkeeper.worker.settings import StoreSettings
+    from dreamkeeper.core.settings import LLMSettings
+    from dreamkeeper.core.settings import EmbeddingSettings
+    from dreamkeeper.core.settings import StoreSettings
     from dreamkeeper.worker.temporal_worker import build_worker
 
     async def main(address, queue, data):
@@ -252,7 +255,7 @@ async def spawn_worker(address: str, data: Path, llm_url: str, log, storm: Storm
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", WORKER_SCRIPT, address, TASK_QUEUE, str(data),
-        stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=str(ROOT),
+        stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=str(data),
     )  # fmt: skip
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)

@@ -55,10 +55,11 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores.bm25 import BM25Index, query_terms
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
-from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.search import search
 from dreamkeeper.stores.vectors import write_vector
 

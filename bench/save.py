@@ -19,20 +19,18 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from noop_workflow import BenchNoop
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from noop_workflow import BenchNoop  # noqa: E402
-
-from dreamkeeper.activities.llm import LLMSettings  # noqa: E402
-from dreamkeeper.agent.client import MemoryClient  # noqa: E402
-from dreamkeeper.worker.settings import StoreSettings  # noqa: E402
-from dreamkeeper.worker.temporal_worker import build_worker  # noqa: E402
-from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES  # noqa: E402
+from dreamkeeper.activities.llm import LLMSettings
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.worker.temporal_worker import build_worker
 
 
 def pct(values: list[float], q: float) -> float:

@@ -87,7 +87,7 @@ def corpus_dir(size: int) -> Path:
 
 def build_corpus(size: int) -> Path:
     """Write `size` entries as store files (no fsync: this is test data)."""
-    from dreamkeeper.stores.models import MemoryEntry
+    from dreamkeeper.core.models import MemoryEntry
 
     root = corpus_dir(size)
     done = root / ".complete"

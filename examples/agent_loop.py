@@ -21,12 +21,12 @@ import sys
 
 import httpx
 
-from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools
+from dreamkeeper.core.settings import LLMSettings
 
 SYSTEM_PROMPT = """You are a helpful assistant with a long-term memory. Memory recalled for \
 this turn appears in system messages. Save durable facts the user tells you with \

@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import MAX_CONTENT_CHARS, validate_content
 from dreamkeeper.policies.coverage import (
     DEFAULT_VOCABULARY,
     Source,
@@ -24,8 +27,6 @@ from dreamkeeper.policies.coverage import (
     find_missing_specifics,
 )
 from dreamkeeper.policies.merge_safety import context_problems
-from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import MAX_CONTENT_CHARS, InvalidInput, validate_content
 
 EPHEMERAL_REASON = "flagged ephemeral by consolidation"
 # The reference's best merge had 13 sources (a colleague's fragments, every specific

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from dreamkeeper.core.dream_payloads import VocabularyPayload
 from dreamkeeper.policies.common_words import COMMON_WORDS
 
 _MONTHS = [
@@ -281,3 +282,18 @@ def _format_phone(text: str, digits: str) -> str:
         if re.sub(r"\D", "", m.group(0)) == digits:
             return m.group(0)
     return digits
+
+
+def vocabulary_payload(vocabulary: Vocabulary) -> VocabularyPayload:
+    """The vocabulary as the cycle's workflow carries it."""
+    return VocabularyPayload(
+        extra_common=sorted(vocabulary.extra_common),
+        always_specific=sorted(vocabulary.always_specific),
+        numeric_exempt_categories=list(vocabulary.numeric_exempt_categories),
+    )
+
+
+def vocabulary_from(payload: VocabularyPayload) -> Vocabulary:
+    return Vocabulary.build(
+        payload.extra_common, payload.always_specific, payload.numeric_exempt_categories
+    )

@@ -8,19 +8,14 @@ retried activity) changes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.settings import DecayParams
 
 DAY = 86_400.0
 
 
-@dataclass(frozen=True)
-class DecayParams:
-    grace: timedelta = timedelta(days=30)
-    half_life: timedelta = timedelta(days=45)  # zero or less disables decay
-    floor: float = 0.10
 
 
 def decayed_importance(entry: MemoryEntry, as_of: datetime, params: DecayParams) -> float | None:

@@ -16,6 +16,8 @@ from enum import StrEnum
 
 import numpy as np
 
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.validation import cap_metadata, cap_tags
 from dreamkeeper.policies.coverage import (
     DEFAULT_VOCABULARY,
     Source,
@@ -23,8 +25,6 @@ from dreamkeeper.policies.coverage import (
     find_missing_specifics,
 )
 from dreamkeeper.policies.provenance import combined_source, reinforced_source
-from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.stores.validation import cap_metadata, cap_tags
 
 JACCARD_THRESHOLD = 0.60
 COSINE_THRESHOLD = 0.88

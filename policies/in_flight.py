@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry
 
 ENRICHMENT_KEY = "enrichment"
 PENDING = "pending"

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.validation import cap_metadata, cap_tags, validate_category
 from dreamkeeper.policies.provenance import combined_source, reinforced_source
-from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.stores.validation import InvalidInput, cap_metadata, cap_tags, validate_category
 
 SUBJECT_TIME = "subjectTime"
 SUBJECT_TIME_START = "subjectTimeStart"

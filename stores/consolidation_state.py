@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from dreamkeeper.core.models import as_utc
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import atomic_write_text, real_directory, replace_within
-from dreamkeeper.stores.models import as_utc
 
 MAX_FILE_BYTES = 64 * 1_048_576
 MAX_MEMBERS = 10_000

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import (
     append_line,
@@ -22,7 +23,6 @@ from dreamkeeper.stores.files import (
     replace_within,
     unlink_within,
 )
-from dreamkeeper.stores.models import as_utc
 
 KEEP_ROTATED = 20
 MAX_TURN_CHARS = 4_000

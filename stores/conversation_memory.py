@@ -30,6 +30,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.core.validation import require_unicode, validate_agent_id
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.files import (
@@ -39,8 +42,6 @@ from dreamkeeper.stores.files import (
     real_directory,
     unlink_within,
 )
-from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
-from dreamkeeper.stores.validation import InvalidInput, require_unicode, validate_agent_id
 
 MAX_RETAINED = 50
 MAX_ARCHIVED = 500

@@ -17,14 +17,14 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
-from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import validate_entry_id
 
 
 @dataclass(frozen=True)

@@ -11,25 +11,21 @@ bounded number of times.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
 import numpy as np
 
+from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores import safe_json
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "nomic-embed-text"
-MAX_INPUT_CHARS = 30_000
-MIN_SIMILARITY = 0.5
 BATCH_SIZE = 64
 RETRIES = 2
 QUERY_CACHE = 256
@@ -37,26 +33,6 @@ QUERY_BACKOFF_SECONDS = 30.0
 MAX_REPLY_BYTES = 256 * 1_048_576  # 64 vectors of thousands of floats, as JSON text  # after a failed query embedding, searches skip it this long
 
 
-@dataclass(frozen=True)
-class EmbeddingSettings:
-    base_url: str | None = None
-    model: str = DEFAULT_MODEL
-    api_key: str | None = None
-    timeout_seconds: float = 30.0
-    query_timeout_seconds: float = 5.0  # a search waits at most this long for its vector
-    min_similarity: float = MIN_SIMILARITY
-    max_input_chars: int = MAX_INPUT_CHARS
-    local: bool = False  # the in-process model (no base URL): stores.local_embeddings
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.base_url) or self.local
-
-    @property
-    def model_key(self) -> bytes:
-        """Four bytes naming the model in each vector file: another model's vectors are
-        not comparable, so they are never used."""
-        return hashlib.sha256(self.model.encode("utf-8")).digest()[:4]
 
 
 class EmbeddingClient:
@@ -170,7 +146,7 @@ class Embedder(Protocol):
 def embedding_client(settings: EmbeddingSettings) -> Embedder | None:
     """The configured backend — the HTTP endpoint when there is a base URL, else the
     in-process local model when `settings.local` — or None (keyword search only).
-    Settings from the environment: `dreamkeeper.worker.settings.embedding_settings()`."""
+    Settings from the environment: `dreamkeeper.core.settings.embedding_settings()`."""
     if settings.base_url:
         return EmbeddingClient(settings)
     if settings.local:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.embedding_client import BATCH_SIZE, EmbeddingClient
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.vectors import read_vector
 
 PROBE_TEXT = "dimension probe"

@@ -16,16 +16,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from dreamkeeper.stores.files import AgentFiles, SymlinkRefused
-from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import (
-    InvalidInput,
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import (
     validate_category,
     validate_content,
     validate_entry_id,
     validate_metadata,
     validate_tags,
 )
+from dreamkeeper.stores.files import AgentFiles, SymlinkRefused
 
 MEMORY = "memory"
 EMBEDDINGS_DIR = ".embeddings"

@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.safe_json import NotRegularFile
-from dreamkeeper.stores.validation import InvalidInput
 
 _COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

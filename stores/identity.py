@@ -16,16 +16,13 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamkeeper.core.errors import InvalidInput, StoreMismatch
+from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import atomic_write_text
-from dreamkeeper.stores.models import utc_now
-from dreamkeeper.stores.validation import InvalidInput
 
 IDENTITY_FILE = "dreamkeeper-store.json"
 
-
-class StoreMismatch(InvalidInput):
-    """Two parties that must share a store are using different ones."""
 
 
 @dataclass(frozen=True)

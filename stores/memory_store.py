@@ -40,6 +40,18 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamkeeper.core.errors import InvalidInput, MemoryNotFound, StoreConflict
+from dreamkeeper.core.models import MAX_APPLIED_OPS, MemoryEntry, as_utc, utc_now
+from dreamkeeper.core.validation import (
+    new_entry_id,
+    validate_agent_id,
+    validate_category,
+    validate_content,
+    validate_entry_id,
+    validate_importance,
+    validate_metadata,
+    validate_tags,
+)
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.stores import faults
@@ -55,29 +67,11 @@ from dreamkeeper.stores.entry_files import (
 )
 from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.journal import Journal, JournalAction, JournalRecord
-from dreamkeeper.stores.models import MAX_APPLIED_OPS, MemoryEntry, as_utc, utc_now
-from dreamkeeper.stores.validation import (
-    InvalidInput,
-    new_entry_id,
-    validate_agent_id,
-    validate_category,
-    validate_content,
-    validate_entry_id,
-    validate_importance,
-    validate_metadata,
-    validate_tags,
-)
 from dreamkeeper.stores.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
 
 
-class MemoryNotFound(InvalidInput):
-    """No entry with that id (live or archived)."""
-
-
-class StoreConflict(InvalidInput):
-    """The write would clobber something that is not what the caller expects."""
 
 
 def document_text(entry: MemoryEntry) -> str:
@@ -358,8 +352,9 @@ class FileMemoryStore:
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)
             current = self._entries.get(entry_id)
+            # `rev` names the revision that never landed (the disk keeps the one before).
             records.append(self._record(
-                JournalAction.REPAIRED, entry_id, parts, current,
+                JournalAction.REPAIRED, entry_id, parts, current, rev=rev,
                 reason=f"revision {rev} never landed; the file on disk stands",
             ))  # fmt: skip
             log.warning("memory store %s: repaired %s (a write of revision %d did not "

@@ -24,8 +24,11 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import MemoryEntry, as_utc
+from dreamkeeper.core.settings import MIN_SIMILARITY
+from dreamkeeper.core.validation import category_matches, validate_category
 from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
-from dreamkeeper.stores.embedding_client import MIN_SIMILARITY
 from dreamkeeper.stores.fusion import (
     IMPORTANCE_SPAN,
     RECENCY_SPAN,
@@ -34,8 +37,6 @@ from dreamkeeper.stores.fusion import (
     semantic_evidence,
 )
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry, as_utc
-from dreamkeeper.stores.validation import InvalidInput, category_matches, validate_category
 from dreamkeeper.stores.vectors import VectorIndex
 
 DEFAULT_LIMIT = 20

@@ -14,9 +14,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.validation import validate_category
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.validation import InvalidInput, validate_category
 
 log = logging.getLogger(__name__)
 

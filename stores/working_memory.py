@@ -34,19 +34,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
-from dreamkeeper.stores.fusion import fuse
-from dreamkeeper.stores.models import UtcDatetime, as_utc, utc_now
-from dreamkeeper.stores.validation import (
-    InvalidInput,
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.core.validation import (
     category_matches,
     require_unicode,
     validate_agent_id,
     validate_tags,
 )
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
+from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
+from dreamkeeper.stores.fusion import fuse
 from dreamkeeper.stores.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)

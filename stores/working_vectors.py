@@ -14,9 +14,9 @@ from typing import Protocol
 
 import numpy as np
 
+from dreamkeeper.core.models import content_fingerprint
 from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.files import unlink_within
-from dreamkeeper.stores.models import content_fingerprint
 from dreamkeeper.stores.vectors import read_vector, unit, vector_path, write_vector
 
 

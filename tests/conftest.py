@@ -14,7 +14,7 @@ import pytest
 os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from tests.helpers import FakeClock
+from dreamkeeper.testing.clock import FakeClock
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def store(tmp_path, clock) -> FileMemoryStore:
 
 @pytest.fixture
 def embedder():
-    from tests.scripted_embeddings import ScriptedEmbeddings
+    from dreamkeeper.testing.scripted_embeddings import ScriptedEmbeddings
 
     server = ScriptedEmbeddings()
     yield server
@@ -38,7 +38,8 @@ def embedder():
 
 @pytest.fixture
 def embedding_client(embedder):
-    from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+    from dreamkeeper.core.settings import EmbeddingSettings
+    from dreamkeeper.stores.embedding_client import EmbeddingClient
 
     client = EmbeddingClient(
         EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed", timeout_seconds=5,

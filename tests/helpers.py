@@ -3,23 +3,8 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
 
 from rank_bm25 import BM25Okapi
-
-
-class FakeClock:
-    """An injectable "now" that tests move by hand."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs: float) -> datetime:
-        self.now += timedelta(**kwargs)
-        return self.now
 
 
 def tree_snapshot(root) -> dict[str, bytes]:

@@ -11,7 +11,7 @@ import logging
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests import hostile
+from dreamkeeper.testing import hostile
 
 FAST = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

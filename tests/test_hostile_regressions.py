@@ -20,12 +20,13 @@ from dreamkeeper.activities import llm
 from dreamkeeper.activities.dream_prompts import parse_consolidation, parse_preferences
 from dreamkeeper.activities.llm import (
     MAX_FACTS_PER_REPLY,
-    LLMSettings,
     MalformedLLMOutput,
     ask_llm,
     parse_enrichment,
     parse_json_reply,
 )
+from dreamkeeper.core.errors import InvalidInput, SettingsError
+from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, TemporalSettings
 from dreamkeeper.policies.consolidation import Verdict, review_merge
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome
 from dreamkeeper.policies.gating import SettledCluster, gate, reopen_delay
@@ -35,14 +36,12 @@ from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation_memory import ConversationMemory
 from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.stores.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
 from dreamkeeper.worker import cli
-from dreamkeeper.worker.settings import SettingsError, TemporalSettings
 from tests.helpers import tree_snapshot
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
-from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch
-from dreamkeeper.workflows.observability import tagged
-from dreamkeeper.workflows.store_claim import LOCATION, STORE_ID, StoreClaim, claim_workflow_id
-
-
-async def claimed_store(client: Client, task_queue: str) -> tuple[str, str] | None:
-    """(store id, location) the task queue serves, or None if no worker claimed it."""
-    try:
-        desc = await client.get_workflow_handle(claim_workflow_id(task_queue)).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    if desc.status != WorkflowExecutionStatus.RUNNING:
-        return None
-    memo = await desc.memo()
-    return str(memo.get(STORE_ID)), str(memo.get(LOCATION))
+from dreamkeeper.client.attributes import tagged
+from dreamkeeper.client.claims import claimed_store
+from dreamkeeper.core.errors import StoreMismatch
+from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
+from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
+from dreamkeeper.core.names import claim_workflow_id
+from dreamkeeper.stores.identity import StoreIdentity
+from dreamkeeper.workflows.store_claim import StoreClaim
 
 
 async def claim_task_queue(

@@ -19,11 +19,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.stores.validation import DreamkeeperError, InvalidInput, validate_agent_id
 from dreamkeeper.worker import commands
 from dreamkeeper.worker.logs import configure_logging
-from dreamkeeper.worker.settings import StoreSettings
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -27,17 +26,17 @@ from pathlib import Path
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from dreamkeeper.stores.validation import InvalidInput
-from dreamkeeper.worker.codec import (
+from dreamkeeper.client.codec import (
     DATA_DIR_KEY_FILE,
     KEY_ENV,
     KEY_FILE_ENV,
-    CodecSettings,
     EncryptionCodec,
     PayloadDecodeError,
+    PayloadKeys,
     generate_key_file,
 )
-from dreamkeeper.worker.settings import SettingsError
+from dreamkeeper.core.errors import InvalidInput, SettingsError
+from dreamkeeper.core.settings import load_settings
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +56,9 @@ class CodecServerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CodecServerSettings:
-        env = os.environ if env is None else env
-        raw = (env.get(CORS_ENV) or "").strip()
-        origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
-        origins = origins or DEFAULT_ORIGINS
-        for origin in origins:
-            if not origin.startswith(("http://", "https://")) or "/" in origin.split("://", 1)[1]:
-                raise SettingsError(
-                    f"{CORS_ENV}: {origin!r} is not an origin (scheme://host[:port])"
-                )
-        return cls(origins=origins, token=(env.get(TOKEN_ENV) or "").strip() or None)
+        configured = load_settings(env).codec  # read and checked in core.settings
+        return cls(origins=configured.cors_origins or DEFAULT_ORIGINS,
+                   token=configured.server_token)  # fmt: skip
 
 
 def make_server(
@@ -165,8 +157,8 @@ def make_server(
     return ThreadingHTTPServer((host, port), Handler)
 
 
-def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, CodecSettings]:
-    keys = CodecSettings.from_env(data_dir=data_dir)
+def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, PayloadKeys]:
+    keys = PayloadKeys.from_env(data_dir=data_dir)
     if not keys.configured:
         raise SettingsError(
             f"no payload key: set {KEY_ENV} or {KEY_FILE_ENV} (the worker's keys) "
@@ -207,7 +199,7 @@ class DevCodecServer:
     def __init__(self, data_dir: Path, ui_origins: tuple[str, ...]) -> None:
         data_dir = data_dir.resolve()
         generated = False
-        if not CodecSettings.from_env(data_dir=data_dir).configured:
+        if not PayloadKeys.from_env(data_dir=data_dir).configured:
             generate_key_file(data_dir / DATA_DIR_KEY_FILE)
             generated = True
         codec, self.keys = load_codec(data_dir)

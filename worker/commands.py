@@ -14,22 +14,21 @@ from datetime import timedelta
 from typing import Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
-from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
-from dreamkeeper.stores.validation import (
+from dreamkeeper.core.errors import InvalidInput, Unavailable
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.settings import StoreSettings, TemporalSettings, embedding_settings
+from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
-    InvalidInput,
-    Unavailable,
     validate_category,
     validate_content,
     validate_entry_id,
     validate_importance,
     validate_tags,
 )
-from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
+from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.stores.embedding_client import embedding_client
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
 
 MAX_RETENTION_DAYS = 36_500
 

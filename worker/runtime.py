@@ -22,16 +22,22 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.stores.embedding_client import EmbeddingSettings
+from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
+from dreamkeeper.client.codec import describe_converter
+from dreamkeeper.client.connection import connect
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.names import DREAM_SCHEDULE_ID
+from dreamkeeper.core.settings import (
+    EmbeddingSettings,
+    LLMSettings,
+    StoreSettings,
+    TemporalSettings,
+    embedding_settings,
+)
 from dreamkeeper.stores.identity import ensure_identity, probe_writable
-from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.worker.claim import claim_task_queue
-from dreamkeeper.worker.codec import CodecSettings, data_converter, describe_converter
-from dreamkeeper.worker.schedules import DREAM_SCHEDULE_ID, ensure_dream_schedule
-from dreamkeeper.worker.settings import StoreSettings, TemporalSettings, embedding_settings
+from dreamkeeper.worker.schedules import ensure_dream_schedule
 from dreamkeeper.worker.temporal_worker import build_worker
-from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +45,6 @@ DEV_GRPC_PORT = 7233
 DEV_UI_PORT = 8233
 
 
-async def connect(temporal: TemporalSettings, data_dir: Path | None = None) -> Client:
-    converter = data_converter(CodecSettings.from_env(data_dir=data_dir))  # worker/codec.py
-    return await Client.connect(
-        temporal.address, namespace=temporal.namespace, data_converter=converter
-    )
 
 
 async def ensure_search_attributes(client: Client, namespace: str) -> None:

@@ -17,11 +17,10 @@ from temporalio.client import (
     ScheduleUpdateInput,
 )
 
-from dreamkeeper.activities.payloads import SweepInput
-from dreamkeeper.workflows.observability import tagged
+from dreamkeeper.client.attributes import tagged
+from dreamkeeper.core.names import DREAM_SCHEDULE_ID
+from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.workflows.sweep import DreamSweep
-
-DREAM_SCHEDULE_ID = "dreamkeeper-dream-sweep"
 
 
 def dream_schedule(task_queue: str, cron: str) -> Schedule:

@@ -7,10 +7,10 @@ from temporalio.client import Client
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.session import SessionContext
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.settings import StoreSettings, embedding_settings
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.search import format_hit
-from dreamkeeper.worker.settings import StoreSettings, embedding_settings
-from dreamkeeper.workflows.save import save_workflow_id
 
 AGENT = "demo"
 FACTS = [

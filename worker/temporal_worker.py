@@ -12,13 +12,17 @@ from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
 from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
-from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.stores.embedding_client import EmbeddingSettings, embedding_client
-from dreamkeeper.worker.settings import StoreSettings, embedding_settings
+from dreamkeeper.core.settings import (
+    EmbeddingSettings,
+    LLMSettings,
+    StoreSettings,
+    embedding_settings,
+)
+from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance

@@ -21,7 +21,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.consolidation import ConsolidationActivities
-    from dreamkeeper.activities.dream_payloads import (
+    from dreamkeeper.core import names
+    from dreamkeeper.core.dream_payloads import (
         ArchiveSourcesInput,
         ConsolidationInput,
         ConsolidationResult,
@@ -49,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         without_overlaps,
     )
     from dreamkeeper.policies.gating import pack_batches, shown_hints
-    from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP
+    from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP, with_summary
 
 MAX_IGNORED_REPORTED = 50
 Activities = ConsolidationActivities
@@ -62,7 +63,7 @@ class Proposals:
     shown: dict[str, str] = field(default_factory=dict)  # id -> fingerprint the LLM saw
 
 
-@workflow.defn(name="Consolidation")
+@workflow.defn(name=names.CONSOLIDATION)
 class Consolidation:
     def __init__(self) -> None:
         self._budget = 0  # archives this cycle may still make
@@ -97,7 +98,7 @@ class Consolidation:
             Activities.fold_exact_duplicates,
             FoldInput(agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id,
                       archive_share=inp.archive_share, min_archive_budget=inp.min_archive_budget),
-            summary="fold exact duplicates", **SCAN_STEP,
+            **with_summary(SCAN_STEP, "fold exact duplicates"),
         )  # fmt: skip
         res.folded, res.deferred_by_budget = len(fold.archived), fold.deferred
         budget = archive_budget(fold.live, inp.archive_share, inp.min_archive_budget)
@@ -111,7 +112,7 @@ class Consolidation:
             Activities.gate_candidates,
             GateInput(agent_id=inp.agent_id, as_of=self._as_of, max_eligible=inp.max_eligible,
                       embedding_dim=inp.embedding_dim),
-            summary="candidate gating", **SCAN_STEP,
+            **with_summary(SCAN_STEP, "candidate gating"),
         )  # fmt: skip
         eligible = sum(len(g) for g in gate.groups)
         res.total, res.reviewed, res.withheld = gate.total, eligible, gate.withheld
@@ -144,7 +145,7 @@ class Consolidation:
                 proposal = await workflow.execute_activity_method(
                     Activities.propose_consolidation,
                     ProposeInput(agent_id=self._inp.agent_id, ids=batch, hints=hints),
-                    summary=f"LLM batch {number}", **LLM_STEP,
+                    **with_summary(LLM_STEP, f"LLM batch {number}"),
                 )  # fmt: skip
             except ActivityError as exc:
                 self._res.batches_failed += 1
@@ -171,7 +172,7 @@ class Consolidation:
             Activities.review_merges,
             ReviewInput(agent_id=self._inp.agent_id, checks=checks, vocabulary=gate.vocabulary,
                         max_sources=self._inp.max_merge_sources),
-            summary=f"validate {len(checks)} merge(s)", **SCAN_STEP,
+            **with_summary(SCAN_STEP, f"validate {len(checks)} merge(s)"),
         )  # fmt: skip
 
     async def _validate_and_repair(self, merges: list[MergeCheck], gate: GateResult) -> list[int]:
@@ -219,7 +220,7 @@ class Consolidation:
             repair = await workflow.execute_activity_method(
                 Activities.repair_merge,
                 RepairInput(agent_id=self._inp.agent_id, merge=check.merge, missing=review.missing),
-                summary=f"repair merge {index + 1}", **LLM_STEP,
+                **with_summary(LLM_STEP, f"repair merge {index + 1}"),
             )  # fmt: skip
         except ActivityError as exc:
             workflow.logger.warning("repair of merge %d failed: %s", index + 1, exc.cause or exc)
@@ -250,7 +251,7 @@ class Consolidation:
                 Activities.save_merged_entry,
                 SaveMergedInput(agent_id=self._inp.agent_id, new_id=new_id, check=check,
                                 merged_at=self._as_of),
-                summary=f"save merge {new_id}", **STORE_STEP,
+                **with_summary(STORE_STEP, f"save merge {new_id}"),
             )  # fmt: skip
             if not saved.persisted:
                 self._res.left_alone += 1
@@ -261,7 +262,7 @@ class Consolidation:
                 Activities.archive_merged_sources,
                 ArchiveSourcesInput(agent_id=self._inp.agent_id, replacement_id=new_id,
                                     expected=check.shown, as_of=self._as_of),
-                summary=f"retire sources into {new_id}", **STORE_STEP,
+                **with_summary(STORE_STEP, f"retire sources into {new_id}"),
             )  # fmt: skip
             self._budget -= len(archived.archived)
             consumed.update(sources)
@@ -284,7 +285,7 @@ class Consolidation:
             PruneInput(agent_id=self._inp.agent_id,
                        expected={i: proposals.shown[i] for i in allowed}, as_of=self._as_of,
                        max_archived=max(0, self._budget)),
-            summary=f"prune {len(allowed)} ephemeral", **STORE_STEP,
+            **with_summary(STORE_STEP, f"prune {len(allowed)} ephemeral"),
         )  # fmt: skip
         self._budget -= len(pruned.archived)
         self._defer(pruned.deferred)
@@ -305,7 +306,7 @@ class Consolidation:
                 declined_clusters=[c for c in seen if not consumed.intersection(c)
                                    and self._unstamped.isdisjoint(c)],
             ),
-            summary="stamp reviewed", **STORE_STEP,
+            **with_summary(STORE_STEP, "stamp reviewed"),
         )  # fmt: skip
         self._res.stamped = stamp.stamped
 

@@ -16,7 +16,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from dreamkeeper.activities.dream_payloads import (
+    from dreamkeeper.activities.embeddings import EmbeddingActivities
+    from dreamkeeper.client.attributes import tagged
+    from dreamkeeper.core import names
+    from dreamkeeper.core.dream_payloads import (
         ConsolidationInput,
         ConsolidationResult,
         DreamInput,
@@ -24,8 +27,7 @@ with workflow.unsafe.imports_passed_through():
         PreferenceInput,
         PreferenceResult,
     )
-    from dreamkeeper.activities.embeddings import EmbeddingActivities
-    from dreamkeeper.activities.payloads import (
+    from dreamkeeper.core.payloads import (
         DecayInput,
         DecayResult,
         EmbedInput,
@@ -35,23 +37,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from dreamkeeper.workflows.consolidation import Consolidation
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
-    from dreamkeeper.workflows.observability import tagged
-    from dreamkeeper.workflows.options import EMBED_STEP
+    from dreamkeeper.workflows.options import EMBED_STEP, with_summary
     from dreamkeeper.workflows.preferences import PreferenceInference
 
 BACKFILL_BATCH = 512
 BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
-# A cycle that has not finished by then is stuck, not slow: it fails, visibly, and the
-# next scheduled start runs a fresh one instead of joining it forever.
-DREAM_TIMEOUT = timedelta(hours=2)
 STEP_TIMEOUT = timedelta(minutes=90)
 
 
-def dream_workflow_id(agent_id: str) -> str:
-    return f"dream-{agent_id}"
-
-
-@workflow.defn(name="Dream")
+@workflow.defn(name=names.DREAM)
 class Dream:
     @workflow.run
     async def run(self, inp: DreamInput) -> DreamResult:
@@ -117,7 +111,7 @@ class Dream:
                 got: EmbedResult = await workflow.execute_activity_method(
                     EmbeddingActivities.embed_entries,
                     EmbedInput(agent_id=agent, limit=BACKFILL_BATCH),
-                    summary=f"embedding backfill {round_ + 1}", **EMBED_STEP,
+                    **with_summary(EMBED_STEP, f"embedding backfill {round_ + 1}"),
                 )  # fmt: skip
             except ActivityError as exc:
                 total.skipped = f"embedding backfill failed: {exc.cause or exc}"

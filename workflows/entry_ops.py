@@ -9,8 +9,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.entry_ops import EntryActivities
-    from dreamkeeper.activities.payloads import EntryOpInput, EntryOpResult
-    from dreamkeeper.workflows.options import STORE_STEP
+    from dreamkeeper.core import names
+    from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult
+    from dreamkeeper.workflows.options import STORE_STEP, with_summary
 
 
 async def _one(
@@ -20,27 +21,27 @@ async def _one(
 ) -> EntryOpResult:
     workflow.set_current_details(f"{what} {inp.entry_id}")
     result = await workflow.execute_activity_method(
-        activity, inp, summary=f"{what} {inp.entry_id}", **STORE_STEP
+        activity, inp, **with_summary(STORE_STEP, f"{what} {inp.entry_id}")
     )
     workflow.set_current_details(f"done: {what} {inp.entry_id}")
     return result
 
 
-@workflow.defn(name="ArchiveMemory")
+@workflow.defn(name=names.ARCHIVE_MEMORY)
 class ArchiveMemory:
     @workflow.run
     async def run(self, inp: EntryOpInput) -> EntryOpResult:
         return await _one(EntryActivities.archive_memory, inp, "archive")
 
 
-@workflow.defn(name="RestoreMemory")
+@workflow.defn(name=names.RESTORE_MEMORY)
 class RestoreMemory:
     @workflow.run
     async def run(self, inp: EntryOpInput) -> EntryOpResult:
         return await _one(EntryActivities.restore_memory, inp, "restore")
 
 
-@workflow.defn(name="UpdateMemoryImportance")
+@workflow.defn(name=names.UPDATE_MEMORY_IMPORTANCE)
 class UpdateMemoryImportance:
     @workflow.run
     async def run(self, inp: EntryOpInput) -> EntryOpResult:

@@ -10,11 +10,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.maintenance import MaintenanceActivities
-    from dreamkeeper.activities.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
-    from dreamkeeper.workflows.options import SCAN_STEP
+    from dreamkeeper.core import names
+    from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
+    from dreamkeeper.workflows.options import SCAN_STEP, with_summary
 
 
-@workflow.defn(name="ArchivePurge")
+@workflow.defn(name=names.ARCHIVE_PURGE)
 class ArchivePurge:
     @workflow.run
     async def run(self, inp: PurgeInput) -> PurgeResult:
@@ -24,7 +25,7 @@ class ArchivePurge:
         )
         result: PurgeResult = await workflow.execute_activity_method(
             MaintenanceActivities.purge_archived, inp.model_copy(update={"as_of": as_of}),
-            summary=f"purge {inp.agent_id}", **SCAN_STEP,
+            **with_summary(SCAN_STEP, f"purge {inp.agent_id}"),
         )  # fmt: skip
         workflow.set_current_details(
             f"purged {len(result.purged)} of {result.considered} archived; "
@@ -34,7 +35,7 @@ class ArchivePurge:
         return result
 
 
-@workflow.defn(name="ImportanceDecay")
+@workflow.defn(name=names.IMPORTANCE_DECAY)
 class ImportanceDecay:
     @workflow.run
     async def run(self, inp: DecayInput) -> DecayResult:
@@ -42,7 +43,7 @@ class ImportanceDecay:
         workflow.set_current_details(f"decaying importance as of {as_of:%Y-%m-%d %H:%M}")
         result: DecayResult = await workflow.execute_activity_method(
             MaintenanceActivities.decay_importance, inp.model_copy(update={"as_of": as_of}),
-            summary=f"decay {inp.agent_id}", **SCAN_STEP,
+            **with_summary(SCAN_STEP, f"decay {inp.agent_id}"),
         )  # fmt: skip
         workflow.set_current_details(
             f"decayed {result.decayed} of {result.considered} live entries"

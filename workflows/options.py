@@ -13,7 +13,9 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-NON_RETRYABLE = ["InvalidInput", "NotFound", "Conflict", "StoreMismatch"]
+from dreamkeeper.core.errors import NON_RETRYABLE_TYPES
+
+NON_RETRYABLE = NON_RETRYABLE_TYPES
 HEARTBEAT = timedelta(seconds=10)
 
 STORE_RETRY = RetryPolicy(
@@ -58,3 +60,12 @@ EMBED_STEP = ActivityConfig(
 PERSIST_STEP = LocalActivityConfig(
     start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
 )  # fmt: skip
+
+
+def with_summary(preset: ActivityConfig, summary: str) -> ActivityConfig:
+    """A preset plus the step's summary (shown in the UI), as one typed set of options."""
+    return ActivityConfig(**preset, summary=summary)
+
+
+def local_with_summary(preset: LocalActivityConfig, summary: str) -> LocalActivityConfig:
+    return LocalActivityConfig(**preset, summary=summary)

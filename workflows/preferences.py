@@ -15,7 +15,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from dreamkeeper.activities.dream_payloads import (
+    from dreamkeeper.activities.preferences import PreferenceActivities
+    from dreamkeeper.activities.save import SaveActivities
+    from dreamkeeper.core import names
+    from dreamkeeper.core.dream_payloads import (
         CycleInput,
         InferInput,
         InferResult,
@@ -23,16 +26,14 @@ with workflow.unsafe.imports_passed_through():
         PreferenceResult,
         RotateResult,
     )
-    from dreamkeeper.activities.payloads import FactProposal, SaveFactInput
-    from dreamkeeper.activities.preferences import PreferenceActivities
-    from dreamkeeper.activities.save import SaveActivities
+    from dreamkeeper.core.models import SOURCE_KEY
+    from dreamkeeper.core.payloads import FactProposal, SaveFactInput
     from dreamkeeper.policies.preferences import INFERRED_CATEGORY, PERMISSION_KEY
     from dreamkeeper.policies.provenance import INFERRED
-    from dreamkeeper.stores.models import SOURCE_KEY
-    from dreamkeeper.workflows.options import LLM_STEP, STORE_STEP
+    from dreamkeeper.workflows.options import LLM_STEP, STORE_STEP, with_summary
 
 
-@workflow.defn(name="PreferenceInference")
+@workflow.defn(name=names.PREFERENCE_INFERENCE)
 class PreferenceInference:
     @workflow.run
     async def run(self, inp: PreferenceInput) -> PreferenceResult:
@@ -43,7 +44,7 @@ class PreferenceInference:
         rotated: RotateResult = await workflow.execute_activity_method(
             PreferenceActivities.rotate_conversation_log,
             CycleInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
-            summary="rotate conversation log", **STORE_STEP,
+            **with_summary(STORE_STEP, "rotate conversation log"),
         )  # fmt: skip
         res.rotated_to, res.turns = rotated.path, rotated.turns
         if rotated.path is None:
@@ -56,7 +57,7 @@ class PreferenceInference:
             inferred: InferResult = await workflow.execute_activity_method(
                 PreferenceActivities.infer_preferences,
                 InferInput(agent_id=agent, path=rotated.path),
-                summary="LLM preference inference", **LLM_STEP,
+                **with_summary(LLM_STEP, "LLM preference inference"),
             )  # fmt: skip
         except ActivityError as exc:
             res.skipped = f"inference failed: {exc.cause or exc}"
@@ -81,7 +82,7 @@ class PreferenceInference:
                 SaveFactInput(agent_id=agent, new_id=hashlib.sha256(key.encode()).hexdigest()[:12],
                               op_id=f"pref-{hashlib.sha256(key.encode()).hexdigest()[:16]}",
                               fact=proposal),
-                summary=f"save preference {index + 1}", **STORE_STEP,
+                **with_summary(STORE_STEP, f"save preference {index + 1}"),
             ))  # fmt: skip
         return self._done(res)
 

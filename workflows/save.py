@@ -19,7 +19,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.embeddings import EmbeddingActivities
-    from dreamkeeper.activities.payloads import (
+    from dreamkeeper.activities.save import SaveActivities
+    from dreamkeeper.core import names
+    from dreamkeeper.core.payloads import (
         EmbedInput,
         EnrichResult,
         MarkInput,
@@ -30,12 +32,14 @@ with workflow.unsafe.imports_passed_through():
         SaveInput,
         SaveResult,
     )
-    from dreamkeeper.activities.save import SaveActivities
-    from dreamkeeper.workflows.options import EMBED_STEP, ENRICH_STEP, PERSIST_STEP, STORE_STEP
-
-
-def save_workflow_id(agent_id: str, entry_id: str) -> str:
-    return f"save-{agent_id}-{entry_id}"
+    from dreamkeeper.workflows.options import (
+        EMBED_STEP,
+        ENRICH_STEP,
+        PERSIST_STEP,
+        STORE_STEP,
+        local_with_summary,
+        with_summary,
+    )
 
 
 def derived_id(entry_id: str, index: int) -> str:
@@ -51,7 +55,7 @@ def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
     return ApplicationError(str(cause or exc), type="SaveFailed", non_retryable=True)
 
 
-@workflow.defn(name="SaveMemory")
+@workflow.defn(name=names.SAVE_MEMORY)
 class SaveMemory:
     def __init__(self) -> None:
         self._ack: SaveAck | None = None
@@ -79,7 +83,7 @@ class SaveMemory:
         try:
             result.embeddings = await workflow.execute_activity_method(
                 EmbeddingActivities.embed_entries, EmbedInput(agent_id=inp.agent_id, ids=ids),
-                summary="embeddings", **EMBED_STEP,
+                **with_summary(EMBED_STEP, "embeddings"),
             )  # fmt: skip
         except ActivityError as exc:
             workflow.logger.warning("save %s: embeddings deferred to the dream backfill: %s",
@@ -92,8 +96,7 @@ class SaveMemory:
             # A local activity: the caller is waiting on this step, and running it inside
             # the workflow task saves a round trip through the activity task queue.
             return await workflow.execute_local_activity_method(
-                SaveActivities.persist_original, inp, summary="persist original",
-                **PERSIST_STEP,
+                SaveActivities.persist_original, inp, **local_with_summary(PERSIST_STEP, "persist original"),
             )  # fmt: skip
         except (ActivityError, ApplicationError) as exc:
             self._failure = _root_failure(exc)
@@ -109,7 +112,7 @@ class SaveMemory:
         workflow.set_current_details("step 2/3: enrichment")
         try:
             enriched: EnrichResult = await workflow.execute_activity_method(
-                SaveActivities.enrich_memory, inp, summary="LLM enrichment", **ENRICH_STEP,
+                SaveActivities.enrich_memory, inp, **with_summary(ENRICH_STEP, "LLM enrichment"),
             )  # fmt: skip
         except ActivityError as exc:
             done.detail = f"enrichment failed: {exc.cause or exc}"
@@ -127,7 +130,7 @@ class SaveMemory:
             SaveActivities.retire_original,
             RetireInput(agent_id=inp.agent_id, entry_id=inp.entry_id, into=ids,
                         reason=f"enriched into [{', '.join(ids)}]"),
-            summary="retire original into its facts", **STORE_STEP,
+            **with_summary(STORE_STEP, "retire original into its facts"),
         )  # fmt: skip
         if not retired.retired:
             done.detail = f"kept: {retired.detail}"
@@ -141,7 +144,7 @@ class SaveMemory:
         workflow.logger.info("save %s: %s; deduplicating it as is", inp.entry_id, why)
         mark = MarkInput(agent_id=inp.agent_id, entry_id=inp.entry_id, enrichment="")
         result: SaveFactResult = await workflow.execute_activity_method(
-            SaveActivities.dedup_original, mark, summary="dedup original", **STORE_STEP,
+            SaveActivities.dedup_original, mark, **with_summary(STORE_STEP, "dedup original"),
         )  # fmt: skip
         outcome = "kept" if result.outcome == "created" else "deduplicated"
         return SaveResult(agent_id=inp.agent_id, entry_id=inp.entry_id, outcome=outcome,
@@ -159,7 +162,7 @@ class SaveMemory:
                 SaveFactInput(agent_id=inp.agent_id, new_id=derived_id(inp.entry_id, index),
                               op_id=f"{inp.entry_id}-{index}", fact=fact,
                               exclude=[inp.entry_id], touched=touched),
-                summary=f"save fact {index + 1}", **STORE_STEP,
+                **with_summary(STORE_STEP, f"save fact {index + 1}"),
             ))  # fmt: skip
         return saved
 
@@ -167,5 +170,5 @@ class SaveMemory:
         await workflow.execute_activity_method(
             SaveActivities.mark_original,
             MarkInput(agent_id=inp.agent_id, entry_id=inp.entry_id, enrichment=status),
-            summary="record enrichment status", **STORE_STEP,
+            **with_summary(STORE_STEP, "record enrichment status"),
         )  # fmt: skip

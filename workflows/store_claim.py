@@ -12,15 +12,10 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-STORE_ID = "storeId"
-LOCATION = "location"
+from dreamkeeper.core import names
 
 
-def claim_workflow_id(task_queue: str) -> str:
-    return f"dreamkeeper-store-{task_queue}"
-
-
-@workflow.defn(name="StoreClaim")
+@workflow.defn(name=names.STORE_CLAIM)
 class StoreClaim:
     def __init__(self) -> None:
         self._released = False

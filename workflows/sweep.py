@@ -14,19 +14,21 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.agents import AgentActivities
-    from dreamkeeper.activities.dream_payloads import DreamInput
-    from dreamkeeper.activities.payloads import SweepInput, SweepResult
-    from dreamkeeper.workflows.dream import DREAM_TIMEOUT, Dream, dream_workflow_id
-    from dreamkeeper.workflows.observability import tagged
-    from dreamkeeper.workflows.options import STORE_STEP
+    from dreamkeeper.client.attributes import tagged
+    from dreamkeeper.core import names
+    from dreamkeeper.core.dream_payloads import DreamInput
+    from dreamkeeper.core.names import DREAM_TIMEOUT, dream_workflow_id
+    from dreamkeeper.core.payloads import SweepInput, SweepResult
+    from dreamkeeper.workflows.dream import Dream
+    from dreamkeeper.workflows.options import STORE_STEP, with_summary
 
 
-@workflow.defn(name="DreamSweep")
+@workflow.defn(name=names.DREAM_SWEEP)
 class DreamSweep:
     @workflow.run
     async def run(self, _: SweepInput) -> SweepResult:
         agents: list[str] = await workflow.execute_activity_method(
-            AgentActivities.list_agents, summary="list agents with a store", **STORE_STEP
+            AgentActivities.list_agents, **with_summary(STORE_STEP, "list agents with a store")
         )
         result = SweepResult()
         as_of = workflow.now()

@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from jsonschema import Draft202012Validator
 
-from dreamkeeper.activities.payloads import EntryOpResult
 from dreamkeeper.agent import recall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
-from dreamkeeper.stores.validation import InvalidInput
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.payloads import EntryOpResult
 
 S1 = SessionContext.user("s1")
 FAMILY = {
@@ -232,7 +232,7 @@ async def test_search_memory_filters_by_metadata(tools, store):
 
 def test_memory_client_search_memory_filters_by_metadata(tmp_path):
     from dreamkeeper.agent.client import MemoryClient
-    from dreamkeeper.worker.settings import StoreSettings
+    from dreamkeeper.core.settings import StoreSettings
 
     memory = MemoryClient(None, StoreSettings(data_dir=tmp_path), "dreamkeeper")  # type: ignore[arg-type]
     store = memory.store("agent-1")

@@ -4,18 +4,13 @@ nothing on a clean store."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
+
+import pytest
 
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from store_audit import AckedSave, audit_store  # noqa: E402
+from dreamkeeper.testing.audit import AckedSave, audit_store
 
 AGENT = "audit"
 NOTE = "Trish Roberts's email is trish@contoso.com. Trish Roberts works at Contoso since 2014."
@@ -145,3 +140,18 @@ def test_a_prune_reached_through_a_late_retirement_is_not_deliberate(tmp_path):
     store.archive(original.id, f"enriched into [{fact.id}]")
     audit = audit_store(tmp_path, AGENT, [_acked(original.id, WORK)])
     assert audit.pruned == [] and [loss.entry_id for loss in audit.lost] == [original.id]
+
+
+def test_a_write_that_never_landed_and_its_retry_count_once(tmp_path):
+    from dreamkeeper.policies.dedup import Candidate
+    from dreamkeeper.stores import faults
+    from dreamkeeper.stores.dedup_save import save_fact
+
+    store = FileMemoryStore(tmp_path, AGENT)
+    target = store.create(NOTE, category="people")
+    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+        save_fact(store, Candidate(NOTE, "people"), new_id="aaaaaaaaaaaa", op_id="op-1")
+    save_fact(FileMemoryStore(tmp_path, AGENT), Candidate(NOTE, "people"),
+              new_id="aaaaaaaaaaaa", op_id="op-1")  # fmt: skip
+    audit = audit_store(tmp_path, AGENT, [_acked(target.id)])
+    assert audit.applied_twice == 0, audit.twice_records

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.consolidation import (
     PruneRefusal,
     Verdict,
@@ -13,7 +14,6 @@ from dreamkeeper.policies.consolidation import (
     review_merge,
     without_overlaps,
 )
-from dreamkeeper.stores.models import MemoryEntry
 
 T = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dreamkeeper.policies.decay import DecayParams, decayed_importance
-from dreamkeeper.stores.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.settings import DecayParams
+from dreamkeeper.policies.decay import decayed_importance
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 P = DecayParams()

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.dedup import (
     Candidate,
     DedupOutcome,
@@ -13,7 +14,6 @@ from dreamkeeper.policies.dedup import (
     decide,
     jaccard,
 )
-from dreamkeeper.stores.models import MemoryEntry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=10)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dreamkeeper.core.models import content_fingerprint
 from dreamkeeper.policies.dedup import content_tokens, jaccard
 from dreamkeeper.policies.gating import (
     GateEntry,
@@ -19,7 +20,6 @@ from dreamkeeper.policies.gating import (
     reopen_delay,
     shown_hints,
 )
-from dreamkeeper.stores.models import content_fingerprint
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -5,13 +5,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.merge import (
     MergeProposal,
     exact_duplicate_folds,
     merge_subject_time,
     merged_entry,
 )
-from dreamkeeper.stores.models import MemoryEntry
 
 T0 = datetime(2024, 6, 1, tzinfo=UTC)
 NOW = datetime(2026, 12, 2, tzinfo=UTC)

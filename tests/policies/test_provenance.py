@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from dreamkeeper.policies.high_value import DEFAULT_FLOOR
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.policies.provenance import (
     combined_source,
     parse_source,
     reinforced_source,
     trust,
 )
-from dreamkeeper.stores.models import MemoryEntry
 
 
 @pytest.mark.parametrize(

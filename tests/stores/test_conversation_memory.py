@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
     ConversationMemory,
 )
-from dreamkeeper.stores.validation import InvalidInput
 
 
 @pytest.fixture

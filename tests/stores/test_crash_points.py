@@ -14,11 +14,12 @@ import json
 
 import pytest
 
+from dreamkeeper.core.errors import StoreConflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, StoreConflict
+from dreamkeeper.stores.memory_store import FileMemoryStore
 
 AGENT = "crash"
 NOTE = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605."

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores.bm25 import K1, query_terms
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.embeddings import embed_entries
 from dreamkeeper.stores.fusion import semantic_evidence
 from dreamkeeper.stores.memory_store import FileMemoryStore

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings, embedding_client
+from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.settings import EmbeddingSettings, embedding_settings
+from dreamkeeper.stores.embedding_client import EmbeddingClient, embedding_client
 from dreamkeeper.stores.local_embeddings import (
     DIMENSION,
     LOCAL_MODEL,
@@ -17,7 +19,6 @@ from dreamkeeper.stores.local_embeddings import (
 )
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
-from dreamkeeper.worker.settings import SettingsError, embedding_settings
 
 needs_model = pytest.mark.skipif(not local_available(), reason="local-embeddings extra not installed")
 
@@ -72,9 +73,9 @@ def test_backend_settings_are_checked(monkeypatch):
         embedding_settings({"DREAMKEEPER_EMBEDDING_BACKEND": "gpu"})
     with pytest.raises(SettingsError, match="needs DREAMKEEPER_EMBEDDING_BASE_URL"):
         embedding_settings({"DREAMKEEPER_EMBEDDING_BACKEND": "http"})
-    import dreamkeeper.stores.local_embeddings as local_module
+    import dreamkeeper.core.settings as settings_module
 
-    monkeypatch.setattr(local_module, "local_available", lambda: False)
+    monkeypatch.setattr(settings_module, "local_embeddings_installed", lambda: False)
     assert not embedding_settings({}).configured  # auto without the extra: keywords only
     with pytest.raises(SettingsError, match="local-embeddings"):
         embedding_settings({"DREAMKEEPER_EMBEDDING_BACKEND": "local"})

@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from dreamkeeper.policies.high_value import DEFAULT_FLOOR
+from dreamkeeper.core.errors import StoreConflict
+from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, StoreConflict
+from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from dreamkeeper.stores.models import MemoryEntry, content_fingerprint
+from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 
 FIELDS = {
     "id",

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.memory_store import document_text
-from dreamkeeper.stores.models import MemoryEntry
 from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
-from dreamkeeper.stores.validation import InvalidInput
 from tests.helpers import LuceneBM25
 
 CORPUS = [

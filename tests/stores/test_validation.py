@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound
+from dreamkeeper.core.errors import InvalidInput, MemoryNotFound
+from dreamkeeper.core.validation import MAX_CONTENT_CHARS
+from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
-from dreamkeeper.stores.validation import MAX_CONTENT_CHARS, InvalidInput
 from tests.helpers import tree_snapshot
 
 

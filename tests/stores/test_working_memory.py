@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.search import search
-from dreamkeeper.stores.validation import InvalidInput
 from dreamkeeper.stores.working_memory import (
     BACKGROUND_MIN_TTL,
     DEFAULT_TTL,

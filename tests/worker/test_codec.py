@@ -12,21 +12,21 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.activities.payloads import SaveInput
-from dreamkeeper.worker.cli import main
-from dreamkeeper.worker.codec import (
+from dreamkeeper.client.codec import (
     ENCRYPTED,
     KEY_ID,
-    CodecSettings,
     EncryptionCodec,
     PayloadDecodeError,
     PayloadKey,
+    PayloadKeys,
     data_converter,
     derived_key_id,
     generate_key_file,
     parse_key,
 )
-from dreamkeeper.worker.settings import SettingsError
+from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.payloads import SaveInput
+from dreamkeeper.worker.cli import main
 
 SECRET = "Trish Roberts's phone number is +1 386-299-4605."
 
@@ -47,7 +47,7 @@ def _save_input() -> SaveInput:
 
 async def test_round_trip_through_the_data_converter_hides_the_content():
     key = _key()
-    converter = data_converter(CodecSettings((key,), "test"))
+    converter = data_converter(PayloadKeys((key,), "test"))
     [payload] = await converter.encode([_save_input()])
     assert payload.metadata["encoding"] == ENCRYPTED
     assert payload.metadata[KEY_ID] == key.key_id.encode()
@@ -69,7 +69,7 @@ async def test_rotation_old_key_still_decodes_new_key_encodes(tmp_path):
     sealed_before = await EncryptionCodec([old]).encode([Payload(data=b"old history")])
     key_file = tmp_path / "keys"
     key_file.write_text(f"# rotated in 2026\n{new.key_id}:{_b64(new)}\n\n{old.key_id}:{_b64(old)}\n")
-    settings = CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(key_file)})
+    settings = PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(key_file)})
     assert [k.key_id for k in settings.keys] == ["k2026", "k2025"]
     rotated = EncryptionCodec(settings.keys)
     assert (await rotated.decode(sealed_before))[0].data == b"old history"
@@ -108,7 +108,7 @@ async def test_plain_and_foreign_payloads_pass_through_and_nothing_is_sealed_twi
 
 
 async def test_failure_messages_are_sealed_too():
-    converter = data_converter(CodecSettings((_key(),), "test"))
+    converter = data_converter(PayloadKeys((_key(),), "test"))
     failure = Failure()
     await converter.encode_failure(ApplicationError(f"could not parse {SECRET}"), failure)
     assert "Trish" not in str(failure)
@@ -117,7 +117,7 @@ async def test_failure_messages_are_sealed_too():
 
 
 def test_no_key_means_the_plain_pydantic_converter(tmp_path):
-    settings = CodecSettings.from_env({}, data_dir=tmp_path)
+    settings = PayloadKeys.from_env({}, data_dir=tmp_path)
     assert not settings.configured
     assert data_converter(settings) is pydantic_data_converter
     assert data_converter(None) is pydantic_data_converter
@@ -130,7 +130,7 @@ def test_key_forms_base64_hex_urlsafe_and_named():
     urlsafe = base64.urlsafe_b64encode(key.secret).decode().rstrip("=")
     assert parse_key(urlsafe, "X") == key
     assert parse_key(f"prod-1:{_b64(key)}", "X") == PayloadKey("prod-1", key.secret)
-    env = CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY": f" {_b64(key)} "})
+    env = PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY": f" {_b64(key)} "})
     assert env.keys == (key,) and env.source == "DREAMKEEPER_PAYLOAD_KEY"
 
 
@@ -144,7 +144,7 @@ def test_key_forms_base64_hex_urlsafe_and_named():
 )
 def test_bad_key_material_is_a_settings_error_that_never_repeats_the_key(value, message):
     with pytest.raises(SettingsError, match="DREAMKEEPER_PAYLOAD_KEY") as err:
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY": value})
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY": value})
     assert message in str(err.value)
     assert value.rsplit(":", 1)[-1] not in str(err.value)
 
@@ -152,21 +152,21 @@ def test_bad_key_material_is_a_settings_error_that_never_repeats_the_key(value, 
 def test_key_file_errors(tmp_path):
     missing = tmp_path / "nope"
     with pytest.raises(SettingsError, match="cannot read"):
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(missing)})
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(missing)})
     empty = tmp_path / "empty"
     empty.write_text("# nothing yet\n\n")
     with pytest.raises(SettingsError, match="holds no key"):
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(empty)})
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(empty)})
     bad = tmp_path / "bad"
     bad.write_text(f"{_b64(_key())}\nshort\n")
     with pytest.raises(SettingsError, match="line 2"):
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(bad)})
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(bad)})
     clash = tmp_path / "clash"
     clash.write_text(f"a:{_b64(_key())}\na:{_b64(_key())}\n")
     with pytest.raises(SettingsError, match="used by two different keys"):
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(clash)})
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(clash)})
     with pytest.raises(SettingsError, match="not both"):
-        CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY": _b64(_key()),
+        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY": _b64(_key()),
                                 "DREAMKEEPER_PAYLOAD_KEY_FILE": str(bad)})  # fmt: skip
 
 
@@ -175,10 +175,10 @@ def test_the_data_directory_key_is_used_when_nothing_is_configured(tmp_path):
     assert stat.S_IMODE((tmp_path / "payload-key").stat().st_mode) == 0o600
     with pytest.raises(FileExistsError):  # never overwritten
         generate_key_file(tmp_path / "payload-key")
-    settings = CodecSettings.from_env({}, data_dir=tmp_path)
+    settings = PayloadKeys.from_env({}, data_dir=tmp_path)
     assert settings.keys == (key,) and settings.source == str(tmp_path / "payload-key")
     other = _key()
-    env = CodecSettings.from_env({"DREAMKEEPER_PAYLOAD_KEY": _b64(other)}, data_dir=tmp_path)
+    env = PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY": _b64(other)}, data_dir=tmp_path)
     assert env.keys == (other,)  # the environment wins
 
 

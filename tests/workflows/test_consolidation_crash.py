@@ -10,10 +10,10 @@ import signal
 import uuid
 from datetime import UTC, datetime
 
-from dreamkeeper.activities.dream_payloads import ConsolidationInput, ConsolidationResult
+from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.workflows.consolidation import Consolidation
-from tests.scripted_llm import Reply, ScriptedLLM
 from tests.workflows.subprocess_worker import spawn_worker
 
 AS_OF = datetime(2026, 7, 1, tzinfo=UTC)

@@ -8,12 +8,12 @@ import signal
 import threading
 import uuid
 
-from dreamkeeper.activities.payloads import SaveResult
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.payloads import SaveResult
+from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.worker.settings import StoreSettings
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply, ScriptedLLM
+from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from tests.workflows.subprocess_worker import spawn_worker
 from tests.workflows.test_save import FACTS, ORIGINAL
 

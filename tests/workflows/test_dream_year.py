@@ -4,22 +4,14 @@ prune of a below-floor entry, and nothing hard-deleted before retention."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.worker.settings import StoreSettings
+from dreamkeeper.core.settings import LLMSettings, StoreSettings
+from dreamkeeper.testing.adversary import Adversary
+from dreamkeeper.testing.dream_year import run_year
+from dreamkeeper.testing.scripted_llm import ScriptedLLM
 from dreamkeeper.worker.temporal_worker import build_worker
-from tests.scripted_llm import ScriptedLLM
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from adversary import Adversary  # noqa: E402
-from dream_year import run_year  # noqa: E402
 
 
 async def test_twenty_dream_cycles_against_an_adversarial_llm_lose_nothing(temporal_env, tmp_path):

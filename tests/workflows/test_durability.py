@@ -16,21 +16,20 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType, TimeoutType
 
-from dreamkeeper.activities.dream_payloads import ConsolidationInput, ConsolidationResult
-from dreamkeeper.activities.llm import LLMSettings
-from dreamkeeper.activities.payloads import RetireInput, RetireResult, SaveResult
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
+from dreamkeeper.core.errors import MemoryNotFound, StoreMismatch, Unavailable
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.payloads import RetireInput, RetireResult, SaveResult
+from dreamkeeper.core.settings import LLMSettings, StoreSettings
 from dreamkeeper.policies.coverage import find_missing_specifics
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.identity import StoreIdentity, StoreMismatch, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore, MemoryNotFound
-from dreamkeeper.stores.validation import Unavailable
+from dreamkeeper.stores import files
+from dreamkeeper.stores.identity import StoreIdentity, ensure_identity
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
-from dreamkeeper.worker.settings import StoreSettings
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from dreamkeeper.workflows.consolidation import Consolidation
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply, ScriptedLLM
 from tests.workflows.subprocess_worker import spawn_worker
 
 NOTE = "Trish Roberts of PWOP Productions gave her number, +1 386-299-4605."
@@ -192,10 +191,10 @@ async def test_a_save_with_no_worker_polling_fails_in_bounded_time_naming_its_id
 async def test_a_store_that_cannot_be_written_fails_for_good_with_the_reason(
     temporal_env, tmp_path, monkeypatch
 ):
-    def read_only(self, parts, data, *, durable=True):
-        raise OSError(errno.EROFS, "Read-only file system", str(self.path(*parts)))
+    def read_only(dfd, name, data, *, durable):
+        raise OSError(errno.EROFS, "Read-only file system", name)
 
-    monkeypatch.setattr(AgentFiles, "write", read_only)
+    monkeypatch.setattr(files, "_replace_at", read_only)  # every atomic write goes here
     queue, settings = f"ro-{uuid.uuid4().hex[:6]}", StoreSettings(data_dir=tmp_path)
     with ThreadPoolExecutor(4) as pool:
         async with build_worker(temporal_env.client, settings, task_queue=queue, executor=pool):

@@ -8,16 +8,17 @@ import uuid
 
 import pytest
 
-from dreamkeeper.activities.dream_payloads import DreamInput, DreamResult
-from dreamkeeper.activities.payloads import SaveResult
 from dreamkeeper.agent.client import MemoryClient
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.payloads import SaveResult
+from dreamkeeper.core.settings import EmbeddingSettings
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
 from dreamkeeper.stores.vectors import vector_path
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply
 
 
 @pytest.fixture

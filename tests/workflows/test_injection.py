@@ -12,15 +12,15 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dreamkeeper.activities.dream_payloads import ConsolidationInput, ConsolidationResult
-from dreamkeeper.activities.payloads import SaveResult
+from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.payloads import SaveResult
+from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.policies.consolidation import archive_budget
-from dreamkeeper.policies.high_value import DEFAULT_FLOOR
 from dreamkeeper.policies.injection import FLAG_KEY
 from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 AS_OF = T0 + timedelta(days=3)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from dreamkeeper.activities.dream_payloads import DreamInput
-from dreamkeeper.activities.payloads import DecayInput, PurgeInput
+from dreamkeeper.core.dream_payloads import DreamInput
+from dreamkeeper.core.names import dream_workflow_id
+from dreamkeeper.core.payloads import DecayInput, PurgeInput
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.workflows.dream import Dream, dream_workflow_id
+from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from dreamkeeper.activities.dream_payloads import (
+from dreamkeeper.core.dream_payloads import (
     DreamInput,
     PreferenceInput,
     PreferenceResult,
 )
 from dreamkeeper.stores.conversation_log import ConversationLog
 from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.preferences import PreferenceInference
-from tests.scripted_llm import Reply
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 PREFS = {"toSave": [

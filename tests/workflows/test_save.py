@@ -8,12 +8,12 @@ import uuid
 
 import pytest
 
-from dreamkeeper.activities.payloads import SaveResult
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.workflows.save import save_workflow_id
-from tests.scripted_llm import Reply
+from dreamkeeper.testing.scripted_llm import Reply
 
 ORIGINAL = "Trish Roberts of PWOP Productions gave her number, +1 386-299-4605."
 FACTS = [
@@ -142,7 +142,7 @@ async def test_without_an_llm_the_original_is_deduplicated_as_is(memory):
 
 
 async def test_bad_input_is_refused_before_anything_is_written(memory):
-    from dreamkeeper.stores.validation import InvalidInput
+    from dreamkeeper.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
         await memory.save_memory("a1", "fact", category="../etc")

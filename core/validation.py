@@ -10,6 +10,8 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 
+from dreamkeeper.core.errors import InvalidInput
+
 MAX_CONTENT_CHARS = 20_000
 """Largest content a single long-term entry may hold (documented in README)."""
 MAX_CATEGORY_CHARS = 200
@@ -25,22 +27,7 @@ _METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class DreamkeeperError(Exception):
-    """Everything Dreamkeeper raises on purpose. `exit_code` is the CLI's."""
 
-    exit_code = 1
-
-
-class InvalidInput(DreamkeeperError, ValueError):
-    """Bad input from a caller: reported as-is, never retried, nothing written."""
-
-    exit_code = 2
-
-
-class Unavailable(DreamkeeperError):
-    """Temporal, a worker or an endpoint did not answer in time; retrying may help."""
-
-    exit_code = 1
 
 
 def validate_agent_id(agent_id: str) -> str:

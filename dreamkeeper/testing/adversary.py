@@ -18,7 +18,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from tests.scripted_llm import Reply
+from dreamkeeper.testing.scripted_llm import Reply
 
 FIRST = ["Trish", "Duane", "Allen", "Lacey", "Carl", "Matt", "Nadia", "Oskar", "Priya", "Quinn",
          "Ravi", "Sofia", "Tomas", "Ulla", "Viktor", "Wanda", "Xavier", "Yusuf", "Zelda", "Bram",

@@ -7,31 +7,18 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from dreamkeeper.activities.payloads import DecayResult, EmbedResult, PurgeResult, SaveFactResult
-from dreamkeeper.policies.coverage import Vocabulary
+from dreamkeeper.core.payloads import DecayResult, EmbedResult, PurgeResult, SaveFactResult
 
 Fingerprints = dict[str, str]  # entry id -> content fingerprint as shown / expected
 
 
 class VocabularyPayload(BaseModel):
-    """The vocabulary read at the top of a cycle, used unchanged for the whole cycle."""
+    """The vocabulary read at the top of a cycle, used unchanged for the whole cycle
+    (policies.coverage converts it to and from its `Vocabulary`)."""
 
     extra_common: list[str] = Field(default_factory=list)
     always_specific: list[str] = Field(default_factory=list)
     numeric_exempt_categories: list[str] = Field(default_factory=list)
-
-    @classmethod
-    def of(cls, vocabulary: Vocabulary) -> VocabularyPayload:
-        return cls(
-            extra_common=sorted(vocabulary.extra_common),
-            always_specific=sorted(vocabulary.always_specific),
-            numeric_exempt_categories=list(vocabulary.numeric_exempt_categories),
-        )
-
-    def build(self) -> Vocabulary:
-        return Vocabulary.build(
-            self.extra_common, self.always_specific, self.numeric_exempt_categories
-        )
 
 
 class CycleInput(BaseModel):

@@ -42,7 +42,8 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from dreamkeeper.worker.settings import SettingsError
+from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.settings import load_settings
 
 KEY_ENV = "DREAMKEEPER_PAYLOAD_KEY"
 KEY_FILE_ENV = "DREAMKEEPER_PAYLOAD_KEY_FILE"
@@ -129,7 +130,7 @@ def _read_key_file(path: Path, what: str) -> tuple[PayloadKey, ...]:
 
 
 @dataclass(frozen=True)
-class CodecSettings:
+class PayloadKeys:
     """The keys payloads are sealed and opened with: the first seals, all open."""
 
     keys: tuple[PayloadKey, ...] = ()
@@ -142,10 +143,11 @@ class CodecSettings:
     @classmethod
     def from_env(
         cls, env: Mapping[str, str] | None = None, data_dir: Path | None = None
-    ) -> CodecSettings:
-        env = os.environ if env is None else env
-        single = (env.get(KEY_ENV) or "").strip()
-        file = (env.get(KEY_FILE_ENV) or "").strip()
+    ) -> PayloadKeys:
+        """The keys configured in core.settings (read there, parsed here)."""
+        configured = load_settings(env).codec
+        single = configured.payload_key or ""
+        file = str(configured.payload_key_file or "")
         if single and file:
             raise SettingsError(f"set {KEY_ENV} or {KEY_FILE_ENV}, not both")
         if single:
@@ -239,7 +241,7 @@ class EncryptionCodec(PayloadCodec):
         return self.decode_sync(payloads)
 
 
-def data_converter(settings: CodecSettings | None = None) -> DataConverter:
+def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
     """The pydantic data converter, sealing payloads when keys are configured. Failure
     messages and stack traces then go into encoded (so sealed) attributes too: an
     exception's text can quote the content it choked on."""

@@ -28,21 +28,31 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from dreamkeeper.activities.dream_payloads import ProposedMerge, ProposeResult
 from dreamkeeper.activities.dream_prompts import (
     parse_consolidation,
     parse_preferences,
     parse_repair,
 )
-from dreamkeeper.activities.llm import (
-    MAX_FACTS_PER_REPLY,
-    LLMSettings,
-    MalformedLLMOutput,
-    parse_enrichment,
-)
-from dreamkeeper.activities.payloads import FactProposal
+from dreamkeeper.activities.llm import MAX_FACTS_PER_REPLY, MalformedLLMOutput, parse_enrichment
 from dreamkeeper.activities.preferences import transcript
 from dreamkeeper.activities.save import enrichment_result
+from dreamkeeper.core.dream_payloads import ProposedMerge, ProposeResult
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.payloads import FactProposal
+from dreamkeeper.core.settings import (
+    LLMSettings,
+    StoreSettings,
+    TemporalSettings,
+    embedding_settings,
+)
+from dreamkeeper.core.validation import (
+    validate_agent_id,
+    validate_category,
+    validate_content,
+    validate_metadata,
+    validate_tags,
+)
 from dreamkeeper.policies.consolidation import prune_candidates, review_merge
 from dreamkeeper.policies.dedup import Candidate, content_tokens
 from dreamkeeper.policies.gating import GateEntry, gate
@@ -54,24 +64,10 @@ from dreamkeeper.stores.dedup_save import save_fact
 from dreamkeeper.stores.entry_files import entry_parts
 from dreamkeeper.stores.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry
-from dreamkeeper.stores.validation import (
-    InvalidInput,
-    validate_agent_id,
-    validate_category,
-    validate_content,
-    validate_metadata,
-    validate_tags,
-)
 from dreamkeeper.stores.vocabulary import FILE_NAME as VOCABULARY_FILE
 from dreamkeeper.stores.vocabulary import load_vocabulary
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
 from dreamkeeper.worker import cli
-from dreamkeeper.worker.settings import (
-    StoreSettings,
-    TemporalSettings,
-    embedding_settings,
-)
 
 AGENT = "a1"
 OTHER_AGENT = "b2"

@@ -39,10 +39,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.stores.memory_store import EMBEDDINGS_DIR, FileMemoryStore
-from dreamkeeper.stores.models import MemoryEntry, content_fingerprint
 from dreamkeeper.workflows.save import derived_id
 
 _ENRICHED = re.compile(r"^enriched into \[([0-9a-f, ]*)\]$")
@@ -339,6 +339,22 @@ def _ids(text: str) -> list[str]:
     return _ID_LIST.findall(text)
 
 
+def void_writes(records: list[dict]) -> frozenset[int]:
+    """Indexes of journaled writes whose file never landed: each `repaired` record voids
+    the latest earlier record of the same entry and revision (a retry may then journal
+    that revision again, for real)."""
+    latest: dict[tuple[str, object], int] = {}
+    void: set[int] = set()
+    for index, record in enumerate(records):
+        key = (record.get("id", ""), record.get("rev"))
+        if record.get("action") == "repaired":
+            if key in latest:
+                void.add(latest.pop(key))
+        else:
+            latest[key] = index
+    return frozenset(void)
+
+
 def check_applied_twice(
     audit: StoreAudit, records: list[dict], entries: dict[str, MemoryEntry], ops_dir: Path
 ) -> None:
@@ -347,8 +363,13 @@ def check_applied_twice(
     merge_sources: dict[str, list[str]] = {}
     reinforcing: dict[str, set[str]] = defaultdict(set)  # id -> distinct op keys
     folded: dict[str, set[tuple[str, ...]]] = defaultdict(set)  # survivor -> copy groups
-    for record in records:
+    # A write journaled ahead whose file never landed (the process died in between) is
+    # void: the next writer's `repaired` record names its revision. Not an application.
+    void = void_writes(records)
+    for index, record in enumerate(records):
         eid, action, reason = record["id"], record.get("action"), record.get("reason") or ""
+        if index in void:
+            continue
         if action == "created":
             created.add(eid)
         if action in COUNTING_ACTIONS and OP_REASON.match(reason):

