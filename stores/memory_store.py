@@ -618,32 +618,54 @@ class FileMemoryStore:
         explicit id is idempotent as in `create`."""
         at = as_utc(now) if now is not None else self.now()
         items = list(items)
-        given = [item.entry_id is not None for item in items]
         wanted = [_new_entry(item, at) for item in items]
-        out: list[MemoryEntry] = []
+        fresh_ids = {e.id for e, item in zip(wanted, items, strict=True) if item.entry_id is None}
+        report = self._bulk_write(wanted, reason=None, redraw=fresh_ids, strict=True)
+        return report.entries
+
+    def import_entries(self, entries: Iterable[MemoryEntry]) -> BulkReport:
+        """Bring whole entries in as they are — ids, times, counts, archive state — on
+        `create_many`'s bulk path: idempotent by id (an entry already here with the same
+        content is left as it is), an id here with other content is a conflict, reported
+        and left alone. Every entry is validated before anything is written."""
+        wanted = [_imported(entry) for entry in entries]
+        return self._bulk_write(wanted, reason="imported", redraw=set(), strict=False)
+
+    def _bulk_write(
+        self, wanted: list[MemoryEntry], *, reason: str | None, redraw: set[str], strict: bool
+    ) -> BulkReport:
+        """One lock hold; per chunk a journal batch, the files, one sync (see `_commit`).
+        `redraw`: ids the store chose, drawn again if taken. `strict`: a conflict raises."""
+        report = BulkReport()
         with self.writing():
             taken: set[str] = set()
             for start in range(0, len(wanted), BULK_CHUNK):
                 changes: list[_Change] = []
-                for position, entry in enumerate(wanted[start : start + BULK_CHUNK], start):
-                    while not given[position] and (entry.id in self._entries or entry.id in taken):
-                        entry = entry.model_copy(update={"id": new_entry_id()})
+                for entry in wanted[start : start + BULK_CHUNK]:
+                    if entry.id in redraw:
+                        while entry.id in self._entries or entry.id in taken:
+                            entry = entry.model_copy(update={"id": new_entry_id()})
                     if entry.id in taken:
                         raise StoreConflict(f"memory {entry.id} is given twice")
                     taken.add(entry.id)
                     existing = self._fresh(entry.id)
                     if existing is not None:
-                        if existing.content != entry.content:
+                        if existing.content == entry.content:
+                            report.entries.append(existing)
+                            report.unchanged.append(existing.id)
+                        elif strict:
                             raise StoreConflict(f"memory {entry.id} already exists with other content")
-                        out.append(existing)
+                        else:
+                            report.conflicts.append(entry.id)
                         continue
                     written = entry.model_copy(update={"revision": 1})
                     parts = entry_parts(written.id, written.category)
-                    changes.append(_Change(written, JournalAction.CREATED, None, None, parts))
-                    out.append(written)
+                    changes.append(_Change(written, JournalAction.CREATED, reason, None, parts))
+                    report.entries.append(written)
+                    report.created.append(written.id)
                 if changes:
                     self._commit(changes)
-        return out
+        return report
 
     def put(
         self,
@@ -884,6 +906,26 @@ class FileMemoryStore:
 
 
 BULK_CHUNK = 1_000
+
+
+@dataclass
+class BulkReport:
+    entries: list[MemoryEntry] = field(default_factory=list)  # as they are now, in order
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # already here, same content
+    conflicts: list[str] = field(default_factory=list)  # already here, other content
+
+
+def _imported(entry: MemoryEntry) -> MemoryEntry:
+    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
+    (revision, applied ops) is this store's own, so it starts afresh."""
+    validate_entry_id(entry.id)
+    validate_content(entry.content)
+    validate_category(entry.category)
+    validate_tags(entry.tags)
+    validate_metadata(entry.metadata)
+    validate_importance(entry.importance_score)
+    return entry.model_copy(update={"revision": 0, "applied_ops": {}})
 
 
 @dataclass(frozen=True)

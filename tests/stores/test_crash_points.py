@@ -293,3 +293,23 @@ def test_create_many_crashed_mid_batch_is_repaired_and_retried(tmp_path, how, po
     assert len(done) == 40 and len(_open(tmp_path).entries()) == 40
     _agree(reader, tmp_path)
     _consistent(tmp_path)
+
+
+def test_import_entries_keeps_every_field_and_is_idempotent(tmp_path):
+    source = _open(tmp_path / "a")
+    made = source.create_many(_notes(50))
+    source.archive(made[0].id, "deleted by agent tool")
+    exported = source.entries(include_archived=True)
+    target = FileMemoryStore(tmp_path / "b", AGENT)
+    first = target.import_entries(exported)
+    assert len(first.created) == 50 and first.conflicts == []
+    again = target.import_entries(exported)
+    assert again.created == [] and len(again.unchanged) == 50
+    mine = {e.id: e for e in FileMemoryStore(tmp_path / "b", AGENT).entries(include_archived=True)}
+    for entry in exported:
+        kept = mine[entry.id]
+        assert kept.model_dump(exclude={"revision", "applied_ops"}) == entry.model_dump(
+            exclude={"revision", "applied_ops"}
+        )
+    clash = exported[1].model_copy(update={"content": "something else entirely"})
+    assert target.import_entries([clash]).conflicts == [clash.id]
