@@ -41,8 +41,9 @@ class EntryActivities:
 
     @activity.defn(name="update_memory_importance")
     def update_memory_importance(self, inp: EntryOpInput) -> EntryOpResult:
-        if inp.importance is None:
+        importance = inp.importance
+        if importance is None:
             raise ApplicationError(
                 "importance is required", type="InvalidInput", non_retryable=True
             )
-        return self._run(inp, lambda s: s.update_importance(inp.entry_id, inp.importance))
+        return self._run(inp, lambda s: s.update_importance(inp.entry_id, importance))

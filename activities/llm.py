@@ -81,7 +81,7 @@ async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:
         raise MalformedLLMOutput(f"the completion is larger than {MAX_HTTP_BODY_BYTES} bytes")
     try:
         raw = safe_json.loads(data, max_bytes=MAX_HTTP_BODY_BYTES, max_depth=MAX_REPLY_DEPTH)
-        content = raw["choices"][0]["message"]["content"]  # type: ignore[index]
+        content = raw["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):  # UnsafeJSON is a ValueError
         raise MalformedLLMOutput("not an OpenAI-style chat completion") from None
     if not isinstance(content, str):

@@ -27,7 +27,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.core.errors import DreamkeeperError, StoreUnwritable
-from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
 
@@ -68,7 +68,7 @@ class StoreRegistry:
     def __init__(
         self,
         data_dir: Path,
-        embeddings: EmbeddingClient | None = None,
+        embeddings: Embedder | None = None,
         identity: StoreIdentity | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)

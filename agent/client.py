@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio.client import (
     Client,
@@ -54,7 +55,7 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.embedding_client import EmbeddingClient, embedding_client
+from dreamkeeper.stores.embedding_client import Embedder, embedding_client
 from dreamkeeper.stores.identity import StoreIdentity, read_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
@@ -78,9 +79,9 @@ def entry_id_for(agent_id: str, idempotency_key: str) -> str:
     return hashlib.sha256(f"{agent_id}\n{idempotency_key}".encode()).hexdigest()[:12]
 
 
-def _application_error(exc: BaseException) -> ApplicationError | None:
+def _application_error(exc: BaseException | None) -> ApplicationError | None:
     """The ApplicationError at the root of a workflow, update or activity failure."""
-    seen = exc
+    seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, ApplicationError):
             return seen
@@ -92,7 +93,7 @@ def _application_error(exc: BaseException) -> ApplicationError | None:
     return None
 
 
-def _as_dreamkeeper_error(exc: BaseException) -> Exception:
+def _as_dreamkeeper_error(exc: Exception) -> Exception:
     """A failure from a workflow as the error a `--direct` call would have raised."""
     app = _application_error(exc)
     if app is not None and (mapped := error_for(app.type, app.message)) is not None:
@@ -121,7 +122,7 @@ class MemoryClient:
         client: Client,
         store: StoreSettings,
         task_queue: str,
-        embeddings: EmbeddingClient | None = None,
+        embeddings: Embedder | None = None,
         *,
         save_timeout: float = DEFAULT_SAVE_TIMEOUT,
     ) -> None:
@@ -302,7 +303,7 @@ class MemoryClient:
             left = deadline - loop.time()
             if left <= 0:
                 raise self._queued(inp)
-            start = WithStartWorkflowOperation(
+            start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
                 names.SAVE_MEMORY, inp, id=names.save_workflow_id(inp.agent_id, inp.entry_id),
                 result_type=SaveResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -340,14 +341,17 @@ class MemoryClient:
             f"call again with entry_id={inp.entry_id!r} to wait"
         )
 
-    async def run_dream(self, agent_id: str, *, wait: bool = True) -> DreamResult | WorkflowHandle:
+    async def start_dream(self, agent_id: str) -> WorkflowHandle[Any, DreamResult]:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
-        handle = await self.client.start_workflow(
+        return await self.client.start_workflow(
             names.DREAM, DreamInput(agent_id=agent_id, store_id=self.store_id),
             id=names.dream_workflow_id(agent_id), task_queue=self.task_queue, result_type=DreamResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",
             search_attributes=tagged(agent_id, "dream"), execution_timeout=names.DREAM_TIMEOUT,
         )  # fmt: skip
-        return await handle.result() if wait else handle
+
+    async def run_dream(self, agent_id: str) -> DreamResult:
+        """Run (or join) the agent's dream cycle and wait for its result."""
+        return await (await self.start_dream(agent_id)).result()

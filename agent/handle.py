@@ -79,6 +79,4 @@ class AgentMemory:
         return await self.client.update_memory_importance(self.agent_id, entry_id, importance)
 
     async def dream(self) -> DreamResult:
-        result = await self.client.run_dream(self.agent_id)
-        assert isinstance(result, DreamResult)
-        return result
+        return await self.client.run_dream(self.agent_id)

@@ -376,7 +376,7 @@ class MemoryTools:
             if total > len(shown):
                 head += f" (showing {len(shown)} of {total}; narrow it with a namespace or query)"
             return "\n".join([head, *lines])
-        hits = []
+        hits: list[tuple[WorkingEntry, float]] = []
         for prefix in scopes:
             hits += self.working.search(query, prefix, category=category, tags=tags)
         hits.sort(key=lambda h: (-h[1], h[0].key))

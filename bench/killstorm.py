@@ -22,7 +22,7 @@ Meanwhile this process, through dreamkeeper's `MemoryClient`, saves `--saves` no
 duplicates of earlier ones; status chatter), paced so the saves span the kills, each
 retried the way a careful caller would (same content; the same entry id too when
 `save_memory` accepts an `entry_id` keyword), and starts every agent's dream with
-`run_dream(agent, wait=False)` every `--dream-every` seconds. A save is acknowledged when
+`start_dream(agent)` every `--dream-every` seconds. A save is acknowledged when
 `save_memory` returned an id.
 
 After the last kill it waits (at most `--drain-cap` seconds) until no workflow is
@@ -344,7 +344,7 @@ async def dream_loop(memory: MemoryClient, agent: str, storm: Storm, every: floa
     await asyncio.sleep(every * random.random())
     while not storm.over.is_set():
         try:
-            handle = await memory.run_dream(agent, wait=False)
+            handle = await memory.start_dream(agent)
             storm.dream_runs.add((handle.id, handle.result_run_id or handle.run_id or ""))
         except Exception as exc:
             storm.dream_errors[type(exc).__name__] += 1

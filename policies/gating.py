@@ -186,8 +186,8 @@ def gate(
     try:
         found = clusters(entries)
     except Exception as exc:  # noqa: BLE001 — degrade to unreviewed-only, never widen
-        singles = tuple((i,) for i in sorted(changed))
-        kept = _cap(singles, max_eligible)
+        unreviewed = tuple((i,) for i in sorted(changed))
+        kept = _cap(unreviewed, max_eligible)
         return Gate(
             groups=kept, merge_only=frozenset(), clusters=(), total=len(entries),
             withheld=len(entries) - len(changed), deferred=len(changed) - _size(kept),
@@ -209,7 +209,7 @@ def gate(
     due.sort()
     reopened = [members for _, members in due[:max_reopen]]
     in_clusters = {m for c in open_clusters + reopened for m in c}
-    singles = [(i,) for i in sorted(changed - in_clusters)]
+    singles: list[tuple[str, ...]] = [(i,) for i in sorted(changed - in_clusters)]
     groups = tuple(open_clusters) + tuple(reopened) + tuple(singles)
     kept = _cap(groups, max_eligible)
     kept_ids = {i for g in kept for i in g}
@@ -232,7 +232,8 @@ def _size(groups: Sequence[tuple[str, ...]]) -> int:
 
 def _cap(groups: Sequence[tuple[str, ...]], limit: int) -> tuple[tuple[str, ...], ...]:
     """Whole groups while they fit; the first group always (a cluster is never split)."""
-    kept, size = [], 0
+    kept: list[tuple[str, ...]] = []
+    size = 0
     for g in groups:
         if kept and size + len(g) > limit:
             continue

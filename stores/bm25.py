@@ -202,7 +202,7 @@ class _Grow:
     """A numpy array with amortised appends."""
 
     def __init__(self, dtype: type) -> None:
-        self._data = np.zeros(64, dtype=dtype)
+        self._data: np.ndarray = np.zeros(64, dtype=dtype)
         self.size = 0
 
     def append(self, value: float) -> int:
@@ -241,6 +241,9 @@ class BM25Index:
     """
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self._slot_of: dict[str, int] = {}
         self._key_of: list[str | None] = []
         # Token ids, not strings: a tuple of fresh strings per document was a third of the
@@ -392,7 +395,7 @@ class BM25Index:
             for slot, (key, toks) in enumerate(zip(self._key_of, self._tokens_of, strict=True))
             if key is not None and toks is not None
         ]
-        self.__init__()
+        self._reset()  # renumbers every slot: the generation moves on, caches refresh
         for key, toks, live, weight, group in survivors:
             self.put(key, toks, archived=not live, weight=float(weight), group=int(group))
 

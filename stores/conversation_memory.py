@@ -153,7 +153,7 @@ class ConversationMemory:
         self._idle = idle
         self._max_retained = max_retained
         self._max_archived = max_archived
-        self._sessions: dict[str, tuple[tuple, _SessionFile | None]] = {}
+        self._sessions: dict[str, tuple[tuple[int, int, int] | None, _SessionFile | None]] = {}
         self._archives: dict[str, _ArchiveCache] = {}
 
     def now(self) -> datetime:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.embedding_client import BATCH_SIZE, EmbeddingClient
+from dreamkeeper.stores.embedding_client import BATCH_SIZE, Embedder
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors import read_vector
 
@@ -32,7 +32,7 @@ class EmbedReport:
 
 def embed_entries(
     store: FileMemoryStore,
-    client: EmbeddingClient,
+    client: Embedder,
     ids: Iterable[str] | None = None,
     *,
     limit: int = DEFAULT_LIMIT,

@@ -36,7 +36,8 @@ Parts = tuple[str, ...]
 
 def entry_parts(entry_id: str, category: str | None) -> Parts:
     validate_entry_id(entry_id)
-    segments = () if category is None else tuple(validate_category(category).split("/"))
+    segments = () if category is None else tuple(category.split("/"))
+    validate_category(category)
     return (MEMORY, *segments, f"{entry_id}.json")
 
 

@@ -39,7 +39,8 @@ Parts = Sequence[str]
 def _find_syncfs() -> Callable[[int], int] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.syncfs  # type: ignore[no-any-return]
+        syncfs: Callable[[int], int] = libc.syncfs
+        return syncfs
     except (OSError, AttributeError):
         return None
 
@@ -148,10 +149,10 @@ class AgentFiles:
         """`write` for many files, opening each directory once (in the order given)."""
         by_directory: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
         for parts, data in files:
-            *dirs, name = parts
-            by_directory.setdefault(tuple(dirs), []).append((check_component(name), data))
-        for dirs, named in by_directory.items():
-            with self.directory(dirs, create=True) as dfd:
+            *folders, name = parts
+            by_directory.setdefault(tuple(folders), []).append((check_component(name), data))
+        for directory, named in by_directory.items():
+            with self.directory(directory, create=True) as dfd:
                 assert dfd is not None
                 for name, data in named:
                     _replace_at(dfd, name, data, durable=durable)
@@ -253,6 +254,7 @@ class AgentFiles:
         ) as dfd:
             if sfd is None:
                 raise FileNotFoundError(self.path(*src))
+            assert dfd is not None  # created
             os.replace(check_component(src[-1]), check_component(dst[-1]),
                        src_dir_fd=sfd, dst_dir_fd=dfd)  # fmt: skip
             os.fsync(dfd)

@@ -56,7 +56,7 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
-from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.entry_files import (
     EMBEDDINGS_DIR,
     MEMORY,
@@ -142,7 +142,7 @@ class FileMemoryStore:
         agent_id: str,
         *,
         clock: Callable[[], datetime] = utc_now,
-        embeddings: EmbeddingClient | None = None,
+        embeddings: Embedder | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.files = AgentFiles(data_dir, agent_id)

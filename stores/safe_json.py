@@ -24,6 +24,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_DEPTH = 32  # our own files nest at most 4 deep
 
@@ -86,7 +87,7 @@ def _check_strings(value: object) -> None:
 
 def loads(
     data: str | bytes | bytearray, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH
-) -> object:
+) -> Any:  # a JSON value: callers check its shape
     """The JSON value in `data`, or `UnsafeJSON` saying why not."""
     if isinstance(data, str):
         if len(data) > max_bytes:  # a character is at least one byte
@@ -156,7 +157,7 @@ def read_regular(path: Path | str, max_bytes: int, *, offset: int = 0) -> bytes:
         os.close(fd)
 
 
-def load_file(path: Path | str, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH) -> object:
+def load_file(path: Path | str, *, max_bytes: int, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """`loads` of a plain file (see `read_regular`): FileNotFoundError, NotRegularFile
     (an OSError) or UnsafeJSON."""
     return loads(read_regular(path, max_bytes), max_bytes=max_bytes, max_depth=max_depth)

@@ -350,9 +350,9 @@ def _hybrid_hits(
         kth = np.partition(fused, slots.size - limit)[slots.size - limit]
         keep = fused * _BOOST_SPREAD >= kth
         slots, fused = slots[keep], fused[keep]
-    entries = [store.cached(index.key_at(s)) for s in slots.tolist()]  # type: ignore[arg-type]
+    entries = [store.cached(key) if (key := index.key_at(s)) else None for s in slots.tolist()]
     present = [i for i, e in enumerate(entries) if e is not None]
-    kept = [entries[i] for i in present]
+    kept = [e for e in entries if e is not None]
     importance = np.array([e.importance_score for e in kept])
     last_seen = np.array([e.last_seen_at.timestamp() for e in kept])
     final = fused[present] * boosts(len(kept), importance=importance, last_seen=last_seen,

@@ -213,7 +213,7 @@ class EntryVectors:
                 vector = read_vector(
                     self.directory, entry_id, entry.fingerprint, self.model_key, dim
                 )
-            if vector is None:
+            if vector is None or entry is None:
                 self._index.remove(entry_id)
             else:
                 self._index.put(entry_id, vector, live=not entry.is_archived)

@@ -55,8 +55,8 @@ def load_vocabulary(agent_root: Path) -> LoadedVocabulary:
         loaded = _fallback(path, f"cannot be parsed ({exc})")
     else:
         problem = _problem(raw)
-        if problem:
-            loaded = _fallback(path, problem)
+        if problem or not isinstance(raw, dict):
+            loaded = _fallback(path, problem or "is not a JSON object")
         else:
             loaded = LoadedVocabulary(
                 Vocabulary.build(

@@ -21,6 +21,7 @@ on the stored time; there is no importance).
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
 from dreamkeeper.stores.fusion import fuse
 from dreamkeeper.stores.working_vectors import WorkingVectors
@@ -167,7 +168,7 @@ class WorkingMemoryStore:
         agent_id: str,
         *,
         clock: Callable[[], datetime] = utc_now,
-        embeddings: EmbeddingClient | None = None,
+        embeddings: Embedder | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.agent_root = Path(data_dir) / "agents" / agent_id
@@ -291,7 +292,7 @@ class WorkingMemoryStore:
         prefix: str | None = None,
         *,
         category: str | None = None,
-        tags: list[str] | None = None,
+        tags: builtins.list[str] | None = None,
         cap: int = LIST_CAP,
     ) -> Listing:
         """Live entries under `prefix`, most recently stored first, at most `cap`."""
@@ -308,9 +309,9 @@ class WorkingMemoryStore:
         prefix: str | None = None,
         *,
         category: str | None = None,
-        tags: list[str] | None = None,
+        tags: builtins.list[str] | None = None,
         limit: int = SEARCH_LIMIT,
-    ) -> list[tuple[WorkingEntry, float]]:
+    ) -> builtins.list[tuple[WorkingEntry, float]]:
         """BM25 over key, category, tags and value of live entries under `prefix`."""
         if prefix is not None:
             prefix = validate_key(prefix)
@@ -368,7 +369,7 @@ class WorkingMemoryStore:
         ttl: timedelta | None = None,
         background: bool = False,
         category: str | None = None,
-        tags: list[str] | None = None,
+        tags: builtins.list[str] | None = None,
     ) -> WorkingEntry:
         """Store `value` under `key` in the caller's `namespace`: a plain key is placed
         in it, a full key must already be in it. The namespace's 51st live entry is
@@ -386,7 +387,7 @@ class WorkingMemoryStore:
             )
         return self._put(full, value, resolve_ttl(ttl, background=background), category, tags)
 
-    def put_stash(self, key: str, value: str, *, ttl: timedelta, tags: list[str]) -> WorkingEntry:
+    def put_stash(self, key: str, value: str, *, ttl: timedelta, tags: builtins.list[str]) -> WorkingEntry:
         """The tool-result stash's own write (see `agent.stash`): when its namespace is
         full, the oldest stashed result makes room — a stash never refuses the loop."""
         key = validate_key(key)
@@ -433,7 +434,7 @@ class WorkingMemoryStore:
                     self._write(segment, kept)
         return removed
 
-    def _segments_under(self, prefix: str | None) -> list[str]:
+    def _segments_under(self, prefix: str | None) -> builtins.list[str]:
         if prefix is None:
             return list(self._segments)
         root = prefix.split("/", 1)[0]
@@ -463,7 +464,7 @@ class WorkingMemoryStore:
         value: str,
         ttl: timedelta,
         category: str | None,
-        tags: list[str] | None,
+        tags: builtins.list[str] | None,
         *,
         evict_oldest: bool = False,
     ) -> WorkingEntry:
@@ -559,7 +560,7 @@ def _check_loaded(entry: WorkingEntry, segment: str) -> None:
     validate_tags(entry.tags)
 
 
-def _matches(entry: WorkingEntry, category: str | None, tags: list[str] | None) -> bool:
+def _matches(entry: WorkingEntry, category: str | None, tags: builtins.list[str] | None) -> bool:
     """Category: a whole-segment prefix, as in long-term search. Tags: every one."""
     if category and not category_matches(entry.category, category):
         return False

@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from dreamkeeper.core.models import content_fingerprint
-from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.files import unlink_within
 from dreamkeeper.stores.vectors import read_vector, unit, vector_path, write_vector
 
@@ -31,7 +31,7 @@ def vector_name(key: str) -> str:
 
 class WorkingVectors:
     def __init__(
-        self, directory: Path, client: EmbeddingClient, *, within: Path | None = None
+        self, directory: Path, client: Embedder, *, within: Path | None = None
     ) -> None:
         self.directory = directory
         self.within = within  # the agent's directory: no link below it is followed

@@ -67,8 +67,8 @@ def make_server(
     port: int = DEFAULT_PORT,
     settings: CodecServerSettings | None = None,
 ) -> ThreadingHTTPServer:
-    settings = settings or CodecServerSettings()
-    expected = f"Bearer {settings.token}".encode() if settings.token else None
+    chosen = settings or CodecServerSettings()
+    expected = f"Bearer {chosen.token}".encode() if chosen.token else None
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, fmt: str, *args) -> None:
@@ -76,7 +76,7 @@ def make_server(
 
         def _cors(self) -> None:
             origin = self.headers.get("Origin")
-            if origin and origin in settings.origins:
+            if origin and origin in chosen.origins:
                 self.send_header("Access-Control-Allow-Origin", origin)
                 self.send_header("Access-Control-Allow-Credentials", "true")
                 self.send_header("Vary", "Origin")
@@ -99,7 +99,7 @@ def make_server(
 
         def do_OPTIONS(self) -> None:  # noqa: N802 - the CORS preflight
             origin = self.headers.get("Origin")
-            if origin not in settings.origins:
+            if origin not in chosen.origins:
                 self._error(403, f"origin {origin!r} is not allowed (set {CORS_ENV})")
                 return
             self.send_response(204)

@@ -10,9 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -85,7 +86,7 @@ def _stop_on_signals() -> asyncio.Event:
 async def run_worker(
     store: StoreSettings,
     temporal: TemporalSettings,
-    on_ready: Callable[[Client], Awaitable[None]] | None = None,
+    on_ready: Callable[[Client], Coroutine[Any, Any, None]] | None = None,
     *,
     reclaim: bool = False,
 ) -> None:
@@ -115,7 +116,7 @@ async def run_worker(
                 "worker on %s namespace %s task queue %s, data in %s",
                 temporal.address, temporal.namespace, temporal.task_queue, store.data_dir,
             )  # fmt: skip
-            tour = None
+            tour: asyncio.Task[None] | None = None
             if on_ready is not None:
                 tour = asyncio.create_task(on_ready(client))
                 tour.add_done_callback(_report_failure)

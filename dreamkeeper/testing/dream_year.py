@@ -203,7 +203,7 @@ async def run_year(
         baseline = prompt_tokens(consolidation_messages(live_before, [], []))
         result: DreamResult = await client.execute_workflow(
             Dream.run, DreamInput(agent_id=AGENT, as_of=as_of),
-            id=f"dream-{AGENT}-{cycle}", task_queue=queue, result_type=DreamResult,
+            id=f"dream-{AGENT}-{cycle}", task_queue=queue,
         )  # fmt: skip
         c = result.consolidation
         snapshot(store, tracked, as_of, report)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import io
 import json
 import os
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -239,10 +241,10 @@ class Outcome:
 class Surface:
     name: str
     strategy: st.SearchStrategy
-    run: Callable[[Sandbox, object], bool]
+    run: Callable[[Sandbox, Any], bool]  # the example's type is the strategy's
     needs_disk: bool = True
     # The agent directory a run may write (the CLI may address another valid agent).
-    agent_of: Callable[[object], str] = lambda example: AGENT
+    agent_of: Callable[[Any], str] = lambda example: AGENT
 
 
 def check(surface: Surface, example: object) -> Outcome:
@@ -534,12 +536,13 @@ def run_entry_files(sandbox: Sandbox, plants) -> bool:
     _try_write(lambda: store.create("Another note.", category="people/colleagues", now=T0))
     for entry_id, entry in sorted(loaded.items()):
         if entry.is_archived:
-            _try_write(lambda i=entry_id: store.restore(i, force=True))
+            _try_write(functools.partial(store.restore, entry_id, force=True))
         else:
-            _try_write(lambda i=entry_id: store.archive(i, "fuzz", now=T0))
-        _try_write(lambda e=entry: save_fact(
-            store, Candidate(e.content, e.category, tuple(f"n{n}" for n in range(32))),
-            new_id="bbbbbbbbbbb1", op_id=f"fuzz-{e.id}"))
+            _try_write(functools.partial(store.archive, entry_id, "fuzz", now=T0))
+        _try_write(functools.partial(
+            save_fact, store, Candidate(entry.content, entry.category,
+                                        tuple(f"n{n}" for n in range(32))),
+            new_id="bbbbbbbbbbb1", op_id=f"fuzz-{entry.id}"))
     _try_write(lambda: store.purge(timedelta(days=1), now=T0 + timedelta(days=3650)))
     return set(loaded) == set(seeded)  # nothing planted was taken in
 

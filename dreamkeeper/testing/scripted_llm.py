@@ -45,6 +45,7 @@ class ScriptedLLM:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
+                reply: Reply | None
                 if script.replies:
                     reply = script.replies.pop(0)
                 elif script.responder is not None:
@@ -55,7 +56,7 @@ class ScriptedLLM:
                     reply = Reply("no scripted reply left", status=500)
                 if reply.hold is not None:
                     reply.hold.wait(timeout=60)
-                message = {"role": "assistant", "content": reply.content}
+                message: dict[str, object] = {"role": "assistant", "content": reply.content}
                 if reply.tool_calls:
                     message["tool_calls"] = reply.tool_calls
                 payload = (
