@@ -15,6 +15,8 @@ from dreamkeeper.stores.identity import ensure_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.worker.claim import claim_task_queue
 
+pytestmark = pytest.mark.slow  # a CLI process per call
+
 DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
 
 

@@ -10,11 +10,15 @@ import signal
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.workflows.subprocess_worker import spawn_worker
+
+pytestmark = pytest.mark.slow  # kills a worker process and waits for failover
 
 AS_OF = datetime(2026, 7, 1, tzinfo=UTC)
 MERGED = "Duane and Trish Roberts run PWOP Productions in Las Vegas since 2014."

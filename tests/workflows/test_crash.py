@@ -8,6 +8,8 @@ import signal
 import threading
 import uuid
 
+import pytest
+
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
@@ -16,6 +18,8 @@ from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from tests.workflows.subprocess_worker import spawn_worker
 from tests.workflows.test_save import FACTS, ORIGINAL
+
+pytestmark = pytest.mark.slow  # kills a worker process and waits for failover
 
 
 async def test_worker_killed_during_enrichment_a_new_worker_completes_the_save(

@@ -7,11 +7,15 @@ from __future__ import annotations
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from dreamkeeper.core.settings import LLMSettings, StoreSettings
 from dreamkeeper.testing.adversary import Adversary
 from dreamkeeper.testing.dream_year import run_year
 from dreamkeeper.testing.scripted_llm import ScriptedLLM
 from dreamkeeper.worker.temporal_worker import build_worker
+
+pytestmark = pytest.mark.slow  # twenty dream cycles
 
 
 async def test_twenty_dream_cycles_against_an_adversarial_llm_lose_nothing(temporal_env, tmp_path):

@@ -93,6 +93,7 @@ async def test_a_dream_fold_during_enrichment_leaves_the_memory_live(temporal_en
     assert after.get(ack.entry_id).retired_into == [result.replacements[0].entry_id]
 
 
+@pytest.mark.slow  # waits out a heartbeat timeout
 async def test_a_killed_worker_s_dream_step_resumes_after_a_heartbeat_timeout(
     temporal_env, tmp_path
 ):

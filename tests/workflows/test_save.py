@@ -97,6 +97,7 @@ async def test_malformed_llm_output_is_not_retried_and_leaves_the_original(memor
     assert not original.is_archived and "not JSON" in original.metadata["enrichment"]
 
 
+@pytest.mark.slow  # waits out retry backoff
 async def test_llm_down_then_up_is_retried_then_succeeds(memory, llm):
     agent = _agent()
     llm.replies += [Reply("busy", status=503), Reply("busy", status=503), Reply(json.dumps(FACTS))]
