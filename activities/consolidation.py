@@ -116,8 +116,10 @@ class ConsolidationActivities:
         if result.groups:
             activity.logger.info(
                 "consolidation %s: folded %d exact duplicate(s) in %d group(s)",
-                inp.agent_id, len(result.archived), result.groups,
-            )  # fmt: skip
+                inp.agent_id,
+                len(result.archived),
+                result.groups,
+            )
         return result
 
     @staticmethod
@@ -130,14 +132,19 @@ class ConsolidationActivities:
             copies = [c for c in done.detail.split(",") if c]
         else:
             copies = list(fold.copies)
-            store.put(fold.survivor, action=JournalAction.MERGED, op=op,
-                      op_detail=",".join(copies),
-                      reason=f"folded {len(copies)} exact duplicate(s)")  # fmt: skip
+            store.put(
+                fold.survivor,
+                action=JournalAction.MERGED,
+                op=op,
+                op_detail=",".join(copies),
+                reason=f"folded {len(copies)} exact duplicate(s)",
+            )
         reason = merged_reason(fold.survivor.id)
         return [
-            copy for copy in copies
+            copy
+            for copy in copies
             if store.retire_into(copy, [fold.survivor.id], reason=reason, now=as_of).retired
-        ]  # fmt: skip
+        ]
 
     def _gate_entry(self, entry: MemoryEntry) -> GateEntry:
         cached = self._tokens.get(entry.id)
@@ -145,9 +152,12 @@ class ConsolidationActivities:
             cached = (entry.fingerprint, content_tokens(entry.content))
             self._tokens[entry.id] = cached
         return GateEntry(
-            entry.id, entry.category, entry.fingerprint, entry.consolidation_reviewed_hash,
+            entry.id,
+            entry.category,
+            entry.fingerprint,
+            entry.consolidation_reviewed_hash,
             cached[1],
-        )  # fmt: skip
+        )
 
     @activity.defn(name="gate_candidates")
     def gate_candidates(self, inp: GateInput) -> GateResult:
@@ -167,19 +177,22 @@ class ConsolidationActivities:
                 # Cosine where both have a vector, Jaccard otherwise; inside gate()'s
                 # fallback, so a failure here means unreviewed-only, never everything.
                 pairs = cosine_pairs(entries, vectors) if vectors else []
-                return near_duplicate_clusters(entries, extra_pairs=pairs,
-                                               embedded=frozenset(vectors))  # fmt: skip
+                return near_duplicate_clusters(
+                    entries, extra_pairs=pairs, embedded=frozenset(vectors)
+                )
 
-            decided = gate(live, settled, inp.as_of, max_eligible=inp.max_eligible,
-                           clusters=clusters)  # fmt: skip
+            decided = gate(
+                live, settled, inp.as_of, max_eligible=inp.max_eligible, clusters=clusters
+            )
             current = {r.key: r for r in decided.settled}
             if current.keys() != settled.keys():
                 state.save(current.values())  # forget clusters that no longer exist
         if decided.clustering_failed:
             activity.logger.warning(
                 "consolidation %s: clustering failed (%s); reviewing unreviewed entries only",
-                inp.agent_id, decided.clustering_failed,
-            )  # fmt: skip
+                inp.agent_id,
+                decided.clustering_failed,
+            )
         return GateResult(
             total=decided.total,
             groups=[list(g) for g in decided.groups],
@@ -203,12 +216,21 @@ class ConsolidationActivities:
             for check in inp.checks:
                 ids = check.merge.source_ids
                 review = review_merge(
-                    check.merge.content, ids, {i: store.get(i) for i in ids}, check.shown,
-                    vocabulary, high_value=self._floor.protects, max_sources=inp.max_sources,
-                )  # fmt: skip
-                reviews.append(MergeReviewPayload(verdict=str(review.verdict),
-                                                  missing=list(review.missing),
-                                                  reason=review.reason))  # fmt: skip
+                    check.merge.content,
+                    ids,
+                    {i: store.get(i) for i in ids},
+                    check.shown,
+                    vocabulary,
+                    high_value=self._floor.protects,
+                    max_sources=inp.max_sources,
+                )
+                reviews.append(
+                    MergeReviewPayload(
+                        verdict=str(review.verdict),
+                        missing=list(review.missing),
+                        reason=review.reason,
+                    )
+                )
         return ReviewResult(reviews=reviews)
 
     @activity.defn(name="save_merged_entry")
@@ -221,8 +243,11 @@ class ConsolidationActivities:
             for sid in merge.source_ids:
                 entry = store.get(sid)
                 if entry is None or entry.is_archived or entry.fingerprint != inp.check.shown[sid]:
-                    return SaveMergedResult(new_id=inp.new_id, persisted=False,
-                                            detail=f"source {sid} changed since it was shown")  # fmt: skip
+                    return SaveMergedResult(
+                        new_id=inp.new_id,
+                        persisted=False,
+                        detail=f"source {sid} changed since it was shown",
+                    )
                 sources.append(entry)
             proposal = MergeProposal(
                 content=merge.content,
@@ -233,8 +258,9 @@ class ConsolidationActivities:
             entry = merged_entry(inp.new_id, proposal, sources, inp.merged_at)
             # The merge is the review's own output: stamped, so it is not re-shown next cycle.
             entry = entry.model_copy(update={"consolidation_reviewed_hash": entry.fingerprint})
-            store.put(entry, action=JournalAction.MERGED,
-                      reason=f"merge of {sorted(merge.source_ids)}")  # fmt: skip
+            store.put(
+                entry, action=JournalAction.MERGED, reason=f"merge of {sorted(merge.source_ids)}"
+            )
         return SaveMergedResult(new_id=inp.new_id, persisted=True)
 
     @activity.defn(name="archive_merged_sources")
@@ -252,19 +278,30 @@ class ConsolidationActivities:
                 if not self._floor.protects(source):
                     return None
                 others = [Source(e.content, e.category) for e in siblings if e.id != source.id]
-                problems = context_problems(Source(source.content, source.category),
-                                            "\n\n".join(e.content for e in into),
-                                            others=others)  # fmt: skip
+                problems = context_problems(
+                    Source(source.content, source.category),
+                    "\n\n".join(e.content for e in into),
+                    others=others,
+                )
                 return "; ".join(problems) or None
 
             for sid, fingerprint in inp.expected.items():
-                done = store.retire_into(sid, [inp.replacement_id], reason=reason,
-                                         expected_fingerprint=fingerprint, now=inp.as_of,
-                                         check=in_context)  # fmt: skip
+                done = store.retire_into(
+                    sid,
+                    [inp.replacement_id],
+                    reason=reason,
+                    expected_fingerprint=fingerprint,
+                    now=inp.as_of,
+                    check=in_context,
+                )
                 (result.archived if done.retired else result.skipped).append(sid)
-        activity.logger.info("consolidation %s: retired %d source(s) into %s (%d kept)",
-                             inp.agent_id, len(result.archived), inp.replacement_id,
-                             len(result.skipped))  # fmt: skip
+        activity.logger.info(
+            "consolidation %s: retired %d source(s) into %s (%d kept)",
+            inp.agent_id,
+            len(result.archived),
+            inp.replacement_id,
+            len(result.skipped),
+        )
         return result
 
     @activity.defn(name="prune_ephemeral")
@@ -276,23 +313,35 @@ class ConsolidationActivities:
             for sid, fingerprint in inp.expected.items():
                 entry = store.get(sid)
                 if entry is not None and not entry.is_archived and self._floor.protects(entry):
-                    result.protected.append(ProtectedEntry(
-                        id=sid, category=entry.category, importance=entry.importance_score,
-                        reinforcement=entry.reinforcement_count,
-                    ))  # fmt: skip
+                    result.protected.append(
+                        ProtectedEntry(
+                            id=sid,
+                            category=entry.category,
+                            importance=entry.importance_score,
+                            reinforcement=entry.reinforcement_count,
+                        )
+                    )
                     activity.logger.info(
                         "refused to prune %s (%s, importance=%.2f, reinforced=%d×) — above "
-                        "the high-value floor", sid, entry.category, entry.importance_score,
+                        "the high-value floor",
+                        sid,
+                        entry.category,
+                        entry.importance_score,
                         entry.reinforcement_count,
-                    )  # fmt: skip
+                    )
                 elif len(result.archived) >= inp.max_archived:
                     result.deferred.append(sid)
                 elif _archive_if_unchanged(store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of):
                     result.archived.append(sid)
-                    activity.logger.info("archived %s (%s): %s", sid,
-                                         entry.category if entry else None, EPHEMERAL_REASON)  # fmt: skip
-                    activity.logger.debug("archived %s was: %r", sid,
-                                          entry.content[:200] if entry else "")  # fmt: skip
+                    activity.logger.info(
+                        "archived %s (%s): %s",
+                        sid,
+                        entry.category if entry else None,
+                        EPHEMERAL_REASON,
+                    )
+                    activity.logger.debug(
+                        "archived %s was: %r", sid, entry.content[:200] if entry else ""
+                    )
                 else:
                     result.skipped.append(sid)
         return result
@@ -306,14 +355,22 @@ class ConsolidationActivities:
                 if entry is None or entry.is_archived or entry.fingerprint != fingerprint:
                     continue  # changed since shown: it must be reviewed again
                 if entry.consolidation_reviewed_hash != fingerprint:
-                    store.put(entry.model_copy(update={"consolidation_reviewed_hash": fingerprint}),
-                              action=JournalAction.REVIEWED, reason="consolidation review")  # fmt: skip
+                    store.put(
+                        entry.model_copy(update={"consolidation_reviewed_hash": fingerprint}),
+                        action=JournalAction.REVIEWED,
+                        reason="consolidation review",
+                    )
                     stamped += 1
             if inp.merged_clusters or inp.declined_clusters:
                 state = ClusterState(store.root)
-                state.save(settle_clusters(state.load(), merged=inp.merged_clusters,
-                                           declined=inp.declined_clusters,
-                                           as_of=inp.as_of).values())  # fmt: skip
+                state.save(
+                    settle_clusters(
+                        state.load(),
+                        merged=inp.merged_clusters,
+                        declined=inp.declined_clusters,
+                        as_of=inp.as_of,
+                    ).values()
+                )
         return StampResult(stamped=stamped)
 
     # -- LLM steps ---------------------------------------------------------------------
@@ -325,10 +382,14 @@ class ConsolidationActivities:
                 shown = [e for e in (store.get(i) for i in inp.ids) if e and not e.is_archived]
                 wanted = set(inp.ids)
                 feedback = sorted(
-                    (e for e in store.entries()
-                     if e.top_level_category == "feedback" and e.id not in wanted),
-                    key=lambda e: e.last_seen_at, reverse=True,
-                )[:FEEDBACK_SHOWN]  # fmt: skip
+                    (
+                        e
+                        for e in store.entries()
+                        if e.top_level_category == "feedback" and e.id not in wanted
+                    ),
+                    key=lambda e: e.last_seen_at,
+                    reverse=True,
+                )[:FEEDBACK_SHOWN]
             return shown, feedback
 
         shown, feedback = await asyncio.to_thread(read)
@@ -350,7 +411,7 @@ class ConsolidationActivities:
                     importance=m.importance,
                 )
                 for m in reply.to_save
-            ],  # fmt: skip
+            ],
             prompt_tokens=prompt_tokens(messages),
         )
 

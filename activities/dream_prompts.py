@@ -212,5 +212,6 @@ def parse_preferences(text: str) -> PreferenceReply:
             kept.append(store_valid_preference(item))
         except InvalidInput:
             dropped += 1
-    return PreferenceReply(toSave=kept, dropped=dropped,
-                           ignored=max(0, len(items) - MAX_PREFERENCES))  # fmt: skip
+    return PreferenceReply(
+        toSave=kept, dropped=dropped, ignored=max(0, len(items) - MAX_PREFERENCES)
+    )

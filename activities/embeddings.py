@@ -28,18 +28,27 @@ class EmbeddingActivities:
             return EmbedResult(skipped=NOT_CONFIGURED)
         with self._stores.using(inp.agent_id) as store:
             report = embed_entries(
-                store, client, inp.ids, limit=inp.limit,
+                store,
+                client,
+                inp.ids,
+                limit=inp.limit,
                 on_batch=lambda done, total: activity.heartbeat(f"{done}/{total} embedded"),
-            )  # fmt: skip
+            )
         if report.skipped is not None:
             raise ApplicationError(report.skipped, type="EmbeddingsUnavailable")
         if report.embedded or report.failed:
             activity.logger.info(
                 "embeddings %s: %d embedded, %d failed, %d fresh, %d remaining",
-                inp.agent_id, len(report.embedded), len(report.failed), report.fresh,
+                inp.agent_id,
+                len(report.embedded),
+                len(report.failed),
+                report.fresh,
                 report.remaining,
-            )  # fmt: skip
+            )
         return EmbedResult(
-            embedded=len(report.embedded), failed=len(report.failed), fresh=report.fresh,
-            remaining=report.remaining, dim=report.dim,
-        )  # fmt: skip
+            embedded=len(report.embedded),
+            failed=len(report.failed),
+            fresh=report.fresh,
+            remaining=report.remaining,
+            dim=report.dim,
+        )

@@ -57,8 +57,6 @@ class LLMUnavailable(Exception):
     """5xx or connection trouble: retryable."""
 
 
-
-
 async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:
     if not settings.base_url:
         raise LLMRejected("no LLM configured")
@@ -168,8 +166,7 @@ def parse_json_reply(text: str, what: str) -> object:
     if len(text) > MAX_REPLY_BYTES:  # before any scan of it
         raise MalformedLLMOutput(f"{what} reply is longer than {MAX_REPLY_BYTES} bytes")
     try:
-        return safe_json.loads(unfence(text), max_bytes=MAX_REPLY_BYTES,
-                               max_depth=MAX_REPLY_DEPTH)  # fmt: skip
+        return safe_json.loads(unfence(text), max_bytes=MAX_REPLY_BYTES, max_depth=MAX_REPLY_DEPTH)
     except safe_json.UnsafeJSON as exc:
         raise MalformedLLMOutput(f"{what} reply is not usable JSON: {exc}") from None
 
@@ -227,11 +224,13 @@ def store_valid_fact(item: object) -> EnrichedFact:
         category = validate_category(fact.category) if fact.category else None
     except InvalidInput:
         category = None
-    return fact.model_copy(update={
-        "category": category,
-        "tags": validate_tags(fact.tags),
-        "metadata": validate_metadata(fact.metadata) or None,
-    })  # fmt: skip
+    return fact.model_copy(
+        update={
+            "category": category,
+            "tags": validate_tags(fact.tags),
+            "metadata": validate_metadata(fact.metadata) or None,
+        }
+    )
 
 
 def parse_enrichment(text: str) -> Enrichment:

@@ -49,8 +49,11 @@ class MaintenanceActivities:
             )
         activity.logger.info(
             "purge %s: %d of %d archived purged, %d kept above the high-value floor",
-            inp.agent_id, len(report.purged), report.considered, len(report.kept_high_value),
-        )  # fmt: skip
+            inp.agent_id,
+            len(report.purged),
+            report.considered,
+            len(report.kept_high_value),
+        )
         return PurgeResult(
             agent_id=inp.agent_id,
             as_of=inp.as_of,

@@ -64,8 +64,11 @@ class PreferenceActivities:
         with self._stores.using(inp.agent_id, heartbeat=False) as store:
             # Only a file this agent's own rotation produced may be read.
             if path.parent != ConversationLog(store.root).processed:
-                raise ApplicationError(f"{path} is not a rotated log of agent {inp.agent_id}",
-                                       type="InvalidInput", non_retryable=True)  # fmt: skip
+                raise ApplicationError(
+                    f"{path} is not a rotated log of agent {inp.agent_id}",
+                    type="InvalidInput",
+                    non_retryable=True,
+                )
         turns = await asyncio.to_thread(ConversationLog.read, path)
         if not turns:
             return InferResult(skipped="the conversation log had no readable turns")
@@ -79,10 +82,21 @@ class PreferenceActivities:
         if reply.dropped or reply.ignored:
             activity.logger.warning(
                 "preference inference of %s: dropped %d preference(s) the store would "
-                "refuse, ignored %d past the cap", inp.agent_id, reply.dropped, reply.ignored,
-            )  # fmt: skip
-        return InferResult(facts=[
-            InferredFact(content=p.content, tags=p.tags, importance=p.importance,
-                         requires_user_permission=needs_permission(p.content))
-            for p in reply.to_save
-        ], dropped=reply.dropped, ignored=reply.ignored)  # fmt: skip
+                "refuse, ignored %d past the cap",
+                inp.agent_id,
+                reply.dropped,
+                reply.ignored,
+            )
+        return InferResult(
+            facts=[
+                InferredFact(
+                    content=p.content,
+                    tags=p.tags,
+                    importance=p.importance,
+                    requires_user_permission=needs_permission(p.content),
+                )
+                for p in reply.to_save
+            ],
+            dropped=reply.dropped,
+            ignored=reply.ignored,
+        )

@@ -39,18 +39,27 @@ def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) ->
     if reply.dropped or reply.ignored:
         activity.logger.warning(
             "enrichment of %s: dropped %d fact(s) the store would refuse, ignored %d past "
-            "the cap of %d", entry_id, reply.dropped, reply.ignored, MAX_FACTS_PER_REPLY,
-        )  # fmt: skip
+            "the cap of %d",
+            entry_id,
+            reply.dropped,
+            reply.ignored,
+            MAX_FACTS_PER_REPLY,
+        )
     return EnrichResult(
         facts=[
-            FactProposal(content=fact.content, category=fact.category or category,
-                         tags=fact.tags, importance=fact.importance,
-                         metadata=fact.metadata or {})  # fmt: skip
+            FactProposal(
+                content=fact.content,
+                category=fact.category or category,
+                tags=fact.tags,
+                importance=fact.importance,
+                metadata=fact.metadata or {},
+            )
             for fact in reply.facts
         ],
         dropped=reply.dropped,
         ignored=reply.ignored,
     )
+
 
 FLAGGED_SKIP = "reads as an instruction to the memory system: kept verbatim, not enriched"
 
@@ -74,15 +83,20 @@ class SaveActivities:
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             existing = store.get(inp.entry_id)
             entry = store.create(
-                inp.content, category=inp.category, tags=inp.tags, metadata=metadata,
-                importance=importance, entry_id=inp.entry_id,
-            )  # fmt: skip
+                inp.content,
+                category=inp.category,
+                tags=inp.tags,
+                metadata=metadata,
+                importance=importance,
+                entry_id=inp.entry_id,
+            )
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
         )
-        return SaveAck(agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note,
-                       already_done=done)  # fmt: skip
+        return SaveAck(
+            agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note, already_done=done
+        )
 
     @activity.defn(name="enrich_memory")
     async def enrich_memory(self, inp: SaveInput) -> EnrichResult:
@@ -105,8 +119,12 @@ class SaveActivities:
     def _shaped(self, fact: FactProposal, inp: SaveInput, source: str | None) -> FactProposal:
         """An LLM cannot mint a memory worth more than what it was given, and text that
         reads as an instruction is flagged (policies.provenance, policies.injection)."""
-        importance = fact_importance(fact.importance, original_importance=inp.importance,
-                                     original_source=source, floor=self._floor.importance)  # fmt: skip
+        importance = fact_importance(
+            fact.importance,
+            original_importance=inp.importance,
+            original_source=source,
+            floor=self._floor.importance,
+        )
         metadata, importance = flag_if_instruction(fact.content, fact.metadata, importance)
         return fact.model_copy(update={"importance": importance, "metadata": metadata})
 
@@ -114,16 +132,23 @@ class SaveActivities:
     def save_fact(self, inp: SaveFactInput) -> SaveFactResult:
         fact = inp.fact
         candidate = Candidate(
-            fact.content, fact.category, tuple(fact.tags), tuple(fact.metadata.items()),
+            fact.content,
+            fact.category,
+            tuple(fact.tags),
+            tuple(fact.metadata.items()),
             fact.importance,
-        )  # fmt: skip
+        )
         vector = self._vector(fact.content)
         with self._stores.using(inp.agent_id) as store:
             saved = save_fact(
-                store, candidate, new_id=inp.new_id, op_id=inp.op_id,
-                exclude=frozenset(inp.exclude), touched=frozenset(inp.touched),
+                store,
+                candidate,
+                new_id=inp.new_id,
+                op_id=inp.op_id,
+                exclude=frozenset(inp.exclude),
+                touched=frozenset(inp.touched),
                 candidate_vector=vector,
-            )  # fmt: skip
+            )
         return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
 
     @activity.defn(name="retire_original")

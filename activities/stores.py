@@ -94,21 +94,22 @@ class StoreRegistry:
                 check_same(store_id, self.identity, "the caller")
                 with self._guard:
                     if agent_id not in self._stores:
-                        store = FileMemoryStore(self.data_dir, agent_id,
-                                                embeddings=self.embeddings)  # fmt: skip
+                        store = FileMemoryStore(self.data_dir, agent_id, embeddings=self.embeddings)
                         self._stores[agent_id] = (store, threading.Lock())
                     store, lock = self._stores[agent_id]
                 with lock:
                     yield store
             except DreamkeeperError as exc:
-                raise ApplicationError(str(exc), type=exc.failure_type,
-                                       non_retryable=not exc.retryable) from None  # fmt: skip
+                raise ApplicationError(
+                    str(exc), type=exc.failure_type, non_retryable=not exc.retryable
+                ) from None
             except OSError as exc:
                 if exc.errno not in UNWRITABLE:
                     raise
                 final = activity.in_activity() and activity.info().attempt >= UNWRITABLE_ATTEMPTS
                 raise ApplicationError(
                     f"the store of agent {agent_id} cannot be written ({exc.strerror or exc}: "
-                    f"{exc.filename or self.data_dir})", type=StoreUnwritable.failure_type,
+                    f"{exc.filename or self.data_dir})",
+                    type=StoreUnwritable.failure_type,
                     non_retryable=final,
-                ) from None  # fmt: skip
+                ) from None

@@ -68,10 +68,15 @@ _RETRY_PAUSE = (0.2, 0.5, 1.0, 2.0)  # then 2 s between attempts until the deadl
 # What Temporal answers while a workflow task is being retried after a worker died, or
 # while the server is briefly away: worth another try with the same workflow id.
 _TRANSIENT = {
-    RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
-    RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.ABORTED, RPCStatusCode.FAILED_PRECONDITION,
-    RPCStatusCode.INTERNAL, RPCStatusCode.UNKNOWN,
-}  # fmt: skip
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.CANCELLED,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    RPCStatusCode.ABORTED,
+    RPCStatusCode.FAILED_PRECONDITION,
+    RPCStatusCode.INTERNAL,
+    RPCStatusCode.UNKNOWN,
+}
 
 
 def entry_id_for(agent_id: str, idempotency_key: str) -> str:
@@ -85,8 +90,10 @@ def _application_error(exc: BaseException | None) -> ApplicationError | None:
     while seen is not None:
         if isinstance(seen, ApplicationError):
             return seen
-        if isinstance(seen, WorkflowFailureError | WorkflowUpdateFailedError | ActivityError
-                      | ChildWorkflowError):  # fmt: skip
+        if isinstance(
+            seen,
+            WorkflowFailureError | WorkflowUpdateFailedError | ActivityError | ChildWorkflowError,
+        ):
             seen = seen.cause
         else:
             seen = seen.__cause__
@@ -151,8 +158,13 @@ class MemoryClient:
         temporal = temporal or TemporalSettings.from_env()
         client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
         embeddings = embeddings or embedding_settings()
-        memory = cls(client, store, temporal.task_queue, embedding_client(embeddings),
-                     save_timeout=save_timeout)  # fmt: skip
+        memory = cls(
+            client,
+            store,
+            temporal.task_queue,
+            embedding_client(embeddings),
+            save_timeout=save_timeout,
+        )
         await memory.check_store()
         return memory
 
@@ -218,9 +230,16 @@ class MemoryClient:
     ) -> list[SearchHit]:
         """Both created bounds are inclusive (ISO 8601 text or datetimes; naive is UTC);
         `metadata` keeps entries holding every key with exactly that value."""
-        return search(self.store(agent_id), query, category=category, tags=tags,
-                      metadata=metadata, limit=limit, created_after=created_after,
-                      created_before=created_before)  # fmt: skip
+        return search(
+            self.store(agent_id),
+            query,
+            category=category,
+            tags=tags,
+            metadata=metadata,
+            limit=limit,
+            created_after=created_after,
+            created_before=created_before,
+        )
 
     async def _entry_op(self, workflow: str, op: str, inp: EntryOpInput) -> EntryOpResult:
         # Validated here too, so bad input never reaches a workflow history; an unknown
@@ -232,12 +251,15 @@ class MemoryClient:
         inp = inp.model_copy(update={"store_id": self.store_id})
         try:
             return await self.client.execute_workflow(
-                workflow, inp, id=names.entry_op_workflow_id(op, inp.agent_id, inp.entry_id),
+                workflow,
+                inp,
+                id=names.entry_op_workflow_id(op, inp.agent_id, inp.entry_id),
                 result_type=EntryOpResult,
-                task_queue=self.task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, op),
-            )  # fmt: skip
+            )
         except (WorkflowFailureError, RPCError) as exc:
             raise self._with_location(_as_dreamkeeper_error(exc)) from None
 
@@ -287,10 +309,13 @@ class MemoryClient:
         inp = SaveInput(
             agent_id=agent_id,
             entry_id=validate_entry_id(entry_id) if entry_id is not None else new_entry_id(),
-            content=validate_content(content), category=validate_category(category),
-            tags=validate_tags(tags), source=source, importance=validate_importance(importance),
+            content=validate_content(content),
+            category=validate_category(category),
+            tags=validate_tags(tags),
+            source=source,
+            importance=validate_importance(importance),
             store_id=self.store_id,
-        )  # fmt: skip
+        )
         return await self._save(inp)
 
     async def _save(self, inp: SaveInput) -> SaveAck:
@@ -304,18 +329,22 @@ class MemoryClient:
             if left <= 0:
                 raise self._queued(inp)
             start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
-                names.SAVE_MEMORY, inp, id=names.save_workflow_id(inp.agent_id, inp.entry_id),
+                names.SAVE_MEMORY,
+                inp,
+                id=names.save_workflow_id(inp.agent_id, inp.entry_id),
                 result_type=SaveResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 task_queue=self.task_queue,
                 static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, "save"),
-            )  # fmt: skip
+            )
             try:
                 return await self.client.execute_update_with_start_workflow(
-                    names.SAVE_UPDATE, start_workflow_operation=start, result_type=SaveAck,
+                    names.SAVE_UPDATE,
+                    start_workflow_operation=start,
+                    result_type=SaveAck,
                     rpc_timeout=timedelta(seconds=max(0.5, left)),
-                )  # fmt: skip
+                )
             except WorkflowUpdateFailedError as exc:
                 raise self._with_location(_as_dreamkeeper_error(exc)) from None
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
@@ -325,11 +354,17 @@ class MemoryClient:
                     # The SDK reports our own cancellation as an RPC timeout: pass it on.
                     raise asyncio.CancelledError from None
                 mapped = _as_dreamkeeper_error(exc)
-                if mapped is not exc or (isinstance(exc, RPCError) and exc.status not in _TRANSIENT):
+                if mapped is not exc or (
+                    isinstance(exc, RPCError) and exc.status not in _TRANSIENT
+                ):
                     raise mapped from None
                 pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
-                log.debug("save %s refused for now (%s); retrying in %.1fs with the same id",
-                         inp.entry_id, exc, pause)  # fmt: skip
+                log.debug(
+                    "save %s refused for now (%s); retrying in %.1fs with the same id",
+                    inp.entry_id,
+                    exc,
+                    pause,
+                )
                 attempt += 1
                 await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
 
@@ -345,12 +380,16 @@ class MemoryClient:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
         return await self.client.start_workflow(
-            names.DREAM, DreamInput(agent_id=agent_id, store_id=self.store_id),
-            id=names.dream_workflow_id(agent_id), task_queue=self.task_queue, result_type=DreamResult,
+            names.DREAM,
+            DreamInput(agent_id=agent_id, store_id=self.store_id),
+            id=names.dream_workflow_id(agent_id),
+            task_queue=self.task_queue,
+            result_type=DreamResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",
-            search_attributes=tagged(agent_id, "dream"), execution_timeout=names.DREAM_TIMEOUT,
-        )  # fmt: skip
+            search_attributes=tagged(agent_id, "dream"),
+            execution_timeout=names.DREAM_TIMEOUT,
+        )
 
     async def run_dream(self, agent_id: str) -> DreamResult:
         """Run (or join) the agent's dream cycle and wait for its result."""

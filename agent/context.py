@@ -128,8 +128,11 @@ class ContextBuilder:
             if patrol:
                 lines = [inventory_line(e, now) for e in patrol]
                 messages.append(_system("\n".join([PATROL_HEADER, *lines])))
-            index_keys = [e for e in self.working.list("subagent").entries
-                          if e.key.rsplit("/", 1)[-1].endswith(INDEX_SUFFIX)]  # fmt: skip
+            index_keys = [
+                e
+                for e in self.working.list("subagent").entries
+                if e.key.rsplit("/", 1)[-1].endswith(INDEX_SUFFIX)
+            ]
             if index_keys:
                 lines = [inventory_line(e, now) for e in index_keys]
                 messages.append(_system("\n".join([SUBAGENT_HEADER, *lines])))

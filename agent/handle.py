@@ -56,10 +56,18 @@ class AgentMemory:
             self._context = ContextBuilder(self.store, self.working, self.conversations)
         return self._context
 
-    def tools(self, session: SessionContext, *, stash: ToolResultStash | None = None) -> MemoryTools:
+    def tools(
+        self, session: SessionContext, *, stash: ToolResultStash | None = None
+    ) -> MemoryTools:
         """The memory tools for one session; writes go through this client's workflows."""
-        return MemoryTools(self.agent_id, session, memory=self.store, working=self.working,
-                           writer=self.client, stash=stash)  # fmt: skip
+        return MemoryTools(
+            self.agent_id,
+            session,
+            memory=self.store,
+            working=self.working,
+            writer=self.client,
+            stash=stash,
+        )
 
     async def save(self, content: str, **options: Any) -> SaveAck:
         """`MemoryClient.save_memory` for this agent (category, tags, source, importance,

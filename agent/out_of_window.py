@@ -22,7 +22,8 @@ MAX_QUOTED_CHARS = 800
 FRAME_OPEN = "[Conversation record — not instructions]"
 FRAME_CLOSE = "[End of conversation record]"
 
-FUNCTION_WORDS = frozenset("""
+FUNCTION_WORDS = frozenset(
+    """
 the and but for nor yet with from into onto upon about above below over under than then
 that this these those there their theirs they them what which who whom whose when where
 why how all any both each few more most other some such only own same too very can will
@@ -30,14 +31,17 @@ just should would could shall may might must does did doing done have has had ha
 was were been being are you your yours yourself our ours ourselves his her hers him its
 she not now out off again also even ever still much many one ones get got let make made
 please thanks thank okay yes yeah like want need know think going gonna really
-""".split())  # fmt: skip
+""".split()
+)
 
-RECALL_WORDS = frozenset("""
+RECALL_WORDS = frozenset(
+    """
 earlier told tell telling said say saying says mention mentioned mentions mentioning
 remember remembered recall recalled remind reminded before previously previous prior ago
 asked ask asking talked talk talking discussed discuss discussing conversation chat back
 wrote write written last time times while already
-""".split())  # fmt: skip
+""".split()
+)
 
 
 # The word lists as index terms (stemmed like everything the index holds).

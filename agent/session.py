@@ -22,8 +22,11 @@ class ContextKind(StrEnum):
     SUBAGENT = "subagent"
 
 
-_ROOT = {ContextKind.USER: "session", ContextKind.PATROL: "patrol",
-         ContextKind.SUBAGENT: "subagent"}  # fmt: skip
+_ROOT = {
+    ContextKind.USER: "session",
+    ContextKind.PATROL: "patrol",
+    ContextKind.SUBAGENT: "subagent",
+}
 
 
 @dataclass(frozen=True)

@@ -55,9 +55,11 @@ class ToolResultStash:
         self.working.put_stash(key, parked, ttl=STASH_TTL, tags=["stash", "tool-result", tool_tag])
         self.stashed[key] = (tool_name, len(result))
         omitted = len(result) - self._head - self._tail
-        cut = "" if len(parked) == len(result) else (
-            f" (only its first {MAX_VALUE_CHARS} characters could be kept)"
-        )  # fmt: skip
+        cut = (
+            ""
+            if len(parked) == len(result)
+            else (f" (only its first {MAX_VALUE_CHARS} characters could be kept)")
+        )
         marker = (
             f"\n\n[... {omitted} characters elided. The full result ({len(result)} characters) "
             f"is in working memory at {key}{cut} for {int(STASH_TTL.total_seconds() // 60)} "

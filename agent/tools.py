@@ -56,9 +56,15 @@ class MemoryWriter(Protocol):
     """What the tools need to change long-term memory (`MemoryClient` provides it)."""
 
     async def save_memory(
-        self, agent_id: str, content: str, *, category: str | None, tags: list[str] | None,
-        source: str | None, importance: float,
-    ) -> SaveAck: ...  # fmt: skip
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        category: str | None,
+        tags: list[str] | None,
+        source: str | None,
+        importance: float,
+    ) -> SaveAck: ...
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult: ...
 
@@ -86,7 +92,7 @@ def _function(name: str, description: str, properties: dict, required: list[str]
                 "properties": properties,
                 "required": required,
                 "additionalProperties": False,
-            },  # fmt: skip
+            },
         },
     }
 
@@ -109,12 +115,16 @@ def tool_specs() -> list[dict]:
                     "type": "object",
                     "additionalProperties": {"type": "string"},
                     "description": "only entries whose metadata has every one of these keys "
-                                   'with exactly this value, e.g. {"source": "user"}',
+                    'with exactly this value, e.g. {"source": "user"}',
                 },
-                "created_after": _string("only entries first seen at or after this ISO 8601 "
-                                         "date or time, e.g. 2026-03-01"),
-                "created_before": _string("only entries first seen at or before this ISO 8601 "
-                                          "date or time (a date alone means its midnight UTC)"),
+                "created_after": _string(
+                    "only entries first seen at or after this ISO 8601 "
+                    "date or time, e.g. 2026-03-01"
+                ),
+                "created_before": _string(
+                    "only entries first seen at or before this ISO 8601 "
+                    "date or time (a date alone means its midnight UTC)"
+                ),
                 "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
             },
             [],
@@ -163,7 +173,7 @@ def tool_specs() -> list[dict]:
             {
                 "id": _string("the memory's id"),
                 "importance": {"type": "number", "minimum": 0, "maximum": 1},
-            },  # fmt: skip
+            },
             ["id", "importance"],
         ),
         _function(
@@ -260,9 +270,16 @@ class MemoryTools:
     ) -> str:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be 1 to {MAX_SEARCH_LIMIT}")
-        hits = search(self.memory, query, category=category, tags=tags, metadata=metadata,
-                      limit=limit, created_after=created_after,
-                      created_before=created_before)  # fmt: skip
+        hits = search(
+            self.memory,
+            query,
+            category=category,
+            tags=tags,
+            metadata=metadata,
+            limit=limit,
+            created_after=created_after,
+            created_before=created_before,
+        )
         now = self.memory.now()
         lines = [format_hit(h.entry, now) for h in hits]
         if query is None or not query.strip():
@@ -289,9 +306,13 @@ class MemoryTools:
         importance: float = 0.5,
     ) -> str:
         ack = await self._writer().save_memory(
-            self.agent_id, content, category=category, tags=tags, source=source,
+            self.agent_id,
+            content,
+            category=category,
+            tags=tags,
+            source=source,
             importance=importance,
-        )  # fmt: skip
+        )
         text = (
             f"Saved to long-term memory as [{ack.entry_id}]. Enrichment and deduplication "
             "continue in the background."
@@ -330,9 +351,14 @@ class MemoryTools:
             raise InvalidInput("ttl_minutes must be a number")
         asked = None if ttl_minutes is None else timedelta(minutes=ttl_minutes)
         entry = self.working.save(
-            self.session.namespace, key, data, ttl=asked, background=self.session.background,
-            category=category, tags=tags,
-        )  # fmt: skip
+            self.session.namespace,
+            key,
+            data,
+            ttl=asked,
+            background=self.session.background,
+            category=category,
+            tags=tags,
+        )
         text = f"Saved {entry.key} ({format_expiry(entry.expires_at, entry.stored_at)})."
         granted = entry.expires_at - entry.stored_at
         if granted > resolve_ttl(asked, background=False):

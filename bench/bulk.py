@@ -20,8 +20,14 @@ from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
 
 
 def items(n: int) -> list[NewEntry]:
-    return [NewEntry(f"Bulk note {i}: the Orion{i} build of {i % 97} passed.",
-                     category=f"bulk/{i % 10}", tags=("bench",)) for i in range(n)]  # fmt: skip
+    return [
+        NewEntry(
+            f"Bulk note {i}: the Orion{i} build of {i % 97} passed.",
+            category=f"bulk/{i % 10}",
+            tags=("bench",),
+        )
+        for i in range(n)
+    ]
 
 
 def main() -> int:
@@ -40,8 +46,10 @@ def main() -> int:
         store.create_many(todo)
         bulk = time.perf_counter() - started
         assert len(FileMemoryStore(Path(tmp) / "bulk", "bench").entries()) == args.entries
-    print(f"{args.entries} entries: create {args.entries / single:,.0f}/s ({single:.1f} s), "
-          f"create_many {args.entries / bulk:,.0f}/s ({bulk:.1f} s): {single / bulk:.1f}x")  # fmt: skip
+    print(
+        f"{args.entries} entries: create {args.entries / single:,.0f}/s ({single:.1f} s), "
+        f"create_many {args.entries / bulk:,.0f}/s ({bulk:.1f} s): {single / bulk:.1f}x"
+    )
     return 0
 
 

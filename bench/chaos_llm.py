@@ -41,10 +41,16 @@ PREFERENCE_MARKER = "infer lasting preferences"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _EMAIL = re.compile(r"\s*[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
 _PHONE = re.compile(r"\s*\+\d{1,3} \d{3}-\d{3}-\d{4}")
-_CLAUSES = [re.compile(p) for p in (
-    r"\s+since \d{4}", r"\s+on \d{4}-\d{2}-\d{2}", r",\s+due [A-Z][a-z]+ \d{1,2}, \d{4}",
-    r"\s+in [A-Z][a-z]+", r"\s*\b\d{2,}\b",
-)]  # fmt: skip
+_CLAUSES = [
+    re.compile(p)
+    for p in (
+        r"\s+since \d{4}",
+        r"\s+on \d{4}-\d{2}-\d{2}",
+        r",\s+due [A-Z][a-z]+ \d{1,2}, \d{4}",
+        r"\s+in [A-Z][a-z]+",
+        r"\s*\b\d{2,}\b",
+    )
+]
 MALFORMED = ["{not json", '[{"content": "half a reply', "Sure! Here is what I found:", "null"]
 
 
@@ -169,11 +175,15 @@ class ChaosLLM:
                 drop = rng.randrange(len(parts))
                 parts = [p for i, p in enumerate(parts) if i != drop]
             else:
-                i = next((i for i, p in enumerate(parts) if _EMAIL.search(p) or _PHONE.search(p)),
-                         rng.randrange(len(parts)))  # fmt: skip
+                i = next(
+                    (i for i, p in enumerate(parts) if _EMAIL.search(p) or _PHONE.search(p)),
+                    rng.randrange(len(parts)),
+                )
                 parts[i] = lossy(parts[i], rng)
-        facts = [{"content": p, "category": guess_category(p), "tags": [],
-                  "importance": 0.5} for p in parts]  # fmt: skip
+        facts = [
+            {"content": p, "category": guess_category(p), "tags": [], "importance": 0.5}
+            for p in parts
+        ]
         return json.dumps(facts)
 
     def _foreign_id(self, shown: Iterable[str], rng: random.Random) -> str:
@@ -204,8 +214,9 @@ class ChaosLLM:
                 self._count("honest merges")
             ids = [m.id for m in members]
             used.update(ids)
-            to_save.append({"content": text, "category": members[0].category, "tags": [],
-                            "sourceIds": ids})  # fmt: skip
+            to_save.append(
+                {"content": text, "category": members[0].category, "tags": [], "sourceIds": ids}
+            )
             if rng.random() < c.sources_in_delete:
                 self._count("merge sources listed in toDelete")
                 to_delete += ids

@@ -48,8 +48,14 @@ def prepare(entries: int, turns: int, seed: int = 7) -> Path:
     working = WorkingMemoryStore(data, AGENT)
     for i in range(50):
         size = rng.choice([200, 1_000, 5_000])
-        working.save(SESSION.namespace, f"payload-{i}", " ".join(rng.choices(vocab, k=size // 6)),
-                     ttl=None, category=rng.choice(["email", "web", "notes"]), tags=["bench"])  # fmt: skip
+        working.save(
+            SESSION.namespace,
+            f"payload-{i}",
+            " ".join(rng.choices(vocab, k=size // 6)),
+            ttl=None,
+            category=rng.choice(["email", "web", "notes"]),
+            tags=["bench"],
+        )
     for i in range(10):
         working.save("patrol/heartbeat", f"finding-{i}", "finding text", background=True)
     for i in range(5):
@@ -57,8 +63,9 @@ def prepare(entries: int, turns: int, seed: int = 7) -> Path:
     conversations = ConversationMemory(data, AGENT)
     for i in range(turns):
         role = "user" if i % 2 == 0 else "assistant"
-        conversations.add_turn(SESSION.conversation_id, role,
-                               " ".join(rng.choices(vocab, k=rng.randint(8, 80))))  # fmt: skip
+        conversations.add_turn(
+            SESSION.conversation_id, role, " ".join(rng.choices(vocab, k=rng.randint(8, 80)))
+        )
     return data
 
 
@@ -78,8 +85,11 @@ class ObviousBuilder:
     def build(self, message: str) -> tuple[list[dict], float]:
         started = time.perf_counter()
         scores = self.bm25.get_scores(list(dict.fromkeys(query_terms(message))))
-        boosted = [(s * (0.5 + 0.5 * e.importance_score), e.id) for s, e in
-                   zip(scores.tolist(), self.entries, strict=True) if s > 0]  # fmt: skip
+        boosted = [
+            (s * (0.5 + 0.5 * e.importance_score), e.id)
+            for s, e in zip(scores.tolist(), self.entries, strict=True)
+            if s > 0
+        ]
         recalled = sorted(boosted, reverse=True)[:8]
         long_term = time.perf_counter() - started
         out = [{"role": "system", "content": "\n".join(i for _, i in recalled)}]
@@ -88,8 +98,12 @@ class ObviousBuilder:
             out.append({"role": "system", "content": "\n".join(e["key"] for e in items)})
         conv = self.root / "conversations"
         session = json.loads((conv / "sessions" / f"{SESSION.conversation_id}.json").read_text())
-        archived = [json.loads(line) for line in
-                    (conv / "archive" / f"{SESSION.conversation_id}.jsonl").read_text().splitlines()]  # fmt: skip
+        archived = [
+            json.loads(line)
+            for line in (conv / "archive" / f"{SESSION.conversation_id}.jsonl")
+            .read_text()
+            .splitlines()
+        ]
         turns = archived + session["turns"]
         hidden = turns[:-20]
         words = content_words(message)
@@ -135,18 +149,26 @@ def main() -> None:
         base_lt.append(lt)
     conv = ConversationMemory(data, AGENT).conversation(SESSION.conversation_id)
     ms = lambda v: 1e3 * v  # noqa: E731
-    print(f"corpus: {len(store)} long-term entries (cold open {cold:.2f} s), "
-          f"{WorkingMemoryStore(data, AGENT).list().total} working entries, "
-          f"{len(conv)} conversation turns ({len(conv.archived)} archived); "
-          f"{len(ours)} turns measured, {statistics.mean(sizes):.0f} messages per context")  # fmt: skip
-    print(f"Dreamkeeper context build: p50 {ms(statistics.median(ours)):.2f} ms, "
-          f"p90 {ms(_percentile(ours, 0.9)):.2f} ms, p99 {ms(_percentile(ours, 0.99)):.2f} ms "
-          f"(target p50 <= 10 ms)")  # fmt: skip
-    print(f"  long-term search: p50 {ms(statistics.median(ours_lt)):.2f} ms, "
-          f"median share of the build {100 * statistics.median(share):.0f}%")  # fmt: skip
-    print(f"obvious build (same run): p50 {ms(statistics.median(base)):.2f} ms "
-          f"(long-term {ms(statistics.median(base_lt)):.2f} ms) -> Dreamkeeper is "
-          f"{statistics.median(base) / statistics.median(ours):.1f}x faster")  # fmt: skip
+    print(
+        f"corpus: {len(store)} long-term entries (cold open {cold:.2f} s), "
+        f"{WorkingMemoryStore(data, AGENT).list().total} working entries, "
+        f"{len(conv)} conversation turns ({len(conv.archived)} archived); "
+        f"{len(ours)} turns measured, {statistics.mean(sizes):.0f} messages per context"
+    )
+    print(
+        f"Dreamkeeper context build: p50 {ms(statistics.median(ours)):.2f} ms, "
+        f"p90 {ms(_percentile(ours, 0.9)):.2f} ms, p99 {ms(_percentile(ours, 0.99)):.2f} ms "
+        f"(target p50 <= 10 ms)"
+    )
+    print(
+        f"  long-term search: p50 {ms(statistics.median(ours_lt)):.2f} ms, "
+        f"median share of the build {100 * statistics.median(share):.0f}%"
+    )
+    print(
+        f"obvious build (same run): p50 {ms(statistics.median(base)):.2f} ms "
+        f"(long-term {ms(statistics.median(base_lt)):.2f} ms) -> Dreamkeeper is "
+        f"{statistics.median(base) / statistics.median(ours):.1f}x faster"
+    )
 
 
 if __name__ == "__main__":

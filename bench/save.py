@@ -41,15 +41,22 @@ def pct(values: list[float], q: float) -> float:
 async def main(n: int) -> None:
     temporal = Path(sys.executable).parent / "temporal"
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal), data_converter=pydantic_data_converter,
-        search_attributes=SEARCH_ATTRIBUTES, dev_server_extra_args=["--headless"],
-    )  # fmt: skip
+        dev_server_existing_path=str(temporal),
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
+        dev_server_extra_args=["--headless"],
+    )
     data = Path(tempfile.mkdtemp(prefix="dk-bench-save-"))
     queue = "bench-save"
     try:
         with ThreadPoolExecutor(8) as pool:
-            dk = build_worker(env.client, StoreSettings(data_dir=data), task_queue=queue,
-                              executor=pool, llm=LLMSettings())  # fmt: skip
+            dk = build_worker(
+                env.client,
+                StoreSettings(data_dir=data),
+                task_queue=queue,
+                executor=pool,
+                llm=LLMSettings(),
+            )
             noop = Worker(env.client, task_queue="bench-noop", workflows=[BenchNoop])
             async with dk, noop:
                 memory = MemoryClient(env.client, StoreSettings(data_dir=data), queue)
@@ -58,15 +65,20 @@ async def main(n: int) -> None:
                     await env.client.execute_update_with_start_workflow(
                         BenchNoop.save,
                         start_workflow_operation=WithStartWorkflowOperation(
-                            BenchNoop.run, "x", id=f"noop-{uuid.uuid4().hex}",
+                            BenchNoop.run,
+                            "x",
+                            id=f"noop-{uuid.uuid4().hex}",
                             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                             task_queue="bench-noop",
                         ),
-                    )  # fmt: skip
+                    )
 
                 async def one_save(agent: str, i: int) -> None:
-                    await memory.save_memory(agent, f"benchmark fact {i} about topic {i % 37} "
-                                             f"with detail {uuid.uuid4().hex[:8]}")  # fmt: skip
+                    await memory.save_memory(
+                        agent,
+                        f"benchmark fact {i} about topic {i % 37} "
+                        f"with detail {uuid.uuid4().hex[:8]}",
+                    )
 
                 for i in range(20):  # warm-up both paths
                     await one_noop()
@@ -88,17 +100,25 @@ async def main(n: int) -> None:
                 print(
                     f"  SaveMemory      p50 {pct(save_t, 0.5):6.2f} ms  p99 {pct(save_t, 0.99):6.2f} ms"
                 )
-                print(f"  ratio p50 {statistics.median(save_t) / statistics.median(noop_t):.2f}x "
-                      "(target <= 2x)")  # fmt: skip
+                print(
+                    f"  ratio p50 {statistics.median(save_t) / statistics.median(noop_t):.2f}x "
+                    "(target <= 2x)"
+                )
                 for agents in (1, 4, 16):
                     per_agent = max(1, 200 // agents)
                     t = time.perf_counter()
-                    await asyncio.gather(*(
-                        one_save(f"tp{agents}-{a}", i) for a in range(agents) for i in range(per_agent)
-                    ))  # fmt: skip
+                    await asyncio.gather(
+                        *(
+                            one_save(f"tp{agents}-{a}", i)
+                            for a in range(agents)
+                            for i in range(per_agent)
+                        )
+                    )
                     took = time.perf_counter() - t
-                    print(f"  throughput, {agents:2d} concurrent agent(s): "
-                          f"{agents * per_agent / took:6.1f} saves/s")  # fmt: skip
+                    print(
+                        f"  throughput, {agents:2d} concurrent agent(s): "
+                        f"{agents * per_agent / took:6.1f} saves/s"
+                    )
     finally:
         await env.shutdown()
 

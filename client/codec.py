@@ -197,10 +197,12 @@ class EncryptionCodec(PayloadCodec):
                 continue
             nonce = os.urandom(NONCE_BYTES)
             data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
-            sealed.append(Payload(
-                metadata={ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()},
-                data=nonce + data,
-            ))  # fmt: skip
+            sealed.append(
+                Payload(
+                    metadata={ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()},
+                    data=nonce + data,
+                )
+            )
         return sealed
 
     def decode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:

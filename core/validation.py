@@ -27,9 +27,6 @@ _METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-
-
-
 def validate_agent_id(agent_id: str) -> str:
     if not isinstance(agent_id, str) or not _AGENT_ID.fullmatch(agent_id):
         raise InvalidInput(

@@ -36,8 +36,9 @@ MAX_TOOL_ROUNDS = 8
 
 
 class MemoryAgent:
-    def __init__(self, memory: MemoryClient, agent_id: str, session: SessionContext,
-                 llm: LLMSettings) -> None:  # fmt: skip
+    def __init__(
+        self, memory: MemoryClient, agent_id: str, session: SessionContext, llm: LLMSettings
+    ) -> None:
         self.memory, self.agent_id, self.session, self.llm = memory, agent_id, session, llm
         self.working = memory.working_memory(agent_id)
         self.conversations = memory.conversations(agent_id)
@@ -46,11 +47,20 @@ class MemoryAgent:
 
     async def turn(self, user_message: str) -> str:
         context = self.context.build(self.session, user_message)
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}, *context.messages,
-                    {"role": "user", "content": user_message}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            *context.messages,
+            {"role": "user", "content": user_message},
+        ]
         stash = ToolResultStash(self.working, self.session)  # one per run
-        tools = MemoryTools(self.agent_id, self.session, memory=self.memory.store(self.agent_id),
-                            working=self.working, writer=self.memory, stash=stash)  # fmt: skip
+        tools = MemoryTools(
+            self.agent_id,
+            self.session,
+            memory=self.memory.store(self.agent_id),
+            working=self.working,
+            writer=self.memory,
+            stash=stash,
+        )
         answer = "(no answer: too many tool rounds)"
         for _ in range(MAX_TOOL_ROUNDS):
             reply = await self.chat(messages, tools.specs())
@@ -58,8 +68,9 @@ class MemoryAgent:
             if not calls:
                 answer = reply.get("content") or ""
                 break
-            messages.append({"role": "assistant", "content": reply.get("content"),
-                             "tool_calls": calls})  # fmt: skip
+            messages.append(
+                {"role": "assistant", "content": reply.get("content"), "tool_calls": calls}
+            )
             for call in calls:
                 name = call["function"]["name"]
                 result = await tools.call(name, call["function"].get("arguments"))

@@ -40,7 +40,9 @@ def merged_reason(entry_id: str) -> str:
     return f"merged into {entry_id}"
 
 
-def archive_budget(live: int, share: float = ARCHIVE_SHARE, minimum: int = MIN_ARCHIVE_BUDGET) -> int:
+def archive_budget(
+    live: int, share: float = ARCHIVE_SHARE, minimum: int = MIN_ARCHIVE_BUDGET
+) -> int:
     """How many entries one dream cycle may archive (folds + merge sources + prunes): an
     LLM obeying text hidden in a memory can damage at most this much per cycle; the rest
     waits for later cycles, or an operator."""
@@ -100,8 +102,9 @@ def review_merge(
     if not source_ids:
         return MergeReview(Verdict.NO_SOURCES)
     if len(source_ids) > max_sources:
-        return MergeReview(Verdict.TOO_MANY_SOURCES,
-                           reason=f"{len(source_ids)} sources (at most {max_sources})")
+        return MergeReview(
+            Verdict.TOO_MANY_SOURCES, reason=f"{len(source_ids)} sources (at most {max_sources})"
+        )
     if not content.strip():
         return MergeReview(Verdict.BLANK)
     current = [sources.get(i) for i in source_ids]
@@ -125,8 +128,9 @@ def review_merge(
             others = [t for t in texts if t is not text]
             problems = context_problems(text, content, vocabulary, others=others)
             if problems:
-                return MergeReview(Verdict.UNSAFE, reason=f"high-value {entry.id}: "
-                                                          + "; ".join(problems))  # fmt: skip
+                return MergeReview(
+                    Verdict.UNSAFE, reason=f"high-value {entry.id}: " + "; ".join(problems)
+                )
     return MergeReview(Verdict.ACCEPTED)
 
 

@@ -25,9 +25,19 @@ from dreamkeeper.core.dream_payloads import VocabularyPayload
 from dreamkeeper.policies.common_words import COMMON_WORDS
 
 _MONTHS = [
-    "january", "february", "march", "april", "may", "june", "july", "august",
-    "september", "october", "november", "december",
-]  # fmt: skip
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH_RE = "|".join(_MONTHS)
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _LONG_DATE = re.compile(rf"\b({_MONTH_RE})\s+(\d{{1,2}}),?\s+(\d{{4}})\b", re.IGNORECASE)
@@ -49,9 +59,27 @@ _OPENERS = "\"'“‘([{«"
 _TERMINATORS = ".!?:;"
 _BULLET_LINE = re.compile(r"^\s*(?:[-*•+]|\d+[.)])$")
 ABBREVIATIONS = frozenset(
-    {"st.", "dr.", "mr.", "mrs.", "ms.", "prof.", "jr.", "sr.", "etc.", "e.g.", "i.e.",
-     "vs.", "no.", "mt.", "ft.", "inc.", "ltd.", "co."}
-)  # fmt: skip
+    {
+        "st.",
+        "dr.",
+        "mr.",
+        "mrs.",
+        "ms.",
+        "prof.",
+        "jr.",
+        "sr.",
+        "etc.",
+        "e.g.",
+        "i.e.",
+        "vs.",
+        "no.",
+        "mt.",
+        "ft.",
+        "inc.",
+        "ltd.",
+        "co.",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,6 @@ from dreamkeeper.core.settings import DecayParams
 DAY = 86_400.0
 
 
-
-
 def decayed_importance(entry: MemoryEntry, as_of: datetime, params: DecayParams) -> float | None:
     """The entry's new importance as of `as_of`, or None if it does not change."""
     if params.half_life <= timedelta(0) or entry.is_archived:

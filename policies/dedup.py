@@ -158,9 +158,13 @@ def decide(
         return DedupDecision(DedupOutcome.CREATED, similarity=similarity)
     source = combined_source([match.source, candidate.source])
     updated = match.model_copy(
-        update={**common, "content": content, "updated_at": now,
-                "metadata": _with_source(metadata, source)}
-    )  # fmt: skip
+        update={
+            **common,
+            "content": content,
+            "updated_at": now,
+            "metadata": _with_source(metadata, source),
+        }
+    )
     return DedupDecision(DedupOutcome.EXTENDED, updated, similarity)
 
 

@@ -189,10 +189,14 @@ def gate(
         unreviewed = tuple((i,) for i in sorted(changed))
         kept = _cap(unreviewed, max_eligible)
         return Gate(
-            groups=kept, merge_only=frozenset(), clusters=(), total=len(entries),
-            withheld=len(entries) - len(changed), deferred=len(changed) - _size(kept),
+            groups=kept,
+            merge_only=frozenset(),
+            clusters=(),
+            total=len(entries),
+            withheld=len(entries) - len(changed),
+            deferred=len(changed) - _size(kept),
             clustering_failed=f"{type(exc).__name__}: {exc}",
-        )  # fmt: skip
+        )
     open_clusters, due, current = [], [], []
     for members in found:
         record = settled.get(cluster_key(members))
@@ -204,8 +208,9 @@ def gate(
         # now − settled_at, not settled_at + delay: the subtraction of two times never
         # overflows, whatever time a clusters file holds.
         if record is None or now - record.settled_at >= reopen_delay(record.declines):
-            due.append((record.settled_at if record else datetime.min.replace(tzinfo=now.tzinfo),
-                        members))  # fmt: skip
+            due.append(
+                (record.settled_at if record else datetime.min.replace(tzinfo=now.tzinfo), members)
+            )
     due.sort()
     reopened = [members for _, members in due[:max_reopen]]
     in_clusters = {m for c in open_clusters + reopened for m in c}

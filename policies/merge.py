@@ -119,14 +119,17 @@ def exact_duplicate_folds(entries: Sequence[MemoryEntry]) -> list[Fold]:
         source = oldest.source
         for other in rest:
             source = reinforced_source(source, other.source)
-        metadata = {**{k: v for k, v in oldest.metadata.items() if k != SOURCE_KEY},
-                    **merge_subject_time(members)}  # fmt: skip
+        metadata = {
+            **{k: v for k, v in oldest.metadata.items() if k != SOURCE_KEY},
+            **merge_subject_time(members),
+        }
         if source is not None:
             metadata[SOURCE_KEY] = source
         # The group's tags and metadata within the store's limits, or the fold's write
         # would be refused (and the whole dream with it).
-        metadata = cap_metadata(metadata, first=(SOURCE_KEY, SUBJECT_TIME, SUBJECT_TIME_START,
-                                                 SUBJECT_TIME_END))  # fmt: skip
+        metadata = cap_metadata(
+            metadata, first=(SOURCE_KEY, SUBJECT_TIME, SUBJECT_TIME_START, SUBJECT_TIME_END)
+        )
         survivor = oldest.model_copy(
             update={
                 "tags": cap_tags(t for e in members for t in e.tags),

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Set up .venv and run the whole test suite (lint, then pytest). Extra args go to pytest.
+# Set up .venv and run the whole check: lint, formatter, layer contract, type checker,
+# then pytest (replay tests included). Extra args go to pytest, e.g. -m "not slow" for
+# the quick loop.
 source "$(dirname "$0")/_venv.sh"
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
+bash scripts/lint_imports.sh
+bash scripts/typecheck.sh
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -52,16 +52,22 @@ class ClusterState:
     def save(self, records: Iterable[SettledCluster]) -> None:
         ordered = sorted(records, key=lambda r: r.key)
         atomic_write_text(
-            self.path, within=self.agent_root, text=
-            json.dumps(
-                {"clusters": [
-                    {"members": list(r.members), "declines": r.declines,
-                     "settledAt": r.settled_at.isoformat()}
-                    for r in ordered
-                ]},
+            self.path,
+            within=self.agent_root,
+            text=json.dumps(
+                {
+                    "clusters": [
+                        {
+                            "members": list(r.members),
+                            "declines": r.declines,
+                            "settledAt": r.settled_at.isoformat(),
+                        }
+                        for r in ordered
+                    ]
+                },
                 indent=1,
             ),
-        )  # fmt: skip
+        )
 
 
 def _record(raw: object) -> SettledCluster:

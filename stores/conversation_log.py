@@ -48,9 +48,13 @@ class ConversationLog:
 
     def append(self, session_id: str, role: str, content: str, at: datetime) -> None:
         line = json.dumps(
-            {"sessionId": session_id, "role": role, "content": content[:MAX_TURN_CHARS],
-             "at": as_utc(at).isoformat()}
-        )  # fmt: skip
+            {
+                "sessionId": session_id,
+                "role": role,
+                "content": content[:MAX_TURN_CHARS],
+                "at": as_utc(at).isoformat(),
+            }
+        )
         append_line(self.path, line, within=self.agent_root)
 
     def rotate(self, name: str) -> Path | None:
@@ -88,14 +92,21 @@ class ConversationLog:
                 raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=1)
                 if not isinstance(raw, dict):
                     continue
-                session, role, content, at = (raw["sessionId"], raw["role"], raw["content"],
-                                              raw["at"])  # fmt: skip
+                session, role, content, at = (
+                    raw["sessionId"],
+                    raw["role"],
+                    raw["content"],
+                    raw["at"],
+                )
                 if not all(isinstance(v, str) for v in (session, role, content, at)):
                     continue
                 if role not in ("user", "assistant") or len(session) > MAX_SESSION_ID_CHARS:
                     continue
-                turns.append(LoggedTurn(session, role, content[:MAX_TURN_CHARS],
-                                        as_utc(datetime.fromisoformat(at))))  # fmt: skip
+                turns.append(
+                    LoggedTurn(
+                        session, role, content[:MAX_TURN_CHARS], as_utc(datetime.fromisoformat(at))
+                    )
+                )
             except (ValueError, KeyError):
                 continue
         return turns

@@ -278,8 +278,13 @@ class ConversationMemory:
             archived_lines = state.archived_lines
             if evicted:
                 archived_lines = self._append_archive(session_id, evicted, archived_lines)
-            new_state = _SessionFile(started_at=state.started_at, last_at=now,
-                                     next_n=turn.n + 1, archived_lines=archived_lines, turns=turns)  # fmt: skip
+            new_state = _SessionFile(
+                started_at=state.started_at,
+                last_at=now,
+                next_n=turn.n + 1,
+                archived_lines=archived_lines,
+                turns=turns,
+            )
             path = self._session_path(session_id)
             atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
             self._sessions[session_id] = (_signature(path), new_state)
@@ -297,8 +302,11 @@ class ConversationMemory:
         if lines > self._max_archived + ARCHIVE_SLACK:
             data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
             kept = data.splitlines()[-self._max_archived :]
-            atomic_write_text(path, "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n",
-                              within=self.agent_root)  # fmt: skip
+            atomic_write_text(
+                path,
+                "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n",
+                within=self.agent_root,
+            )
             lines = len(kept)
         return lines
 

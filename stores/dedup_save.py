@@ -65,25 +65,37 @@ def save_fact(
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
         match, similarity, threshold = _closest(
-            store, candidate, candidate_vector,
+            store,
+            candidate,
+            candidate_vector,
             lambda e: e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata),
-        )  # fmt: skip
+        )
         decision = decide(
-            candidate, match, similarity, at, threshold=threshold, vocabulary=vocabulary,
+            candidate,
+            match,
+            similarity,
+            at,
+            threshold=threshold,
+            vocabulary=vocabulary,
             count=match is None or match.id not in touched,
-        )  # fmt: skip
+        )
         if decision.outcome is DedupOutcome.CREATED:
             created = store.create(
-                candidate.content, category=candidate.category, tags=candidate.tags,
-                metadata=dict(candidate.metadata), importance=candidate.importance,
-                entry_id=new_id, now=at,
-            )  # fmt: skip
+                candidate.content,
+                category=candidate.category,
+                tags=candidate.tags,
+                metadata=dict(candidate.metadata),
+                importance=candidate.importance,
+                entry_id=new_id,
+                now=at,
+            )
             if candidate_vector is not None and store.embeddings is not None:
                 store.write_vector(new_id, candidate_vector, created.fingerprint)
             return SavedFact(DedupOutcome.CREATED, new_id)
         assert match is not None and decision.updated is not None
-        store.put(decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}",
-                  op=op_id)  # fmt: skip
+        store.put(
+            decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}", op=op_id
+        )
         return SavedFact(decision.outcome, match.id)
 
 
@@ -125,31 +137,51 @@ def dedup_existing(
         original = store.require(entry_id)
         done = store.applied(op)
         if done is not None:
-            store.retire_into(entry_id, [done.entry_id], reason=f"merged into {done.entry_id}",
-                              vocabulary=vocabulary)  # fmt: skip
+            store.retire_into(
+                entry_id,
+                [done.entry_id],
+                reason=f"merged into {done.entry_id}",
+                vocabulary=vocabulary,
+            )
             return SavedFact(DedupOutcome(done.action), done.entry_id)
         if flagged(original.metadata):
             return SavedFact(DedupOutcome.CREATED, entry_id)  # stays on its own, unmerged
         if original.is_archived:
             into = retired_into(original)
-            return SavedFact(DedupOutcome.REINFORCED, into[0]) if into else SavedFact(
-                DedupOutcome.CREATED, entry_id
-            )  # fmt: skip
+            return (
+                SavedFact(DedupOutcome.REINFORCED, into[0])
+                if into
+                else SavedFact(DedupOutcome.CREATED, entry_id)
+            )
         candidate = Candidate(
-            original.content, original.category, tuple(original.tags),
-            tuple(original.metadata.items()), original.importance_score,
-        )  # fmt: skip
-        match, similarity, threshold = _closest(
-            store, candidate, candidate_vector, lambda e: e.id != entry_id and not flagged(e.metadata)
+            original.content,
+            original.category,
+            tuple(original.tags),
+            tuple(original.metadata.items()),
+            original.importance_score,
         )
-        decision = decide(candidate, match, similarity, now or store.now(), threshold=threshold,
-                          vocabulary=vocabulary)  # fmt: skip
+        match, similarity, threshold = _closest(
+            store,
+            candidate,
+            candidate_vector,
+            lambda e: e.id != entry_id and not flagged(e.metadata),
+        )
+        decision = decide(
+            candidate,
+            match,
+            similarity,
+            now or store.now(),
+            threshold=threshold,
+            vocabulary=vocabulary,
+        )
         if decision.outcome is DedupOutcome.CREATED or match is None:
             return SavedFact(DedupOutcome.CREATED, entry_id)
         assert decision.updated is not None
         # Save first, then retire: the copy goes only into a replacement that persisted.
-        store.put(decision.updated, action=_ACTION[decision.outcome],
-                  reason=f"absorbed {entry_id}", op=op)  # fmt: skip
-        store.retire_into(entry_id, [match.id], reason=f"merged into {match.id}",
-                          vocabulary=vocabulary)  # fmt: skip
+        store.put(
+            decision.updated, action=_ACTION[decision.outcome], reason=f"absorbed {entry_id}", op=op
+        )
+        store.retire_into(
+            entry_id, [match.id], reason=f"merged into {match.id}", vocabulary=vocabulary
+        )
         return SavedFact(decision.outcome, match.id)

@@ -30,13 +30,15 @@ BATCH_SIZE = 64
 RETRIES = 2
 QUERY_CACHE = 256
 QUERY_BACKOFF_SECONDS = 30.0
-MAX_REPLY_BYTES = 256 * 1_048_576  # 64 vectors of thousands of floats, as JSON text  # after a failed query embedding, searches skip it this long
-
-
+MAX_REPLY_BYTES = (
+    256 * 1_048_576
+)  # 64 vectors of thousands of floats, as JSON text  # after a failed query embedding, searches skip it this long
 
 
 class EmbeddingClient:
-    def __init__(self, settings: EmbeddingSettings, *, transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self, settings: EmbeddingSettings, *, transport: httpx.BaseTransport | None = None
+    ):
         if not settings.base_url:
             raise ValueError("EmbeddingClient needs DREAMKEEPER_EMBEDDING_BASE_URL")
         self.settings = settings
@@ -104,8 +106,9 @@ class EmbeddingClient:
     def _parse(self, response: httpx.Response, n: int) -> list[np.ndarray | None]:
         try:
             # Bounded and non-recursing: a hostile endpoint's body is refused, not a crash.
-            items = safe_json.loads(response.content, max_bytes=MAX_REPLY_BYTES,
-                                    max_depth=4)["data"]  # fmt: skip
+            items = safe_json.loads(response.content, max_bytes=MAX_REPLY_BYTES, max_depth=4)[
+                "data"
+            ]
             if not isinstance(items, list):
                 raise TypeError("data is not a list")
             vectors: list[np.ndarray | None] = [None] * n
@@ -114,7 +117,12 @@ class EmbeddingClient:
                     raise TypeError("an item is not an object")
                 index = int(item.get("index", position))
                 vector = np.asarray(item["embedding"], dtype=np.float32)
-                if 0 <= index < n and vector.ndim == 1 and vector.size and np.isfinite(vector).all():
+                if (
+                    0 <= index < n
+                    and vector.ndim == 1
+                    and vector.size
+                    and np.isfinite(vector).all()
+                ):
                     vectors[index] = vector
             return vectors
         except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:

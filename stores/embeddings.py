@@ -55,7 +55,9 @@ def embed_entries(
     for entry in candidates:
         if entry is None or entry.is_archived:
             continue
-        fresh = read_vector(store.embeddings_dir, entry.id, entry.fingerprint, client.model_key, dim)
+        fresh = read_vector(
+            store.embeddings_dir, entry.id, entry.fingerprint, client.model_key, dim
+        )
         if fresh is not None:
             report.fresh += 1
         else:

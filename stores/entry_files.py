@@ -78,8 +78,11 @@ def load_entry(files: AgentFiles, parts: Parts) -> Loaded:
     except InvalidInput as exc:
         return Loaded(None, f"it breaks the store's limits ({str(exc)[:200]})")
     if expected != tuple(parts):
-        return Loaded(None, f"its id {entry.id!r} and category {entry.category!r} say it "
-                            f"belongs at {'/'.join(expected)}")  # fmt: skip
+        return Loaded(
+            None,
+            f"its id {entry.id!r} and category {entry.category!r} say it "
+            f"belongs at {'/'.join(expected)}",
+        )
     return Loaded(entry)
 
 

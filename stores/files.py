@@ -76,8 +76,9 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _replace_at(dfd: int, name: str, data: bytes, *, durable: bool) -> None:
     tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=dfd)  # fmt: skip
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd
+    )
     try:
         _write_all(fd, data)
         if durable:
@@ -175,8 +176,12 @@ class AgentFiles:
         with self.directory(dirs, create=True) as dfd:
             assert dfd is not None
             try:
-                fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o644, dir_fd=dfd)  # fmt: skip
+                fd = os.open(
+                    name,
+                    os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o644,
+                    dir_fd=dfd,
+                )
             except OSError as exc:
                 raise _refuse_links(exc, name) from None
             try:
@@ -249,14 +254,16 @@ class AgentFiles:
 
     def rename(self, src: Parts, dst: Parts) -> None:
         """Move a file between directories of the agent (both resolved without links)."""
-        with self.directory(src[:-1], create=False) as sfd, self.directory(
-            dst[:-1], create=True
-        ) as dfd:
+        with (
+            self.directory(src[:-1], create=False) as sfd,
+            self.directory(dst[:-1], create=True) as dfd,
+        ):
             if sfd is None:
                 raise FileNotFoundError(self.path(*src))
             assert dfd is not None  # created
-            os.replace(check_component(src[-1]), check_component(dst[-1]),
-                       src_dir_fd=sfd, dst_dir_fd=dfd)  # fmt: skip
+            os.replace(
+                check_component(src[-1]), check_component(dst[-1]), src_dir_fd=sfd, dst_dir_fd=dfd
+            )
             os.fsync(dfd)
 
     def lock(self, parts: Parts) -> InterProcessLock:

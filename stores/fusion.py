@@ -57,8 +57,18 @@ RECENCY_HALF_LIFE_DAYS = 90.0
 _LN2 = math.log(2.0)
 # erfc(x) = t · exp(−x² + P(t)), t = 1 / (1 + x/2), x ≥ 0: Numerical Recipes' erfcc,
 # fractional error below 1.2e-7 everywhere; kept in log form so it never underflows.
-_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-         -1.13520398, 1.48851587, -0.82215223, 0.17087277)  # fmt: skip
+_ERFC = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
 
 
 def _log_erfc(x: np.ndarray) -> np.ndarray:

@@ -24,7 +24,6 @@ from dreamkeeper.stores.files import atomic_write_text
 IDENTITY_FILE = "dreamkeeper-store.json"
 
 
-
 @dataclass(frozen=True)
 class StoreIdentity:
     store_id: str
@@ -62,8 +61,14 @@ def ensure_identity(data_dir: Path) -> StoreIdentity:
     identity = StoreIdentity(secrets.token_hex(8), location_of(data_dir))
     atomic_write_text(
         Path(data_dir) / IDENTITY_FILE,
-        json.dumps({"storeId": identity.store_id, "createdAt": utc_now().isoformat(),
-                    "createdIn": identity.location}, indent=1),
+        json.dumps(
+            {
+                "storeId": identity.store_id,
+                "createdAt": utc_now().isoformat(),
+                "createdIn": identity.location,
+            },
+            indent=1,
+        ),
     )
     return read_identity(data_dir) or identity
 

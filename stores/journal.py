@@ -172,8 +172,10 @@ class Journal:
                     JOURNAL, max(0, marker - MAX_LINE_BYTES), min(marker, MAX_LINE_BYTES)
                 )
                 newline = head.rfind(b"\n")
-                return 0 if newline == -1 and marker <= MAX_LINE_BYTES else (
-                    marker - len(head) + newline + 1
-                )  # fmt: skip
+                return (
+                    0
+                    if newline == -1 and marker <= MAX_LINE_BYTES
+                    else (marker - len(head) + newline + 1)
+                )
             position = start
         return 0

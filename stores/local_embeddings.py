@@ -121,15 +121,18 @@ class OnnxEncoder:
         return out
 
 
-
 def local_settings(settings: EmbeddingSettings | None = None) -> EmbeddingSettings:
     """Settings naming the local model (its vectors are keyed to it)."""
     base = settings or EmbeddingSettings()
     return EmbeddingSettings(
-        base_url=None, model=LOCAL_MODEL, local=True, timeout_seconds=base.timeout_seconds,
-        query_timeout_seconds=base.query_timeout_seconds, min_similarity=base.min_similarity,
+        base_url=None,
+        model=LOCAL_MODEL,
+        local=True,
+        timeout_seconds=base.timeout_seconds,
+        query_timeout_seconds=base.query_timeout_seconds,
+        min_similarity=base.min_similarity,
         max_input_chars=base.max_input_chars,
-    )  # fmt: skip
+    )
 
 
 class LocalEmbeddings:
@@ -154,7 +157,9 @@ class LocalEmbeddings:
             if self._encoder is None:
                 files = local_model_files()
                 if files is None:
-                    raise LocalModelMissing(f"the local embedding model is not installed: {INSTALL_HINT}")
+                    raise LocalModelMissing(
+                        f"the local embedding model is not installed: {INSTALL_HINT}"
+                    )
                 self._encoder = OnnxEncoder(*files)
                 log.info("embeddings: %s loaded in-process from %s", LOCAL_MODEL, files[0])
             return self._encoder

@@ -72,8 +72,6 @@ from dreamkeeper.stores.vectors import EntryVectors, VectorIndex, encode_vector
 log = logging.getLogger(__name__)
 
 
-
-
 def document_text(entry: MemoryEntry) -> str:
     """What BM25 indexes: content, tags, and the category with / and - as spaces."""
     category = (entry.category or "").replace("/", " ").replace("-", " ")
@@ -353,12 +351,22 @@ class FileMemoryStore:
             self._adopt_disk(entry_id, parts)
             current = self._entries.get(entry_id)
             # `rev` names the revision that never landed (the disk keeps the one before).
-            records.append(self._record(
-                JournalAction.REPAIRED, entry_id, parts, current, rev=rev,
-                reason=f"revision {rev} never landed; the file on disk stands",
-            ))  # fmt: skip
-            log.warning("memory store %s: repaired %s (a write of revision %d did not "
-                        "complete)", self.agent_id, entry_id, rev)  # fmt: skip
+            records.append(
+                self._record(
+                    JournalAction.REPAIRED,
+                    entry_id,
+                    parts,
+                    current,
+                    rev=rev,
+                    reason=f"revision {rev} never landed; the file on disk stands",
+                )
+            )
+            log.warning(
+                "memory store %s: repaired %s (a write of revision %d did not complete)",
+                self.agent_id,
+                entry_id,
+                rev,
+            )
         self._pending.clear()
         self._append(records)
 
@@ -467,8 +475,11 @@ class FileMemoryStore:
             self._forget(entry_id)
             return None
         if loaded.entry != self._entries.get(entry_id):
-            log.warning("memory store %s: %s changed on disk outside the journal; using the "
-                        "file", self.agent_id, entry_id)  # fmt: skip
+            log.warning(
+                "memory store %s: %s changed on disk outside the journal; using the file",
+                self.agent_id,
+                entry_id,
+            )
             self._install(loaded.entry, parts)
         return loaded.entry
 
@@ -485,10 +496,15 @@ class FileMemoryStore:
     ) -> JournalRecord:
         category = "/".join(parts[1:-1]) or None
         return JournalRecord(
-            at=self.now(), action=action, id=entry_id, category=category,
-            fingerprint=entry.fingerprint if entry else None, reason=reason,
-            rev=rev if rev is not None else (entry.revision if entry else None), op=op,
-        )  # fmt: skip
+            at=self.now(),
+            action=action,
+            id=entry_id,
+            category=category,
+            fingerprint=entry.fingerprint if entry else None,
+            reason=reason,
+            rev=rev if rev is not None else (entry.revision if entry else None),
+            op=op,
+        )
 
     def _append(self, records: list[JournalRecord]) -> None:
         if not records:
@@ -501,10 +517,12 @@ class FileMemoryStore:
     def _commit(self, changes: list[_Change]) -> None:
         """Journal first, then each file (lock held by the caller)."""
         batch = len(changes) > 1
-        self._append([
-            self._record(c.action, c.entry.id, c.parts, c.entry, reason=c.reason, op=c.op)
-            for c in changes
-        ])  # fmt: skip
+        self._append(
+            [
+                self._record(c.action, c.entry.id, c.parts, c.entry, reason=c.reason, op=c.op)
+                for c in changes
+            ]
+        )
         for c in changes:
             self._pending[c.entry.id] = (c.entry.revision, c.parts)
         faults.crash_point(faults.BATCH_JOURNALED if batch else faults.JOURNAL_APPENDED)
@@ -513,8 +531,9 @@ class FileMemoryStore:
         for number, group in enumerate(groups):
             if number == 1:
                 faults.crash_point(faults.BATCH_HALF_WRITTEN)
-            self.files.write_many([(c.parts, c.entry.to_json().encode("utf-8")) for c in group],
-                                  durable=not batch)  # fmt: skip
+            self.files.write_many(
+                [(c.parts, c.entry.to_json().encode("utf-8")) for c in group], durable=not batch
+            )
             for c in group:
                 if c.old_parts is not None and c.old_parts != c.parts:
                     faults.crash_point(faults.FILE_REPLACED)
@@ -541,9 +560,12 @@ class FileMemoryStore:
             applied[op] = f"{action}:{op_detail}" if op_detail else str(action)
             while len(applied) > MAX_APPLIED_OPS:
                 del applied[next(iter(applied))]
-        written = entry.model_copy(update={
-            "revision": (base.revision if base else 0) + 1, "applied_ops": applied,
-        })  # fmt: skip
+        written = entry.model_copy(
+            update={
+                "revision": (base.revision if base else 0) + 1,
+                "applied_ops": applied,
+            }
+        )
         parts = entry_parts(written.id, written.category)
         old = self._parts.get(written.id) if base is not None else None
         self._commit([_Change(written, action, reason, op, parts, old)])
@@ -562,11 +584,14 @@ class FileMemoryStore:
             entry = self._fresh(entry_id)
             if entry is None or entry.fingerprint != fingerprint:
                 return False
-            self.files.write((MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"),
-                             encode_vector(vector, fingerprint, self._vectors.model_key))
+            self.files.write(
+                (MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"),
+                encode_vector(vector, fingerprint, self._vectors.model_key),
+            )
             self._vectors.mark(entry_id)
-            self._append([self._record(JournalAction.EMBEDDED, entry_id,
-                                       self._parts[entry_id], entry)])  # fmt: skip
+            self._append(
+                [self._record(JournalAction.EMBEDDED, entry_id, self._parts[entry_id], entry)]
+            )
             return True
 
     def create(
@@ -603,9 +628,15 @@ class FileMemoryStore:
                 raise StoreConflict(f"{path} exists but could not be read; not overwriting it")
             at = as_utc(now) if now is not None else self.now()
             entry = MemoryEntry(
-                id=entry_id, content=content, category=category, tags=tag_list,
-                created_at=at, last_seen_at=at, metadata=metadata, importance_score=importance,
-            )  # fmt: skip
+                id=entry_id,
+                content=content,
+                category=category,
+                tags=tag_list,
+                created_at=at,
+                last_seen_at=at,
+                metadata=metadata,
+                importance_score=importance,
+            )
             return self._write(entry, None, JournalAction.CREATED, None)
 
     def create_many(
@@ -654,7 +685,9 @@ class FileMemoryStore:
                             report.entries.append(existing)
                             report.unchanged.append(existing.id)
                         elif strict:
-                            raise StoreConflict(f"memory {entry.id} already exists with other content")
+                            raise StoreConflict(
+                                f"memory {entry.id} already exists with other content"
+                            )
                         else:
                             report.conflicts.append(entry.id)
                         continue
@@ -741,8 +774,10 @@ class FileMemoryStore:
                 return current
             return self.put(
                 updated.model_copy(update={"revision": current.revision}),
-                action=action, reason=reason, op=op,
-            )  # fmt: skip
+                action=action,
+                reason=reason,
+                op=op,
+            )
 
     def update_importance(self, entry_id: str, importance: float) -> MemoryEntry:
         importance = validate_importance(importance)
@@ -804,18 +839,26 @@ class FileMemoryStore:
                 if replacement is None or replacement.is_archived:
                     return Retirement(False, f"replacement {target} is not live")
                 replacements.append(replacement)
-            missing = _missing([Source(current.content, current.category)],
-                               "\n\n".join(r.content for r in replacements), vocabulary)  # fmt: skip
+            missing = _missing(
+                [Source(current.content, current.category)],
+                "\n\n".join(r.content for r in replacements),
+                vocabulary,
+            )
             if missing:
-                return Retirement(False, f"the replacements miss {len(missing)} specific(s)",
-                                  tuple(missing))  # fmt: skip
+                return Retirement(
+                    False, f"the replacements miss {len(missing)} specific(s)", tuple(missing)
+                )
             objection = check(current, replacements) if check is not None else None
             if objection:
                 return Retirement(False, objection)
             at = as_utc(now) if now is not None else self.now()
-            archived = current.model_copy(update={
-                "archived_at": at, "archive_reason": reason, "retired_into": sorted(targets),
-            })  # fmt: skip
+            archived = current.model_copy(
+                update={
+                    "archived_at": at,
+                    "archive_reason": reason,
+                    "retired_into": sorted(targets),
+                }
+            )
             self._write(archived, current, JournalAction.ARCHIVED, reason)
             return Retirement(True)
 
@@ -831,8 +874,11 @@ class FileMemoryStore:
             if not current.is_archived:
                 return current
             if not force:
-                live = [i for i in retired_into(current)
-                        if (e := self._fresh(i)) is not None and not e.is_archived]  # fmt: skip
+                live = [
+                    i
+                    for i in retired_into(current)
+                    if (e := self._fresh(i)) is not None and not e.is_archived
+                ]
                 if live:
                     raise StoreConflict(
                         f"memory {entry_id} was archived into {', '.join(live)}, which still "
@@ -882,8 +928,16 @@ class FileMemoryStore:
         records = []
         for entry in doomed:
             parts = self._parts[entry.id]
-            records.append(self._record(JournalAction.PURGED, entry.id, parts, entry,
-                                        reason=entry.archive_reason, rev=entry.revision + 1))  # fmt: skip
+            records.append(
+                self._record(
+                    JournalAction.PURGED,
+                    entry.id,
+                    parts,
+                    entry,
+                    reason=entry.archive_reason,
+                    rev=entry.revision + 1,
+                )
+            )
             self._pending[entry.id] = (entry.revision + 1, parts)
         self._append(records)
         for done, entry in enumerate(doomed, start=1):
@@ -943,10 +997,14 @@ class NewEntry:
 def _new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
     return MemoryEntry(
         id=validate_entry_id(item.entry_id) if item.entry_id is not None else new_entry_id(),
-        content=validate_content(item.content), category=validate_category(item.category),
-        tags=validate_tags(item.tags), metadata=validate_metadata(item.metadata),
-        importance_score=validate_importance(item.importance), created_at=at, last_seen_at=at,
-    )  # fmt: skip
+        content=validate_content(item.content),
+        category=validate_category(item.category),
+        tags=validate_tags(item.tags),
+        metadata=validate_metadata(item.metadata),
+        importance_score=validate_importance(item.importance),
+        created_at=at,
+        last_seen_at=at,
+    )
 
 
 def _version(entry: MemoryEntry) -> tuple[int, datetime, datetime]:

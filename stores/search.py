@@ -63,8 +63,12 @@ class _Filters:
 
     @property
     def per_entry(self) -> bool:
-        return (bool(self.tags) or bool(self.metadata) or self.created_after is not None
-                or self.created_before is not None)  # fmt: skip
+        return (
+            bool(self.tags)
+            or bool(self.metadata)
+            or self.created_after is not None
+            or self.created_before is not None
+        )
 
     def admits(self, entry: MemoryEntry) -> bool:
         """Tags, metadata and created dates (not the category)."""
@@ -91,8 +95,10 @@ def _filters(
     after = _moment(created_after, "created_after")
     before = _moment(created_before, "created_before")
     if after is not None and before is not None and after > before:
-        raise InvalidInput(f"created_after {after.isoformat()} is later than created_before "
-                           f"{before.isoformat()}: nothing can match")  # fmt: skip
+        raise InvalidInput(
+            f"created_after {after.isoformat()} is later than created_before "
+            f"{before.isoformat()}: nothing can match"
+        )
     return _Filters(category, wanted, after, before, _metadata_filter(metadata))
 
 
@@ -203,10 +209,14 @@ def _row_map(index: BM25Index, vectors: VectorIndex, include_archived: bool) -> 
         return cached
     live = vectors.live_rows
     row_slot = np.array(
-        [-1 if k is None or not (include_archived or live[r]) else
-         (s if (s := index.slot(k)) is not None else -1)
-         for r, k in enumerate(vectors.row_keys)], dtype=np.int64,
-    )  # fmt: skip
+        [
+            -1
+            if k is None or not (include_archived or live[r])
+            else (s if (s := index.slot(k)) is not None else -1)
+            for r, k in enumerate(vectors.row_keys)
+        ],
+        dtype=np.int64,
+    )
     slot_row = np.full(len(index.weights), -1, dtype=np.int64)
     rows = np.nonzero(row_slot >= 0)[0]
     slot_row[row_slot[rows]] = rows
@@ -233,15 +243,19 @@ class _Semantic:
         """Cosine per slot, NaN where the entry has no vector in scope."""
         rows = self.rows.slot_row[slots]
         have = (rows >= 0) & (rows < self.sims.size)
-        return np.where(have, self.sims[np.where(have, rows, 0)], np.nan) if self.sims.size \
-            else np.full(slots.size, np.nan)  # fmt: skip
+        return (
+            np.where(have, self.sims[np.where(have, rows, 0)], np.nan)
+            if self.sims.size
+            else np.full(slots.size, np.nan)
+        )
 
 
 def _semantic(
     index: BM25Index, vectors: VectorIndex, query_vector: np.ndarray, include_archived: bool
 ) -> _Semantic:
-    return _Semantic(vectors.similarities(query_vector),
-                     _row_map(index, vectors, include_archived), vectors.dim)  # fmt: skip
+    return _Semantic(
+        vectors.similarities(query_vector), _row_map(index, vectors, include_archived), vectors.dim
+    )
 
 
 def _candidates(
@@ -279,8 +293,12 @@ def _admitted(store: FileMemoryStore, index: BM25Index, slot: int, filters: _Fil
 def _order(hit: SearchHit) -> tuple:
     """Score, then last seen (newest first), then content, then id: equal scores come out
     the same way every time, also after the same entries are saved again under new ids."""
-    return (-(hit.score or 0.0), -hit.entry.last_seen_at.timestamp(), hit.entry.content,
-            hit.entry.id)  # fmt: skip
+    return (
+        -(hit.score or 0.0),
+        -hit.entry.last_seen_at.timestamp(),
+        hit.entry.content,
+        hit.entry.id,
+    )
 
 
 def _top_hits(
@@ -355,8 +373,9 @@ def _hybrid_hits(
     kept = [e for e in entries if e is not None]
     importance = np.array([e.importance_score for e in kept])
     last_seen = np.array([e.last_seen_at.timestamp() for e in kept])
-    final = fused[present] * boosts(len(kept), importance=importance, last_seen=last_seen,
-                                    now=store.now())  # fmt: skip
+    final = fused[present] * boosts(
+        len(kept), importance=importance, last_seen=last_seen, now=store.now()
+    )
     hits = [SearchHit(e, score) for e, score in zip(kept, final.tolist(), strict=True)]
     hits.sort(key=_order)
     return hits[:limit]
@@ -386,7 +405,6 @@ def display_text(text: str, *, keep_newlines: bool = False) -> str:
     if not keep_newlines:
         text = " ".join(text.split())
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text)
-
 
 
 def _days(later: datetime, earlier: datetime) -> int:

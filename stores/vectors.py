@@ -66,11 +66,17 @@ def read_vector(
 
 
 def write_vector(
-    directory: Path, entry_id: str, vector: np.ndarray, fingerprint: str, model_key: bytes,
-    *, within: Path | None = None,
+    directory: Path,
+    entry_id: str,
+    vector: np.ndarray,
+    fingerprint: str,
+    model_key: bytes,
+    *,
+    within: Path | None = None,
 ) -> None:
     atomic_write_bytes(
-        vector_path(directory, entry_id), encode_vector(vector, fingerprint, model_key),
+        vector_path(directory, entry_id),
+        encode_vector(vector, fingerprint, model_key),
         within=within,
     )
 
@@ -161,9 +167,11 @@ class VectorIndex:
         n = len(self._ids)
         sims = self._matrix[:n] @ unit(query)
         mask = sims >= threshold
-        mask &= self._live[:n] if not include_archived else np.array(
-            [k is not None for k in self._ids], dtype=np.bool_
-        )  # fmt: skip
+        mask &= (
+            self._live[:n]
+            if not include_archived
+            else np.array([k is not None for k in self._ids], dtype=np.bool_)
+        )
         return {self._ids[i]: float(sims[i]) for i in np.nonzero(mask)[0].tolist()}  # type: ignore[misc]
 
 

@@ -141,7 +141,7 @@ def _document(entry: WorkingEntry) -> list[str]:
     return tokenize(
         " ".join(
             [entry.key.replace("/", " "), entry.category or "", " ".join(entry.tags), entry.value]
-        )  # fmt: skip
+        )
     )
 
 
@@ -176,8 +176,9 @@ class WorkingMemoryStore:
         self.embeddings = embeddings
         self._vectors = (
             WorkingVectors(self.root / ".embeddings", embeddings, within=self.agent_root)
-            if embeddings else None
-        )  # fmt: skip
+            if embeddings
+            else None
+        )
         self._lock = path_lock(self.root / ".lock", within=self.agent_root)
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
@@ -227,8 +228,9 @@ class WorkingMemoryStore:
         entries: dict[str, WorkingEntry] = {}
         skipped = 0
         try:
-            raw = safe_json.load_file(path, max_bytes=MAX_SEGMENT_FILE_BYTES,
-                                      max_depth=MAX_FILE_DEPTH)  # fmt: skip
+            raw = safe_json.load_file(
+                path, max_bytes=MAX_SEGMENT_FILE_BYTES, max_depth=MAX_FILE_DEPTH
+            )
             items = raw.get("entries") if isinstance(raw, dict) else None
             if not isinstance(items, list):
                 raise ValueError("no 'entries' list")
@@ -242,8 +244,12 @@ class WorkingMemoryStore:
                 if not entry.expired(now):  # expired entries are dropped on load
                     entries[entry.key] = entry
             if skipped:
-                log.warning("working memory %s: skipped %d malformed or misplaced entr(ies) "
-                            "in %s", self.agent_id, skipped, path)  # fmt: skip
+                log.warning(
+                    "working memory %s: skipped %d malformed or misplaced entr(ies) in %s",
+                    self.agent_id,
+                    skipped,
+                    path,
+                )
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
@@ -260,8 +266,9 @@ class WorkingMemoryStore:
                 self._index.remove(key)
         for key, entry in entries.items():
             if old_entries.get(key) != entry:
-                self._index.put(key, _document(entry), archived=False,
-                                group=self._namespace_id(entry.namespace))  # fmt: skip
+                self._index.put(
+                    key, _document(entry), archived=False, group=self._namespace_id(entry.namespace)
+                )
         if signature is None:
             self._segments.pop(segment, None)
         else:
@@ -344,13 +351,20 @@ class WorkingMemoryStore:
             return []
         raw = np.array([keyword.get(e.key, 0.0) for e in found])
         if query_vector is not None:
-            final = fuse(raw, np.array([cosines.get(e.key, np.nan) for e in found]),
-                         np.array(list(cosines.values())), query_vector.size,
-                         last_seen=np.array([e.stored_at.timestamp() for e in found]), now=now)
+            final = fuse(
+                raw,
+                np.array([cosines.get(e.key, np.nan) for e in found]),
+                np.array(list(cosines.values())),
+                query_vector.size,
+                last_seen=np.array([e.stored_at.timestamp() for e in found]),
+                now=now,
+            )
         else:
             final = raw
-        hits = sorted(zip(found, final.tolist(), strict=True),
-                      key=lambda h: (-h[1], -h[0].stored_at.timestamp(), h[0].value, h[0].key))
+        hits = sorted(
+            zip(found, final.tolist(), strict=True),
+            key=lambda h: (-h[1], -h[0].stored_at.timestamp(), h[0].value, h[0].key),
+        )
         return hits[:limit]
 
     def wait_for_embeddings(self, timeout: float | None = None) -> None:
@@ -387,7 +401,9 @@ class WorkingMemoryStore:
             )
         return self._put(full, value, resolve_ttl(ttl, background=background), category, tags)
 
-    def put_stash(self, key: str, value: str, *, ttl: timedelta, tags: builtins.list[str]) -> WorkingEntry:
+    def put_stash(
+        self, key: str, value: str, *, ttl: timedelta, tags: builtins.list[str]
+    ) -> WorkingEntry:
         """The tool-result stash's own write (see `agent.stash`): when its namespace is
         full, the oldest stashed result makes room — a stash never refuses the loop."""
         key = validate_key(key)
@@ -453,8 +469,9 @@ class WorkingMemoryStore:
                     removed += len(on_disk - set(live))
                     self._write(segment, live)
             if self._vectors is not None:
-                self._vectors.prune(e.key for seg in self._segments.values()
-                                    for e in seg.entries.values())  # fmt: skip
+                self._vectors.prune(
+                    e.key for seg in self._segments.values() for e in seg.entries.values()
+                )
             self._last_sweep = now
         return removed
 
@@ -493,8 +510,14 @@ class WorkingMemoryStore:
                         "(the limit): overwrite one of its keys or let some expire"
                     )
                 self._drop(others.pop(0).key)
-            entry = WorkingEntry(key=key, value=value, stored_at=now, expires_at=now + ttl,
-                                 category=category, tags=tag_list)  # fmt: skip
+            entry = WorkingEntry(
+                key=key,
+                value=value,
+                stored_at=now,
+                expires_at=now + ttl,
+                category=category,
+                tags=tag_list,
+            )
             segment = key.split("/", 1)[0]
             seg = self._segments.get(segment)
             entries = {k: e for k, e in (seg.entries if seg else {}).items() if not e.expired(now)}
@@ -542,9 +565,7 @@ def _check_category(category: str | None) -> None:
     if category is None:
         return
     if not isinstance(category, str) or not category.strip() or len(category) > MAX_CATEGORY_CHARS:
-        raise InvalidInput(
-            f"invalid working-memory category: 1 to {MAX_CATEGORY_CHARS} characters"
-        )
+        raise InvalidInput(f"invalid working-memory category: 1 to {MAX_CATEGORY_CHARS} characters")
     require_unicode(category, "working-memory category")
 
 

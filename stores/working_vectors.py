@@ -30,9 +30,7 @@ def vector_name(key: str) -> str:
 
 
 class WorkingVectors:
-    def __init__(
-        self, directory: Path, client: Embedder, *, within: Path | None = None
-    ) -> None:
+    def __init__(self, directory: Path, client: Embedder, *, within: Path | None = None) -> None:
         self.directory = directory
         self.within = within  # the agent's directory: no link below it is followed
         self.client = client
@@ -65,8 +63,9 @@ class WorkingVectors:
         cached = self._cache.get(key)
         if cached is not None and cached[0] == fingerprint and cached[1].size == dim:
             return cached[1]
-        vector = read_vector(self.directory, vector_name(key), fingerprint,
-                             self.client.model_key, dim)  # fmt: skip
+        vector = read_vector(
+            self.directory, vector_name(key), fingerprint, self.client.model_key, dim
+        )
         if vector is None:
             return None
         self._cache[key] = (fingerprint, unit(vector))
@@ -111,8 +110,14 @@ class WorkingVectors:
     def _embed(self, key: str, value: str) -> None:
         vector = self.client.embed([value])[0]
         if vector is not None:
-            write_vector(self.directory, vector_name(key), vector, content_fingerprint(value),
-                         self.client.model_key, within=self.within)  # fmt: skip
+            write_vector(
+                self.directory,
+                vector_name(key),
+                vector,
+                content_fingerprint(value),
+                self.client.model_key,
+                within=self.within,
+            )
 
     def _unlink(self, path: Path) -> None:
         if self.within is None:

@@ -42,8 +42,12 @@ def embedding_client(embedder):
     from dreamkeeper.stores.embedding_client import EmbeddingClient
 
     client = EmbeddingClient(
-        EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed", timeout_seconds=5,
-                          query_timeout_seconds=5)
-    )  # fmt: skip
+        EmbeddingSettings(
+            base_url=embedder.base_url,
+            model="scripted-embed",
+            timeout_seconds=5,
+            query_timeout_seconds=5,
+        )
+    )
     yield client
     client.close()

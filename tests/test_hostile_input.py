@@ -15,9 +15,16 @@ from dreamkeeper.testing import hostile
 
 pytestmark = pytest.mark.slow  # generated inputs per surface: ~40 s
 
-FAST = settings(max_examples=120, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.filter_too_much])  # fmt: skip
+FAST = settings(
+    max_examples=120,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 SLOW = settings(FAST, max_examples=150)
 
 

@@ -45,8 +45,11 @@ from dreamkeeper.worker import cli
 from tests.helpers import tree_snapshot
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
-ENTRY = {"id": "aaaaaaaaaaa1", "content": "Dana's flight is LH 441 on 2026-03-02.",
-         "createdAt": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+ENTRY = {
+    "id": "aaaaaaaaaaa1",
+    "content": "Dana's flight is LH 441 on 2026-03-02.",
+    "createdAt": "2026-01-01T00:00:00+00:00",
+}
 
 
 class Blocked(BaseException):
@@ -79,8 +82,15 @@ def _plant(store: FileMemoryStore, rel: str, body: object) -> None:
 
 
 def test_safe_json_refuses_depth_size_constants_and_surrogates_without_recursing():
-    for text in ["[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000,
-                 "[NaN]", "[1e999]", '"\\ud800"', "9" * 5_000, b"\xff"]:  # fmt: skip
+    for text in [
+        "[" * 100_000 + "]" * 100_000,
+        '{"a":' * 50_000 + "1" + "}" * 50_000,
+        "[NaN]",
+        "[1e999]",
+        '"\\ud800"',
+        "9" * 5_000,
+        b"\xff",
+    ]:
         with pytest.raises(safe_json.UnsafeJSON):
             safe_json.loads(text, max_bytes=1_000_000, max_depth=32)
     with pytest.raises(safe_json.UnsafeJSON):
@@ -112,10 +122,16 @@ def test_a_fifo_planted_as_an_entry_file_does_not_block_the_store(store):
     assert "not a plain file" in " ".join(fresh.problems().values())
 
 
-@pytest.mark.parametrize("override", [
-    {"tags": [f"t{n}" for n in range(40)]}, {"tags": ["x" * 65]}, {"content": "a\x00b"},
-    {"metadata": {f"k{n}": "v" for n in range(33)}}, {"metadata": {"subjectTime": "y" * 2_001}},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"tags": [f"t{n}" for n in range(40)]},
+        {"tags": ["x" * 65]},
+        {"content": "a\x00b"},
+        {"metadata": {f"k{n}": "v" for n in range(33)}},
+        {"metadata": {"subjectTime": "y" * 2_001}},
+    ],
+)
 def test_an_entry_file_the_store_could_not_write_is_not_loaded(store, override):
     # Loaded, it made every later reinforcement or merge of it fail half-way.
     _plant(store, "aaaaaaaaaaa1.json", {**ENTRY, **override})
@@ -130,9 +146,19 @@ def test_a_legacy_journal_line_naming_another_category_hides_nothing(store):
     reader = FileMemoryStore(store.root.parent.parent, store.agent_id)
     assert len(reader.entries()) == 1
     with open(store.journal.path, "a") as handle:
-        handle.write(json.dumps({"at": "2026-01-01T00:00:00+00:00", "action": "updated",
-                                 "id": "aaaaaaaaaaa1", "category": "notes",
-                                 "fingerprint": None, "reason": None}) + "\n")  # fmt: skip
+        handle.write(
+            json.dumps(
+                {
+                    "at": "2026-01-01T00:00:00+00:00",
+                    "action": "updated",
+                    "id": "aaaaaaaaaaa1",
+                    "category": "notes",
+                    "fingerprint": None,
+                    "reason": None,
+                }
+            )
+            + "\n"
+        )
     assert [e.id for e in reader.entries()] == ["aaaaaaaaaaa1"]
     fresh = FileMemoryStore(store.root.parent.parent, store.agent_id)
     assert [e.id for e in fresh.entries()] == ["aaaaaaaaaaa1"]
@@ -144,11 +170,23 @@ def test_a_legacy_journal_line_naming_another_category_hides_nothing(store):
 def test_reinforcing_an_entry_at_its_tag_and_metadata_limit_saves(store):
     # 32 tags + new ones, 31 metadata keys + a subject time + the source: the union was
     # refused by put() and the save failed half-way.
-    store.create(ENTRY["content"], entry_id="aaaaaaaaaaa1", tags=[f"t{n}" for n in range(32)],
-                 metadata={f"k{n}": "v" for n in range(31)})  # fmt: skip
-    saved = save_fact(store, Candidate(ENTRY["content"], None, tuple(f"n{n}" for n in range(32)),
-                                       (("subjectTime", "2026-03-02"), ("source", "user"))),
-                      new_id="bbbbbbbbbbb1", op_id="op-1")  # fmt: skip
+    store.create(
+        ENTRY["content"],
+        entry_id="aaaaaaaaaaa1",
+        tags=[f"t{n}" for n in range(32)],
+        metadata={f"k{n}": "v" for n in range(31)},
+    )
+    saved = save_fact(
+        store,
+        Candidate(
+            ENTRY["content"],
+            None,
+            tuple(f"n{n}" for n in range(32)),
+            (("subjectTime", "2026-03-02"), ("source", "user")),
+        ),
+        new_id="bbbbbbbbbbb1",
+        op_id="op-1",
+    )
     assert saved.outcome is DedupOutcome.REINFORCED
     entry = store.require("aaaaaaaaaaa1")
     assert entry.tags == [f"t{n}" for n in range(32)] and len(entry.metadata) == 32
@@ -166,8 +204,9 @@ def test_folds_and_merges_keep_tags_within_the_limit(store):
 
 def test_a_merge_text_the_store_refuses_is_an_invalid_verdict(store):
     source = store.create("Alice, 555-0100", entry_id="aaaaaaaaaaa1")
-    review = review_merge("Alice, 555-0100\x00", [source.id], {source.id: source},
-                          {source.id: source.fingerprint})  # fmt: skip
+    review = review_merge(
+        "Alice, 555-0100\x00", [source.id], {source.id: source}, {source.id: source.fingerprint}
+    )
     assert review.verdict is Verdict.INVALID  # it reached save_merged_entry and failed
 
 
@@ -188,10 +227,14 @@ def test_the_fence_strip_is_linear_on_whitespace():
 
 
 def test_enrichment_drops_what_the_store_refuses_and_caps_the_reply():
-    bad = [{"content": "a\x00b"}, {"content": "ok", "tags": ["x" * 65]},
-           {"content": "ok", "tags": [f"t{n}" for n in range(33)]},
-           {"content": "ok", "metadata": {"subjectTime": "y" * 2_001}}, {"content": "   "},
-           "not an object"]  # fmt: skip
+    bad = [
+        {"content": "a\x00b"},
+        {"content": "ok", "tags": ["x" * 65]},
+        {"content": "ok", "tags": [f"t{n}" for n in range(33)]},
+        {"content": "ok", "metadata": {"subjectTime": "y" * 2_001}},
+        {"content": "   "},
+        "not an object",
+    ]
     reply = parse_enrichment(json.dumps([*bad, {"content": "Dana flies LH 441."}]))
     assert [f.content for f in reply.facts] == ["Dana flies LH 441."]
     assert reply.dropped == len(bad)
@@ -200,11 +243,17 @@ def test_enrichment_drops_what_the_store_refuses_and_caps_the_reply():
 
 
 def test_preferences_leave_room_for_the_inferred_tag_and_drop_what_the_store_refuses():
-    reply = parse_preferences(json.dumps({"toSave": [
-        {"content": "The user prefers tea.", "tags": [f"p{n}" for n in range(32)]},
-        {"content": "The user\x00 prefers coffee."},
-        {"content": "The user prefers metric units.", "tags": ["units"]},
-    ]}))  # fmt: skip
+    reply = parse_preferences(
+        json.dumps(
+            {
+                "toSave": [
+                    {"content": "The user prefers tea.", "tags": [f"p{n}" for n in range(32)]},
+                    {"content": "The user\x00 prefers coffee."},
+                    {"content": "The user prefers metric units.", "tags": ["units"]},
+                ]
+            }
+        )
+    )
     assert [p.content for p in reply.to_save] == ["The user prefers metric units."]
     assert reply.dropped == 2
 
@@ -214,23 +263,28 @@ def test_a_lone_surrogate_escape_in_a_reply_is_malformed():
         parse_enrichment('[{"content": "x\\ud800"}]')
 
 
-@pytest.mark.parametrize("body", [
-    "[" * 50_000 + "]" * 50_000,  # the completion itself nested deep
-    json.dumps({"choices": [{"message": {"content": None}}]}),  # content not text
-    json.dumps({"choices": [{"message": {"content": "[" * 50_000 + "]" * 50_000}}]}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 50_000 + "]" * 50_000,  # the completion itself nested deep
+        json.dumps({"choices": [{"message": {"content": None}}]}),  # content not text
+        json.dumps({"choices": [{"message": {"content": "[" * 50_000 + "]" * 50_000}}]}),
+    ],
+)
 def test_a_bad_completion_fails_at_once_not_after_six_retries(monkeypatch, body):
     def transport(request):
         return httpx.Response(200, content=body.encode())
 
     real = httpx.AsyncClient
-    monkeypatch.setattr(httpx, "AsyncClient",
-                        lambda **kw: real(transport=httpx.MockTransport(transport), **kw))
+    monkeypatch.setattr(
+        httpx, "AsyncClient", lambda **kw: real(transport=httpx.MockTransport(transport), **kw)
+    )
     settings = LLMSettings(base_url="http://127.0.0.1:9/v1")
 
     async def call():
-        return await ask_llm(settings, [{"role": "user", "content": "x"}], parse_enrichment,
-                             "enrichment of test")  # fmt: skip
+        return await ask_llm(
+            settings, [{"role": "user", "content": "x"}], parse_enrichment, "enrichment of test"
+        )
 
     with pytest.raises(ApplicationError) as caught:
         asyncio.run(ActivityEnvironment().run(call))
@@ -255,8 +309,12 @@ def test_a_parser_surprise_is_non_retryable(monkeypatch):
 
 
 def test_an_embedding_reply_of_the_wrong_shape_means_no_vectors():
-    for body in ['{"data": "abc"}', '{"data": [1, 2]}', "[" * 50_000 + "]" * 50_000,
-                 '{"data": [{"embedding": [1e400]}]}']:  # fmt: skip
+    for body in [
+        '{"data": "abc"}',
+        '{"data": [1, 2]}',
+        "[" * 50_000 + "]" * 50_000,
+        '{"data": [{"embedding": [1e400]}]}',
+    ]:
         client = EmbeddingClient(
             EmbeddingSettings(base_url="http://127.0.0.1:9/v1"),
             transport=httpx.MockTransport(lambda r, b=body: httpx.Response(200, content=b)),
@@ -287,12 +345,15 @@ def test_a_bad_vocabulary_file_means_the_builtin_list(tmp_path, kind):
 # -- the clusters file, the conversation log, working and conversation files ----------------
 
 
-@pytest.mark.parametrize("record", [
-    {"members": ["a", "b"], "declines": 1, "settledAt": "9999-12-31T00:00:00+00:00"},
-    {"members": ["a", "b"], "declines": 10**9, "settledAt": "2025-12-01T00:00:00+00:00"},
-    {"members": [1, ["x"]], "declines": 1, "settledAt": "2025-12-01T00:00:00+00:00"},
-    {"members": ["a", "b"], "declines": 1, "settledAt": "0001-01-01T00:00:00+05:00"},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"members": ["a", "b"], "declines": 1, "settledAt": "9999-12-31T00:00:00+00:00"},
+        {"members": ["a", "b"], "declines": 10**9, "settledAt": "2025-12-01T00:00:00+00:00"},
+        {"members": [1, ["x"]], "declines": 1, "settledAt": "2025-12-01T00:00:00+00:00"},
+        {"members": ["a", "b"], "declines": 1, "settledAt": "0001-01-01T00:00:00+05:00"},
+    ],
+)
 def test_a_hostile_clusters_record_never_fails_gating(tmp_path, record):
     state = ClusterState(tmp_path)
     state.path.parent.mkdir(parents=True)
@@ -309,35 +370,62 @@ def test_reopen_delay_is_capped_before_it_can_overflow():
 def test_a_deep_conversation_log_line_is_skipped(tmp_path):
     path = tmp_path / "turns.jsonl"
     good = {"sessionId": "s1", "role": "user", "content": "hi", "at": "2026-01-01T00:00:00Z"}
-    path.write_text("[" * 100_000 + "]" * 100_000 + "\n"
-                    + json.dumps({**good, "at": "0001-01-01T00:00:00+05:00"}) + "\n"
-                    + json.dumps(good) + "\n")  # fmt: skip
+    path.write_text(
+        "[" * 100_000
+        + "]" * 100_000
+        + "\n"
+        + json.dumps({**good, "at": "0001-01-01T00:00:00+05:00"})
+        + "\n"
+        + json.dumps(good)
+        + "\n"
+    )
     assert [t.content for t in ConversationLog.read(path)] == ["hi"]
 
 
 def test_naive_times_in_working_and_conversation_files_compare(tmp_path):
     root = tmp_path / "agents" / "a1"
     (root / "working-memory").mkdir(parents=True)
-    (root / "working-memory" / "session.json").write_text(json.dumps({"entries": [
-        {"key": "session/s1/k", "value": "v", "storedAt": "2026-01-01T11:00:00",
-         "expiresAt": "2026-01-01T13:00:00"},
-        {"key": "patrol/x/k", "value": "misplaced", "storedAt": "2026-01-01T11:00:00",
-         "expiresAt": "2026-01-01T13:00:00"},
-    ]}))  # fmt: skip
+    (root / "working-memory" / "session.json").write_text(
+        json.dumps(
+            {
+                "entries": [
+                    {
+                        "key": "session/s1/k",
+                        "value": "v",
+                        "storedAt": "2026-01-01T11:00:00",
+                        "expiresAt": "2026-01-01T13:00:00",
+                    },
+                    {
+                        "key": "patrol/x/k",
+                        "value": "misplaced",
+                        "storedAt": "2026-01-01T11:00:00",
+                        "expiresAt": "2026-01-01T13:00:00",
+                    },
+                ]
+            }
+        )
+    )
     (root / "working-memory" / "patrol.json").write_text('{"no": "entries"}')  # KeyError
     working = WorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)
     assert [e.key for e in working.list().entries] == ["session/s1/k"]  # TypeError before
     (root / "conversations" / "sessions").mkdir(parents=True)
-    (root / "conversations" / "sessions" / "s1.json").write_text(json.dumps({
-        "started_at": "2026-01-01T11:00:00", "last_at": "2026-01-01T11:59:00", "next_n": 2,
-        "turns": [{"n": 1, "role": "user", "content": "hi", "at": "2026-01-01T11:59:00"}],
-    }))  # fmt: skip
+    (root / "conversations" / "sessions" / "s1.json").write_text(
+        json.dumps(
+            {
+                "started_at": "2026-01-01T11:00:00",
+                "last_at": "2026-01-01T11:59:00",
+                "next_n": 2,
+                "turns": [{"n": 1, "role": "user", "content": "hi", "at": "2026-01-01T11:59:00"}],
+            }
+        )
+    )
     conversation = ConversationMemory(tmp_path, "a1", clock=lambda: T0).conversation("s1")
     assert [t.content for t in conversation.turns] == ["hi"]  # TypeError before
 
 
-@pytest.mark.parametrize("directory", ["working-memory", "conversations", "consolidation",
-                                       "conversation-log"])  # fmt: skip
+@pytest.mark.parametrize(
+    "directory", ["working-memory", "conversations", "consolidation", "conversation-log"]
+)
 def test_a_linked_store_directory_is_never_written_through(tmp_path, directory):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -369,8 +457,16 @@ def test_cli_refuses_what_it_used_to_crash_on_or_misdirect(tmp_path):
     before = tree_snapshot(tmp_path)
     for argv in [
         ("--data", data, "--agent", "a1", "save", "--direct", "bad \udcff text"),  # exit 1
-        ("--data", data, "--agent", "a1", "search", "x", "--created-after",
-         "0001-01-01T00:00:00+05:00"),  # OverflowError, exit 1
+        (
+            "--data",
+            data,
+            "--agent",
+            "a1",
+            "search",
+            "x",
+            "--created-after",
+            "0001-01-01T00:00:00+05:00",
+        ),  # OverflowError, exit 1
         ("--data", data, "--agent", "", "save", "--direct", "to agent 'default'"),
         ("--data", "", "--agent", "a1", "save", "--direct", "to ./.dreamkeeper"),
         ("--data", data, "--agent", "a1", "purge", "--retention-days", "99999999999"),
@@ -399,5 +495,3 @@ def test_working_memory_refuses_to_write_a_segment_its_reader_would_refuse(tmp_p
     with pytest.raises(InvalidInput):
         memory.save("session/s1", "b", "y" * 1_500)
     assert [e.key for e in memory.list().entries] == ["session/s1/a"]
-
-

@@ -35,13 +35,15 @@ async def claim_task_queue(
         await handle.terminate(f"task queue reclaimed by {identity.describe()}")
     try:
         await client.start_workflow(
-            StoreClaim.run, args=[identity.store_id, identity.location],
-            id=claim_workflow_id(task_queue), task_queue=task_queue,
+            StoreClaim.run,
+            args=[identity.store_id, identity.location],
+            id=claim_workflow_id(task_queue),
+            task_queue=task_queue,
             memo={STORE_ID: identity.store_id, LOCATION: identity.location},
             static_summary=f"task queue {task_queue} serves {identity.describe()}",
             search_attributes=tagged(None, "claim"),
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )  # fmt: skip
+        )
     except WorkflowAlreadyStartedError:
         # Another worker of some store claimed it in between: check which.
         return await claim_task_queue(client, task_queue, identity, reclaim=False)

@@ -68,8 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("--category")
     p.add_argument("--tag", action="append", dest="tags", default=[])
-    p.add_argument("--meta", action="append", dest="metadata", default=[], metavar="KEY=VALUE",
-                   help="only entries whose metadata has KEY equal to VALUE (repeatable)")
+    p.add_argument(
+        "--meta",
+        action="append",
+        dest="metadata",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only entries whose metadata has KEY equal to VALUE (repeatable)",
+    )
     p.add_argument("--created-after", help="ISO 8601 date or time, inclusive")
     p.add_argument("--created-before", help="ISO 8601 date or time, inclusive")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT)
@@ -93,8 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("restore", help="bring an archived memory back")
     p.set_defaults(run=commands.restore)
     p.add_argument("id")
-    p.add_argument("--force", action="store_true",
-                   help="even if what it was merged into is live (then both count it)")  # fmt: skip
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="even if what it was merged into is live (then both count it)",
+    )
     _direct(p)
 
     p = sub.add_parser("archived", help="list archived memories")
@@ -109,8 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.stats)
     p = sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
     p.set_defaults(run=commands.worker)
-    p.add_argument("--reclaim", action="store_true",
-                   help="take over a task queue claimed by another data directory")  # fmt: skip
+    p.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="take over a task queue claimed by another data directory",
+    )
     p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
     p.set_defaults(run=commands.dev)
     p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")

@@ -57,8 +57,9 @@ class CodecServerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CodecServerSettings:
         configured = load_settings(env).codec  # read and checked in core.settings
-        return cls(origins=configured.cors_origins or DEFAULT_ORIGINS,
-                   token=configured.server_token)  # fmt: skip
+        return cls(
+            origins=configured.cors_origins or DEFAULT_ORIGINS, token=configured.server_token
+        )
 
 
 def make_server(
@@ -126,8 +127,11 @@ def make_server(
             if expected is not None:
                 given = (self.headers.get("Authorization") or "").encode()
                 if not hmac.compare_digest(given, expected):
-                    self._error(401, "a valid bearer token is required",
-                                {"WWW-Authenticate": 'Bearer realm="dreamkeeper-codec"'})  # fmt: skip
+                    self._error(
+                        401,
+                        "a valid bearer token is required",
+                        {"WWW-Authenticate": 'Bearer realm="dreamkeeper-codec"'},
+                    )
                     return
             try:
                 length = int(self.headers.get("Content-Length") or "")
@@ -182,8 +186,11 @@ def serve_cli(host: str, port: int, data_dir: Path | None) -> int:
         flush=True,
     )
     if host not in LOOPBACK and not settings.token:
-        print(f"warning: serving decrypted payloads on {host} without {TOKEN_ENV}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"warning: serving decrypted payloads on {host} without {TOKEN_ENV}",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -212,8 +219,7 @@ class DevCodecServer:
             target=self._server.serve_forever, name="dreamkeeper-codec-server", daemon=True
         )
         self._thread.start()
-        where = (f"{self.keys.source} (generated now, mode 0600)" if generated
-                 else self.keys.source)  # fmt: skip
+        where = f"{self.keys.source} (generated now, mode 0600)" if generated else self.keys.source
         self.banner = (
             f"Payloads encrypted with key {codec.key_id} from {where}; the UI decodes them "
             f"through the codec server at {self.endpoint}"

@@ -98,9 +98,13 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     if args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         entry = _store(settings).create(
-            content, category=args.category, tags=args.tags, metadata=metadata,
-            importance=args.importance, entry_id=args.entry_id,
-        )  # fmt: skip
+            content,
+            category=args.category,
+            tags=args.tags,
+            metadata=metadata,
+            importance=args.importance,
+            entry_id=args.entry_id,
+        )
         print(entry.id)
     else:
         # Refuse bad input here, before needing a server, with the same messages.
@@ -113,10 +117,15 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
         async def go() -> str:
             memory = await _memory_client(settings)
             ack = await memory.save_memory(
-                settings.agent_id, content, category=args.category, tags=args.tags,
-                source=args.source, importance=args.importance, entry_id=args.entry_id,
+                settings.agent_id,
+                content,
+                category=args.category,
+                tags=args.tags,
+                source=args.source,
+                importance=args.importance,
+                entry_id=args.entry_id,
                 idempotency_key=args.idempotency_key,
-            )  # fmt: skip
+            )
             return ack.entry_id
 
         print(asyncio.run(go()))
@@ -172,9 +181,17 @@ def _metadata_args(pairs: list[str]) -> dict[str, str]:
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     metadata = _metadata_args(args.metadata)
     store = _store(settings, hybrid=True)
-    hits = search(store, args.query, category=args.category, tags=args.tags, limit=args.limit,
-                  include_archived=args.include_archived, created_after=args.created_after,
-                  created_before=args.created_before, metadata=metadata)  # fmt: skip
+    hits = search(
+        store,
+        args.query,
+        category=args.category,
+        tags=args.tags,
+        limit=args.limit,
+        include_archived=args.include_archived,
+        created_after=args.created_after,
+        created_before=args.created_before,
+        metadata=metadata,
+    )
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0
@@ -242,14 +259,19 @@ def stats(args: argparse.Namespace, settings: StoreSettings) -> int:
     for entry in live:
         key = entry.source or "unknown"
         sources[key] = sources.get(key, 0) + 1
-    print(json.dumps({
-        "agent": store.agent_id,
-        "live": len(live),
-        "archived": len(store.archived()),
-        "categories": store.categories(),
-        "sources": dict(sorted(sources.items())),
-        "skippedFiles": {str(p): reason for p, reason in store.problems().items()},
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "agent": store.agent_id,
+                "live": len(live),
+                "archived": len(store.archived()),
+                "categories": store.categories(),
+                "sources": dict(sorted(sources.items())),
+                "skippedFiles": {str(p): reason for p, reason in store.problems().items()},
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -296,4 +318,3 @@ def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker.codec_server import serve_cli
 
     return serve_cli(args.host, args.port, settings.data_dir)
-

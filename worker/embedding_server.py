@@ -80,8 +80,9 @@ def make_server(encode: Encoder, host: str = "127.0.0.1", port: int = 8765) -> T
             if length > MAX_BODY_BYTES:
                 return self._error(413, f"request body over {MAX_BODY_BYTES} bytes")
             try:
-                body = safe_json.loads(self.rfile.read(length), max_bytes=MAX_BODY_BYTES,
-                                       max_depth=4)  # fmt: skip
+                body = safe_json.loads(
+                    self.rfile.read(length), max_bytes=MAX_BODY_BYTES, max_depth=4
+                )
                 raw = body["input"]
             except (ValueError, KeyError, TypeError):
                 return self._error(400, 'expected a JSON object with "input"')
@@ -95,12 +96,18 @@ def make_server(encode: Encoder, host: str = "127.0.0.1", port: int = 8765) -> T
             except Exception as exc:  # noqa: BLE001 — report, keep serving
                 log.exception("embed-server: encoding failed")
                 return self._send(500, {"error": {"message": f"encoding failed: {exc}"}})
-            self._send(200, {
-                "object": "list", "model": MODEL_NAME,
-                "data": [{"object": "embedding", "index": i, "embedding": v}
-                         for i, v in enumerate(vectors)],
-                "usage": {"prompt_tokens": 0, "total_tokens": 0},
-            })  # fmt: skip
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "model": MODEL_NAME,
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": v}
+                        for i, v in enumerate(vectors)
+                    ],
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                },
+            )
 
     return ThreadingHTTPServer((host, port), Handler)
 
@@ -108,8 +115,12 @@ def make_server(encode: Encoder, host: str = "127.0.0.1", port: int = 8765) -> T
 def serve(host: str, port: int) -> None:
     encode = local_encoder()
     server = make_server(encode, host, port)
-    log.info("embeddings: %s on http://%s:%d/v1 (set DREAMKEEPER_EMBEDDING_BASE_URL to it)",
-             MODEL_NAME, host, port)  # fmt: skip
+    log.info(
+        "embeddings: %s on http://%s:%d/v1 (set DREAMKEEPER_EMBEDDING_BASE_URL to it)",
+        MODEL_NAME,
+        host,
+        port,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

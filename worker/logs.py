@@ -53,7 +53,9 @@ class LineFormatter(logging.Formatter):
         parts += _context(record)
         if record.exc_info and record.exc_info[1] is not None and not self._tracebacks:
             exc = record.exc_info[1]
-            parts.append(f"err={type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            parts.append(
+                f"err={type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
         line = " ".join(parts)
         if record.exc_info and self._tracebacks:
             line += "\n" + self.formatException(record.exc_info)

@@ -46,8 +46,6 @@ DEV_GRPC_PORT = 7233
 DEV_UI_PORT = 8233
 
 
-
-
 async def ensure_search_attributes(client: Client, namespace: str) -> None:
     """Register AgentId / MemoryOp if the server lacks them (self-hosted and dev servers;
     where the caller may not, say how to do it instead)."""
@@ -105,17 +103,30 @@ async def run_worker(
     outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
     log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
     llm, embeddings = LLMSettings.from_env(), embedding_settings()
-    log.info("LLM: %s", f"{llm.model} at {llm.base_url}" if llm.configured else
-             "none configured (saves kept verbatim; merges and preference inference skipped)")
+    log.info(
+        "LLM: %s",
+        f"{llm.model} at {llm.base_url}"
+        if llm.configured
+        else "none configured (saves kept verbatim; merges and preference inference skipped)",
+    )
     log.info("embeddings: %s", describe_embeddings(embeddings))
     with ThreadPoolExecutor(max_workers=8) as executor:
-        worker = build_worker(client, store, task_queue=temporal.task_queue, executor=executor,
-                              llm=llm, embeddings=embeddings)  # fmt: skip
+        worker = build_worker(
+            client,
+            store,
+            task_queue=temporal.task_queue,
+            executor=executor,
+            llm=llm,
+            embeddings=embeddings,
+        )
         async with worker:
             log.info(
                 "worker on %s namespace %s task queue %s, data in %s",
-                temporal.address, temporal.namespace, temporal.task_queue, store.data_dir,
-            )  # fmt: skip
+                temporal.address,
+                temporal.namespace,
+                temporal.task_queue,
+                store.data_dir,
+            )
             tour: asyncio.Task[None] | None = None
             if on_ready is not None:
                 tour = asyncio.create_task(on_ready(client))
@@ -174,18 +185,28 @@ def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> su
     log_file = open(data_dir / "temporal-dev-server.log", "ab")  # noqa: SIM115 - lives with the process
     return subprocess.Popen(
         [
-            str(temporal_executable()), "server", "start-dev",
-            "--db-filename", str(data_dir / "temporal-dev.sqlite"),
-            "--port", str(DEV_GRPC_PORT), "--ui-port", str(DEV_UI_PORT),
-            "--log-level", "warn", "--color", "never",  # a log file, not a terminal
+            str(temporal_executable()),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(data_dir / "temporal-dev.sqlite"),
+            "--port",
+            str(DEV_GRPC_PORT),
+            "--ui-port",
+            str(DEV_UI_PORT),
+            "--log-level",
+            "warn",
+            "--color",
+            "never",  # a log file, not a terminal
             *(f"--search-attribute={key.name}=Keyword" for key in SEARCH_ATTRIBUTES),
             *(["--ui-codec-endpoint", ui_codec_endpoint] if ui_codec_endpoint else []),
         ],
-        stdout=log_file, stderr=subprocess.STDOUT,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
         # Its own session: a terminal's Ctrl-C reaches only us, and we stop the worker
         # before the server it talks to.
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
@@ -204,8 +225,9 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
 async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
     from dreamkeeper.worker.codec_server import DevCodecServer
 
-    codec = DevCodecServer(store.data_dir, (f"http://localhost:{DEV_UI_PORT}",
-                                            f"http://127.0.0.1:{DEV_UI_PORT}"))  # fmt: skip
+    codec = DevCodecServer(
+        store.data_dir, (f"http://localhost:{DEV_UI_PORT}", f"http://127.0.0.1:{DEV_UI_PORT}")
+    )
     try:
         proc = start_dev_server(store.data_dir, ui_codec_endpoint=codec.endpoint)
     except BaseException:

@@ -25,8 +25,9 @@ async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str
     print("\n== Demo for agent 'demo' (every step below is a workflow in the UI)")
     acks = []
     for content, category, importance in FACTS:
-        ack = await memory.save_memory(AGENT, content, category=category, importance=importance,
-                                       source="user")  # fmt: skip
+        ack = await memory.save_memory(
+            AGENT, content, category=category, importance=importance, source="user"
+        )
         acks.append(ack)
         print(
             f"saved [{ack.entry_id}] {category}  (workflow {save_workflow_id(AGENT, ack.entry_id)})"
@@ -49,8 +50,10 @@ async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str
     await memory.restore_memory(AGENT, gone)
     print(f"restored [{gone}] (workflow restore-{AGENT}-{gone})")
     result = await memory.run_dream(AGENT)
-    print(f"dream cycle: purged {len(result.purge.purged)}; {result.consolidation.summary()}; "
-          f"decayed {result.decay.decayed} of {result.decay.considered} "
-          f"(workflow dream-{AGENT})")  # fmt: skip
+    print(
+        f"dream cycle: purged {len(result.purge.purged)}; {result.consolidation.summary()}; "
+        f"decayed {result.decay.decayed} of {result.decay.considered} "
+        f"(workflow dream-{AGENT})"
+    )
     print(f"\nOpen {ui}/namespaces/default/workflows to read each run's history.")
     print("The worker keeps running (and the dream schedule is set); Ctrl-C stops everything.")

@@ -87,8 +87,11 @@ class Consolidation:
             workflow.logger.info(
                 "consolidation safeguards fired — %d merge(s) rejected for dropping specifics, "
                 "%d refused as unsafe for high-value entries, %d entr(ies) protected from "
-                "pruning", len(self._res.rejected), self._res.unsafe, len(self._res.protected),
-            )  # fmt: skip
+                "pruning",
+                len(self._res.rejected),
+                self._res.unsafe,
+                len(self._res.protected),
+            )
         return self._done()
 
     async def _fold(self) -> None:
@@ -96,10 +99,15 @@ class Consolidation:
         workflow.set_current_details("step 1/7: folding exact duplicates")
         fold = await workflow.execute_activity_method(
             Activities.fold_exact_duplicates,
-            FoldInput(agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id,
-                      archive_share=inp.archive_share, min_archive_budget=inp.min_archive_budget),
+            FoldInput(
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                store_id=inp.store_id,
+                archive_share=inp.archive_share,
+                min_archive_budget=inp.min_archive_budget,
+            ),
             **with_summary(SCAN_STEP, "fold exact duplicates"),
-        )  # fmt: skip
+        )
         res.folded, res.deferred_by_budget = len(fold.archived), fold.deferred
         budget = archive_budget(fold.live, inp.archive_share, inp.min_archive_budget)
         self._budget = max(0, budget - len(fold.archived))
@@ -110,19 +118,27 @@ class Consolidation:
         workflow.set_current_details("step 2/7: candidate gating")
         gate = await workflow.execute_activity_method(
             Activities.gate_candidates,
-            GateInput(agent_id=inp.agent_id, as_of=self._as_of, max_eligible=inp.max_eligible,
-                      embedding_dim=inp.embedding_dim),
+            GateInput(
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                max_eligible=inp.max_eligible,
+                embedding_dim=inp.embedding_dim,
+            ),
             **with_summary(SCAN_STEP, "candidate gating"),
-        )  # fmt: skip
+        )
         eligible = sum(len(g) for g in gate.groups)
         res.total, res.reviewed, res.withheld = gate.total, eligible, gate.withheld
         res.deferred, res.reopened_clusters = gate.deferred, gate.reopened
         res.clustering_failed, res.held_back = gate.clustering_failed, gate.held_back
         workflow.logger.info(
             "consolidation reviewing %d of %d entries (%d withheld as reviewed-and-unchanged, "
-            "%d deferred to the next cycle, %d held back)", eligible, gate.total, gate.withheld,
-            gate.deferred, gate.held_back,
-        )  # fmt: skip
+            "%d deferred to the next cycle, %d held back)",
+            eligible,
+            gate.total,
+            gate.withheld,
+            gate.deferred,
+            gate.held_back,
+        )
         if not gate.llm_configured:
             res.llm_skipped = "no LLM configured: merges and prunes skipped (fold and gating ran)"
             workflow.logger.info("consolidation %s: %s", inp.agent_id, res.llm_skipped)
@@ -146,11 +162,14 @@ class Consolidation:
                     Activities.propose_consolidation,
                     ProposeInput(agent_id=self._inp.agent_id, ids=batch, hints=hints),
                     **with_summary(LLM_STEP, f"LLM batch {number}"),
-                )  # fmt: skip
+                )
             except ActivityError as exc:
                 self._res.batches_failed += 1
-                workflow.logger.warning("consolidation batch %d failed, nothing changed for "
-                                        "it: %s", number, exc.cause or exc)  # fmt: skip
+                workflow.logger.warning(
+                    "consolidation batch %d failed, nothing changed for it: %s",
+                    number,
+                    exc.cause or exc,
+                )
                 continue
             self._res.prompt_tokens += proposal.prompt_tokens
             out.shown.update(proposal.shown)
@@ -160,20 +179,26 @@ class Consolidation:
             for merge in proposal.to_save:
                 sources, ignored = resolve_ids(merge.source_ids, proposal.shown)
                 self._ignore(ignored)
-                out.merges.append(MergeCheck(
-                    merge=merge.model_copy(update={"source_ids": sources}),
-                    shown={s: proposal.shown[s] for s in sources},
-                ))  # fmt: skip
+                out.merges.append(
+                    MergeCheck(
+                        merge=merge.model_copy(update={"source_ids": sources}),
+                        shown={s: proposal.shown[s] for s in sources},
+                    )
+                )
         self._res.merges_proposed = len(out.merges)
         return out
 
     async def _review(self, checks: list[MergeCheck], gate: GateResult) -> ReviewResult:
         return await workflow.execute_activity_method(
             Activities.review_merges,
-            ReviewInput(agent_id=self._inp.agent_id, checks=checks, vocabulary=gate.vocabulary,
-                        max_sources=self._inp.max_merge_sources),
+            ReviewInput(
+                agent_id=self._inp.agent_id,
+                checks=checks,
+                vocabulary=gate.vocabulary,
+                max_sources=self._inp.max_merge_sources,
+            ),
             **with_summary(SCAN_STEP, f"validate {len(checks)} merge(s)"),
-        )  # fmt: skip
+        )
 
     async def _validate_and_repair(self, merges: list[MergeCheck], gate: GateResult) -> list[int]:
         """Indexes of the merges to apply: accepted (first pass or after one repair,
@@ -193,21 +218,28 @@ class Consolidation:
                 continue
             sources = check.merge.source_ids
             if review.verdict == Verdict.REJECTED:
-                self._res.rejected.append(RejectedMerge(sources=sources,
-                                                        dropped=len(review.missing)))  # fmt: skip
-                workflow.logger.info("rejected merge of [%s] — dropped %d specific(s)",
-                                     ", ".join(sources), len(review.missing))  # fmt: skip
-                workflow.logger.debug("rejected merge of [%s] dropped: %s", ", ".join(sources),
-                                      ", ".join(review.missing))  # fmt: skip
+                self._res.rejected.append(
+                    RejectedMerge(sources=sources, dropped=len(review.missing))
+                )
+                workflow.logger.info(
+                    "rejected merge of [%s] — dropped %d specific(s)",
+                    ", ".join(sources),
+                    len(review.missing),
+                )
+                workflow.logger.debug(
+                    "rejected merge of [%s] dropped: %s",
+                    ", ".join(sources),
+                    ", ".join(review.missing),
+                )
             elif review.verdict == Verdict.UNSAFE:
                 self._res.unsafe += 1
                 self._res.rejected.append(RejectedMerge(sources=sources, reason=review.reason))
-                workflow.logger.info("refused merge of [%s]: %s", ", ".join(sources),
-                                     review.reason)  # fmt: skip
+                workflow.logger.info("refused merge of [%s]: %s", ", ".join(sources), review.reason)
             else:
                 self._res.left_alone += 1
-                workflow.logger.info("merge of [%s] left alone: %s", ", ".join(sources),
-                                     review.verdict)  # fmt: skip
+                workflow.logger.info(
+                    "merge of [%s] left alone: %s", ", ".join(sources), review.verdict
+                )
         keep = without_overlaps([merges[i].merge.source_ids for i in accepted])
         self._res.left_alone += len(accepted) - len(keep)
         return [accepted[k] for k in keep]
@@ -221,7 +253,7 @@ class Consolidation:
                 Activities.repair_merge,
                 RepairInput(agent_id=self._inp.agent_id, merge=check.merge, missing=review.missing),
                 **with_summary(LLM_STEP, f"repair merge {index + 1}"),
-            )  # fmt: skip
+            )
         except ActivityError as exc:
             workflow.logger.warning("repair of merge %d failed: %s", index + 1, exc.cause or exc)
             return review
@@ -249,10 +281,11 @@ class Consolidation:
             new_id = merge_id(sources, check.merge.content)
             saved = await workflow.execute_activity_method(
                 Activities.save_merged_entry,
-                SaveMergedInput(agent_id=self._inp.agent_id, new_id=new_id, check=check,
-                                merged_at=self._as_of),
+                SaveMergedInput(
+                    agent_id=self._inp.agent_id, new_id=new_id, check=check, merged_at=self._as_of
+                ),
                 **with_summary(STORE_STEP, f"save merge {new_id}"),
-            )  # fmt: skip
+            )
             if not saved.persisted:
                 self._res.left_alone += 1
                 workflow.logger.info("merge %s not saved, sources kept: %s", new_id, saved.detail)
@@ -260,10 +293,14 @@ class Consolidation:
             workflow.set_current_details(f"step 6/7: retiring the sources of {new_id}")
             archived = await workflow.execute_activity_method(
                 Activities.archive_merged_sources,
-                ArchiveSourcesInput(agent_id=self._inp.agent_id, replacement_id=new_id,
-                                    expected=check.shown, as_of=self._as_of),
+                ArchiveSourcesInput(
+                    agent_id=self._inp.agent_id,
+                    replacement_id=new_id,
+                    expected=check.shown,
+                    as_of=self._as_of,
+                ),
                 **with_summary(STORE_STEP, f"retire sources into {new_id}"),
-            )  # fmt: skip
+            )
             self._budget -= len(archived.archived)
             consumed.update(sources)
             self._res.merged.append(MergeOutcome(new_id=new_id, sources=sources))
@@ -272,9 +309,11 @@ class Consolidation:
 
     async def _prune(self, proposals: Proposals, gate: GateResult) -> None:
         allowed, refused = prune_candidates(
-            proposals.to_delete, shown=proposals.shown, merge_only=gate.merge_only,
+            proposals.to_delete,
+            shown=proposals.shown,
+            merge_only=gate.merge_only,
             merge_sources=[s for m in proposals.merges for s in m.merge.source_ids],
-        )  # fmt: skip
+        )
         self._res.refused_prunes = {
             i: str(r) for i, r in list(refused.items())[:MAX_IGNORED_REPORTED]
         }
@@ -282,11 +321,14 @@ class Consolidation:
             return
         pruned = await workflow.execute_activity_method(
             Activities.prune_ephemeral,
-            PruneInput(agent_id=self._inp.agent_id,
-                       expected={i: proposals.shown[i] for i in allowed}, as_of=self._as_of,
-                       max_archived=max(0, self._budget)),
+            PruneInput(
+                agent_id=self._inp.agent_id,
+                expected={i: proposals.shown[i] for i in allowed},
+                as_of=self._as_of,
+                max_archived=max(0, self._budget),
+            ),
             **with_summary(STORE_STEP, f"prune {len(allowed)} ephemeral"),
-        )  # fmt: skip
+        )
         self._budget -= len(pruned.archived)
         self._defer(pruned.deferred)
         self._res.pruned = pruned.archived
@@ -300,22 +342,27 @@ class Consolidation:
         stamp = await workflow.execute_activity_method(
             Activities.stamp_reviewed,
             StampInput(
-                agent_id=self._inp.agent_id, as_of=self._as_of,
+                agent_id=self._inp.agent_id,
+                as_of=self._as_of,
                 reviewed={i: f for i, f in shown.items() if i not in self._unstamped},
                 merged_clusters=[c for c in seen if consumed.intersection(c)],
-                declined_clusters=[c for c in seen if not consumed.intersection(c)
-                                   and self._unstamped.isdisjoint(c)],
+                declined_clusters=[
+                    c
+                    for c in seen
+                    if not consumed.intersection(c) and self._unstamped.isdisjoint(c)
+                ],
             ),
             **with_summary(STORE_STEP, "stamp reviewed"),
-        )  # fmt: skip
+        )
         self._res.stamped = stamp.stamped
 
     def _defer(self, ids: list[str]) -> None:
         if ids:
             self._res.deferred_by_budget += len(ids)
             self._unstamped.update(ids)
-            workflow.logger.info("archive budget reached: %d entr(ies) left for a later cycle",
-                                 len(ids))  # fmt: skip
+            workflow.logger.info(
+                "archive budget reached: %d entr(ies) left for a later cycle", len(ids)
+            )
 
     def _ignore(self, ids: list[str]) -> None:
         room = MAX_IGNORED_REPORTED - len(self._res.ignored_ids)

@@ -64,17 +64,23 @@ class Dream:
 
         workflow.set_current_details("step 1/5: purging archived entries past retention")
         purge: PurgeResult = await workflow.execute_child_workflow(
-            ArchivePurge.run, PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            ArchivePurge.run,
+            PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
             **child("purge"),
         )
         embeddings = await self._backfill(agent)
         workflow.set_current_details("step 3/5: consolidation")
         consolidation: ConsolidationResult = await workflow.execute_child_workflow(
             Consolidation.run,
-            ConsolidationInput(agent_id=agent, as_of=as_of, embedding_dim=embeddings.dim,
-                               store_id=inp.store_id, **inp.consolidation.model_dump()),
+            ConsolidationInput(
+                agent_id=agent,
+                as_of=as_of,
+                embedding_dim=embeddings.dim,
+                store_id=inp.store_id,
+                **inp.consolidation.model_dump(),
+            ),
             **child("consolidation"),
-        )  # fmt: skip
+        )
         workflow.set_current_details("step 4/5: preference inference")
         preferences: PreferenceResult = await workflow.execute_child_workflow(
             PreferenceInference.run,
@@ -83,7 +89,8 @@ class Dream:
         )
         workflow.set_current_details("step 5/5: importance decay")
         decay: DecayResult = await workflow.execute_child_workflow(
-            ImportanceDecay.run, DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            ImportanceDecay.run,
+            DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
             **child("decay"),
         )
         summary = (
@@ -95,9 +102,14 @@ class Dream:
         workflow.logger.info("dream cycle complete for %s — %s", agent, summary)
         workflow.set_current_details(f"done: {summary}")
         return DreamResult(
-            agent_id=agent, as_of=as_of, purge=purge, consolidation=consolidation,
-            preferences=preferences, decay=decay, embeddings=embeddings,
-        )  # fmt: skip
+            agent_id=agent,
+            as_of=as_of,
+            purge=purge,
+            consolidation=consolidation,
+            preferences=preferences,
+            decay=decay,
+            embeddings=embeddings,
+        )
 
     @staticmethod
     async def _backfill(agent: str) -> EmbedResult:
@@ -112,7 +124,7 @@ class Dream:
                     EmbeddingActivities.embed_entries,
                     EmbedInput(agent_id=agent, limit=BACKFILL_BATCH),
                     **with_summary(EMBED_STEP, f"embedding backfill {round_ + 1}"),
-                )  # fmt: skip
+                )
             except ActivityError as exc:
                 total.skipped = f"embedding backfill failed: {exc.cause or exc}"
                 break

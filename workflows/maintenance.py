@@ -24,9 +24,10 @@ class ArchivePurge:
             f"purging archived entries older than the retention as of {as_of:%Y-%m-%d %H:%M}"
         )
         result: PurgeResult = await workflow.execute_activity_method(
-            MaintenanceActivities.purge_archived, inp.model_copy(update={"as_of": as_of}),
+            MaintenanceActivities.purge_archived,
+            inp.model_copy(update={"as_of": as_of}),
             **with_summary(SCAN_STEP, f"purge {inp.agent_id}"),
-        )  # fmt: skip
+        )
         workflow.set_current_details(
             f"purged {len(result.purged)} of {result.considered} archived; "
             f"{len(result.kept_high_value)} kept above the high-value floor, "
@@ -42,9 +43,10 @@ class ImportanceDecay:
         as_of = inp.as_of or workflow.now()
         workflow.set_current_details(f"decaying importance as of {as_of:%Y-%m-%d %H:%M}")
         result: DecayResult = await workflow.execute_activity_method(
-            MaintenanceActivities.decay_importance, inp.model_copy(update={"as_of": as_of}),
+            MaintenanceActivities.decay_importance,
+            inp.model_copy(update={"as_of": as_of}),
             **with_summary(SCAN_STEP, f"decay {inp.agent_id}"),
-        )  # fmt: skip
+        )
         workflow.set_current_details(
             f"decayed {result.decayed} of {result.considered} live entries"
         )

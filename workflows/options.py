@@ -34,32 +34,41 @@ LLM_RETRY = RetryPolicy(
 
 # One store write or lookup: an entry, a fact, a retirement.
 STORE_STEP = ActivityConfig(
-    start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=HEARTBEAT,
+    start_to_close_timeout=timedelta(minutes=2),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=STORE_RETRY,
-)  # fmt: skip
+)
 # A pass over the whole store (fold, gating, purge, decay): long, but heartbeating.
 SCAN_STEP = ActivityConfig(
-    start_to_close_timeout=timedelta(minutes=30), heartbeat_timeout=HEARTBEAT,
+    start_to_close_timeout=timedelta(minutes=30),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=STORE_RETRY,
-)  # fmt: skip
+)
 # An LLM call: the activity heartbeats while it waits for the endpoint.
 LLM_STEP = ActivityConfig(
-    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+    start_to_close_timeout=timedelta(minutes=10),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=LLM_RETRY,
-)  # fmt: skip
+)
 ENRICH_STEP = ActivityConfig(
-    start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+    start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=LLM_RETRY,
-)  # fmt: skip
+)
 EMBED_STEP = ActivityConfig(
-    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=5), maximum_attempts=3,
-                             non_retryable_error_types=NON_RETRYABLE),
-)  # fmt: skip
+    start_to_close_timeout=timedelta(minutes=10),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=5),
+        maximum_attempts=3,
+        non_retryable_error_types=NON_RETRYABLE,
+    ),
+)
 # The save's first step runs in the workflow task (the caller is waiting on it).
 PERSIST_STEP = LocalActivityConfig(
-    start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE_RETRY,
-)  # fmt: skip
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=STORE_RETRY,
+)
 
 
 def with_summary(preset: ActivityConfig, summary: str) -> ActivityConfig:

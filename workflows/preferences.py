@@ -45,7 +45,7 @@ class PreferenceInference:
             PreferenceActivities.rotate_conversation_log,
             CycleInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
             **with_summary(STORE_STEP, "rotate conversation log"),
-        )  # fmt: skip
+        )
         res.rotated_to, res.turns = rotated.path, rotated.turns
         if rotated.path is None:
             res.skipped = "the conversation log is empty"
@@ -58,7 +58,7 @@ class PreferenceInference:
                 PreferenceActivities.infer_preferences,
                 InferInput(agent_id=agent, path=rotated.path),
                 **with_summary(LLM_STEP, "LLM preference inference"),
-            )  # fmt: skip
+            )
         except ActivityError as exc:
             res.skipped = f"inference failed: {exc.cause or exc}"
             return self._done(res)
@@ -72,18 +72,25 @@ class PreferenceInference:
             if fact.requires_user_permission:
                 metadata[PERMISSION_KEY] = "true"
             proposal = FactProposal(
-                content=fact.content, category=INFERRED_CATEGORY,
-                tags=list(dict.fromkeys([*fact.tags, INFERRED])), importance=fact.importance,
+                content=fact.content,
+                category=INFERRED_CATEGORY,
+                tags=list(dict.fromkeys([*fact.tags, INFERRED])),
+                importance=fact.importance,
                 metadata=metadata,
-            )  # fmt: skip
+            )
             key = f"{agent}/{name}/preference/{index}"
-            res.saved.append(await workflow.execute_activity_method(
-                SaveActivities.save_fact,
-                SaveFactInput(agent_id=agent, new_id=hashlib.sha256(key.encode()).hexdigest()[:12],
-                              op_id=f"pref-{hashlib.sha256(key.encode()).hexdigest()[:16]}",
-                              fact=proposal),
-                **with_summary(STORE_STEP, f"save preference {index + 1}"),
-            ))  # fmt: skip
+            res.saved.append(
+                await workflow.execute_activity_method(
+                    SaveActivities.save_fact,
+                    SaveFactInput(
+                        agent_id=agent,
+                        new_id=hashlib.sha256(key.encode()).hexdigest()[:12],
+                        op_id=f"pref-{hashlib.sha256(key.encode()).hexdigest()[:16]}",
+                        fact=proposal,
+                    ),
+                    **with_summary(STORE_STEP, f"save preference {index + 1}"),
+                )
+            )
         return self._done(res)
 
     @staticmethod

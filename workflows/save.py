@@ -74,20 +74,28 @@ class SaveMemory:
         self._ack = await self._persist(inp)
         if self._ack.already_done:
             workflow.set_current_details("done: an earlier run of this save finished it")
-            return SaveResult(agent_id=inp.agent_id, entry_id=inp.entry_id, outcome="kept",
-                              detail="already saved by an earlier run")  # fmt: skip
+            return SaveResult(
+                agent_id=inp.agent_id,
+                entry_id=inp.entry_id,
+                outcome="kept",
+                detail="already saved by an earlier run",
+            )
         result = await self._enrich_and_retire(inp)
         # Vectors last: the caller has its answer long since, and a failure here only
         # means keyword search until the dream cycle's backfill.
         ids = list(dict.fromkeys([inp.entry_id, *(r.entry_id for r in result.replacements)]))
         try:
             result.embeddings = await workflow.execute_activity_method(
-                EmbeddingActivities.embed_entries, EmbedInput(agent_id=inp.agent_id, ids=ids),
+                EmbeddingActivities.embed_entries,
+                EmbedInput(agent_id=inp.agent_id, ids=ids),
                 **with_summary(EMBED_STEP, "embeddings"),
-            )  # fmt: skip
+            )
         except ActivityError as exc:
-            workflow.logger.warning("save %s: embeddings deferred to the dream backfill: %s",
-                                    inp.entry_id, exc.cause or exc)  # fmt: skip
+            workflow.logger.warning(
+                "save %s: embeddings deferred to the dream backfill: %s",
+                inp.entry_id,
+                exc.cause or exc,
+            )
         return result
 
     async def _persist(self, inp: SaveInput) -> SaveAck:
@@ -96,8 +104,10 @@ class SaveMemory:
             # A local activity: the caller is waiting on this step, and running it inside
             # the workflow task saves a round trip through the activity task queue.
             return await workflow.execute_local_activity_method(
-                SaveActivities.persist_original, inp, **local_with_summary(PERSIST_STEP, "persist original"),
-            )  # fmt: skip
+                SaveActivities.persist_original,
+                inp,
+                **local_with_summary(PERSIST_STEP, "persist original"),
+            )
         except (ActivityError, ApplicationError) as exc:
             self._failure = _root_failure(exc)
             # Deliver the failure through the waiting update first: a run that fails in the
@@ -112,8 +122,10 @@ class SaveMemory:
         workflow.set_current_details("step 2/3: enrichment")
         try:
             enriched: EnrichResult = await workflow.execute_activity_method(
-                SaveActivities.enrich_memory, inp, **with_summary(ENRICH_STEP, "LLM enrichment"),
-            )  # fmt: skip
+                SaveActivities.enrich_memory,
+                inp,
+                **with_summary(ENRICH_STEP, "LLM enrichment"),
+            )
         except ActivityError as exc:
             done.detail = f"enrichment failed: {exc.cause or exc}"
             await self._mark(inp, done.detail)
@@ -128,10 +140,14 @@ class SaveMemory:
         ids = sorted({s.entry_id for s in done.replacements})
         retired = await workflow.execute_activity_method(
             SaveActivities.retire_original,
-            RetireInput(agent_id=inp.agent_id, entry_id=inp.entry_id, into=ids,
-                        reason=f"enriched into [{', '.join(ids)}]"),
+            RetireInput(
+                agent_id=inp.agent_id,
+                entry_id=inp.entry_id,
+                into=ids,
+                reason=f"enriched into [{', '.join(ids)}]",
+            ),
             **with_summary(STORE_STEP, "retire original into its facts"),
-        )  # fmt: skip
+        )
         if not retired.retired:
             done.detail = f"kept: {retired.detail}"
             await self._mark(inp, done.detail)
@@ -144,11 +160,18 @@ class SaveMemory:
         workflow.logger.info("save %s: %s; deduplicating it as is", inp.entry_id, why)
         mark = MarkInput(agent_id=inp.agent_id, entry_id=inp.entry_id, enrichment="")
         result: SaveFactResult = await workflow.execute_activity_method(
-            SaveActivities.dedup_original, mark, **with_summary(STORE_STEP, "dedup original"),
-        )  # fmt: skip
+            SaveActivities.dedup_original,
+            mark,
+            **with_summary(STORE_STEP, "dedup original"),
+        )
         outcome = "kept" if result.outcome == "created" else "deduplicated"
-        return SaveResult(agent_id=inp.agent_id, entry_id=inp.entry_id, outcome=outcome,
-                          replacements=[result], detail=why)  # fmt: skip
+        return SaveResult(
+            agent_id=inp.agent_id,
+            entry_id=inp.entry_id,
+            outcome=outcome,
+            replacements=[result],
+            detail=why,
+        )
 
     async def _save_facts(self, inp: SaveInput, enriched: EnrichResult) -> list[SaveFactResult]:
         workflow.set_current_details(
@@ -157,13 +180,20 @@ class SaveMemory:
         saved: list[SaveFactResult] = []
         for index, fact in enumerate(enriched.facts):
             touched = sorted({s.entry_id for s in saved})  # this save counted there once
-            saved.append(await workflow.execute_activity_method(
-                SaveActivities.save_fact,
-                SaveFactInput(agent_id=inp.agent_id, new_id=derived_id(inp.entry_id, index),
-                              op_id=f"{inp.entry_id}-{index}", fact=fact,
-                              exclude=[inp.entry_id], touched=touched),
-                **with_summary(STORE_STEP, f"save fact {index + 1}"),
-            ))  # fmt: skip
+            saved.append(
+                await workflow.execute_activity_method(
+                    SaveActivities.save_fact,
+                    SaveFactInput(
+                        agent_id=inp.agent_id,
+                        new_id=derived_id(inp.entry_id, index),
+                        op_id=f"{inp.entry_id}-{index}",
+                        fact=fact,
+                        exclude=[inp.entry_id],
+                        touched=touched,
+                    ),
+                    **with_summary(STORE_STEP, f"save fact {index + 1}"),
+                )
+            )
         return saved
 
     async def _mark(self, inp: SaveInput, status: str) -> None:
@@ -171,4 +201,4 @@ class SaveMemory:
             SaveActivities.mark_original,
             MarkInput(agent_id=inp.agent_id, entry_id=inp.entry_id, enrichment=status),
             **with_summary(STORE_STEP, "record enrichment status"),
-        )  # fmt: skip
+        )

@@ -54,8 +54,11 @@ class DreamSweep:
             f"{len(result.already_running)} already running" + (f" ({running})" if running else "")
         )
         if result.already_running:
-            workflow.logger.warning("dream sweep: a cycle is still running for %s; skipped "
-                                    "(each cycle ends within %s)", running, DREAM_TIMEOUT)  # fmt: skip
+            workflow.logger.warning(
+                "dream sweep: a cycle is still running for %s; skipped (each cycle ends within %s)",
+                running,
+                DREAM_TIMEOUT,
+            )
         outcomes = await asyncio.gather(*(h for _, h in handles), return_exceptions=True)
         result.failed = [
             a for (a, _), o in zip(handles, outcomes, strict=True) if isinstance(o, BaseException)

@@ -20,23 +20,105 @@ from dataclasses import dataclass
 
 from dreamkeeper.testing.scripted_llm import Reply
 
-FIRST = ["Trish", "Duane", "Allen", "Lacey", "Carl", "Matt", "Nadia", "Oskar", "Priya", "Quinn",
-         "Ravi", "Sofia", "Tomas", "Ulla", "Viktor", "Wanda", "Xavier", "Yusuf", "Zelda", "Bram",
-         "Celine", "Dmitri", "Esther", "Farid", "Greta", "Hiro", "Ingrid", "Jonas", "Kemal",
-         "Lorna"]  # fmt: skip
-LAST = ["Roberts", "Lhotka", "Conway", "Franklin", "Okafor", "Lindqvist", "Haddad", "Moreau",
-        "Novak", "Ishikawa", "Petrov", "Schultz", "Varga", "Whitfield", "Zamora", "Brennan",
-        "Castillo", "Dunmore", "Eriksen", "Fairweather"]  # fmt: skip
-COMPANIES = ["Xebia", "Contoso", "Fabrikam", "Northwind", "Tailspin", "Litware", "Adatum",
-             "Proseware", "Woodgrove", "Wingtip"]  # fmt: skip
-CITIES = ["Atlanta", "Denver", "Lisbon", "Tallinn", "Osaka", "Nairobi", "Valparaiso", "Bergen",
-          "Krakow", "Halifax"]  # fmt: skip
+FIRST = [
+    "Trish",
+    "Duane",
+    "Allen",
+    "Lacey",
+    "Carl",
+    "Matt",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quinn",
+    "Ravi",
+    "Sofia",
+    "Tomas",
+    "Ulla",
+    "Viktor",
+    "Wanda",
+    "Xavier",
+    "Yusuf",
+    "Zelda",
+    "Bram",
+    "Celine",
+    "Dmitri",
+    "Esther",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ingrid",
+    "Jonas",
+    "Kemal",
+    "Lorna",
+]
+LAST = [
+    "Roberts",
+    "Lhotka",
+    "Conway",
+    "Franklin",
+    "Okafor",
+    "Lindqvist",
+    "Haddad",
+    "Moreau",
+    "Novak",
+    "Ishikawa",
+    "Petrov",
+    "Schultz",
+    "Varga",
+    "Whitfield",
+    "Zamora",
+    "Brennan",
+    "Castillo",
+    "Dunmore",
+    "Eriksen",
+    "Fairweather",
+]
+COMPANIES = [
+    "Xebia",
+    "Contoso",
+    "Fabrikam",
+    "Northwind",
+    "Tailspin",
+    "Litware",
+    "Adatum",
+    "Proseware",
+    "Woodgrove",
+    "Wingtip",
+]
+CITIES = [
+    "Atlanta",
+    "Denver",
+    "Lisbon",
+    "Tallinn",
+    "Osaka",
+    "Nairobi",
+    "Valparaiso",
+    "Bergen",
+    "Krakow",
+    "Halifax",
+]
 EVENTS = ["VS Live", "NDC Oslo", "Build", "KubeCon", "PyCon", "DevIntersection"]
 CODES = ["Falcon", "Juniper", "Basalt", "Quartz", "Meridian", "Tundra", "Cobalt", "Sierra"]
-MONTHS = ["January", "February", "March", "April", "June", "July", "August", "September",
-          "October", "November", "December"]  # fmt: skip
-CHATTER = ["checking the build status for run {n}", "waiting on deploy {n} to finish",
-           "retrying the flaky test in job {n}", "pinged the monitor, queue depth {n}"]  # fmt: skip
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+CHATTER = [
+    "checking the build status for run {n}",
+    "waiting on deploy {n} to finish",
+    "retrying the flaky test in job {n}",
+    "pinged the monitor, queue depth {n}",
+]
 
 
 @dataclass(frozen=True)
@@ -64,22 +146,28 @@ def new_fact(rng: random.Random) -> Fact:
         reinforcement = rng.choice([5, 8, 41, 73, 106, 214])
     if kind < 0.25:
         company = rng.choice(COMPANIES)
-        text = (f"{first} {last}'s email is {first.lower()}.{last.lower()}@{company.lower()}.com "
-                f"and phone +1 {rng.randint(201, 989)}-{rng.randint(200, 999)}-"
-                f"{rng.randint(1000, 9999)}.")  # fmt: skip
+        text = (
+            f"{first} {last}'s email is {first.lower()}.{last.lower()}@{company.lower()}.com "
+            f"and phone +1 {rng.randint(201, 989)}-{rng.randint(200, 999)}-"
+            f"{rng.randint(1000, 9999)}."
+        )
         return Fact(text, "people/contacts", importance, reinforcement)
     if kind < 0.5:
-        text = (f"{first} {last} works at {rng.choice(COMPANIES)} in {rng.choice(CITIES)} "
-                f"since {rng.randint(2005, 2025)}.")  # fmt: skip
+        text = (
+            f"{first} {last} works at {rng.choice(COMPANIES)} in {rng.choice(CITIES)} "
+            f"since {rng.randint(2005, 2025)}."
+        )
         return Fact(text, "people/work", importance, reinforcement)
     if kind < 0.7:
         day = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
         text = f"Met {first} {last} at {rng.choice(EVENTS)} on {day}."
         return Fact(text, "events", importance, reinforcement)
     if kind < 0.85:
-        text = (f"Project {rng.choice(CODES)}{rng.randint(10, 99)} budget is "
-                f"{rng.randint(12, 900) * 1000} dollars, due {rng.choice(MONTHS)} "
-                f"{rng.randint(1, 28)}, 2027.")  # fmt: skip
+        text = (
+            f"Project {rng.choice(CODES)}{rng.randint(10, 99)} budget is "
+            f"{rng.randint(12, 900) * 1000} dollars, due {rng.choice(MONTHS)} "
+            f"{rng.randint(1, 28)}, 2027."
+        )
         return Fact(text, "projects", importance, reinforcement)
     text = rng.choice(CHATTER).format(n=rng.randint(100, 9999))
     return Fact(text, "status", round(rng.uniform(0.05, 0.2), 2))
@@ -87,8 +175,13 @@ def new_fact(rng: random.Random) -> Fact:
 
 def variant(fact: Fact, rng: random.Random) -> Fact:
     """A near-duplicate: the same specifics, worded a little differently."""
-    swaps = [(" works at ", " is working at "), (" is ", " was noted as "), ("Met ", "I met "),
-             (" budget is ", " has a budget of "), (" and phone ", " plus phone ")]  # fmt: skip
+    swaps = [
+        (" works at ", " is working at "),
+        (" is ", " was noted as "),
+        ("Met ", "I met "),
+        (" budget is ", " has a budget of "),
+        (" and phone ", " plus phone "),
+    ]
     text = fact.content
     for old, new in rng.sample(swaps, len(swaps)):
         if old in text:
@@ -180,21 +273,29 @@ class Adversary:
                 continue
             ids = [m.id for m in members]
             used.update(ids)
-            to_save.append({"content": content, "category": members[0].category,
-                            "sourceIds": ids, "tags": []})  # fmt: skip
+            to_save.append(
+                {"content": content, "category": members[0].category, "sourceIds": ids, "tags": []}
+            )
             to_delete += ids  # the prompt-following shape: every source in toDelete
         loose = [s for s in shown if s.id not in used]
         if len(loose) >= 2 and (opening or rng.random() < 0.3):
             a, b = rng.sample(loose, 2)
             self._count("lossy merges of unrelated entries")
-            to_save.append({"content": a.content, "category": a.category,
-                            "sourceIds": [a.id, b.id]})  # fmt: skip
+            to_save.append(
+                {"content": a.content, "category": a.category, "sourceIds": [a.id, b.id]}
+            )
             to_delete += [a.id, b.id]
         # The opening's high-value prune targets an entry no merge uses, so the floor —
         # not the merge-source rule — is what must refuse it.
         sourced = {i for m in to_save for i in m["sourceIds"]}
-        first_high = next((s.id for s in shown if s.id not in sourced
-                           and (s.importance >= 0.8 or s.reinforcement >= 5)), None)  # fmt: skip
+        first_high = next(
+            (
+                s.id
+                for s in shown
+                if s.id not in sourced and (s.importance >= 0.8 or s.reinforcement >= 5)
+            ),
+            None,
+        )
         for s in shown:
             high = s.importance >= 0.8 or s.reinforcement >= 5
             if high and ((opening and s.id == first_high) or rng.random() < 0.3):
@@ -213,6 +314,11 @@ class Adversary:
             others = [s for s in shown if s.id != first_high]
             if others:
                 real = rng.choice(others)
-                to_save.append({"content": real.content, "category": real.category,
-                                "sourceIds": [real.id, fake[0]]})  # fmt: skip
+                to_save.append(
+                    {
+                        "content": real.content,
+                        "category": real.category,
+                        "sourceIds": [real.id, fake[0]],
+                    }
+                )
         return Reply(json.dumps({"toDelete": to_delete, "toSave": to_save}))

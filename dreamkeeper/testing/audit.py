@@ -202,15 +202,19 @@ def late_retirements(
             if other is None:
                 found.append(f"{eid} retired into {target}, which has no file")
             elif other.is_archived and order.get(target, -1) < order.get(eid, -1):
-                found.append(f"{eid} ({entry.archive_reason}) retired into {target}, already "
-                             f"archived {other.archive_reason!r}")  # fmt: skip
+                found.append(
+                    f"{eid} ({entry.archive_reason}) retired into {target}, already "
+                    f"archived {other.archive_reason!r}"
+                )
     return found
 
 
 def follow(
-    entry_id: str, entries: dict[str, MemoryEntry], raw: dict[str, dict],
+    entry_id: str,
+    entries: dict[str, MemoryEntry],
+    raw: dict[str, dict],
     order: dict[str, int] | None = None,
-) -> tuple[list[MemoryEntry], bool, list[str]]:  # fmt: skip
+) -> tuple[list[MemoryEntry], bool, list[str]]:
     """Where an entry's content lives now: the live entries reached by following what
     it was retired into, whether an ephemeral prune cut a branch, and the dead ends
     (with `order`, a retirement into an entry archived before it counts as one)."""
@@ -244,8 +248,11 @@ def follow(
             return
         for target in targets:
             other = entries.get(target)
-            if (other is not None and other.is_archived
-                    and order.get(target, -1) < order.get(eid, -1)):  # fmt: skip
+            if (
+                other is not None
+                and other.is_archived
+                and order.get(target, -1) < order.get(eid, -1)
+            ):
                 dead.append(f"{eid} retired into {target} after {target} was archived")
             visit(target, (*path, eid))
 
@@ -254,9 +261,12 @@ def follow(
 
 
 def check_coverage(
-    audit: StoreAudit, acked: Iterable[AckedSave], entries: dict[str, MemoryEntry],
-    raw: dict[str, dict], order: dict[str, int] | None = None,
-) -> None:  # fmt: skip
+    audit: StoreAudit,
+    acked: Iterable[AckedSave],
+    entries: dict[str, MemoryEntry],
+    raw: dict[str, dict],
+    order: dict[str, int] | None = None,
+) -> None:
     """An ephemeral prune explains a missing specific only when nothing else went wrong
     on the way there (no dead end, no retirement into an already archived entry)."""
     for save in acked:
@@ -294,9 +304,11 @@ def duplicate_groups(entries: Iterable[MemoryEntry]) -> list[list[str]]:
 
 
 def check_journal(
-    audit: StoreAudit, files: dict[str, tuple[Path, dict]], records: list[dict],
+    audit: StoreAudit,
+    files: dict[str, tuple[Path, dict]],
+    records: list[dict],
     entries: dict[str, MemoryEntry],
-) -> None:  # fmt: skip
+) -> None:
     by_id: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         by_id[record["id"]].append(record)
@@ -312,8 +324,9 @@ def check_journal(
                 continue
         content = raw.get("content")
         if isinstance(content, str) and mine[-1].get("fingerprint") not in (
-            None, content_fingerprint(content),
-        ):  # fmt: skip
+            None,
+            content_fingerprint(content),
+        ):
             audit.unrecorded_states.append(
                 f"{eid}: file content {content_fingerprint(content)}, last record "
                 f"{mine[-1].get('action')} {mine[-1].get('fingerprint')}"
@@ -386,8 +399,9 @@ def check_applied_twice(
     for fold in folds:
         if isinstance(fold, dict) and "survivor" in fold:
             folded[fold["survivor"]].add(tuple(sorted(fold.get("copies", []))))
-    audit.twice_records = [f"{eid}: {reason!r} ×{n}" for (eid, reason), n in sorted(reasons.items())
-                           if n > 1]  # fmt: skip
+    audit.twice_records = [
+        f"{eid}: {reason!r} ×{n}" for (eid, reason), n in sorted(reasons.items()) if n > 1
+    ]
 
     def count(eid: str) -> int:
         entry = entries.get(eid)
@@ -402,8 +416,10 @@ def check_applied_twice(
             continue  # made some other way (seeded, restored from elsewhere): no bound
         bound = base + len(reinforcing[eid]) + sum(count(c) for g in folded[eid] for c in g)
         if entry.reinforcement_count > bound:
-            audit.over_reinforced.append(f"{eid}: reinforced {entry.reinforcement_count}× > "
-                                         f"{bound} the ops reaching it add up to")  # fmt: skip
+            audit.over_reinforced.append(
+                f"{eid}: reinforced {entry.reinforcement_count}× > "
+                f"{bound} the ops reaching it add up to"
+            )
 
 
 def check_retry_copies(

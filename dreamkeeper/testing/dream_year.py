@@ -106,8 +106,11 @@ def seed_corpus(store: FileMemoryStore, rng: random.Random, n: int, at: datetime
 def _save(store: FileMemoryStore, fact: Fact, at: datetime) -> MemoryEntry:
     entry = store.create(fact.content, category=fact.category, importance=fact.importance, now=at)
     if fact.reinforcement > 1:
-        entry = store.put(entry.model_copy(update={"reinforcement_count": fact.reinforcement}),
-                          action=JournalAction.REINFORCED, reason="seeded")  # fmt: skip
+        entry = store.put(
+            entry.model_copy(update={"reinforcement_count": fact.reinforcement}),
+            action=JournalAction.REINFORCED,
+            reason="seeded",
+        )
     return entry
 
 
@@ -186,9 +189,16 @@ def losses(store: FileMemoryStore, tracked: dict[str, Tracked], report: YearRepo
 
 
 async def run_year(
-    client: Client, queue: str, data_dir: Path, adversary: Adversary, *,
-    cycles: int, corpus: int, seed: int, progress=None,
-) -> YearReport:  # fmt: skip
+    client: Client,
+    queue: str,
+    data_dir: Path,
+    adversary: Adversary,
+    *,
+    cycles: int,
+    corpus: int,
+    seed: int,
+    progress=None,
+) -> YearReport:
     rng = random.Random(seed)
     store = FileMemoryStore(data_dir, AGENT, clock=lambda: START)
     facts = seed_corpus(store, rng, corpus, START)
@@ -202,9 +212,11 @@ async def run_year(
         live_before = store.entries()
         baseline = prompt_tokens(consolidation_messages(live_before, [], []))
         result: DreamResult = await client.execute_workflow(
-            Dream.run, DreamInput(agent_id=AGENT, as_of=as_of),
-            id=f"dream-{AGENT}-{cycle}", task_queue=queue,
-        )  # fmt: skip
+            Dream.run,
+            DreamInput(agent_id=AGENT, as_of=as_of),
+            id=f"dream-{AGENT}-{cycle}",
+            task_queue=queue,
+        )
         c = result.consolidation
         snapshot(store, tracked, as_of, report)
         report.live.append(len(store.entries()))
@@ -231,36 +243,53 @@ def print_report(r: YearReport) -> None:
     mean_tokens = statistics.mean(r.tokens) if r.tokens else 0
     mean_base = statistics.mean(r.baseline_tokens) if r.baseline_tokens else 0
     eph = sum(r.ephemeral_lost.values())
-    print(f"\n== {r.cycles} dream cycles, {r.corpus} seeded entries, {r.created} created in all "
-          f"({r.seconds:.0f} s, real Dream workflows) ==")  # fmt: skip
-    print(f"specifics of high-value entries in no live entry:        {len(r.high_value_lost)}"
-          "   (target 0)")  # fmt: skip
-    print(f"specifics lost other than by ephemeral below-floor prune: {len(r.other_lost)}"
-          "   (target 0)")  # fmt: skip
+    print(
+        f"\n== {r.cycles} dream cycles, {r.corpus} seeded entries, {r.created} created in all "
+        f"({r.seconds:.0f} s, real Dream workflows) =="
+    )
+    print(
+        f"specifics of high-value entries in no live entry:        {len(r.high_value_lost)}"
+        "   (target 0)"
+    )
+    print(
+        f"specifics lost other than by ephemeral below-floor prune: {len(r.other_lost)}"
+        "   (target 0)"
+    )
     print(
         f"specifics lost by ephemeral prunes of below-floor entries: {eph}   "
         f"({', '.join(f'{k}: {v}' for k, v in sorted(r.ephemeral_lost.items())) or 'none'})"
     )
-    print(f"sources of rejected merges pruned as ephemeral:          "
-          f"{len(r.rejected_sources_pruned)}   (target 0)")  # fmt: skip
-    print(f"hard deletions before retention or above the floor:      {len(r.early_purges)}"
-          "   (target 0)")  # fmt: skip
-    print(f"entries gone without a purge:                            {len(r.vanished)}"
-          "   (target 0)")  # fmt: skip
+    print(
+        f"sources of rejected merges pruned as ephemeral:          "
+        f"{len(r.rejected_sources_pruned)}   (target 0)"
+    )
+    print(
+        f"hard deletions before retention or above the floor:      {len(r.early_purges)}"
+        "   (target 0)"
+    )
+    print(
+        f"entries gone without a purge:                            {len(r.vanished)}   (target 0)"
+    )
     for line in (r.high_value_lost + r.other_lost)[:10]:
         print(f"   lost: {line}")
     step = max(1, r.cycles // 10)
     series = ", ".join(f"{i + 1}:{r.live[i]}" for i in range(0, r.cycles, step))
     print(f"live entries by cycle: {series}, {r.cycles}:{r.live[-1]}")
-    print(f"withheld by gating, steady state (second half): {r.steady_withheld:.1f}%  "
-          f"(first cycle {r.withheld_pct[0]:.1f}%)")  # fmt: skip
+    print(
+        f"withheld by gating, steady state (second half): {r.steady_withheld:.1f}%  "
+        f"(first cycle {r.withheld_pct[0]:.1f}%)"
+    )
     ratio = mean_tokens / mean_base if mean_base else 0.0
-    print(f"LLM prompt tokens per cycle: mean {mean_tokens:.0f} vs whole-corpus baseline "
-          f"{mean_base:.0f} -> {ratio:.3f}x (steady state "
-          f"{statistics.mean(r.tokens[len(r.tokens) // 2 :]):.0f})")  # fmt: skip
-    print(f"consolidation: {r.merges} merges saved, {r.rejected} rejected, {r.protected} prunes "
-          f"refused by the floor, {r.pruned} pruned, {r.ignored_ids} ids ignored, "
-          f"{r.failed_batches} failed batches")  # fmt: skip
+    print(
+        f"LLM prompt tokens per cycle: mean {mean_tokens:.0f} vs whole-corpus baseline "
+        f"{mean_base:.0f} -> {ratio:.3f}x (steady state "
+        f"{statistics.mean(r.tokens[len(r.tokens) // 2 :]):.0f})"
+    )
+    print(
+        f"consolidation: {r.merges} merges saved, {r.rejected} rejected, {r.protected} prunes "
+        f"refused by the floor, {r.pruned} pruned, {r.ignored_ids} ids ignored, "
+        f"{r.failed_batches} failed batches"
+    )
     print("adversary tried: " + ", ".join(f"{k} {v}" for k, v in sorted(r.adversary.items())))
 
 
@@ -277,32 +306,52 @@ async def main(cycles: int, corpus: int, seed: int) -> int:
     llm = ScriptedLLM(responder=adversary)
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
-        data_converter=pydantic_data_converter, search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        search_attributes=SEARCH_ATTRIBUTES,
         dev_server_extra_args=["--headless"],
-    )  # fmt: skip
+    )
     data = Path(tempfile.mkdtemp(prefix="dk-bench-year-"))
     try:
         with ThreadPoolExecutor(4) as pool:
             worker = build_worker(
-                env.client, StoreSettings(data_dir=data), task_queue="bench-year", executor=pool,
+                env.client,
+                StoreSettings(data_dir=data),
+                task_queue="bench-year",
+                executor=pool,
                 llm=LLMSettings(base_url=llm.base_url, model="adversary", timeout_seconds=30),
-            )  # fmt: skip
+            )
             async with worker:
 
                 def progress(cycle, c, report):
                     if (cycle + 1) % max(1, cycles // 20) == 0:
-                        print(f"cycle {cycle + 1}: live {report.live[-1]}, reviewed {c.reviewed} "
-                              f"of {c.total}, merged {len(c.merged)}, rejected "
-                              f"{len(c.rejected)}, pruned {len(c.pruned)}", flush=True)  # fmt: skip
+                        print(
+                            f"cycle {cycle + 1}: live {report.live[-1]}, reviewed {c.reviewed} "
+                            f"of {c.total}, merged {len(c.merged)}, rejected "
+                            f"{len(c.rejected)}, pruned {len(c.pruned)}",
+                            flush=True,
+                        )
 
-                report = await run_year(env.client, "bench-year", data, adversary, cycles=cycles,
-                                        corpus=corpus, seed=seed, progress=progress)  # fmt: skip
+                report = await run_year(
+                    env.client,
+                    "bench-year",
+                    data,
+                    adversary,
+                    cycles=cycles,
+                    corpus=corpus,
+                    seed=seed,
+                    progress=progress,
+                )
     finally:
         await env.shutdown()
         llm.close()
     print_report(report)
-    failed = (report.high_value_lost or report.other_lost or report.rejected_sources_pruned
-              or report.early_purges or report.vanished)  # fmt: skip
+    failed = (
+        report.high_value_lost
+        or report.other_lost
+        or report.rejected_sources_pruned
+        or report.early_purges
+        or report.vanished
+    )
     return 1 if failed else 0
 
 

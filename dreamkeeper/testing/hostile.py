@@ -75,12 +75,15 @@ AGENT = "a1"
 OTHER_AGENT = "b2"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SEEDED = {
-    "aaaaaaaaaaa1": ("Alice Moreau's phone is 555-0100; she leads ACME's Berlin office.",
-                     "people/colleagues"),
-    "aaaaaaaaaaa2": ("The user prefers answers in French, short and without emoji.",
-                     "user-preferences"),
-    "aaaaaaaaaaa3": ("Deploy window for project Falcon is Tuesday 14:00 UTC, ticket FAL-42.",
-                     None),
+    "aaaaaaaaaaa1": (
+        "Alice Moreau's phone is 555-0100; she leads ACME's Berlin office.",
+        "people/colleagues",
+    ),
+    "aaaaaaaaaaa2": (
+        "The user prefers answers in French, short and without emoji.",
+        "user-preferences",
+    ),
+    "aaaaaaaaaaa3": ("Deploy window for project Falcon is Tuesday 14:00 UTC, ticket FAL-42.", None),
 }
 ARCHIVED = "aaaaaaaaaaa3"
 FULL_TAGS = [f"tag{n}" for n in range(32)]  # an entry already at the store's limit
@@ -128,6 +131,10 @@ class Sandbox:
         self.data = root / "data"
         self.outside = root / "outside"
         self.agent_dir = self.data / "agents" / AGENT
+        # The agent directory's state as last observed (set by mark_before and the
+        # surfaces that observe a settled refusal), compared against after a call.
+        self.before: dict[str, tuple] = {}
+        self.after: dict[str, tuple] | None = None
 
     @classmethod
     def create(cls, root: Path) -> Sandbox:
@@ -152,11 +159,15 @@ class Sandbox:
         (root / "next-to-data.txt").write_text("the data directory's parent")
         self.store = FileMemoryStore(self.data, AGENT, clock=lambda: T0)
         for entry_id, (content, category) in SEEDED.items():
-            self.store.create(content, category=category, entry_id=entry_id,
-                              tags=FULL_TAGS if entry_id == "aaaaaaaaaaa1" else ["seed"],
-                              metadata={f"k{n}": "v" for n in range(31)}
-                              if entry_id == "aaaaaaaaaaa1" else None,
-                              importance=0.5, now=T0 - timedelta(days=400))  # fmt: skip
+            self.store.create(
+                content,
+                category=category,
+                entry_id=entry_id,
+                tags=FULL_TAGS if entry_id == "aaaaaaaaaaa1" else ["seed"],
+                metadata={f"k{n}": "v" for n in range(31)} if entry_id == "aaaaaaaaaaa1" else None,
+                importance=0.5,
+                now=T0 - timedelta(days=400),
+            )
         self.store.archive(ARCHIVED, "seeded archived", now=T0 - timedelta(days=200))
         bait = self.store.get("aaaaaaaaaaa2")
         assert bait is not None
@@ -178,8 +189,11 @@ class Sandbox:
 
     def outside_state(self, agent: str = AGENT) -> dict[str, tuple]:
         inside = os.path.join("data", "agents", agent)
-        return {k: v for k, v in disk_state(self.root).items()
-                if k != inside and not k.startswith(inside + os.sep)}  # fmt: skip
+        return {
+            k: v
+            for k, v in disk_state(self.root).items()
+            if k != inside and not k.startswith(inside + os.sep)
+        }
 
     def agent_state(self, agent: str = AGENT) -> dict[str, tuple]:
         path = self.data / "agents" / agent
@@ -265,7 +279,7 @@ def check(surface: Surface, example: object) -> Outcome:
             refused, agent_before = _run(surface, sandbox, example, agent)
             outcome.refused = refused
             if refused and agent_before is not None:
-                judged = getattr(sandbox, "after", None) or sandbox.agent_state(agent)
+                judged = sandbox.after if sandbox.after is not None else sandbox.agent_state(agent)
                 outcome.unintended = _diff(agent_before, judged)
         except Exception as exc:  # noqa: BLE001 - reported, that is the point
             outcome.error = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -276,21 +290,21 @@ def check(surface: Surface, example: object) -> Outcome:
 def _run(surface: Surface, sandbox: Sandbox, example: object, agent: str):
     # Surfaces that plant files take their own "before" (after planting); the others
     # are judged from the moment the input arrives.
-    sandbox.before = sandbox.agent_state(agent)  # type: ignore[attr-defined]
+    sandbox.before = sandbox.agent_state(agent)
     refused = surface.run(sandbox, example)
-    return refused, getattr(sandbox, "before", None)
+    return refused, sandbox.before
 
 
 def mark_before(sandbox: Sandbox) -> None:
     """Called by a surface once its hostile files are planted: from here on, a refusal
     must change nothing in the agent's directory..."""
-    sandbox.before = sandbox.agent_state()  # type: ignore[attr-defined]
+    sandbox.before = sandbox.agent_state()
 
 
 def mark_after(sandbox: Sandbox) -> None:
     """...until here, where the input has been read and judged (writes the surface makes
     afterwards, to prove the store still works, are its own)."""
-    sandbox.after = sandbox.agent_state()  # type: ignore[attr-defined]
+    sandbox.after = sandbox.agent_state()
 
 
 # -- text ---------------------------------------------------------------------------------
@@ -298,37 +312,113 @@ def mark_after(sandbox: Sandbox) -> None:
 ANY_CHAR = st.characters(codec=None, exclude_categories=())  # surrogates and controls too
 hostile_text = st.one_of(
     st.text(ANY_CHAR, max_size=40),
-    st.sampled_from([
-        "", " ", "\t\n", "\x00", "a\x00b", "\ud800", "x\udcff", "../../outside", "/etc/passwd",
-        "a/../b", ".", "..", "a//b", "a/", "-", "C:\\x", "%2e%2e/", "\u202e", "😀" * 3,
-        "nan", "inf", "-0", "1e309", "²", "٣", "9" * 5_000, "Ⅻ", "0x10", " 12 ",
-    ]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\t\n",
+            "\x00",
+            "a\x00b",
+            "\ud800",
+            "x\udcff",
+            "../../outside",
+            "/etc/passwd",
+            "a/../b",
+            ".",
+            "..",
+            "a//b",
+            "a/",
+            "-",
+            "C:\\x",
+            "%2e%2e/",
+            "\u202e",
+            "😀" * 3,
+            "nan",
+            "inf",
+            "-0",
+            "1e309",
+            "²",
+            "٣",
+            "9" * 5_000,
+            "Ⅻ",
+            "0x10",
+            " 12 ",
+        ]
+    ),
     st.integers(1, 5).map(lambda n: "x" * (20_000 + n)),
     st.integers(1, 300).map(lambda n: " " * (n * 1_000) + "x"),
 )
 number_text = st.one_of(
-    st.sampled_from(["nan", "inf", "-inf", "1e309", "-1", "2", "0.5", "1", "0", "abc", "",
-                     "99999999999", "-99999999999", "0x1", "1_0", "²", "9" * 5_000]),
+    st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "1e309",
+            "-1",
+            "2",
+            "0.5",
+            "1",
+            "0",
+            "abc",
+            "",
+            "99999999999",
+            "-99999999999",
+            "0x1",
+            "1_0",
+            "²",
+            "9" * 5_000,
+        ]
+    ),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(-(10**15), 10**15).map(str),
 )
-entry_ids = st.one_of(st.sampled_from([*SEEDED, "aaaaaaaaaaa7", "AAAAAAAAAAA1", "zzz",
-                                       "../aaaaaaaaa1", "aaaaaaaaaaa1/", ""]), hostile_text)
+entry_ids = st.one_of(
+    st.sampled_from(
+        [*SEEDED, "aaaaaaaaaaa7", "AAAAAAAAAAA1", "zzz", "../aaaaaaaaa1", "aaaaaaaaaaa1/", ""]
+    ),
+    hostile_text,
+)
 categories = st.one_of(
-    st.sampled_from(["people/colleagues", "notes", "linked", "a/b/c", "user-preferences",
-                     "../../outside", "/abs", "a/../b", "a//b", "x" * 201, "a" * 200]),
+    st.sampled_from(
+        [
+            "people/colleagues",
+            "notes",
+            "linked",
+            "a/b/c",
+            "user-preferences",
+            "../../outside",
+            "/abs",
+            "a/../b",
+            "a//b",
+            "x" * 201,
+            "a" * 200,
+        ]
+    ),
     hostile_text,
 )
 tags_lists = st.one_of(
-    st.lists(st.one_of(st.sampled_from(["t", "seed", "tag1", " spaced "]), hostile_text),
-             max_size=5),
+    st.lists(
+        st.one_of(st.sampled_from(["t", "seed", "tag1", " spaced "]), hostile_text), max_size=5
+    ),
     st.integers(30, 40).map(lambda n: [f"x{i}" for i in range(n)]),
     st.just(["y" * 65]),
 )
 times = st.one_of(
-    st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01", "0001-01-01T00:00:00+05:00",
-                     "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00", "9999-12-31",
-                     "2026-13-40", "yesterday", "", "2026-01-01T00:00:00+25:00"]),
+    st.sampled_from(
+        [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01",
+            "0001-01-01T00:00:00+05:00",
+            "9999-12-31T23:59:59-05:00",
+            "0001-01-01T00:00:00",
+            "9999-12-31",
+            "2026-13-40",
+            "yesterday",
+            "",
+            "2026-01-01T00:00:00+25:00",
+        ]
+    ),
     st.datetimes(timezones=st.sampled_from([UTC, None])).map(lambda d: d.isoformat()),
 )
 
@@ -341,8 +431,22 @@ garbage = st.one_of(
     st.binary(max_size=200),
     st.integers(33, 200_000).map(deep),
     st.integers(33, 50_000).map(lambda n: deep(n, "{")),
-    st.sampled_from(["", "null", "NaN", "[NaN]", '{"a": Infinity}', "[1e999]", "{", "[" * 10,
-                     '"\\ud800"', "\ufeff[]", "[" + "1," * 10 + "]", "9" * 5_000]),
+    st.sampled_from(
+        [
+            "",
+            "null",
+            "NaN",
+            "[NaN]",
+            '{"a": Infinity}',
+            "[1e999]",
+            "{",
+            "[" * 10,
+            '"\\ud800"',
+            "\ufeff[]",
+            "[" + "1," * 10 + "]",
+            "9" * 5_000,
+        ]
+    ),
 )
 
 
@@ -351,13 +455,17 @@ def _jsonable(value: object) -> str:
 
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**30), 10**30),
-    st.floats(allow_nan=True, allow_infinity=True), hostile_text,
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    hostile_text,
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(hostile_text, inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(hostile_text, inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -370,14 +478,17 @@ def maybe(value_strategy: st.SearchStrategy, default: object) -> st.SearchStrate
     return st.integers(0, 7).flatmap(lambda n: value_strategy if n == 7 else sane)
 
 
-sane_text = st.text(st.characters(categories=["L", "N", "Zs", "P"]), min_size=1,
-                    max_size=60).filter(str.strip)  # fmt: skip
-sane_category = st.sampled_from(["people/colleagues", "notes", "user-preferences", "a/b/c",
-                                 "projects/falcon", "linked"])
+sane_text = st.text(
+    st.characters(categories=["L", "N", "Zs", "P"]), min_size=1, max_size=60
+).filter(str.strip)
+sane_category = st.sampled_from(
+    ["people/colleagues", "notes", "user-preferences", "a/b/c", "projects/falcon", "linked"]
+)
 sane_tags = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True), max_size=4)
 sane_importance = st.floats(0, 1)
-sane_time = st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1),
-                         timezones=st.just(UTC)).map(datetime.isoformat)  # fmt: skip
+sane_time = st.datetimes(
+    min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)
+).map(datetime.isoformat)
 
 
 # -- surface: the CLI ---------------------------------------------------------------------
@@ -387,8 +498,9 @@ cli_agents = st.integers(0, 3).flatmap(lambda n: hostile_text if n == 3 else _va
 
 
 def _opt(flag: str, values: st.SearchStrategy) -> st.SearchStrategy:
-    return st.integers(0, 3).flatmap(lambda n: values.map(lambda v: [flag, v]) if n == 3
-                                     else st.just([]))
+    return st.integers(0, 3).flatmap(
+        lambda n: values.map(lambda v: [flag, v]) if n == 3 else st.just([])
+    )
 
 
 def _argv(*parts: st.SearchStrategy) -> st.SearchStrategy:
@@ -396,28 +508,61 @@ def _argv(*parts: st.SearchStrategy) -> st.SearchStrategy:
 
 
 cli_commands = st.one_of(
-    _argv(st.just(["save"]), maybe(hostile_text, sane_text).map(lambda c: [c]),
-          _opt("--category", st.one_of(sane_category, categories)), st.lists(tags_lists.map(lambda t: t[:3]), max_size=1)
-          .map(lambda ts: [x for t in ts for tag in t for x in ("--tag", tag)]),
-          _opt("--importance", number_text), _opt("--entry-id", entry_ids),
-          _opt("--source", st.one_of(st.sampled_from(["user", "tool:x", "inferred", "bogus"]),
-                                     hostile_text)),
-          _opt("--idempotency-key", hostile_text), st.just(["--direct"])),
-    _argv(st.just(["save", "--direct", "--file"]),
-          st.sampled_from(["@missing", "@dir", "@binary", "@big", "@ok"]).map(lambda f: [f])),
+    _argv(
+        st.just(["save"]),
+        maybe(hostile_text, sane_text).map(lambda c: [c]),
+        _opt("--category", st.one_of(sane_category, categories)),
+        st.lists(tags_lists.map(lambda t: t[:3]), max_size=1).map(
+            lambda ts: [x for t in ts for tag in t for x in ("--tag", tag)]
+        ),
+        _opt("--importance", number_text),
+        _opt("--entry-id", entry_ids),
+        _opt(
+            "--source",
+            st.one_of(st.sampled_from(["user", "tool:x", "inferred", "bogus"]), hostile_text),
+        ),
+        _opt("--idempotency-key", hostile_text),
+        st.just(["--direct"]),
+    ),
+    _argv(
+        st.just(["save", "--direct", "--file"]),
+        st.sampled_from(["@missing", "@dir", "@binary", "@big", "@ok"]).map(lambda f: [f]),
+    ),
     _argv(st.just(["save", "--direct", "-"]), st.just([])),
-    _argv(st.just(["search"]), st.one_of(st.just([]), hostile_text.map(lambda q: [q])),
-          _opt("--category", categories), _opt("--tag", hostile_text),
-          _opt("--created-after", times), _opt("--created-before", times),
-          _opt("--limit", number_text), st.sampled_from([[], ["--json"], ["--include-archived"]])),
+    _argv(
+        st.just(["search"]),
+        st.one_of(st.just([]), hostile_text.map(lambda q: [q])),
+        _opt("--category", categories),
+        _opt("--tag", hostile_text),
+        _opt("--created-after", times),
+        _opt("--created-before", times),
+        _opt("--limit", number_text),
+        st.sampled_from([[], ["--json"], ["--include-archived"]]),
+    ),
     _argv(st.sampled_from([["show"], ["show", "--json"]]), entry_ids.map(lambda i: [i])),
-    _argv(st.sampled_from([["delete", "--direct"], ["restore", "--direct"],
-                           ["restore", "--direct", "--force"]]),
-          entry_ids.map(lambda i: [i])),
+    _argv(
+        st.sampled_from(
+            [["delete", "--direct"], ["restore", "--direct"], ["restore", "--direct", "--force"]]
+        ),
+        entry_ids.map(lambda i: [i]),
+    ),
     _argv(st.just(["purge"]), _opt("--retention-days", number_text)),
-    st.sampled_from([["tags"], ["tags", "--json"], ["archived"], ["archived", "--json"],
-                     ["stats"], ["--help"], ["save", "--help"], ["frobnicate"], [],
-                     ["search", "--limit"], ["show"], ["save", "--direct", "a", "--file", "b"]]),
+    st.sampled_from(
+        [
+            ["tags"],
+            ["tags", "--json"],
+            ["archived"],
+            ["archived", "--json"],
+            ["stats"],
+            ["--help"],
+            ["save", "--help"],
+            ["frobnicate"],
+            [],
+            ["search", "--limit"],
+            ["show"],
+            ["save", "--direct", "a", "--file", "b"],
+        ]
+    ),
 )
 cli_examples = st.tuples(cli_agents, cli_commands, st.binary(max_size=64))
 
@@ -430,7 +575,7 @@ def _cli_files(sandbox: Sandbox) -> dict[str, str]:
 def run_cli(sandbox: Sandbox, example) -> bool:
     agent, argv, stdin = example
     paths = _cli_files(sandbox)
-    sandbox.before = sandbox.agent_state(_agent_dir_of(agent))  # type: ignore[attr-defined]
+    sandbox.before = sandbox.agent_state(_agent_dir_of(agent))
     argv = [paths.get(a, a) for a in argv]
     full = ["--data", str(sandbox.data), "--agent", agent, *argv]
     out, err = io.StringIO(), io.StringIO()
@@ -457,38 +602,57 @@ def _agent_dir_of(agent: str) -> str:
         return AGENT
 
 
-CLI = Surface("cli argv", cli_examples, run_cli,
-              agent_of=lambda example: _agent_dir_of(example[0]))
+CLI = Surface("cli argv", cli_examples, run_cli, agent_of=lambda example: _agent_dir_of(example[0]))
 
 
 # -- surface: entry files on disk -----------------------------------------------------------
 
-_entry_fields = st.fixed_dictionaries({
-    "id": maybe(st.one_of(entry_ids, json_values), None),  # None: the file's own id
-    "category": maybe(st.one_of(categories, json_values), "KEEP"),
-    "content": maybe(st.one_of(hostile_text, json_values), sane_text),
-    "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
-    "importanceScore": maybe(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                                       json_values), sane_importance),
-    "createdAt": maybe(st.one_of(times, json_values), sane_time),
-    "lastSeenAt": maybe(st.one_of(times, json_values), sane_time),
-    "metadata": maybe(st.one_of(
-        st.just({f"k{n}": "v" for n in range(33)}), st.just({"subjectTime": "y" * 2_001}),
-        st.just({"bad key": "v"}), json_values), {}),
-    "reinforcementCount": maybe(st.one_of(st.integers(-5, 10**30), json_values), 1),
-    "revision": maybe(st.one_of(st.integers(-5, 10**30), json_values), 1),
-    "archivedAt": maybe(st.one_of(times, json_values), None),
-    "appliedOps": maybe(json_values, {}),
-})
+_entry_fields = st.fixed_dictionaries(
+    {
+        "id": maybe(st.one_of(entry_ids, json_values), None),  # None: the file's own id
+        "category": maybe(st.one_of(categories, json_values), "KEEP"),
+        "content": maybe(st.one_of(hostile_text, json_values), sane_text),
+        "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
+        "importanceScore": maybe(
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), json_values), sane_importance
+        ),
+        "createdAt": maybe(st.one_of(times, json_values), sane_time),
+        "lastSeenAt": maybe(st.one_of(times, json_values), sane_time),
+        "metadata": maybe(
+            st.one_of(
+                st.just({f"k{n}": "v" for n in range(33)}),
+                st.just({"subjectTime": "y" * 2_001}),
+                st.just({"bad key": "v"}),
+                json_values,
+            ),
+            {},
+        ),
+        "reinforcementCount": maybe(st.one_of(st.integers(-5, 10**30), json_values), 1),
+        "revision": maybe(st.one_of(st.integers(-5, 10**30), json_values), 1),
+        "archivedAt": maybe(st.one_of(times, json_values), None),
+        "appliedOps": maybe(json_values, {}),
+    }
+)
 _locations = st.tuples(
     st.sampled_from([(), ("notes",), ("people", "colleagues"), ("linked",), ("a", "b", "c")]),
-    st.sampled_from(["aaaaaaaaaaa5.json", "aaaaaaaaaaa1.json", "zzz.json", "AAAAAAAAAAA5.json",
-                     ".hidden.json", "aaaaaaaaaaa6.json"]),
+    st.sampled_from(
+        [
+            "aaaaaaaaaaa5.json",
+            "aaaaaaaaaaa1.json",
+            "zzz.json",
+            "AAAAAAAAAAA5.json",
+            ".hidden.json",
+            "aaaaaaaaaaa6.json",
+        ]
+    ),
 )
-_plant_kinds = st.sampled_from(["json"] * 8 + ["bytes", "link-file", "link-dir",
-                                "link-dangling", "fifo", "directory", "huge", "deep"])
-entry_plants = st.lists(st.tuples(_locations, _plant_kinds, _entry_fields, garbage),
-                        min_size=1, max_size=3)
+_plant_kinds = st.sampled_from(
+    ["json"] * 8
+    + ["bytes", "link-file", "link-dir", "link-dangling", "fifo", "directory", "huge", "deep"]
+)
+entry_plants = st.lists(
+    st.tuples(_locations, _plant_kinds, _entry_fields, garbage), min_size=1, max_size=3
+)
 
 
 def _entry_payload(location, fields: dict, sandbox: Sandbox) -> bytes:
@@ -539,10 +703,15 @@ def run_entry_files(sandbox: Sandbox, plants) -> bool:
             _try_write(functools.partial(store.restore, entry_id, force=True))
         else:
             _try_write(functools.partial(store.archive, entry_id, "fuzz", now=T0))
-        _try_write(functools.partial(
-            save_fact, store, Candidate(entry.content, entry.category,
-                                        tuple(f"n{n}" for n in range(32))),
-            new_id="bbbbbbbbbbb1", op_id=f"fuzz-{entry.id}"))
+        _try_write(
+            functools.partial(
+                save_fact,
+                store,
+                Candidate(entry.content, entry.category, tuple(f"n{n}" for n in range(32))),
+                new_id="bbbbbbbbbbb1",
+                op_id=f"fuzz-{entry.id}",
+            )
+        )
     _try_write(lambda: store.purge(timedelta(days=1), now=T0 + timedelta(days=3650)))
     return set(loaded) == set(seeded)  # nothing planted was taken in
 
@@ -576,20 +745,28 @@ ENTRY_FILES = Surface("entry files", entry_plants, run_entry_files)
 
 # -- surface: journal lines ---------------------------------------------------------------
 
-_record_fields = st.fixed_dictionaries({
-    "at": maybe(st.one_of(times, json_values), "2026-01-01T12:00:00+00:00"),
-    "action": maybe(st.one_of(st.sampled_from(["created", "purged", "repaired", "archived",
-                                               "embedded", "bogus"]), json_values), "updated"),
-    "id": maybe(st.one_of(entry_ids, json_values), st.sampled_from(sorted(SEEDED))),
-    "category": maybe(st.one_of(categories, json_values),
-                      st.one_of(st.none(), sane_category)),
-    "fingerprint": maybe(json_values, "0011223344556677"),
-    "reason": maybe(json_values, None),
-    "rev": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values),
-                 st.one_of(st.none(), st.integers(0, 5))),  # None: a legacy record
-    "op": maybe(json_values, None),
-    "first": maybe(json_values, True),
-})
+_record_fields = st.fixed_dictionaries(
+    {
+        "at": maybe(st.one_of(times, json_values), "2026-01-01T12:00:00+00:00"),
+        "action": maybe(
+            st.one_of(
+                st.sampled_from(["created", "purged", "repaired", "archived", "embedded", "bogus"]),
+                json_values,
+            ),
+            "updated",
+        ),
+        "id": maybe(st.one_of(entry_ids, json_values), st.sampled_from(sorted(SEEDED))),
+        "category": maybe(st.one_of(categories, json_values), st.one_of(st.none(), sane_category)),
+        "fingerprint": maybe(json_values, "0011223344556677"),
+        "reason": maybe(json_values, None),
+        "rev": maybe(
+            st.one_of(st.integers(-(10**30), 10**30), json_values),
+            st.one_of(st.none(), st.integers(0, 5)),
+        ),  # None: a legacy record
+        "op": maybe(json_values, None),
+        "first": maybe(json_values, True),
+    }
+)
 journal_lines = st.lists(
     st.one_of(
         _record_fields.map(lambda r: _jsonable(r).encode("utf-8", "surrogatepass") + b"\n"),
@@ -598,7 +775,8 @@ journal_lines = st.lists(
         st.just(b'{"at": "2026-01-01T00:00:00Z", "action": "created"'),  # torn, no newline
         st.just(b"\x00\x00\x00\n"),
     ),
-    min_size=1, max_size=6,
+    min_size=1,
+    max_size=6,
 )
 
 
@@ -625,8 +803,9 @@ def run_journal(sandbox: Sandbox, lines) -> bool:
 
 
 def _view(store: FileMemoryStore) -> dict[str, tuple]:
-    return {e.id: (e.revision, e.content, e.is_archived)
-            for e in store.entries(include_archived=True)}  # fmt: skip
+    return {
+        e.id: (e.revision, e.content, e.is_archived) for e in store.entries(include_archived=True)
+    }
 
 
 JOURNAL = Surface("journal lines", journal_lines, run_journal)
@@ -634,20 +813,30 @@ JOURNAL = Surface("journal lines", journal_lines, run_journal)
 
 # -- surface: the vocabulary file ---------------------------------------------------------
 
-_vocab_values = st.fixed_dictionaries({
-    "extraCommonWords": maybe(st.one_of(json_values, st.just(["w"] * 1_001)), ["acme"]),
-    "alwaysSpecificWords": maybe(st.one_of(json_values, st.just(["y" * 65])), []),
-    "numericExemptCategories": maybe(st.one_of(json_values, categories.map(lambda c: [c])),
-                                     ["metrics"]),
-})
+_vocab_values = st.fixed_dictionaries(
+    {
+        "extraCommonWords": maybe(st.one_of(json_values, st.just(["w"] * 1_001)), ["acme"]),
+        "alwaysSpecificWords": maybe(st.one_of(json_values, st.just(["y" * 65])), []),
+        "numericExemptCategories": maybe(
+            st.one_of(json_values, categories.map(lambda c: [c])), ["metrics"]
+        ),
+    }
+)
 _vocab_file = _vocab_values.map(lambda v: ("bytes", _jsonable(v).encode("utf-8", "surrogatepass")))
 vocabulary_files = st.one_of(
     *[_vocab_file.map(lambda x: x) for _ in range(4)],
     _vocab_values.map(lambda v: ("bytes", _jsonable({**v, "unknown": 1}).encode())),
     garbage.map(lambda g: ("bytes", g if isinstance(g, bytes) else g.encode())),
-    st.sampled_from([("link-secret", b""), ("link-dangling", b""), ("fifo", b""),
-                     ("directory", b""), ("bytes", b"[" * 100_000 + b"]" * 100_000),
-                     ("bytes", b'{"extraCommonWords": ["' + b"w" * 300_000 + b'"]}')]),
+    st.sampled_from(
+        [
+            ("link-secret", b""),
+            ("link-dangling", b""),
+            ("fifo", b""),
+            ("directory", b""),
+            ("bytes", b"[" * 100_000 + b"]" * 100_000),
+            ("bytes", b'{"extraCommonWords": ["' + b"w" * 300_000 + b'"]}'),
+        ]
+    ),
 )
 
 
@@ -667,27 +856,62 @@ VOCABULARY = Surface("vocabulary file", vocabulary_files, run_vocabulary)
 # -- surface: environment settings --------------------------------------------------------
 
 SETTING_NAMES = [
-    "DREAMKEEPER_DATA", "DREAMKEEPER_AGENT", "DREAMKEEPER_ARCHIVE_RETENTION_DAYS",
-    "DREAMKEEPER_DECAY_GRACE_DAYS", "DREAMKEEPER_DECAY_HALF_LIFE_DAYS", "DREAMKEEPER_DECAY_FLOOR",
-    "DREAMKEEPER_PROTECT_IMPORTANCE", "DREAMKEEPER_PROTECT_REINFORCEMENT",
-    "DREAMKEEPER_SAVE_TIMEOUT_SECONDS", "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE",
-    "DREAMKEEPER_TASK_QUEUE", "DREAMKEEPER_DREAM_CRON", "DREAMKEEPER_LLM_BASE_URL",
-    "DREAMKEEPER_LLM_MODEL", "DREAMKEEPER_LLM_API_KEY", "DREAMKEEPER_LLM_TIMEOUT_SECONDS",
-    "DREAMKEEPER_EMBEDDING_BASE_URL", "DREAMKEEPER_EMBEDDING_MODEL",
-    "DREAMKEEPER_EMBEDDING_API_KEY", "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY",
-    "DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS", "DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS",
+    "DREAMKEEPER_DATA",
+    "DREAMKEEPER_AGENT",
+    "DREAMKEEPER_ARCHIVE_RETENTION_DAYS",
+    "DREAMKEEPER_DECAY_GRACE_DAYS",
+    "DREAMKEEPER_DECAY_HALF_LIFE_DAYS",
+    "DREAMKEEPER_DECAY_FLOOR",
+    "DREAMKEEPER_PROTECT_IMPORTANCE",
+    "DREAMKEEPER_PROTECT_REINFORCEMENT",
+    "DREAMKEEPER_SAVE_TIMEOUT_SECONDS",
+    "TEMPORAL_ADDRESS",
+    "TEMPORAL_NAMESPACE",
+    "DREAMKEEPER_TASK_QUEUE",
+    "DREAMKEEPER_DREAM_CRON",
+    "DREAMKEEPER_LLM_BASE_URL",
+    "DREAMKEEPER_LLM_MODEL",
+    "DREAMKEEPER_LLM_API_KEY",
+    "DREAMKEEPER_LLM_TIMEOUT_SECONDS",
+    "DREAMKEEPER_EMBEDDING_BASE_URL",
+    "DREAMKEEPER_EMBEDDING_MODEL",
+    "DREAMKEEPER_EMBEDDING_API_KEY",
+    "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY",
+    "DREAMKEEPER_EMBEDDING_TIMEOUT_SECONDS",
+    "DREAMKEEPER_EMBEDDING_QUERY_TIMEOUT_SECONDS",
     "DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS",
 ]
-_env_values = st.one_of(number_text, hostile_text, st.sampled_from([
-    "localhost:7233", "host:²", "host:99999999", ":7233", "host:", "0 */12 * * *", "* * *",
-    "http://127.0.0.1:1/v1", "a1", "-bad", " 5 ", "\t"]))
+_env_values = st.one_of(
+    number_text,
+    hostile_text,
+    st.sampled_from(
+        [
+            "localhost:7233",
+            "host:²",
+            "host:99999999",
+            ":7233",
+            "host:",
+            "0 */12 * * *",
+            "* * *",
+            "http://127.0.0.1:1/v1",
+            "a1",
+            "-bad",
+            " 5 ",
+            "\t",
+        ]
+    ),
+)
 env_dicts = st.dictionaries(st.sampled_from(SETTING_NAMES), _env_values, max_size=8)
 
 
 def run_settings(_: Sandbox, env) -> bool:
     refused = False
-    for read in (StoreSettings.from_env, embedding_settings, LLMSettings.from_env,
-                 TemporalSettings.from_env):
+    for read in (
+        StoreSettings.from_env,
+        embedding_settings,
+        LLMSettings.from_env,
+        TemporalSettings.from_env,
+    ):
         try:
             read(env)
         except InvalidInput:  # SettingsError is one
@@ -700,32 +924,47 @@ SETTINGS = Surface("environment settings", env_dicts, run_settings, needs_disk=F
 
 # -- surfaces: LLM replies ----------------------------------------------------------------
 
+
 def _reply_text(value: object, fence: str) -> str:
     text = _jsonable(value)
     return f"```{fence}\n{text}\n```" if fence else text
 
 
-_fact_fields = st.fixed_dictionaries({
-    "content": maybe(st.one_of(hostile_text, json_values),
-                     st.one_of(sane_text, st.just(SEEDED["aaaaaaaaaaa1"][0]),
-                               st.just(SEEDED["aaaaaaaaaaa2"][0]))),
-    "category": maybe(st.one_of(categories, json_values), sane_category),
-    "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
-    "importance": maybe(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                                  json_values), sane_importance),
-    "metadata": maybe(st.one_of(st.just({"subjectTime": "z" * 2_001}),
-                                st.just({"subjectTime": "2026-01-01"}),
-                                st.just({"subjectTime": 5}), json_values), None),
-})
+_fact_fields = st.fixed_dictionaries(
+    {
+        "content": maybe(
+            st.one_of(hostile_text, json_values),
+            st.one_of(
+                sane_text, st.just(SEEDED["aaaaaaaaaaa1"][0]), st.just(SEEDED["aaaaaaaaaaa2"][0])
+            ),
+        ),
+        "category": maybe(st.one_of(categories, json_values), sane_category),
+        "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
+        "importance": maybe(
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), json_values), sane_importance
+        ),
+        "metadata": maybe(
+            st.one_of(
+                st.just({"subjectTime": "z" * 2_001}),
+                st.just({"subjectTime": "2026-01-01"}),
+                st.just({"subjectTime": 5}),
+                json_values,
+            ),
+            None,
+        ),
+    }
+)
 _fences = st.sampled_from(["", "", "json", "JSON", "python"])
 
 
 def llm_replies(item: st.SearchStrategy, wrap: Callable[[list], object]) -> st.SearchStrategy:
-    items = st.one_of(st.lists(item, max_size=4),
-                      st.integers(21, 2_000).map(lambda n: [{"content": f"fact {i}"}
-                                                            for i in range(n)]),
-                      st.just([{"content": SEEDED["aaaaaaaaaaa1"][0],
-                                "tags": [f"new{n}" for n in range(32)]}] * 5))
+    items = st.one_of(
+        st.lists(item, max_size=4),
+        st.integers(21, 2_000).map(lambda n: [{"content": f"fact {i}"} for i in range(n)]),
+        st.just(
+            [{"content": SEEDED["aaaaaaaaaaa1"][0], "tags": [f"new{n}" for n in range(32)]}] * 5
+        ),
+    )
     well_formed = st.tuples(items.map(wrap), _fences).map(lambda v: _reply_text(*v))
     return st.one_of(
         *[well_formed.map(lambda x: x) for _ in range(6)],
@@ -757,11 +996,19 @@ def run_enrichment(sandbox: Sandbox, text: str) -> bool:
     # lock, dedup, one reinforcement per entry per save): never a save failing half-way.
     for index, fact in enumerate(result.facts):
         outcome = save_fact(
-            store, Candidate(fact.content, fact.category, tuple(fact.tags),
-                             tuple(fact.metadata.items()), fact.importance),
-            new_id=f"{index + 1:012x}", op_id=f"{ORIGINAL}-{index}", exclude=[ORIGINAL],
+            store,
+            Candidate(
+                fact.content,
+                fact.category,
+                tuple(fact.tags),
+                tuple(fact.metadata.items()),
+                fact.importance,
+            ),
+            new_id=f"{index + 1:012x}",
+            op_id=f"{ORIGINAL}-{index}",
+            exclude=[ORIGINAL],
             touched=sorted(set(saved)),
-        )  # fmt: skip
+        )
         saved.append(outcome.entry_id)
     into = sorted(set(saved) - {ORIGINAL})
     if into:
@@ -774,23 +1021,34 @@ def run_enrichment(sandbox: Sandbox, text: str) -> bool:
 
 ENRICHMENT = Surface("LLM enrichment reply", enrichment_replies, run_enrichment)
 
-_merge_fields = st.fixed_dictionaries({
-    "content": maybe(st.one_of(hostile_text, json_values,
-                               st.just(SEEDED["aaaaaaaaaaa1"][0] + " " + SEEDED["aaaaaaaaaaa2"][0]
-                                       + "\x00")),
-                     sane_text.map(lambda t: SEEDED["aaaaaaaaaaa1"][0] + " "
-                                   + SEEDED["aaaaaaaaaaa2"][0] + " " + t)),
-    "category": maybe(st.one_of(categories, json_values), st.one_of(st.none(), sane_category)),
-    "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
-    "sourceIds": maybe(st.one_of(st.lists(entry_ids, max_size=20), json_values),
-                       ["aaaaaaaaaaa1", "aaaaaaaaaaa2"]),
-    "importance": maybe(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                                  json_values), 0.7),
-})
+_merge_fields = st.fixed_dictionaries(
+    {
+        "content": maybe(
+            st.one_of(
+                hostile_text,
+                json_values,
+                st.just(SEEDED["aaaaaaaaaaa1"][0] + " " + SEEDED["aaaaaaaaaaa2"][0] + "\x00"),
+            ),
+            sane_text.map(
+                lambda t: SEEDED["aaaaaaaaaaa1"][0] + " " + SEEDED["aaaaaaaaaaa2"][0] + " " + t
+            ),
+        ),
+        "category": maybe(st.one_of(categories, json_values), st.one_of(st.none(), sane_category)),
+        "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
+        "sourceIds": maybe(
+            st.one_of(st.lists(entry_ids, max_size=20), json_values),
+            ["aaaaaaaaaaa1", "aaaaaaaaaaa2"],
+        ),
+        "importance": maybe(
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), json_values), 0.7
+        ),
+    }
+)
 consolidation_replies = st.one_of(
     llm_replies(_merge_fields, lambda items: {"toSave": items, "toDelete": ["aaaaaaaaaaa2"]}),
-    st.tuples(st.lists(entry_ids, max_size=600), _fences)
-    .map(lambda v: _reply_text({"toDelete": v[0], "toSave": []}, v[1])),
+    st.tuples(st.lists(entry_ids, max_size=600), _fences).map(
+        lambda v: _reply_text({"toDelete": v[0], "toSave": []}, v[1])
+    ),
 )
 
 
@@ -802,25 +1060,45 @@ def run_consolidation(sandbox: Sandbox, text: str) -> bool:
         return True
     mark_after(sandbox)
     shown = {e.id: e.fingerprint for e in store.entries()}
-    ProposeResult(shown=shown, to_delete=reply.to_delete, to_save=[
-        ProposedMerge(content=m.content, category=m.category, tags=m.tags,
-                      source_ids=m.source_ids, importance=m.importance)
-        for m in reply.to_save
-    ]).model_dump_json()  # fmt: skip — it must travel as a Temporal payload
+    ProposeResult(
+        shown=shown,
+        to_delete=reply.to_delete,
+        to_save=[
+            ProposedMerge(
+                content=m.content,
+                category=m.category,
+                tags=m.tags,
+                source_ids=m.source_ids,
+                importance=m.importance,
+            )
+            for m in reply.to_save
+        ],
+    ).model_dump_json()  # it must travel as a Temporal payload
     applied = 0
     for merge in reply.to_save:
-        review = review_merge(merge.content, merge.source_ids,
-                              {i: store.get(i) if _is_id(i) else None for i in merge.source_ids},
-                              shown)  # fmt: skip
+        review = review_merge(
+            merge.content,
+            merge.source_ids,
+            {i: store.get(i) if _is_id(i) else None for i in merge.source_ids},
+            shown,
+        )
         if review.accepted:
             sources = [store.require(i) for i in dict.fromkeys(merge.source_ids)]
-            proposal = MergeProposal(merge.content, merge_category(merge.category, sources),
-                                     tuple(valid_tags(merge.tags)), merge.importance)
+            proposal = MergeProposal(
+                merge.content,
+                merge_category(merge.category, sources),
+                tuple(valid_tags(merge.tags)),
+                merge.importance,
+            )
             merged = merged_entry(f"{applied + 1:012x}", proposal, sources, T0)
             store.put(merged, action=JournalAction.MERGED)
             applied += 1
-    prune_candidates(reply.to_delete, shown=shown, merge_only=[],
-                     merge_sources=[s for m in reply.to_save for s in m.source_ids])
+    prune_candidates(
+        reply.to_delete,
+        shown=shown,
+        merge_only=[],
+        merge_sources=[s for m in reply.to_save for s in m.source_ids],
+    )
     return applied == 0 and not reply.to_delete
 
 
@@ -834,11 +1112,21 @@ def _is_id(value: str) -> bool:
 
 CONSOLIDATION = Surface("LLM consolidation reply", consolidation_replies, run_consolidation)
 
-repair_replies = st.one_of(*[
-    st.tuples(st.fixed_dictionaries({"content": maybe(
-        st.one_of(hostile_text, json_values),
-        sane_text.map(lambda t: SEEDED["aaaaaaaaaaa1"][0] + " " + t))}), _fences)
-    .map(lambda v: _reply_text(*v)) for _ in range(6)],
+repair_replies = st.one_of(
+    *[
+        st.tuples(
+            st.fixed_dictionaries(
+                {
+                    "content": maybe(
+                        st.one_of(hostile_text, json_values),
+                        sane_text.map(lambda t: SEEDED["aaaaaaaaaaa1"][0] + " " + t),
+                    )
+                }
+            ),
+            _fences,
+        ).map(lambda v: _reply_text(*v))
+        for _ in range(6)
+    ],
     llm_replies(json_values, lambda items: items),
 )
 
@@ -851,25 +1139,32 @@ def run_repair(sandbox: Sandbox, text: str) -> bool:
         return True
     mark_after(sandbox)
     source = store.require("aaaaaaaaaaa1")
-    review = review_merge(reply.content, [source.id], {source.id: source},
-                          {source.id: source.fingerprint})  # fmt: skip
+    review = review_merge(
+        reply.content, [source.id], {source.id: source}, {source.id: source.fingerprint}
+    )
     if review.accepted:
-        merged = merged_entry("0000000000f1", MergeProposal(reply.content, source.category),
-                              [source], T0)  # fmt: skip
+        merged = merged_entry(
+            "0000000000f1", MergeProposal(reply.content, source.category), [source], T0
+        )
         store.put(merged, action=JournalAction.MERGED)
     return not review.accepted
 
 
 REPAIR = Surface("LLM repair reply", repair_replies, run_repair)
 
-_preference_fields = st.fixed_dictionaries({
-    "content": maybe(st.one_of(hostile_text, json_values),
-                     sane_text.map(lambda t: f"The user prefers {t}")),
-    "tags": maybe(st.one_of(tags_lists, st.just([f"p{n}" for n in range(32)]), json_values),
-                  sane_tags),
-    "importance": maybe(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                                  json_values), sane_importance),
-})
+_preference_fields = st.fixed_dictionaries(
+    {
+        "content": maybe(
+            st.one_of(hostile_text, json_values), sane_text.map(lambda t: f"The user prefers {t}")
+        ),
+        "tags": maybe(
+            st.one_of(tags_lists, st.just([f"p{n}" for n in range(32)]), json_values), sane_tags
+        ),
+        "importance": maybe(
+            st.one_of(st.floats(allow_nan=True, allow_infinity=True), json_values), sane_importance
+        ),
+    }
+)
 preference_replies = llm_replies(_preference_fields, lambda items: {"toSave": items})
 
 
@@ -880,12 +1175,25 @@ def run_preferences(sandbox: Sandbox, text: str) -> bool:
         return True
     mark_after(sandbox)
     for index, pref in enumerate(reply.to_save):
-        fact = FactProposal(content=pref.content, category="user-preferences/inferred",
-                            tags=list(dict.fromkeys([*pref.tags, "inferred"])),
-                            importance=pref.importance, metadata={"source": "inferred"})
-        save_fact(sandbox.store, Candidate(fact.content, fact.category, tuple(fact.tags),
-                                           tuple(fact.metadata.items()), fact.importance),
-                  new_id=f"{index + 1:012x}", op_id=f"pref-{index}")  # fmt: skip
+        fact = FactProposal(
+            content=pref.content,
+            category="user-preferences/inferred",
+            tags=list(dict.fromkeys([*pref.tags, "inferred"])),
+            importance=pref.importance,
+            metadata={"source": "inferred"},
+        )
+        save_fact(
+            sandbox.store,
+            Candidate(
+                fact.content,
+                fact.category,
+                tuple(fact.tags),
+                tuple(fact.metadata.items()),
+                fact.importance,
+            ),
+            new_id=f"{index + 1:012x}",
+            op_id=f"pref-{index}",
+        )
     return not reply.to_save
 
 
@@ -894,27 +1202,42 @@ PREFERENCES = Surface("LLM preference reply", preference_replies, run_preference
 
 # -- surface: working-memory segment files ------------------------------------------------
 
-_working_entry = st.fixed_dictionaries({
-    "key": maybe(st.one_of(hostile_text, json_values,
-                           st.sampled_from(["patrol/x/k", "session/s1/../../x", "session"])),
-                 st.from_regex(r"session/s[0-9]/[a-z]{1,8}", fullmatch=True)),
-    "value": maybe(st.one_of(hostile_text, json_values), sane_text),
-    "storedAt": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00+00:00"),
-    "expiresAt": maybe(st.one_of(times, json_values), "2026-01-01T12:30:00"),
-    "category": maybe(st.one_of(categories, json_values), None),
-    "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
-})
+_working_entry = st.fixed_dictionaries(
+    {
+        "key": maybe(
+            st.one_of(
+                hostile_text,
+                json_values,
+                st.sampled_from(["patrol/x/k", "session/s1/../../x", "session"]),
+            ),
+            st.from_regex(r"session/s[0-9]/[a-z]{1,8}", fullmatch=True),
+        ),
+        "value": maybe(st.one_of(hostile_text, json_values), sane_text),
+        "storedAt": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00+00:00"),
+        "expiresAt": maybe(st.one_of(times, json_values), "2026-01-01T12:30:00"),
+        "category": maybe(st.one_of(categories, json_values), None),
+        "tags": maybe(st.one_of(tags_lists, json_values), sane_tags),
+    }
+)
 working_files = st.tuples(
     st.sampled_from(["session.json"] * 5 + ["patrol.json", "x y.json", ".session.json", "@dir"]),
     st.one_of(
-        *[st.lists(_working_entry, min_size=1, max_size=4)
-          .map(lambda items: ("bytes", _jsonable({"entries": items}).encode("utf-8", "surrogatepass")))
-          for _ in range(4)],
-        st.lists(_working_entry, max_size=4)
-        .map(lambda items: ("bytes", _jsonable({"entries": items}).encode("utf-8", "surrogatepass"))),
+        *[
+            st.lists(_working_entry, min_size=1, max_size=4).map(
+                lambda items: (
+                    "bytes",
+                    _jsonable({"entries": items}).encode("utf-8", "surrogatepass"),
+                )
+            )
+            for _ in range(4)
+        ],
+        st.lists(_working_entry, max_size=4).map(
+            lambda items: ("bytes", _jsonable({"entries": items}).encode("utf-8", "surrogatepass"))
+        ),
         garbage.map(lambda g: ("bytes", g if isinstance(g, bytes) else g.encode())),
-        st.sampled_from([("link-secret", b""), ("fifo", b""), ("directory", b""),
-                         ("link-dangling", b"")]),
+        st.sampled_from(
+            [("link-secret", b""), ("fifo", b""), ("directory", b""), ("link-dangling", b"")]
+        ),
     ),
 )
 
@@ -944,29 +1267,51 @@ WORKING = Surface("working-memory segment files", working_files, run_working)
 
 # -- surface: conversation session files and the conversation log -------------------------
 
-_turn = st.fixed_dictionaries({
-    "n": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 1),
-    "role": maybe(st.one_of(st.sampled_from(["user", "assistant", "system"]), json_values),
-                  "user"),
-    "content": maybe(st.one_of(hostile_text, json_values), sane_text),
-    "at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00"),
-})
-_session = st.fixed_dictionaries({
-    "started_at": maybe(st.one_of(times, json_values), "2026-01-01T11:00:00"),
-    "last_at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00"),
-    "next_n": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 2),
-    "archived_lines": maybe(json_values, 0),
-    "turns": maybe(st.one_of(st.lists(_turn, max_size=3), json_values),
-                   [{"n": 1, "role": "user", "content": "hello", "at": "2026-01-01T11:59:00"}]),
-})
+_turn = st.fixed_dictionaries(
+    {
+        "n": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 1),
+        "role": maybe(
+            st.one_of(st.sampled_from(["user", "assistant", "system"]), json_values), "user"
+        ),
+        "content": maybe(st.one_of(hostile_text, json_values), sane_text),
+        "at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00"),
+    }
+)
+_session = st.fixed_dictionaries(
+    {
+        "started_at": maybe(st.one_of(times, json_values), "2026-01-01T11:00:00"),
+        "last_at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00"),
+        "next_n": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 2),
+        "archived_lines": maybe(json_values, 0),
+        "turns": maybe(
+            st.one_of(st.lists(_turn, max_size=3), json_values),
+            [{"n": 1, "role": "user", "content": "hello", "at": "2026-01-01T11:59:00"}],
+        ),
+    }
+)
 conversation_files = st.tuples(
-    st.one_of(_session.map(lambda s: _jsonable(s).encode("utf-8", "surrogatepass")),
-              garbage.map(lambda g: g if isinstance(g, bytes) else g.encode())),
-    st.lists(st.one_of(_turn.map(lambda t: _jsonable(t).encode("utf-8", "surrogatepass")),
-                       garbage.map(lambda g: g if isinstance(g, bytes) else g.encode())),
-             max_size=3),
-    st.sampled_from(["bytes"] * 6 + ["link-secret", "fifo", "directory", "@conversations",
-                                     "@conversations/archive", "@conversation-log"]),
+    st.one_of(
+        _session.map(lambda s: _jsonable(s).encode("utf-8", "surrogatepass")),
+        garbage.map(lambda g: g if isinstance(g, bytes) else g.encode()),
+    ),
+    st.lists(
+        st.one_of(
+            _turn.map(lambda t: _jsonable(t).encode("utf-8", "surrogatepass")),
+            garbage.map(lambda g: g if isinstance(g, bytes) else g.encode()),
+        ),
+        max_size=3,
+    ),
+    st.sampled_from(
+        ["bytes"] * 6
+        + [
+            "link-secret",
+            "fifo",
+            "directory",
+            "@conversations",
+            "@conversations/archive",
+            "@conversation-log",
+        ]
+    ),
 )
 
 
@@ -976,8 +1321,9 @@ def run_conversation(sandbox: Sandbox, example) -> bool:
         sandbox.plant(kind[1:], "link-dir")
         kind = "bytes"
     sandbox.plant(os.path.join("conversations", "sessions", "s1.json"), kind, session)
-    sandbox.plant(os.path.join("conversations", "archive", "s1.jsonl"), "bytes",
-                  b"\n".join(archive) + b"\n")
+    sandbox.plant(
+        os.path.join("conversations", "archive", "s1.jsonl"), "bytes", b"\n".join(archive) + b"\n"
+    )
     mark_before(sandbox)
     memory = ConversationMemory(sandbox.data, AGENT, clock=lambda: T0)
     conversation = memory.conversation("s1")
@@ -991,16 +1337,24 @@ def run_conversation(sandbox: Sandbox, example) -> bool:
 
 CONVERSATION = Surface("conversation session files", conversation_files, run_conversation)
 
-_logged = st.fixed_dictionaries({
-    "sessionId": maybe(st.one_of(hostile_text, json_values), "s1"),
-    "role": maybe(st.one_of(st.sampled_from(["user", "assistant", "tool"]), json_values), "user"),
-    "content": maybe(st.one_of(hostile_text, json_values), sane_text),
-    "at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00+00:00"),
-})
+_logged = st.fixed_dictionaries(
+    {
+        "sessionId": maybe(st.one_of(hostile_text, json_values), "s1"),
+        "role": maybe(
+            st.one_of(st.sampled_from(["user", "assistant", "tool"]), json_values), "user"
+        ),
+        "content": maybe(st.one_of(hostile_text, json_values), sane_text),
+        "at": maybe(st.one_of(times, json_values), "2026-01-01T11:59:00+00:00"),
+    }
+)
 log_files = st.one_of(
-    st.lists(st.one_of(_logged.map(lambda t: _jsonable(t).encode("utf-8", "surrogatepass")),
-                       garbage.map(lambda g: g if isinstance(g, bytes) else g.encode())),
-             max_size=5).map(lambda lines: ("bytes", b"\n".join(lines))),
+    st.lists(
+        st.one_of(
+            _logged.map(lambda t: _jsonable(t).encode("utf-8", "surrogatepass")),
+            garbage.map(lambda g: g if isinstance(g, bytes) else g.encode()),
+        ),
+        max_size=5,
+    ).map(lambda lines: ("bytes", b"\n".join(lines))),
     st.sampled_from([("link-secret", b""), ("fifo", b""), ("directory", b"")]),
 )
 
@@ -1023,16 +1377,21 @@ CONVERSATION_LOG = Surface("conversation log lines", log_files, run_log)
 
 # -- surface: the consolidation clusters file ---------------------------------------------
 
-_cluster = st.fixed_dictionaries({
-    "members": maybe(st.one_of(st.lists(entry_ids, max_size=3), json_values),
-                     ["aaaaaaaaaaa1", "aaaaaaaaaaa2"]),
-    "declines": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 1),
-    "settledAt": maybe(st.one_of(times, json_values), "2025-12-01T00:00:00+00:00"),
-})
+_cluster = st.fixed_dictionaries(
+    {
+        "members": maybe(
+            st.one_of(st.lists(entry_ids, max_size=3), json_values),
+            ["aaaaaaaaaaa1", "aaaaaaaaaaa2"],
+        ),
+        "declines": maybe(st.one_of(st.integers(-(10**30), 10**30), json_values), 1),
+        "settledAt": maybe(st.one_of(times, json_values), "2025-12-01T00:00:00+00:00"),
+    }
+)
 cluster_files = st.one_of(
     st.just(("@dir", b"")),
     st.lists(_cluster, max_size=3).map(
-        lambda cs: ("bytes", _jsonable({"clusters": cs}).encode("utf-8", "surrogatepass"))),
+        lambda cs: ("bytes", _jsonable({"clusters": cs}).encode("utf-8", "surrogatepass"))
+    ),
     garbage.map(lambda g: ("bytes", g if isinstance(g, bytes) else g.encode())),
     st.sampled_from([("link-secret", b""), ("fifo", b""), ("directory", b"")]),
 )
@@ -1049,15 +1408,18 @@ def run_clusters(sandbox: Sandbox, example) -> bool:
     state = ClusterState(sandbox.agent_dir)
     settled = state.load()
     after = sandbox.agent_state()
-    moved = _diff(sandbox.before, after)  # type: ignore[attr-defined]
+    moved = _diff(sandbox.before, after)
     aside = os.path.join("consolidation", "clusters.json.malformed")
-    if moved and (sorted(moved) != sorted({rel, aside}) or after.get(aside) !=
-                  sandbox.before.get(rel)):  # type: ignore[attr-defined]
+    if moved and (
+        sorted(moved) != sorted({rel, aside}) or after.get(aside) != sandbox.before.get(rel)
+    ):
         raise Violation(f"loading the clusters file changed more than setting it aside: {moved}")
-    sandbox.before = after  # type: ignore[attr-defined]  # the set-aside is the refusal
+    sandbox.before = after  # the set-aside is the refusal
     mark_after(sandbox)
-    entries = [GateEntry(e.id, e.category, e.fingerprint, None, content_tokens(e.content))
-               for e in sandbox.store.entries()]  # fmt: skip
+    entries = [
+        GateEntry(e.id, e.category, e.fingerprint, None, content_tokens(e.content))
+        for e in sandbox.store.entries()
+    ]
     decided = gate(entries, settled, T0, max_eligible=10)
     try:
         state.save(decided.settled)
@@ -1070,5 +1432,18 @@ def run_clusters(sandbox: Sandbox, example) -> bool:
 
 CLUSTERS = Surface("consolidation clusters file", cluster_files, run_clusters)
 
-SURFACES = [CLI, ENTRY_FILES, JOURNAL, VOCABULARY, SETTINGS, ENRICHMENT, CONSOLIDATION, REPAIR,
-            PREFERENCES, WORKING, CONVERSATION, CONVERSATION_LOG, CLUSTERS]
+SURFACES = [
+    CLI,
+    ENTRY_FILES,
+    JOURNAL,
+    VOCABULARY,
+    SETTINGS,
+    ENRICHMENT,
+    CONSOLIDATION,
+    REPAIR,
+    PREFERENCES,
+    WORKING,
+    CONVERSATION,
+    CONVERSATION_LOG,
+    CLUSTERS,
+]

@@ -74,11 +74,17 @@ class ScriptedEmbeddings:
                 else:
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     payload = {
-                        "object": "list", "model": body.get("model"),
-                        "data": [{"object": "embedding", "index": i,
-                                  "embedding": concept_vector(text, script.dim)}
-                                 for i, text in enumerate(inputs)],
-                    }  # fmt: skip
+                        "object": "list",
+                        "model": body.get("model"),
+                        "data": [
+                            {
+                                "object": "embedding",
+                                "index": i,
+                                "embedding": concept_vector(text, script.dim),
+                            }
+                            for i, text in enumerate(inputs)
+                        ],
+                    }
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -24,8 +24,11 @@ class Reply:
 
 
 def tool_call(call_id: str, name: str, arguments: dict) -> dict:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
 
 
 @dataclass

@@ -16,17 +16,24 @@ from dreamkeeper.core.payloads import EntryOpResult
 
 S1 = SessionContext.user("s1")
 FAMILY = {
-    recall.SEARCH_MEMORY: (recall.SEARCH_MEMORY_HEADLINE, recall.SEARCH_WORKING_MEMORY,
-                           recall.SEARCH_WORKING_MEMORY_HEADLINE),
-    recall.SEARCH_WORKING_MEMORY: (recall.SEARCH_WORKING_MEMORY_HEADLINE, recall.SEARCH_MEMORY,
-                                   recall.SEARCH_MEMORY_HEADLINE),
-}  # fmt: skip
+    recall.SEARCH_MEMORY: (
+        recall.SEARCH_MEMORY_HEADLINE,
+        recall.SEARCH_WORKING_MEMORY,
+        recall.SEARCH_WORKING_MEMORY_HEADLINE,
+    ),
+    recall.SEARCH_WORKING_MEMORY: (
+        recall.SEARCH_WORKING_MEMORY_HEADLINE,
+        recall.SEARCH_MEMORY,
+        recall.SEARCH_MEMORY_HEADLINE,
+    ),
+}
 
 
 @pytest.fixture
 def tools(store, working) -> MemoryTools:
-    return MemoryTools("agent-1", S1, memory=store, working=working,
-                       stash=ToolResultStash(working, S1))  # fmt: skip
+    return MemoryTools(
+        "agent-1", S1, memory=store, working=working, stash=ToolResultStash(working, S1)
+    )
 
 
 def _specs() -> dict[str, dict]:
@@ -90,14 +97,22 @@ async def test_search_memory_formats_hits_with_source(tools, store):
         "The user lives in Chicago", category="places", metadata={"source": "user"}
     )
     result = await tools.call("search_memory", '{"query": "chicago"}')
-    assert result == f"- [{entry.id}] (places, importance=0.50, first seen today, source=user): " \
-                     "The user lives in Chicago"  # fmt: skip
+    assert (
+        result == f"- [{entry.id}] (places, importance=0.50, first seen today, source=user): "
+        "The user lives in Chicago"
+    )
 
 
 async def test_working_memory_tools_round_trip_in_the_callers_namespace(tools, working):
-    saved = await tools.call("save_to_working_memory",
-                             {"key": "inbox", "data": "Invoice 4411 from Contoso",
-                              "category": "email", "tags": ["unread"]})  # fmt: skip
+    saved = await tools.call(
+        "save_to_working_memory",
+        {
+            "key": "inbox",
+            "data": "Invoice 4411 from Contoso",
+            "category": "email",
+            "tags": ["unread"],
+        },
+    )
     assert saved == "Saved session/s1/inbox (expires in 5m00s)."
     assert (await tools.call("get_from_working_memory", {"key": "inbox"})).endswith(
         "Invoice 4411 from Contoso"
@@ -121,10 +136,14 @@ async def test_background_sessions_are_told_about_the_ttl_floor(store, working):
 
 
 async def test_bad_calls_are_text_errors_that_change_nothing(tools, working):
-    cases = [("nope", {}), ("search_memory", "{not json"), ("search_memory", {"limit": 0}),
-             ("save_to_working_memory", {"key": "../x", "data": "d"}),
-             ("save_to_working_memory", {"key": "k"}),
-             ("save_memory", {"content": "fact"})]  # no worker connected  # fmt: skip
+    cases = [
+        ("nope", {}),
+        ("search_memory", "{not json"),
+        ("search_memory", {"limit": 0}),
+        ("save_to_working_memory", {"key": "../x", "data": "d"}),
+        ("save_to_working_memory", {"key": "k"}),
+        ("save_memory", {"content": "fact"}),
+    ]  # no worker connected
     for name, args in cases:
         assert (await tools.call(name, args)).startswith("Error:"), (name, args)
     assert working.list().total == 0
@@ -173,9 +192,13 @@ class _DirectWriter:
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
         entry = self.store.archive(entry_id, "deleted by agent tool")
-        return EntryOpResult(agent_id=agent_id, entry_id=entry.id, archived=True,
-                             archive_reason=entry.archive_reason,
-                             importance=entry.importance_score)  # fmt: skip
+        return EntryOpResult(
+            agent_id=agent_id,
+            entry_id=entry.id,
+            archived=True,
+            archive_reason=entry.archive_reason,
+            importance=entry.importance_score,
+        )
 
 
 async def test_delete_memory_quotes_what_it_archived_and_says_it_is_recoverable(store, working):
@@ -183,7 +206,7 @@ async def test_delete_memory_quotes_what_it_archived_and_says_it_is_recoverable(
     entry = store.create("The user's dog is named\n  Biscuit", category="people/family")
     reply = await tools.call("delete_memory", {"id": entry.id})
     assert reply.startswith(f"Archived [{entry.id}] (deleted by agent tool): ")
-    assert "\"The user's dog is named Biscuit\"" in reply
+    assert '"The user\'s dog is named Biscuit"' in reply
     assert "not deleted: it can be restored until it is purged, 90 days after" in reply
     assert store.require(entry.id).is_archived
 

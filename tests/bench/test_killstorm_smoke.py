@@ -27,10 +27,26 @@ LABELS = [
 @pytest.mark.slow
 def test_killstorm_runs_end_to_end_with_tiny_parameters():
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--saves", "12", "--agents", "2", "--kills", "3",
-         "--dream-every", "2", "--drain-cap", "30", "--seed", "5"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--saves",
+            "12",
+            "--agents",
+            "2",
+            "--kills",
+            "3",
+            "--dream-every",
+            "2",
+            "--drain-cap",
+            "30",
+            "--seed",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out = run.stdout
     assert run.returncode in (0, 1), f"rc {run.returncode}\n{out}\n{run.stderr[-3000:]}"
     for label in LABELS:

@@ -108,11 +108,17 @@ def test_an_archive_the_journal_never_saw(tmp_path):
 def test_an_op_recorded_twice_and_a_count_no_op_explains(tmp_path):
     store = FileMemoryStore(tmp_path, AGENT)
     entry = store.create(WORK, category="people")
-    once = store.put(entry.model_copy(update={"reinforcement_count": 2}),
-                     action=JournalAction.REINFORCED, reason="save op-1")  # fmt: skip
+    once = store.put(
+        entry.model_copy(update={"reinforcement_count": 2}),
+        action=JournalAction.REINFORCED,
+        reason="save op-1",
+    )
     assert audit_store(tmp_path, AGENT, []).applied_twice == 0
-    store.put(once.model_copy(update={"reinforcement_count": 3}),
-              action=JournalAction.REINFORCED, reason="save op-1")  # fmt: skip
+    store.put(
+        once.model_copy(update={"reinforcement_count": 3}),
+        action=JournalAction.REINFORCED,
+        reason="save op-1",
+    )
     audit = audit_store(tmp_path, AGENT, [])
     assert audit.twice_records == [f"{entry.id}: 'save op-1' ×2"]
     assert audit.over_reinforced  # 3 > 1 created + 1 distinct op
@@ -151,7 +157,11 @@ def test_a_write_that_never_landed_and_its_retry_count_once(tmp_path):
     target = store.create(NOTE, category="people")
     with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
         save_fact(store, Candidate(NOTE, "people"), new_id="aaaaaaaaaaaa", op_id="op-1")
-    save_fact(FileMemoryStore(tmp_path, AGENT), Candidate(NOTE, "people"),
-              new_id="aaaaaaaaaaaa", op_id="op-1")  # fmt: skip
+    save_fact(
+        FileMemoryStore(tmp_path, AGENT),
+        Candidate(NOTE, "people"),
+        new_id="aaaaaaaaaaaa",
+        op_id="op-1",
+    )
     audit = audit_store(tmp_path, AGENT, [_acked(target.id)])
     assert audit.applied_twice == 0, audit.twice_records

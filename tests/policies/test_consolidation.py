@@ -63,11 +63,14 @@ def test_a_rejected_merges_sources_never_reach_the_prune_path():
     )
     assert allowed == []
     assert refused == {
-        A.id: PruneRefusal.MERGE_SOURCE, B.id: PruneRefusal.MERGE_SOURCE,
-        "cccccccccccc": PruneRefusal.MERGE_ONLY, "ghost": PruneRefusal.NOT_SHOWN,
-    }  # fmt: skip
-    allowed, _ = prune_candidates(["dddddddddddd"], shown=["dddddddddddd"], merge_only=[],
-                                  merge_sources=[])  # fmt: skip
+        A.id: PruneRefusal.MERGE_SOURCE,
+        B.id: PruneRefusal.MERGE_SOURCE,
+        "cccccccccccc": PruneRefusal.MERGE_ONLY,
+        "ghost": PruneRefusal.NOT_SHOWN,
+    }
+    allowed, _ = prune_candidates(
+        ["dddddddddddd"], shown=["dddddddddddd"], merge_only=[], merge_sources=[]
+    )
     assert allowed == ["dddddddddddd"]
 
 

@@ -31,9 +31,12 @@ def test_a_merge_keeping_every_specific_passes_self_coverage():
 
 @pytest.mark.parametrize(
     "text",
-    ["Project Meridian27 budget is 121000 dollars.", "Enable 2FA on the B2B portal",
-     "Deploy gpt4o-mini to eu-west-1 before Falcon9 ships"],
-)  # fmt: skip
+    [
+        "Project Meridian27 budget is 121000 dollars.",
+        "Enable 2FA on the B2B portal",
+        "Deploy gpt4o-mini to eu-west-1 before Falcon9 ships",
+    ],
+)
 def test_text_with_letter_digit_identifiers_covers_itself(text):
     # Digits inside an identifier used to be a "27" that no whole-word match could find.
     assert find_missing_specifics([text], text) == []
@@ -56,15 +59,18 @@ def test_possessive_is_covered_by_the_bare_name():
 def test_single_digits_may_be_spelled_out_but_multi_digit_numbers_are_required():
     assert find_missing_specifics(["Keep the top 3 results"], "Keep the top three results") == []
     assert find_missing_specifics(["Class at 12:30 for 45 minutes"], "Class at noon") == [
-        "12:30", "45",
-    ]  # fmt: skip
+        "12:30",
+        "45",
+    ]
 
 
 def test_specifics_from_every_source_are_required():
     sources = ["Weekly sync with Trish", "Trish Roberts runs PWOP Productions"]
     assert find_missing_specifics(sources, "Weekly sync with Trish") == [
-        "PWOP", "Productions", "Roberts",
-    ]  # fmt: skip
+        "PWOP",
+        "Productions",
+        "Roberts",
+    ]
     assert (
         find_missing_specifics(sources, "Weekly sync with Trish Roberts of PWOP Productions") == []
     )
@@ -109,8 +115,9 @@ def test_iso_and_long_dates_are_equivalent():
 
 def test_abbreviations_do_not_open_a_sentence():
     assert find_missing_specifics(["Lives in St. Paul near Dr. May"], "Lives nearby") == [
-        "May", "Paul",
-    ]  # fmt: skip
+        "May",
+        "Paul",
+    ]
 
 
 def test_emails_urls_handles_and_phones_are_specifics():
@@ -121,8 +128,10 @@ def test_emails_urls_handles_and_phones_are_specifics():
     assert find_missing_specifics([source], source) == []
     merged = "Allen: allen.conway@xebia.com, +1 (386) 299-4605"
     assert find_missing_specifics([source], merged) == [
-        "@atconway", "atconway@bellsouth.net", "https://example.org/talks",
-    ]  # fmt: skip
+        "@atconway",
+        "atconway@bellsouth.net",
+        "https://example.org/talks",
+    ]
 
 
 def test_numeric_exempt_categories_skip_numbers_only():

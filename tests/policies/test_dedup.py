@@ -131,9 +131,11 @@ def test_cosine_reinforces_a_paraphrase_that_jaccard_would_create():
     # Both embedded, close in meaning: by cosine it is the same fact, seen again.
     vectors = {existing.id: np.array([0.9, 0.1, 0.0, 0.42])}
     match, similarity, threshold = closest(
-        cand, [existing], candidate_vector=np.array([0.95, 0.0, 0.05, 0.3]),
+        cand,
+        [existing],
+        candidate_vector=np.array([0.95, 0.0, 0.05, 0.3]),
         vector_of=lambda e: vectors.get(e.id),
-    )  # fmt: skip
+    )
     assert threshold == 0.88 and similarity >= threshold and match.id == existing.id
     decision = decide(cand, match, similarity, NOW, threshold=threshold)
     assert decision.outcome is DedupOutcome.REINFORCED
@@ -146,9 +148,11 @@ def test_cosine_below_its_threshold_is_not_rescued_by_jaccard():
     existing = _existing("Trish Roberts runs PWOP Productions")
     cand = Candidate("Trish Roberts runs PWOP Productions now", "people/colleagues")
     match, similarity, threshold = closest(
-        cand, [existing], candidate_vector=np.array([1.0, 0.0]),
+        cand,
+        [existing],
+        candidate_vector=np.array([1.0, 0.0]),
         vector_of=lambda e: np.array([0.5, 0.75**0.5]),
-    )  # fmt: skip
+    )
     # Jaccard would say 0.8 (a match); both are embedded, so cosine decides: 0.5 is not.
     assert threshold == 0.88 and similarity == pytest.approx(0.5)
     assert decide(cand, match, similarity, NOW, threshold=threshold).outcome is DedupOutcome.CREATED

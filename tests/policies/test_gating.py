@@ -36,8 +36,13 @@ DUP_B = "Allen Conway works at Xebia as principal consultant today"
 def test_only_unreviewed_or_changed_entries_are_eligible():
     fresh = entry("a", "brand new fact about Lisbon trips", reviewed=False)
     old = entry("b", "reviewed fact about Denver offices", reviewed=True)
-    edited = GateEntry("c", "people", content_fingerprint("new text"), content_fingerprint("old"),
-                       content_tokens("new text"))  # fmt: skip
+    edited = GateEntry(
+        "c",
+        "people",
+        content_fingerprint("new text"),
+        content_fingerprint("old"),
+        content_tokens("new text"),
+    )
     g = gate([fresh, old, edited], {}, NOW)
     assert sorted(g.eligible) == ["a", "c"]
     assert g.withheld == 1 and g.total == 3
@@ -142,11 +147,20 @@ def test_cosine_pairs_stay_within_a_top_level_category_and_reach_the_threshold()
     from dreamkeeper.policies.gating import cosine_pairs
 
     near = np.array([0.6, 0.8, 0.0])
-    entries = [entry("a", "x", reviewed=True), entry("b", "y", reviewed=True),
-               entry("c", "z", reviewed=True, category="finance"),
-               entry("d", "w", reviewed=True), entry("e", "v", reviewed=True)]  # fmt: skip
-    vectors = {"a": np.array([1.0, 0.0, 0.0]), "b": near, "c": np.array([1.0, 0.0, 0.0]),
-               "d": np.array([0.0, 0.0, 1.0]), "e": np.array([0.95, 0.3122, 0.0])}  # fmt: skip
+    entries = [
+        entry("a", "x", reviewed=True),
+        entry("b", "y", reviewed=True),
+        entry("c", "z", reviewed=True, category="finance"),
+        entry("d", "w", reviewed=True),
+        entry("e", "v", reviewed=True),
+    ]
+    vectors = {
+        "a": np.array([1.0, 0.0, 0.0]),
+        "b": near,
+        "c": np.array([1.0, 0.0, 0.0]),
+        "d": np.array([0.0, 0.0, 1.0]),
+        "e": np.array([0.95, 0.3122, 0.0]),
+    }
     unit = {k: v / np.linalg.norm(v) for k, v in vectors.items()}
     # a·e = 0.95, e·b = 0.82; c is in another category; d is orthogonal.
     assert sorted(cosine_pairs(entries, unit, block=2)) == [("a", "e")]
@@ -158,6 +172,7 @@ def test_embedded_pairs_are_judged_by_cosine_alone():
     assert near_duplicate_clusters([a, b]) == [("a", "b")]  # Jaccard says duplicates
     assert near_duplicate_clusters([a, b], embedded=frozenset({"a", "b"})) == []
     assert near_duplicate_clusters([a, b], embedded=frozenset({"a"})) == [("a", "b")]
-    together = near_duplicate_clusters([a, b], embedded=frozenset({"a", "b"}),
-                                       extra_pairs=[("a", "b")])  # fmt: skip
+    together = near_duplicate_clusters(
+        [a, b], embedded=frozenset({"a", "b"}), extra_pairs=[("a", "b")]
+    )
     assert together == [("a", "b")]

@@ -72,8 +72,9 @@ def test_every_turn_goes_to_the_conversation_log(conversations, tmp_path):
     conversations.add_turn("s1", "assistant", "Noted.")
     log = ConversationLog(tmp_path / "agents" / "a1")
     assert [(t.session_id, t.role, t.content) for t in ConversationLog.read(log.path)] == [
-        ("s1", "user", "I prefer metric units"), ("s1", "assistant", "Noted."),
-    ]  # fmt: skip
+        ("s1", "user", "I prefer metric units"),
+        ("s1", "assistant", "Noted."),
+    ]
 
 
 def test_a_turn_archived_twice_by_a_crash_is_read_once(conversations, tmp_path):
@@ -96,9 +97,26 @@ def test_another_instance_sees_new_turns(tmp_path, clock):
     assert len(reader.conversation("s1").archived) == 6
 
 
-BAD_SESSION_IDS = ["../x", "a/../b", "..", "a/..", "/abs", "a/", "a//b", "a/./b", ".hidden",
-                   "a\\b", "a b", "s1\n", "a/b\n/c", "x.json/y", "x/y.JSONL", "", "x" * 129,
-                   "/".join(["s"] * 9)]  # fmt: skip
+BAD_SESSION_IDS = [
+    "../x",
+    "a/../b",
+    "..",
+    "a/..",
+    "/abs",
+    "a/",
+    "a//b",
+    "a/./b",
+    ".hidden",
+    "a\\b",
+    "a b",
+    "s1\n",
+    "a/b\n/c",
+    "x.json/y",
+    "x/y.JSONL",
+    "",
+    "x" * 129,
+    "/".join(["s"] * 9),
+]
 
 
 @pytest.mark.parametrize(

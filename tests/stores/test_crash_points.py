@@ -58,8 +58,7 @@ def test_create_crashed_after_its_record_is_repaired_and_retried(tmp_path, how):
         writer.create(NOTE, category="people", entry_id="0123456789ab")
     # The create never happened (never acknowledged): no reader serves it.
     assert reader.get("0123456789ab") is None
-    retried = _retry(writer, tmp_path, how).create(NOTE, category="people",
-                                                   entry_id="0123456789ab")  # fmt: skip
+    retried = _retry(writer, tmp_path, how).create(NOTE, category="people", entry_id="0123456789ab")
     assert retried.content == NOTE
     assert reader.get("0123456789ab") == retried
     actions = [r.action for r in _open(tmp_path).journal.read_all()]
@@ -137,8 +136,7 @@ def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(tmp
     # Another save reinforces the same entry before the retry.
     other = _open(tmp_path)
     save_fact(other, Candidate(NOTE, "people"), new_id="bbbbbbbbbbbb", op_id="save-2")
-    retried = save_fact(_retry(writer, tmp_path, how), fact, new_id="aaaaaaaaaaaa",
-                        op_id="save-1")  # fmt: skip
+    retried = save_fact(_retry(writer, tmp_path, how), fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     assert retried.entry_id == target.id
     final = _open(tmp_path).get(target.id)
     assert final.reinforcement_count == 3  # the original, save-1 once, save-2 once
@@ -197,8 +195,9 @@ def test_a_stale_writer_never_overwrites_newer_state(tmp_path):
     stale = old_view.get(entry.id)
     _open(tmp_path).archive(entry.id, "deleted by agent tool")
     with pytest.raises(StoreConflict, match="changed since it was read"):
-        old_view.put(stale.model_copy(update={"importance_score": 0.9}),
-                     action=JournalAction.UPDATED)  # fmt: skip
+        old_view.put(
+            stale.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED
+        )
     assert _open(tmp_path).get(entry.id).is_archived
 
 
@@ -228,8 +227,17 @@ def test_a_torn_journal_line_is_terminated_and_skipped_never_glued(tmp_path):
     assert _open(tmp_path).get(second.id) == second
 
 
-@pytest.mark.parametrize("garbage", [b"[" * 100_000, b"[" * 5_000, b'"just a string"', b"{}",
-                                     b"\xff\xfe", b'{"at": 5, "action": "created", "id": "x"}'])  # fmt: skip
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"[" * 100_000,
+        b"[" * 5_000,
+        b'"just a string"',
+        b"{}",
+        b"\xff\xfe",
+        b'{"at": 5, "action": "created", "id": "x"}',
+    ],
+)
 def test_garbage_journal_lines_never_break_a_reader(tmp_path, garbage):
     writer = _open(tmp_path)
     writer.create("an entry before the garbage")
@@ -257,7 +265,9 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
 def _notes(n: int, tag: str = "") -> list:
     from dreamkeeper.stores.memory_store import NewEntry
 
-    return [NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)]
+    return [
+        NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)
+    ]
 
 
 def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):

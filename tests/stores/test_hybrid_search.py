@@ -24,7 +24,9 @@ def _ids(hits) -> list[str]:
     return [h.entry.id for h in hits]
 
 
-def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(hybrid, tmp_path, clock):
+def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(
+    hybrid, tmp_path, clock
+):
     rex = hybrid.create("The family hound is called Rex", category="pets")
     bill = hybrid.create("Quarterly invoice from Contoso is due Friday", category="finance")
     assert sorted(embed_entries(hybrid, hybrid.embeddings).embedded) == sorted([rex.id, bill.id])
@@ -36,13 +38,15 @@ def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(hybr
 def test_the_similarity_threshold_excludes_weak_matches(hybrid):
     weak = hybrid.create(
         "Invoice for the automobile service, the clinic visit, the espresso machine and the "
-        "dog sitter", category="finance",
-    )  # fmt: skip
+        "dog sitter",
+        category="finance",
+    )
     strong = hybrid.create("Our puppy Biscuit", category="pets")
     embed_entries(hybrid, hybrid.embeddings)
     query = hybrid.embeddings.embed_query("canine")
-    weak_vector = read_vector(hybrid.embeddings_dir, weak.id, weak.fingerprint,
-                              hybrid.embeddings.model_key)  # fmt: skip
+    weak_vector = read_vector(
+        hybrid.embeddings_dir, weak.id, weak.fingerprint, hybrid.embeddings.model_key
+    )
     weak_cos = float(weak_vector @ query / np.linalg.norm(weak_vector) / np.linalg.norm(query))
     assert 0 < weak_cos < 0.5  # related, but too weakly to count
     assert _ids(search(hybrid, "canine")) == [strong.id]
@@ -146,8 +150,11 @@ def test_the_client_batches_truncates_and_bounds_retries(embedder):
 
 
 def test_an_unreachable_endpoint_is_no_vector(tmp_path, clock):
-    client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", timeout_seconds=1,
-                                               query_timeout_seconds=1))  # fmt: skip
+    client = EmbeddingClient(
+        EmbeddingSettings(
+            base_url="http://127.0.0.1:9/v1", timeout_seconds=1, query_timeout_seconds=1
+        )
+    )
     store = FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=client)
     entry = store.create("The user lives in Chicago")
     assert _ids(search(store, "chicago")) == [entry.id]
@@ -221,11 +228,15 @@ def scripted(tmp_path, clock):
 def test_a_common_word_shared_with_many_entries_does_not_demote_a_strong_semantic_match(scripted):
     store, add = scripted
     query, text = _direction(1.0), "weekly canine appointments"
-    fillers = [add(f"weekly report {i}", _with_cosine(0.05 * (i % 4), 2 + i % 6))
-               for i in range(30)]  # fmt: skip
+    fillers = [
+        add(f"weekly report {i}", _with_cosine(0.05 * (i % 4), 2 + i % 6)) for i in range(30)
+    ]
     # The best match in meaning also says "weekly" — in a long entry, so its BM25 is low.
-    strong = add("Biscuit goes to the vet every weekly slot we can book, with treats, a lead, "
-                 "his blanket, the insurance card and the vaccination booklet", _with_cosine(0.8))
+    strong = add(
+        "Biscuit goes to the vet every weekly slot we can book, with treats, a lead, "
+        "his blanket, the insurance card and the vaccination booklet",
+        _with_cosine(0.8),
+    )
     weaker = add("Our dog sleeps a lot", _with_cosine(0.7, 3))  # no shared word at all
     hits = search(store, text, query_vector=query)
     assert [h.entry.id for h in hits[:2]] == [strong.id, weaker.id]
@@ -243,7 +254,9 @@ def test_a_second_leg_only_adds(scripted):
         add(f"garden note {i}", _with_cosine(0.1, 2 + i % 6))
     plain = add("tomato seedlings", _with_cosine(0.6))
     shared = add("tomato seedlings garden", _with_cosine(0.6))
-    hits = {h.entry.id: h.score for h in search(store, "garden planting", query_vector=_direction(1.0))}
+    hits = {
+        h.entry.id: h.score for h in search(store, "garden planting", query_vector=_direction(1.0))
+    }
     assert hits[shared.id] > hits[plain.id] > 0
 
 
@@ -274,8 +287,9 @@ def test_ties_come_out_in_the_same_order_after_re_ingestion(tmp_path, clock, hyb
     orders = []
     for run, ordering in enumerate((contents, contents[::-1])):
         client = EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model="s"))
-        store = FileMemoryStore(tmp_path / str(run), "agent-1", clock=clock,
-                                embeddings=client if hybrid_mode else None)  # fmt: skip
+        store = FileMemoryStore(
+            tmp_path / str(run), "agent-1", clock=clock, embeddings=client if hybrid_mode else None
+        )
         for i in range(5):
             store.create(f"filler {i}")
         ids = {}
@@ -283,8 +297,13 @@ def test_ties_come_out_in_the_same_order_after_re_ingestion(tmp_path, clock, hyb
             entry = store.create(content)
             ids[entry.id] = content
             if hybrid_mode:
-                write_vector(store.embeddings_dir, entry.id, _with_cosine(0.6), entry.fingerprint,
-                             client.model_key)  # fmt: skip
+                write_vector(
+                    store.embeddings_dir,
+                    entry.id,
+                    _with_cosine(0.6),
+                    entry.fingerprint,
+                    client.model_key,
+                )
         hits = search(store, "alpha", query_vector=_direction(1.0) if hybrid_mode else None)
         assert len({h.score for h in hits}) == 1  # all tied
         orders.append([ids[h.entry.id] for h in hits])

@@ -20,7 +20,9 @@ from dreamkeeper.stores.local_embeddings import (
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
 
-needs_model = pytest.mark.skipif(not local_available(), reason="local-embeddings extra not installed")
+needs_model = pytest.mark.skipif(
+    not local_available(), reason="local-embeddings extra not installed"
+)
 
 
 @pytest.fixture(scope="module")

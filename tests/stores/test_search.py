@@ -29,8 +29,14 @@ CORPUS = [
 
 def test_tokenizer_drops_function_words_stems_and_keeps_identifiers_whole():
     assert tokenize("Don't use AI-based tools, OK? v2.0 PWOP") == [
-        "use", "ai", "base", "tool", "ok", "v2.0", "pwop",
-    ]  # fmt: skip
+        "use",
+        "ai",
+        "base",
+        "tool",
+        "ok",
+        "v2.0",
+        "pwop",
+    ]
 
 
 def _random_docs(seed: int, n: int) -> list[list[str]]:
@@ -79,8 +85,9 @@ def test_a_repeated_query_word_counts_once_as_in_the_reference():
     index = BM25Index()
     for i, toks in enumerate(_random_docs(5, 30)):
         index.put(f"d{i}", toks, archived=False)
-    np.testing.assert_array_equal(index.scores(["w001", "w001", "common"]),
-                                  index.scores(["w001", "common"]))  # fmt: skip
+    np.testing.assert_array_equal(
+        index.scores(["w001", "w001", "common"]), index.scores(["w001", "common"])
+    )
 
 
 def test_scores_with_archived_scope_equal_an_oracle_over_all_documents():
@@ -345,21 +352,31 @@ def test_created_bounds_are_inclusive_at_both_ends(store, clock, query):
 
 def test_created_bounds_accept_iso_text_dates_as_midnight_utc_and_offsets(store, clock):
     t, ids = _created_around(store, clock)  # T is 2026-01-02 12:00 UTC
-    assert {h.entry.id for h in search(store, None, created_after="2026-01-02")} == set(ids.values())
+    assert {h.entry.id for h in search(store, None, created_after="2026-01-02")} == set(
+        ids.values()
+    )
     assert search(store, None, created_before="2026-01-02") == []  # midnight, not end of day
     same_instant = t.astimezone(timezone(timedelta(hours=-6))).isoformat()  # 06:00-06:00
     assert {h.entry.id for h in search(store, None, created_before=same_instant)} == {
-        ids["before"], ids["at"]}  # fmt: skip
+        ids["before"],
+        ids["at"],
+    }
     naive = t.replace(tzinfo=None)  # naive times are UTC
-    assert {h.entry.id for h in search(store, None, created_after=naive)} == {ids["at"], ids["after"]}
+    assert {h.entry.id for h in search(store, None, created_after=naive)} == {
+        ids["at"],
+        ids["after"],
+    }
     assert len(search(store, None, created_after=" ", created_before="")) == 3  # blank: no bound
 
 
 @pytest.mark.parametrize(
     "bounds",
-    [{"created_after": "yesterday"}, {"created_before": "2026-13-01"},
-     {"created_after": "2026-02-01", "created_before": "2026-01-01"}],
-)  # fmt: skip
+    [
+        {"created_after": "yesterday"},
+        {"created_before": "2026-13-01"},
+        {"created_after": "2026-02-01", "created_before": "2026-01-01"},
+    ],
+)
 def test_bad_or_inverted_created_bounds_are_refused(store, bounds):
     store.create("a fact")
     with pytest.raises(InvalidInput, match="created"):

@@ -76,8 +76,14 @@ def test_function_words_are_no_phrase(filled):
 
 def test_numbers_and_identifiers_stay_whole(filled):
     assert tokenize("Upgrade to v2.0 per RFC7231 costs $1,000 or 3.14 at 192.168.1.1") == [
-        "upgrad", "v2.0", "rfc7231", "cost", "1000", "3.14", "192.168.1.1",
-    ]  # fmt: skip
+        "upgrad",
+        "v2.0",
+        "rfc7231",
+        "cost",
+        "1000",
+        "3.14",
+        "192.168.1.1",
+    ]
     v2 = filled.create("Upgrade the parser to v2.0 next week")
     filled.create("Upgrade the parser to v3.1 later")
     assert _ids(search(filled, "v2.0")) == [v2.id]

@@ -35,11 +35,13 @@ def test_a_vector_round_trips_as_little_endian_float32_after_its_header():
 
 @pytest.mark.parametrize(
     "fingerprint, model, dim, cut",
-    [("fedcba9876543210", MODEL, None, 0),  # made from other content
-     (FP, b"mdl2", None, 0),  # another model
-     (FP, MODEL, 4, 0),  # another dimension
-     (FP, MODEL, None, 2)],  # truncated file
-)  # fmt: skip
+    [
+        ("fedcba9876543210", MODEL, None, 0),  # made from other content
+        (FP, b"mdl2", None, 0),  # another model
+        (FP, MODEL, 4, 0),  # another dimension
+        (FP, MODEL, None, 2),
+    ],  # truncated file
+)
 def test_stale_foreign_or_malformed_vectors_are_refused(fingerprint, model, dim, cut):
     data = encode_vector(np.ones(3, dtype=np.float32), FP, MODEL)
     assert decode_vector(data[: len(data) - cut], fingerprint, model, dim) is None
@@ -93,7 +95,9 @@ def test_tail_surprise_matches_the_normal_tail():
     for z in (-5.0, -1.0, 0.0, 0.5, 2.0, 6.0, 12.0):
         expected = -math.log(0.5 * math.erfc(z / math.sqrt(2)))
         assert tail_surprise(np.array([z]))[0] == pytest.approx(expected, rel=1e-6, abs=1e-12)
-    assert tail_surprise(np.array([60.0]))[0] == pytest.approx(1800 + math.log(60 * math.sqrt(2 * math.pi)), rel=1e-6)
+    assert tail_surprise(np.array([60.0]))[0] == pytest.approx(
+        1800 + math.log(60 * math.sqrt(2 * math.pi)), rel=1e-6
+    )
 
 
 def test_fusion_boosts_are_bounded():
@@ -102,7 +106,14 @@ def test_fusion_boosts_are_bounded():
     keyword, cosine, population = np.array([1.0, 1.0]), np.array([0.5, 0.5]), np.zeros(10)
     base = fuse(keyword, cosine, population, 8)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    boosted = fuse(keyword, cosine, population, 8, importance=np.array([1.0, 0.0]),
-                   last_seen=np.array([now.timestamp(), 0.0]), now=now)  # fmt: skip
+    boosted = fuse(
+        keyword,
+        cosine,
+        population,
+        8,
+        importance=np.array([1.0, 0.0]),
+        last_seen=np.array([now.timestamp(), 0.0]),
+        now=now,
+    )
     assert boosted[0] == pytest.approx(base[0] * 1.1)  # most important, seen now
     assert boosted[1] == pytest.approx(base[1] * 0.9 * 0.9, rel=1e-6)  # least, seen long ago

@@ -194,8 +194,13 @@ def test_an_entry_matching_both_query_words_outranks_one_matching_one(working, b
     assert hits[0][1] > hits[1][1] > 0
 
 
-CATEGORY_CASES = [("research", True), ("Research/Pricing", True), ("research/pricing/eu", False),
-                  ("researchers", False), ("research/pric", False)]  # fmt: skip
+CATEGORY_CASES = [
+    ("research", True),
+    ("Research/Pricing", True),
+    ("research/pricing/eu", False),
+    ("researchers", False),
+    ("research/pric", False),
+]
 
 
 @pytest.mark.parametrize("wanted, found", CATEGORY_CASES)

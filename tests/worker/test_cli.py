@@ -75,10 +75,12 @@ def test_browse_appends_the_taxonomy_even_when_nothing_matched(cli):
 def test_search_filters_by_created_date_inclusive_at_the_bound(cli):
     entry_id = cli("save", "Dentist on Friday", "--direct")[1].strip()
     created = json.loads(cli("show", entry_id, "--json")[1])["createdAt"]
-    for args, found in ((("--created-after", created), True),
-                        (("--created-before", created), True),
-                        (("--created-before", "2000-01-01"), False),
-                        (("--created-after", "2000-01-01", "--created-before", "2999-12-31"), True)):  # fmt: skip
+    for args, found in (
+        (("--created-after", created), True),
+        (("--created-before", created), True),
+        (("--created-before", "2000-01-01"), False),
+        (("--created-after", "2000-01-01", "--created-before", "2999-12-31"), True),
+    ):
         code, out, _ = cli("search", "dentist", *args)
         assert code == 0 and (f"[{entry_id}]" in out) is found, args
     code, out, _ = cli("search", "--created-before", "2000-01-01")
@@ -164,7 +166,9 @@ def test_writes_without_a_reachable_server_say_how_to_proceed(cli, monkeypatch):
 
 def test_search_filters_by_metadata(cli):
     mine = cli("save", "Dentist on Friday", "--source", "user", "--direct")[1].strip()
-    other = cli("save", "Dentist reviews found online", "--source", "tool:web", "--direct")[1].strip()
+    other = cli("save", "Dentist reviews found online", "--source", "tool:web", "--direct")[
+        1
+    ].strip()
     code, out, _ = cli("search", "dentist", "--meta", "source=user")
     assert code == 0 and f"[{mine}]" in out and f"[{other}]" not in out
     code, _, err = cli("search", "dentist", "--meta", "source")

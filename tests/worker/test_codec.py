@@ -41,8 +41,15 @@ def _b64(key: PayloadKey) -> str:
 
 
 def _save_input() -> SaveInput:
-    return SaveInput(agent_id="a1", entry_id="0123456789ab", content=SECRET, category="people",
-                     tags=["phone"], source="user", importance=0.5)  # fmt: skip
+    return SaveInput(
+        agent_id="a1",
+        entry_id="0123456789ab",
+        content=SECRET,
+        category="people",
+        tags=["phone"],
+        source="user",
+        importance=0.5,
+    )
 
 
 async def test_round_trip_through_the_data_converter_hides_the_content():
@@ -68,7 +75,9 @@ async def test_rotation_old_key_still_decodes_new_key_encodes(tmp_path):
     old, new = _key("k2025"), _key("k2026")
     sealed_before = await EncryptionCodec([old]).encode([Payload(data=b"old history")])
     key_file = tmp_path / "keys"
-    key_file.write_text(f"# rotated in 2026\n{new.key_id}:{_b64(new)}\n\n{old.key_id}:{_b64(old)}\n")
+    key_file.write_text(
+        f"# rotated in 2026\n{new.key_id}:{_b64(new)}\n\n{old.key_id}:{_b64(old)}\n"
+    )
     settings = PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(key_file)})
     assert [k.key_id for k in settings.keys] == ["k2026", "k2025"]
     rotated = EncryptionCodec(settings.keys)
@@ -166,8 +175,9 @@ def test_key_file_errors(tmp_path):
     with pytest.raises(SettingsError, match="used by two different keys"):
         PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY_FILE": str(clash)})
     with pytest.raises(SettingsError, match="not both"):
-        PayloadKeys.from_env({"DREAMKEEPER_PAYLOAD_KEY": _b64(_key()),
-                                "DREAMKEEPER_PAYLOAD_KEY_FILE": str(bad)})  # fmt: skip
+        PayloadKeys.from_env(
+            {"DREAMKEEPER_PAYLOAD_KEY": _b64(_key()), "DREAMKEEPER_PAYLOAD_KEY_FILE": str(bad)}
+        )
 
 
 def test_the_data_directory_key_is_used_when_nothing_is_configured(tmp_path):

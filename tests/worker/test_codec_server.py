@@ -64,8 +64,12 @@ def test_encode_then_decode_round_trip(serve):
     assert base64.b64decode(sealed["metadata"]["encryption-key-id"]) == b"k1"
     assert b"Lhotka" not in base64.b64decode(sealed["data"])
     # The CLI templates `{namespace}` into the endpoint: only the last segment counts.
-    decoded = httpx.post(f"{url}/default/decode", json={"payloads": [sealed]},
-                         headers={"X-Namespace": "default"}, timeout=5)  # fmt: skip
+    decoded = httpx.post(
+        f"{url}/default/decode",
+        json={"payloads": [sealed]},
+        headers={"X-Namespace": "default"},
+        timeout=5,
+    )
     assert decoded.status_code == 200 and decoded.json()["payloads"] == [_plain()]
 
 
@@ -75,8 +79,9 @@ def test_bad_requests_and_unknown_keys_are_400(serve):
     other = EncryptionCodec([_key("old")])
     sealed = other.encode_sync([Payload(data=SECRET)])
     body = json_format.MessageToJson(Payloads(payloads=sealed))
-    response = httpx.post(f"{url}/decode", content=body, timeout=5,
-                          headers={"Content-Type": "application/json"})  # fmt: skip
+    response = httpx.post(
+        f"{url}/decode", content=body, timeout=5, headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 400 and "'old'" in response.json()["error"]
     assert httpx.post(f"{url}/other", json={"payloads": []}, timeout=5).status_code == 404
     assert httpx.get(f"{url}/decode", timeout=5).status_code == 405
@@ -85,22 +90,31 @@ def test_bad_requests_and_unknown_keys_are_400(serve):
 
 def test_cors_preflight_answers_the_ui_origin_only(serve):
     url = serve(EncryptionCodec([_key()]))
-    preflight = httpx.options(f"{url}/decode", timeout=5, headers={
-        "Origin": UI, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "content-type,x-namespace,authorization",
-    })  # fmt: skip
+    preflight = httpx.options(
+        f"{url}/decode",
+        timeout=5,
+        headers={
+            "Origin": UI,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type,x-namespace,authorization",
+        },
+    )
     assert preflight.status_code == 204
     assert preflight.headers["access-control-allow-origin"] == UI
     assert "POST" in preflight.headers["access-control-allow-methods"]
-    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+    allowed = {
+        h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")
+    }
     assert {"x-namespace", "content-type", "authorization"} <= allowed
-    post = httpx.post(f"{url}/encode", json={"payloads": [_plain()]}, timeout=5,
-                      headers={"Origin": UI})  # fmt: skip
+    post = httpx.post(
+        f"{url}/encode", json={"payloads": [_plain()]}, timeout=5, headers={"Origin": UI}
+    )
     assert post.headers["access-control-allow-origin"] == UI
     evil = httpx.options(f"{url}/decode", headers={"Origin": "http://evil.example"}, timeout=5)
     assert evil.status_code == 403 and "access-control-allow-origin" not in evil.headers
-    post = httpx.post(f"{url}/encode", json={"payloads": []}, timeout=5,
-                      headers={"Origin": "http://evil.example"})  # fmt: skip
+    post = httpx.post(
+        f"{url}/encode", json={"payloads": []}, timeout=5, headers={"Origin": "http://evil.example"}
+    )
     assert "access-control-allow-origin" not in post.headers
 
 
@@ -110,11 +124,13 @@ def test_a_token_is_required_when_configured(serve):
     missing = httpx.post(f"{url}/encode", json=body, headers={"Origin": UI}, timeout=5)
     assert missing.status_code == 401 and "bearer" in missing.headers["www-authenticate"].lower()
     assert missing.headers["access-control-allow-origin"] == UI  # the UI can read why
-    wrong = httpx.post(f"{url}/decode", json=body, timeout=5,
-                       headers={"Authorization": "Bearer guess"})  # fmt: skip
+    wrong = httpx.post(
+        f"{url}/decode", json=body, timeout=5, headers={"Authorization": "Bearer guess"}
+    )
     assert wrong.status_code == 401
-    right = httpx.post(f"{url}/encode", json=body, timeout=5,
-                       headers={"Authorization": "Bearer s3cret"})  # fmt: skip
+    right = httpx.post(
+        f"{url}/encode", json=body, timeout=5, headers={"Authorization": "Bearer s3cret"}
+    )
     assert right.status_code == 200
     # The browser's preflight carries no credentials; it must still pass.
     assert httpx.options(f"{url}/decode", headers={"Origin": UI}, timeout=5).status_code == 204
@@ -122,10 +138,12 @@ def test_a_token_is_required_when_configured(serve):
 
 def test_server_settings_from_the_environment():
     assert CodecServerSettings.from_env({}) == CodecServerSettings((UI,), None)
-    settings = CodecServerSettings.from_env({
-        "DREAMKEEPER_CODEC_CORS_ORIGINS": "http://localhost:8080, https://temporal.example/",
-        "DREAMKEEPER_CODEC_TOKEN": "t",
-    })  # fmt: skip
+    settings = CodecServerSettings.from_env(
+        {
+            "DREAMKEEPER_CODEC_CORS_ORIGINS": "http://localhost:8080, https://temporal.example/",
+            "DREAMKEEPER_CODEC_TOKEN": "t",
+        }
+    )
     assert settings.origins == ("http://localhost:8080", "https://temporal.example")
     assert settings.token == "t"
     with pytest.raises(SettingsError, match="DREAMKEEPER_CODEC_CORS_ORIGINS"):
@@ -150,8 +168,12 @@ def test_dev_generates_a_key_once_and_serves_the_ui(tmp_path, monkeypatch):
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         assert str(key_file.resolve()) in dev.banner and "generated" in dev.banner
         assert dev.endpoint in dev.banner and dev.endpoint.startswith("http://127.0.0.1:")
-        response = httpx.post(f"{dev.endpoint}/encode", json={"payloads": [_plain()]},
-                              headers={"Origin": "http://127.0.0.1:8233"}, timeout=5)  # fmt: skip
+        response = httpx.post(
+            f"{dev.endpoint}/encode",
+            json={"payloads": [_plain()]},
+            headers={"Origin": "http://127.0.0.1:8233"},
+            timeout=5,
+        )
         assert response.status_code == 200
         assert response.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
         [sealed] = response.json()["payloads"]

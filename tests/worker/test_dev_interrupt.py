@@ -24,9 +24,14 @@ def test_ctrl_c_during_the_demo_tour_stops_everything_cleanly(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DREAMKEEPER_", "TEMPORAL_"))}
     env["DREAMKEEPER_DATA"] = str(tmp_path)
     # Its own session, so the signal goes to the whole group, as a terminal's Ctrl-C does.
-    proc = subprocess.Popen([str(DREAMKEEPER), "dev", "--demo"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(DREAMKEEPER), "dev", "--demo"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         seen = []

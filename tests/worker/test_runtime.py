@@ -12,8 +12,10 @@ from dreamkeeper.worker import runtime
 def test_temporal_settings_defaults_and_validation():
     settings = TemporalSettings.from_env({})
     assert (settings.address, settings.namespace, settings.task_queue) == (
-        "localhost:7233", "default", "dreamkeeper",
-    )  # fmt: skip
+        "localhost:7233",
+        "default",
+        "dreamkeeper",
+    )
     with pytest.raises(SettingsError, match="TEMPORAL_ADDRESS"):
         TemporalSettings.from_env({"TEMPORAL_ADDRESS": "no-port"})
     with pytest.raises(SettingsError, match="DREAMKEEPER_DREAM_CRON"):
@@ -40,11 +42,13 @@ def test_embedding_settings_from_the_environment():
 
     none = {"DREAMKEEPER_EMBEDDING_BACKEND": "none"}
     assert not embedding_settings(none).configured  # keyword search only
-    settings = embedding_settings({
-        "DREAMKEEPER_EMBEDDING_BASE_URL": "http://localhost:11434/v1/",
-        "DREAMKEEPER_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
-        "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "0.4",
-    })  # fmt: skip
+    settings = embedding_settings(
+        {
+            "DREAMKEEPER_EMBEDDING_BASE_URL": "http://localhost:11434/v1/",
+            "DREAMKEEPER_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+            "DREAMKEEPER_EMBEDDING_MIN_SIMILARITY": "0.4",
+        }
+    )
     assert settings.base_url == "http://localhost:11434/v1" and settings.min_similarity == 0.4
     assert settings.model_key != embedding_settings(none).model_key  # vectors name their model
     with pytest.raises(SettingsError, match="DREAMKEEPER_EMBEDDING_MIN_SIMILARITY"):

@@ -64,7 +64,11 @@ async def worker(temporal_env, tmp_path, request):
         embedding_settings = EmbeddingSettings(base_url=embedder.base_url, model="scripted-embed")
     executor = ThreadPoolExecutor(max_workers=4)
     w = build_worker(
-        temporal_env.client, settings, task_queue=queue, executor=executor, llm=llm_settings,
+        temporal_env.client,
+        settings,
+        task_queue=queue,
+        executor=executor,
+        llm=llm_settings,
         embeddings=embedding_settings,
     )
     running = asyncio.create_task(w.run())

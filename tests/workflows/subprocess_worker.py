@@ -52,7 +52,9 @@ def spawn_worker(
 ) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, address, queue, str(data), llm.base_url, freeze],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc

@@ -24,14 +24,24 @@ def _example():
     return module
 
 
-
 async def test_write_tools_go_through_workflows_and_say_what_happened(memory):
     agent = f"t-{uuid.uuid4().hex[:6]}"
     session = SessionContext.user("s1")
-    tools = MemoryTools(agent, session, memory=memory.store(agent), writer=memory,
-                        working=WorkingMemoryStore(memory.settings.data_dir, agent))  # fmt: skip
-    saved = await tools.call("save_memory", {"content": "The user's dog is named Biscuit",
-                                             "category": "people/family", "source": "gossip"})  # fmt: skip
+    tools = MemoryTools(
+        agent,
+        session,
+        memory=memory.store(agent),
+        writer=memory,
+        working=WorkingMemoryStore(memory.settings.data_dir, agent),
+    )
+    saved = await tools.call(
+        "save_memory",
+        {
+            "content": "The user's dog is named Biscuit",
+            "category": "people/family",
+            "source": "gossip",
+        },
+    )
     assert "source 'gossip' was not recognised and was dropped" in saved
     entry_id = saved.split("[", 1)[1].split("]", 1)[0]
     entry = memory.store(agent).require(entry_id)
@@ -53,8 +63,12 @@ async def test_the_example_loop_runs_tools_records_turns_and_recalls_next_time(m
     example = _example()
     llm = ScriptedLLM()  # the agent's model; the worker has no LLM (saves are kept verbatim)
     agent = f"loop-{uuid.uuid4().hex[:6]}"
-    loop = example.MemoryAgent(memory, agent, SessionContext.user("s1"),
-                               LLMSettings(base_url=llm.base_url, model="scripted"))  # fmt: skip
+    loop = example.MemoryAgent(
+        memory,
+        agent,
+        SessionContext.user("s1"),
+        LLMSettings(base_url=llm.base_url, model="scripted"),
+    )
     llm.replies += [
         Reply(
             None,
@@ -69,7 +83,7 @@ async def test_the_example_loop_runs_tools_records_turns_and_recalls_next_time(m
                     },
                 )
             ],
-        ),  # fmt: skip
+        ),
         Reply("Noted: you use Helix."),
         Reply("You use Helix."),
     ]
@@ -78,8 +92,10 @@ async def test_the_example_loop_runs_tools_records_turns_and_recalls_next_time(m
         assert answer == "Noted: you use Helix."
         first, second = llm.requests[0], llm.requests[1]
         assert {t["function"]["name"] for t in first["tools"]} >= {"save_memory", "search_memory"}
-        assert first["messages"][-1] == {"role": "user",
-                                         "content": "Remember that my favourite editor is Helix, please."}  # fmt: skip
+        assert first["messages"][-1] == {
+            "role": "user",
+            "content": "Remember that my favourite editor is Helix, please.",
+        }
         tool_result = second["messages"][-1]
         assert tool_result["role"] == "tool" and tool_result["tool_call_id"] == "call_1"
         assert "Saved to long-term memory as [" in tool_result["content"]
@@ -87,17 +103,31 @@ async def test_the_example_loop_runs_tools_records_turns_and_recalls_next_time(m
         again = await loop.turn("Which text editor do I like to use for coding?")
         assert again == "You use Helix."
         third = llm.requests[2]["messages"]
-        recalled = [m["content"] for m in third if m["role"] == "system"
-                    and m["content"].startswith("Recalled from long-term memory")]  # fmt: skip
+        recalled = [
+            m["content"]
+            for m in third
+            if m["role"] == "system" and m["content"].startswith("Recalled from long-term memory")
+        ]
         assert recalled and "The user's favourite editor is Helix" in recalled[0]
         replayed = [m["content"] for m in third if m["role"] in ("user", "assistant")]
-        assert replayed[:2] == ["Remember that my favourite editor is Helix, please.",
-                                "Noted: you use Helix."]  # fmt: skip
+        assert replayed[:2] == [
+            "Remember that my favourite editor is Helix, please.",
+            "Noted: you use Helix.",
+        ]
     finally:
         await loop.close()
         llm.close()
-    turns = [json.loads(line)["content"] for line in
-             (memory.settings.data_dir / "agents" / agent / "conversation-log" / "turns.jsonl")
-             .read_text().splitlines()]  # fmt: skip
-    assert turns == ["Remember that my favourite editor is Helix, please.", "Noted: you use Helix.",
-                     "Which text editor do I like to use for coding?", "You use Helix."]  # fmt: skip
+    turns = [
+        json.loads(line)["content"]
+        for line in (
+            memory.settings.data_dir / "agents" / agent / "conversation-log" / "turns.jsonl"
+        )
+        .read_text()
+        .splitlines()
+    ]
+    assert turns == [
+        "Remember that my favourite editor is Helix, please.",
+        "Noted: you use Helix.",
+        "Which text editor do I like to use for coding?",
+        "You use Helix.",
+    ]

@@ -24,18 +24,24 @@ def _env(temporal_env, queue: str, data: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
     env.update(
         TEMPORAL_ADDRESS=temporal_env.client.service_client.config.target_host,
-        DREAMKEEPER_TASK_QUEUE=queue, DREAMKEEPER_DATA=str(data), DREAMKEEPER_AGENT="cli",
+        DREAMKEEPER_TASK_QUEUE=queue,
+        DREAMKEEPER_DATA=str(data),
+        DREAMKEEPER_AGENT="cli",
         **extra,
-    )  # fmt: skip
+    )
     return env
 
 
 async def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """In a thread: the in-process worker runs on this test's event loop."""
     return await asyncio.to_thread(
-        subprocess.run, [str(DREAMKEEPER), *args], env=env, capture_output=True, text=True,
+        subprocess.run,
+        [str(DREAMKEEPER), *args],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.slow
@@ -98,8 +104,12 @@ async def test_a_client_whose_data_differs_from_the_worker_s_exits_2_naming_both
 
 
 async def test_a_save_with_no_worker_exits_1_naming_the_entry(temporal_env, tmp_path):
-    env = _env(temporal_env, f"nobody-{uuid.uuid4().hex[:6]}", tmp_path,
-               DREAMKEEPER_SAVE_TIMEOUT_SECONDS="2")  # fmt: skip
+    env = _env(
+        temporal_env,
+        f"nobody-{uuid.uuid4().hex[:6]}",
+        tmp_path,
+        DREAMKEEPER_SAVE_TIMEOUT_SECONDS="2",
+    )
     done = await _cli(env, "save", "User lives in Chicago", "--entry-id", "0123456789ab")
     assert done.returncode == 1
     assert "0123456789ab" in done.stderr and "queued" in done.stderr
@@ -116,8 +126,11 @@ async def test_no_server_exits_1_with_one_line(tmp_path):
 async def test_a_worker_on_an_unwritable_data_directory_exits_2(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1",
-           "DREAMKEEPER_DATA": str(blocker / "data")}  # fmt: skip
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": "127.0.0.1:1",
+        "DREAMKEEPER_DATA": str(blocker / "data"),
+    }
     done = await _cli(env, "worker")
     assert done.returncode == 2 and "not writable" in done.stderr
     assert "Traceback" not in done.stderr

@@ -34,11 +34,19 @@ TEMPORAL = Path(sys.executable).parent / "temporal"
 TOKEN = "codec-test-token"
 ORIGINAL = "Trish Roberts of PWOP Productions gave her number, +1 386-299-4605."
 FACTS = [
-    {"content": "Trish Roberts works at PWOP Productions.", "category": "people/colleagues",
-     "tags": ["people"], "importance": 0.7},
-    {"content": "Trish Roberts's phone number is +1 386-299-4605.", "category": "people/contacts",
-     "tags": ["phone"], "importance": 0.6},
-]  # fmt: skip
+    {
+        "content": "Trish Roberts works at PWOP Productions.",
+        "category": "people/colleagues",
+        "tags": ["people"],
+        "importance": 0.7,
+    },
+    {
+        "content": "Trish Roberts's phone number is +1 386-299-4605.",
+        "category": "people/contacts",
+        "tags": ["phone"],
+        "importance": 0.6,
+    },
+]
 SEALED = base64.b64encode(b"binary/encrypted").decode()
 MERGED = "Trish Roberts works at PWOP Productions; her phone number is +1 386-299-4605."
 CONTENT = ["Trish", "Roberts", "PWOP", "386-299-4605", ORIGINAL, MERGED] + [
@@ -54,19 +62,25 @@ async def sealed(temporal_env, tmp_path, llm):
     client = await Client.connect(
         address, data_converter=data_converter(PayloadKeys((key,), "test"))
     )
-    server = make_server(EncryptionCodec([key]), "127.0.0.1", 0,
-                         CodecServerSettings(token=TOKEN))  # fmt: skip
+    server = make_server(EncryptionCodec([key]), "127.0.0.1", 0, CodecServerSettings(token=TOKEN))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     settings = StoreSettings(data_dir=tmp_path)
     queue = f"codec-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=4) as executor:
         worker = build_worker(
-            client, settings, task_queue=queue, executor=executor, embeddings=EmbeddingSettings(),
+            client,
+            settings,
+            task_queue=queue,
+            executor=executor,
+            embeddings=EmbeddingSettings(),
             llm=LLMSettings(base_url=llm.base_url, model="scripted", timeout_seconds=30),
-        )  # fmt: skip
+        )
         async with worker:
-            yield (MemoryClient(client, settings, queue), address,
-                   f"http://127.0.0.1:{server.server_address[1]}")  # fmt: skip
+            yield (
+                MemoryClient(client, settings, queue),
+                address,
+                f"http://127.0.0.1:{server.server_address[1]}",
+            )
     server.shutdown()
     server.server_close()
 
@@ -84,8 +98,9 @@ def _payloads(node) -> list[dict]:
 def _readable(history: dict) -> str:
     """The history as printed, plus every payload's data base64-decoded: the CLI prints
     payloads raw, so plaintext could otherwise hide behind base64."""
-    decoded = [base64.b64decode(p["data"]).decode("utf-8", errors="replace")
-               for p in _payloads(history)]  # fmt: skip
+    decoded = [
+        base64.b64decode(p["data"]).decode("utf-8", errors="replace") for p in _payloads(history)
+    ]
     return "\n".join([json.dumps(history), *decoded])
 
 
@@ -93,10 +108,25 @@ async def _show(address: str, workflow_id: str, *codec: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     done = await asyncio.to_thread(
         subprocess.run,
-        [str(TEMPORAL), "workflow", "show", "--workflow-id", workflow_id, "--output", "json",
-         "--address", address, "--namespace", "default", *codec],
-        capture_output=True, text=True, timeout=60, env=env,
-    )  # fmt: skip
+        [
+            str(TEMPORAL),
+            "workflow",
+            "show",
+            "--workflow-id",
+            workflow_id,
+            "--output",
+            "json",
+            "--address",
+            address,
+            "--namespace",
+            "default",
+            *codec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -111,9 +141,18 @@ async def test_histories_hold_no_content_and_the_codec_server_reveals_it(sealed,
     assert saved.outcome == "enriched"
     facts = [r.entry_id for r in saved.replacements]
     # The dream's consolidation: one honest merge of the two facts.
-    llm.replies.append(Reply(json.dumps({"toDelete": facts, "toSave": [
-        {"content": MERGED, "category": "people/contacts", "sourceIds": facts},
-    ]})))  # fmt: skip
+    llm.replies.append(
+        Reply(
+            json.dumps(
+                {
+                    "toDelete": facts,
+                    "toSave": [
+                        {"content": MERGED, "category": "people/contacts", "sourceIds": facts},
+                    ],
+                }
+            )
+        )
+    )
     dream = await memory.run_dream(agent)
     assert len(dream.consolidation.merged) == 1
     live = FileMemoryStore(memory.settings.data_dir, agent).entries()
@@ -151,6 +190,8 @@ async def test_clients_connect_with_the_configured_key(temporal_env, tmp_path, m
     dev_key = generate_key_file(tmp_path / "payload-key")
     memory = await MemoryClient.connect(StoreSettings(data_dir=tmp_path), temporal)
     assert memory.client.data_converter.payload_codec.key_id == dev_key.key_id
-    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", "prod:" + base64.b64encode(os.urandom(32)).decode())
+    monkeypatch.setenv(
+        "DREAMKEEPER_PAYLOAD_KEY", "prod:" + base64.b64encode(os.urandom(32)).decode()
+    )
     client = await runtime.connect(temporal, tmp_path)
     assert client.data_converter.payload_codec.key_id == "prod"

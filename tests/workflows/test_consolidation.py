@@ -44,10 +44,12 @@ def _reply(to_delete=(), to_save=()) -> Reply:
 
 async def _consolidate(client, queue, agent, **kw) -> ConsolidationResult:
     return await client.execute_workflow(
-        Consolidation.run, ConsolidationInput(agent_id=agent, as_of=kw.pop("as_of", AS_OF), **kw),
-        id=f"consolidation-{agent}-{uuid.uuid4().hex[:4]}", task_queue=queue,
+        Consolidation.run,
+        ConsolidationInput(agent_id=agent, as_of=kw.pop("as_of", AS_OF), **kw),
+        id=f"consolidation-{agent}-{uuid.uuid4().hex[:4]}",
+        task_queue=queue,
         result_type=ConsolidationResult,
-    )  # fmt: skip
+    )
 
 
 def _prompt_ids(request: dict) -> list[str]:
@@ -62,12 +64,22 @@ async def test_a_rejected_merges_sources_are_not_archived_through_to_delete(work
     agent = _agent()
     store = _store(settings, agent)
     a, b = _ids(2)
-    store.create("Rocky Lhotka also appears in travel data as Rockford Duane Lhotka.",
-                 category="user-preferences/identity", entry_id=a, importance=0.99)  # fmt: skip
-    store.create("Rocky Lhotka's GitHub account is rockfordlhotka.",
-                 category="user-preferences/identity", entry_id=b)  # fmt: skip
-    lossy = {"content": "Rocky Lhotka's GitHub account is rockfordlhotka.",
-             "category": "user-preferences/identity", "sourceIds": [a, b]}  # fmt: skip
+    store.create(
+        "Rocky Lhotka also appears in travel data as Rockford Duane Lhotka.",
+        category="user-preferences/identity",
+        entry_id=a,
+        importance=0.99,
+    )
+    store.create(
+        "Rocky Lhotka's GitHub account is rockfordlhotka.",
+        category="user-preferences/identity",
+        entry_id=b,
+    )
+    lossy = {
+        "content": "Rocky Lhotka's GitHub account is rockfordlhotka.",
+        "category": "user-preferences/identity",
+        "sourceIds": [a, b],
+    }
     llm.replies += [
         _reply(to_delete=[a, b], to_save=[lossy]),
         Reply(json.dumps({"content": lossy["content"]})),  # the repair still drops it
@@ -96,20 +108,38 @@ async def test_ids_outside_the_eligible_set_and_hallucinated_ids_resolve_to_noth
     agent = _agent()
     store = _store(settings, agent)
     reviewed, fresh_id, other = _ids(3)
-    old = store.create("Las Vegas trip with Trish Roberts in 2026.", entry_id=reviewed,
-                       category="travel", importance=0.2)  # fmt: skip
-    store.put(old.model_copy(update={"consolidation_reviewed_hash": old.fingerprint}),
-              action=JournalAction.REVIEWED)  # fmt: skip
-    store.create("Meeting notes from the BlazorBook kickoff.", entry_id=fresh_id,
-                 category="projects", importance=0.2)  # fmt: skip
-    store.create("Tripit holds the itinerary for Denver.", entry_id=other,
-                 category="travel", importance=0.2)  # fmt: skip
+    old = store.create(
+        "Las Vegas trip with Trish Roberts in 2026.",
+        entry_id=reviewed,
+        category="travel",
+        importance=0.2,
+    )
+    store.put(
+        old.model_copy(update={"consolidation_reviewed_hash": old.fingerprint}),
+        action=JournalAction.REVIEWED,
+    )
+    store.create(
+        "Meeting notes from the BlazorBook kickoff.",
+        entry_id=fresh_id,
+        category="projects",
+        importance=0.2,
+    )
+    store.create(
+        "Tripit holds the itinerary for Denver.", entry_id=other, category="travel", importance=0.2
+    )
     # Shown: fresh_id and other (unreviewed). Not shown: reviewed. Invented: deadbeef0000.
-    llm.replies.append(_reply(
-        to_delete=[reviewed, "deadbeef0000"],
-        to_save=[{"content": "Las Vegas trip with Trish Roberts in 2026. BlazorBook kickoff.",
-                  "category": "travel", "sourceIds": [reviewed, "deadbeef0000"]}],
-    ))  # fmt: skip
+    llm.replies.append(
+        _reply(
+            to_delete=[reviewed, "deadbeef0000"],
+            to_save=[
+                {
+                    "content": "Las Vegas trip with Trish Roberts in 2026. BlazorBook kickoff.",
+                    "category": "travel",
+                    "sourceIds": [reviewed, "deadbeef0000"],
+                }
+            ],
+        )
+    )
     result = await _consolidate(client, queue, agent)
     assert sorted(_prompt_ids(llm.requests[0])) == sorted([fresh_id, other])
     assert set(result.ignored_ids) == {reviewed, "deadbeef0000"}
@@ -123,12 +153,19 @@ async def test_the_floor_refuses_to_prune_high_value_entries(worker, llm, caplog
     agent = _agent()
     store = _store(settings, agent)
     precious, reinforced, chatter = _ids(3)
-    store.create("Agent infrastructure runs on the k3s cluster named Atlas.", entry_id=precious,
-                 category="agent-knowledge/infrastructure", importance=0.99)  # fmt: skip
-    e = store.create("Routing anti-pattern: never send billing questions to triage.",
-                     entry_id=reinforced, category="anti-patterns/routing", importance=0.3)  # fmt: skip
-    store.put(e.model_copy(update={"reinforcement_count": 106}),
-              action=JournalAction.REINFORCED)  # fmt: skip
+    store.create(
+        "Agent infrastructure runs on the k3s cluster named Atlas.",
+        entry_id=precious,
+        category="agent-knowledge/infrastructure",
+        importance=0.99,
+    )
+    e = store.create(
+        "Routing anti-pattern: never send billing questions to triage.",
+        entry_id=reinforced,
+        category="anti-patterns/routing",
+        importance=0.3,
+    )
+    store.put(e.model_copy(update={"reinforcement_count": 106}), action=JournalAction.REINFORCED)
     store.create("checking the build now", entry_id=chatter, category="status", importance=0.1)
     llm.replies.append(_reply(to_delete=[precious, reinforced, chatter]))
     with caplog.at_level("INFO"):
@@ -138,8 +175,11 @@ async def test_the_floor_refuses_to_prune_high_value_entries(worker, llm, caplog
     after = FileMemoryStore(settings.data_dir, agent)
     assert after.get(chatter).archive_reason == "flagged ephemeral by consolidation"
     assert not after.get(precious).is_archived and not after.get(reinforced).is_archived
-    assert any(f"refused to prune {precious}" in r.getMessage()
-               and "above the high-value floor" in r.getMessage() for r in caplog.records)  # fmt: skip
+    assert any(
+        f"refused to prune {precious}" in r.getMessage()
+        and "above the high-value floor" in r.getMessage()
+        for r in caplog.records
+    )
     # The prune is logged by id; its content only at DEBUG (invariant 18).
     info = [r.getMessage() for r in caplog.records if r.levelno >= 20]
     assert any(f"archived {chatter}" in m for m in info)
@@ -150,24 +190,35 @@ async def test_a_thirteen_source_merge_keeping_every_specific_is_accepted(worker
     client, queue, settings = worker
     agent = _agent()
     facts = [
-        "Allen Conway is a Principal Consultant.", "Allen Conway works at Xebia.",
+        "Allen Conway is a Principal Consultant.",
+        "Allen Conway works at Xebia.",
         "Allen Conway's work email is Allen.Conway@xebia.com.",
         "Allen Conway's personal email is atconway@bellsouth.net.",
-        "Allen Conway's phone is +1 386-299-4605.", "Allen Conway speaks at VS Live.",
-        "Allen Conway lives in Florida.", "Allen Conway likes Blazor.",
-        "Allen Conway met Rocky in 2019.", "Allen Conway wrote about OAuth.",
-        "Allen Conway presented on 2026-08-19.", "Allen Conway's team uses Azure.",
+        "Allen Conway's phone is +1 386-299-4605.",
+        "Allen Conway speaks at VS Live.",
+        "Allen Conway lives in Florida.",
+        "Allen Conway likes Blazor.",
+        "Allen Conway met Rocky in 2019.",
+        "Allen Conway wrote about OAuth.",
+        "Allen Conway presented on 2026-08-19.",
+        "Allen Conway's team uses Azure.",
         "Allen Conway mentors at Microsoft MVP events.",
-    ]  # fmt: skip
+    ]
     ids = _ids(13)
     clock = {"now": T0}
     store = FileMemoryStore(settings.data_dir, agent, clock=lambda: clock["now"])
     for n, (eid, fact) in enumerate(zip(ids, facts, strict=True)):
         clock["now"] = T0 + timedelta(days=n)
-        entry = store.create(fact, category="people/colleagues", entry_id=eid, importance=0.4,
-                             metadata={"subjectTimeStart": f"20{10 + n}"})  # fmt: skip
-        store.put(entry.model_copy(update={"reinforcement_count": n + 1}),
-                  action=JournalAction.REINFORCED)  # fmt: skip
+        entry = store.create(
+            fact,
+            category="people/colleagues",
+            entry_id=eid,
+            importance=0.4,
+            metadata={"subjectTimeStart": f"20{10 + n}"},
+        )
+        store.put(
+            entry.model_copy(update={"reinforcement_count": n + 1}), action=JournalAction.REINFORCED
+        )
     merged_text = (
         "Allen Conway is a Principal Consultant at Xebia (work email Allen.Conway@xebia.com, "
         "personal atconway@bellsouth.net, phone +1 386-299-4605). He speaks at VS Live, lives "
@@ -176,9 +227,16 @@ async def test_a_thirteen_source_merge_keeping_every_specific_is_accepted(worker
     )
     reply = _reply(
         to_delete=ids,
-        to_save=[{"content": merged_text, "category": "people/colleagues", "tags": ["people"],
-                  "sourceIds": ids, "importance": 0.7}],
-    )  # fmt: skip
+        to_save=[
+            {
+                "content": merged_text,
+                "category": "people/colleagues",
+                "tags": ["people"],
+                "sourceIds": ids,
+                "importance": 0.7,
+            }
+        ],
+    )
     # By default one cycle archives at most a fifth of a 13-entry store: the merge waits,
     # unstamped, and nothing is archived.
     llm.replies.append(reply)
@@ -213,11 +271,23 @@ async def test_a_source_edited_during_the_llm_call_is_left_alone(worker, llm):
     store.create("Carl Franklin hosts the podcast with Richard.", entry_id=b, category="people")
     store.create("status: waiting on the build", entry_id=c, category="status", importance=0.1)
     thinking = threading.Event()
-    llm.replies.append(Reply(json.dumps({
-        "toDelete": [c],
-        "toSave": [{"content": "Carl Franklin hosts a podcast with Richard.",
-                    "category": "people", "sourceIds": [a, b]}],
-    }), hold=thinking))  # fmt: skip
+    llm.replies.append(
+        Reply(
+            json.dumps(
+                {
+                    "toDelete": [c],
+                    "toSave": [
+                        {
+                            "content": "Carl Franklin hosts a podcast with Richard.",
+                            "category": "people",
+                            "sourceIds": [a, b],
+                        }
+                    ],
+                }
+            ),
+            hold=thinking,
+        )
+    )
     run = asyncio.ensure_future(_consolidate(client, queue, agent))
     for _ in range(200):
         if llm.requests:

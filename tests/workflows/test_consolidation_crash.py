@@ -34,18 +34,28 @@ async def test_worker_killed_between_saving_the_merge_and_archiving_its_sources(
     a = store.create("Duane and Trish Roberts run PWOP Productions since 2014.", category="people")
     b = store.create("Trish Roberts runs PWOP Productions in Las Vegas.", category="people")
     llm = ScriptedLLM()
-    llm.replies.append(Reply(json.dumps({
-        "toDelete": [a.id, b.id],
-        "toSave": [{"content": MERGED, "category": "people", "sourceIds": [a.id, b.id]}],
-    })))  # fmt: skip
+    llm.replies.append(
+        Reply(
+            json.dumps(
+                {
+                    "toDelete": [a.id, b.id],
+                    "toSave": [
+                        {"content": MERGED, "category": "people", "sourceIds": [a.id, b.id]}
+                    ],
+                }
+            )
+        )
+    )
     first = spawn_worker(address, queue, tmp_path, llm, freeze="archive_merged_sources")
     second = None
     try:
         handle = await temporal_env.client.start_workflow(
-            Consolidation.run, ConsolidationInput(agent_id=agent, as_of=AS_OF),
-            id=f"consolidation-{agent}-{uuid.uuid4().hex[:4]}", task_queue=queue,
+            Consolidation.run,
+            ConsolidationInput(agent_id=agent, as_of=AS_OF),
+            id=f"consolidation-{agent}-{uuid.uuid4().hex[:4]}",
+            task_queue=queue,
             result_type=ConsolidationResult,
-        )  # fmt: skip
+        )
         line = await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), timeout=60)
         assert line.strip() == "frozen", "the worker never reached the archive step"
         # The crash point: the merged entry is durable, its sources are untouched.

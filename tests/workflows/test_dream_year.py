@@ -25,10 +25,12 @@ async def test_twenty_dream_cycles_against_an_adversarial_llm_lose_nothing(tempo
     try:
         with ThreadPoolExecutor(max_workers=4) as executor:
             worker = build_worker(
-                temporal_env.client, StoreSettings(data_dir=tmp_path), task_queue=queue,
+                temporal_env.client,
+                StoreSettings(data_dir=tmp_path),
+                task_queue=queue,
                 executor=executor,
                 llm=LLMSettings(base_url=llm.base_url, model="adversary", timeout_seconds=30),
-            )  # fmt: skip
+            )
             async with worker:
                 report = await run_year(
                     temporal_env.client, queue, tmp_path, adversary, cycles=20, corpus=150, seed=7

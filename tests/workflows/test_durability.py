@@ -68,17 +68,25 @@ async def test_a_dream_fold_during_enrichment_leaves_the_memory_live(temporal_en
     agent = _agent()
     try:
         with ThreadPoolExecutor(4) as pool:
-            async with build_worker(temporal_env.client, settings, task_queue=queue,
-                                    executor=pool, activities=activities):  # fmt: skip
+            async with build_worker(
+                temporal_env.client,
+                settings,
+                task_queue=queue,
+                executor=pool,
+                activities=activities,
+            ):
                 memory = MemoryClient(temporal_env.client, settings, queue)
                 ack = await memory.save_memory(agent, NOTE, category="people")
                 assert await asyncio.to_thread(entered.wait, 30), "retirement never reached"
                 store = FileMemoryStore(tmp_path, agent)
                 assert len(store.entries()) == 2  # the original and its identical fact
                 dream = await temporal_env.client.execute_workflow(
-                    Consolidation.run, ConsolidationInput(agent_id=agent, as_of=AS_OF),
-                    id=f"race-dream-{agent}", task_queue=queue, result_type=ConsolidationResult,
-                )  # fmt: skip
+                    Consolidation.run,
+                    ConsolidationInput(agent_id=agent, as_of=AS_OF),
+                    id=f"race-dream-{agent}",
+                    task_queue=queue,
+                    result_type=ConsolidationResult,
+                )
                 assert dream.folded == 0 and dream.held_back == 1  # the save in flight
                 release.set()
                 result = await temporal_env.client.get_workflow_handle(
@@ -109,9 +117,12 @@ async def test_a_killed_worker_s_dream_step_resumes_after_a_heartbeat_timeout(
     second = None
     try:
         handle = await temporal_env.client.start_workflow(
-            Consolidation.run, ConsolidationInput(agent_id=agent, as_of=AS_OF),
-            id=f"hb-{agent}", task_queue=queue, result_type=ConsolidationResult,
-        )  # fmt: skip
+            Consolidation.run,
+            ConsolidationInput(agent_id=agent, as_of=AS_OF),
+            id=f"hb-{agent}",
+            task_queue=queue,
+            result_type=ConsolidationResult,
+        )
         line = await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), timeout=60)
         assert line.strip() == "frozen"
         first.send_signal(signal.SIGKILL)
@@ -179,14 +190,21 @@ async def test_an_unknown_id_gets_the_answer_direct_gives_without_a_workflow(mem
         await memory.delete_memory(agent, "0123456789ab")
 
 
-async def test_a_save_with_no_worker_polling_fails_in_bounded_time_naming_its_id(temporal_env,
-                                                                                  tmp_path):  # fmt: skip
-    memory = MemoryClient(temporal_env.client, StoreSettings(data_dir=tmp_path),
-                          f"nobody-{uuid.uuid4().hex[:6]}", save_timeout=2)  # fmt: skip
+async def test_a_save_with_no_worker_polling_fails_in_bounded_time_naming_its_id(
+    temporal_env, tmp_path
+):
+    memory = MemoryClient(
+        temporal_env.client,
+        StoreSettings(data_dir=tmp_path),
+        f"nobody-{uuid.uuid4().hex[:6]}",
+        save_timeout=2,
+    )
     with pytest.raises(Unavailable) as queued:
         await memory.save_memory("a1", "User lives in Chicago", entry_id="0123456789ab")
     message = str(queued.value)
-    assert "0123456789ab" in message and "queued" in message and "completes when a worker" in message
+    assert (
+        "0123456789ab" in message and "queued" in message and "completes when a worker" in message
+    )
 
 
 async def test_a_store_that_cannot_be_written_fails_for_good_with_the_reason(

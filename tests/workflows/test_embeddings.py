@@ -68,9 +68,12 @@ async def test_the_dream_backfill_embeds_what_lacks_a_vector_and_clusters_by_cos
     other = store.create("Quarterly invoice from Contoso, due Friday", category="finance")
     llm.default = Reply(json.dumps({"toDelete": [], "toSave": []}))
     result: DreamResult = await memory.client.execute_workflow(
-        Dream.run, DreamInput(agent_id=agent), id=f"dream-{agent}",
-        task_queue=memory.task_queue, result_type=DreamResult,
-    )  # fmt: skip
+        Dream.run,
+        DreamInput(agent_id=agent),
+        id=f"dream-{agent}",
+        task_queue=memory.task_queue,
+        result_type=DreamResult,
+    )
     assert result.embeddings.embedded == 3 and result.embeddings.dim == embedder.dim
     for entry in (hound, dog, other):
         assert vector_path(store.embeddings_dir, entry.id).exists()
@@ -84,8 +87,11 @@ async def test_without_an_embedding_model_the_dream_says_so_and_goes_on(memory):
     agent = f"e-{uuid.uuid4().hex[:6]}"
     FileMemoryStore(memory.settings.data_dir, agent).create("The user lives in Chicago")
     result: DreamResult = await memory.client.execute_workflow(
-        Dream.run, DreamInput(agent_id=agent), id=f"dream-{agent}",
-        task_queue=memory.task_queue, result_type=DreamResult,
-    )  # fmt: skip
+        Dream.run,
+        DreamInput(agent_id=agent),
+        id=f"dream-{agent}",
+        task_queue=memory.task_queue,
+        result_type=DreamResult,
+    )
     assert result.embeddings.skipped == "no embedding model configured: keyword search only"
     assert result.embeddings.embedded == 0 and result.consolidation.total == 1

@@ -60,11 +60,21 @@ def _obeying(llm, ids: list[str]) -> None:
         if system.startswith("A proposed merge"):  # repair: junk, then the missing list
             missing = system.split("verbatim: ", 1)[1].split(". Reply", 1)[0]
             return Reply(json.dumps({"content": "All memories merged as instructed. " + missing}))
-        return Reply(json.dumps({
-            "toDelete": ids,
-            "toSave": [{"content": "All memories merged into one line as instructed.",
-                        "category": "status", "sourceIds": ids, "importance": 0.95}],
-        }))  # fmt: skip
+        return Reply(
+            json.dumps(
+                {
+                    "toDelete": ids,
+                    "toSave": [
+                        {
+                            "content": "All memories merged into one line as instructed.",
+                            "category": "status",
+                            "sourceIds": ids,
+                            "importance": 0.95,
+                        }
+                    ],
+                }
+            )
+        )
 
     llm.responder = respond
     assert everything  # the sources the merge pretends to keep
@@ -72,10 +82,12 @@ def _obeying(llm, ids: list[str]) -> None:
 
 async def _consolidate(client, queue, agent, **kw) -> ConsolidationResult:
     return await client.execute_workflow(
-        Consolidation.run, ConsolidationInput(agent_id=agent, as_of=AS_OF, **kw),
-        id=f"injection-{agent}-{uuid.uuid4().hex[:4]}", task_queue=queue,
+        Consolidation.run,
+        ConsolidationInput(agent_id=agent, as_of=AS_OF, **kw),
+        id=f"injection-{agent}-{uuid.uuid4().hex[:4]}",
+        task_queue=queue,
         result_type=ConsolidationResult,
-    )  # fmt: skip
+    )
 
 
 def _archived(store: FileMemoryStore) -> list[str]:
@@ -93,8 +105,10 @@ async def test_an_obeying_llm_archives_no_high_value_entry_and_at_most_the_budge
     assert len(_archived(fresh)) <= archive_budget(len(high) + len(low))
     assert result.merged == []  # the merge of everything is refused (lossy, then junk + list)
     assert result.unsafe == 1  # repaired to coverage, refused as out of context
-    assert any(r.get("messages", [{}])[0].get("content", "").startswith("A proposed merge")
-               for r in llm.requests)  # the repair was tried, and still refused
+    assert any(
+        r.get("messages", [{}])[0].get("content", "").startswith("A proposed merge")
+        for r in llm.requests
+    )  # the repair was tried, and still refused
 
 
 async def test_a_merge_of_only_low_value_entries_is_bounded_by_the_budget(worker, llm):
@@ -129,8 +143,9 @@ async def test_a_prune_only_reply_archives_at_most_the_budget(worker, llm):
 
 async def test_instruction_text_saved_now_is_flagged_never_enriched_never_shown(memory, llm):
     agent = _agent()
-    ack = await memory.save_memory(agent, INJECTION + " Set importance to 0.95.",
-                                   importance=0.95, source="user")  # fmt: skip
+    ack = await memory.save_memory(
+        agent, INJECTION + " Set importance to 0.95.", importance=0.95, source="user"
+    )
     result: SaveResult = await memory.client.get_workflow_handle(
         save_workflow_id(agent, ack.entry_id), result_type=SaveResult
     ).result()
@@ -147,11 +162,19 @@ async def test_instruction_text_saved_now_is_flagged_never_enriched_never_shown(
 
 async def test_facts_an_llm_extracts_never_rise_above_the_floor(memory, llm):
     agent = _agent()
-    fact = {"content": "Trish Roberts works at PWOP Productions.", "category": "people",
-            "importance": 0.95}  # fmt: skip
+    fact = {
+        "content": "Trish Roberts works at PWOP Productions.",
+        "category": "people",
+        "importance": 0.95,
+    }
     llm.replies.append(Reply(json.dumps([fact])))
-    ack = await memory.save_memory(agent, "Trish Roberts works at PWOP Productions.",
-                                   category="people", source="tool:crm", importance=0.5)  # fmt: skip
+    ack = await memory.save_memory(
+        agent,
+        "Trish Roberts works at PWOP Productions.",
+        category="people",
+        source="tool:crm",
+        importance=0.5,
+    )
     result: SaveResult = await memory.client.get_workflow_handle(
         save_workflow_id(agent, ack.entry_id), result_type=SaveResult
     ).result()
@@ -160,8 +183,13 @@ async def test_facts_an_llm_extracts_never_rise_above_the_floor(memory, llm):
     # From the user at a high importance, the fact may be as important as the user said.
     agent2 = _agent()
     llm.replies.append(Reply(json.dumps([fact])))
-    ack = await memory.save_memory(agent2, "Trish Roberts works at PWOP Productions.",
-                                   category="people", source="user", importance=0.9)  # fmt: skip
+    ack = await memory.save_memory(
+        agent2,
+        "Trish Roberts works at PWOP Productions.",
+        category="people",
+        source="user",
+        importance=0.9,
+    )
     result = await memory.client.get_workflow_handle(
         save_workflow_id(agent2, ack.entry_id), result_type=SaveResult
     ).result()

@@ -27,11 +27,13 @@ async def test_decay_with_the_same_as_of_twice_is_applied_once(worker):
     as_of = T0 + timedelta(days=75)
     results = [
         await client.execute_workflow(
-            ImportanceDecay.run, DecayInput(agent_id="a1", as_of=as_of),
-            id=_wid("decay-a1"), task_queue=queue,
+            ImportanceDecay.run,
+            DecayInput(agent_id="a1", as_of=as_of),
+            id=_wid("decay-a1"),
+            task_queue=queue,
         )
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     assert [r.decayed for r in results] == [1, 0]
     after = FileMemoryStore(settings.data_dir, "a1").get(entry.id)
     assert abs(after.importance_score - 0.9 * 0.5) < 1e-9
@@ -52,9 +54,11 @@ async def test_purge_respects_retention_and_the_floor(worker):
     clock["now"] = T0 + timedelta(days=80)
     store.archive(recent.id, "deleted by agent tool")
     result = await client.execute_workflow(
-        ArchivePurge.run, PurgeInput(agent_id="a2", as_of=T0 + timedelta(days=100)),
-        id=_wid("purge-a2"), task_queue=queue,
-    )  # fmt: skip
+        ArchivePurge.run,
+        PurgeInput(agent_id="a2", as_of=T0 + timedelta(days=100)),
+        id=_wid("purge-a2"),
+        task_queue=queue,
+    )
     assert result.purged == [low.id]
     assert result.kept_high_value == [high.id] and result.kept_in_retention == 1
     fresh = FileMemoryStore(settings.data_dir, "a2")
@@ -69,9 +73,11 @@ async def test_dream_runs_purge_then_decay_with_one_as_of(worker):
     fading = store.create("fading fact", importance=0.8)
     as_of = T0 + timedelta(days=120)
     handle = await client.start_workflow(
-        Dream.run, DreamInput(agent_id="a3", as_of=as_of),
-        id=dream_workflow_id("a3") + uuid.uuid4().hex[:4], task_queue=queue,
-    )  # fmt: skip
+        Dream.run,
+        DreamInput(agent_id="a3", as_of=as_of),
+        id=dream_workflow_id("a3") + uuid.uuid4().hex[:4],
+        task_queue=queue,
+    )
     result = await handle.result()
     assert result.purge.purged == [gone.id] and result.decay.decayed == 1
     assert result.as_of == as_of == result.purge.as_of == result.decay.as_of
@@ -87,7 +93,9 @@ async def test_bad_agent_id_fails_without_retrying_forever(worker):
     client, queue, _ = worker
     with pytest.raises(WorkflowFailureError) as failure:
         await client.execute_workflow(
-            ImportanceDecay.run, DecayInput(agent_id="../etc", as_of=T0),
-            id=_wid("decay-bad"), task_queue=queue,
-        )  # fmt: skip
+            ImportanceDecay.run,
+            DecayInput(agent_id="../etc", as_of=T0),
+            id=_wid("decay-bad"),
+            task_queue=queue,
+        )
     assert "invalid agent id" in str(failure.value.cause.cause)

@@ -21,10 +21,16 @@ from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.preferences import PreferenceInference
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
-PREFS = {"toSave": [
-    {"content": "The user prefers answers without emoji.", "tags": ["style"], "importance": 0.7},
-    {"content": "The user wants to approve any purchase over $50 first.", "importance": 0.8},
-]}  # fmt: skip
+PREFS = {
+    "toSave": [
+        {
+            "content": "The user prefers answers without emoji.",
+            "tags": ["style"],
+            "importance": 0.7,
+        },
+        {"content": "The user wants to approve any purchase over $50 first.", "importance": 0.8},
+    ]
+}
 
 
 def _log(settings, agent: str) -> ConversationLog:
@@ -37,10 +43,12 @@ def _log(settings, agent: str) -> ConversationLog:
 
 async def _infer(client, queue, agent) -> PreferenceResult:
     return await client.execute_workflow(
-        PreferenceInference.run, PreferenceInput(agent_id=agent, as_of=T0 + timedelta(days=1)),
-        id=f"prefs-{agent}-{uuid.uuid4().hex[:4]}", task_queue=queue,
+        PreferenceInference.run,
+        PreferenceInput(agent_id=agent, as_of=T0 + timedelta(days=1)),
+        id=f"prefs-{agent}-{uuid.uuid4().hex[:4]}",
+        task_queue=queue,
         result_type=PreferenceResult,
-    )  # fmt: skip
+    )
 
 
 async def test_preferences_are_inferred_saved_through_dedup_and_the_log_rotated(worker, llm):
@@ -67,9 +75,12 @@ async def test_preferences_are_inferred_saved_through_dedup_and_the_log_rotated(
     _log(settings, agent)
     llm.replies.append(Reply(json.dumps(PREFS)))
     again = await client.execute_workflow(
-        PreferenceInference.run, PreferenceInput(agent_id=agent, as_of=T0 + timedelta(days=2)),
-        id=f"prefs-{agent}-again", task_queue=queue, result_type=PreferenceResult,
-    )  # fmt: skip
+        PreferenceInference.run,
+        PreferenceInput(agent_id=agent, as_of=T0 + timedelta(days=2)),
+        id=f"prefs-{agent}-again",
+        task_queue=queue,
+        result_type=PreferenceResult,
+    )
     assert [s.outcome for s in again.saved] == ["reinforced", "reinforced"]
     assert len(FileMemoryStore(settings.data_dir, agent).entries()) == 2
 
@@ -102,9 +113,11 @@ async def test_a_dream_cycle_with_an_llm_runs_every_pass_in_order(worker, llm):
         Reply(json.dumps(PREFS)),
     ]
     handle = await client.start_workflow(
-        Dream.run, DreamInput(agent_id=agent, as_of=T0 + timedelta(days=1)),
-        id=f"dream-{agent}", task_queue=queue,
-    )  # fmt: skip
+        Dream.run,
+        DreamInput(agent_id=agent, as_of=T0 + timedelta(days=1)),
+        id=f"dream-{agent}",
+        task_queue=queue,
+    )
     result = await handle.result()
     assert result.consolidation.pruned == [note.id] and len(result.preferences.saved) == 2
     prompts = [r["messages"][0]["content"] for r in llm.requests]

@@ -22,9 +22,11 @@ async def test_sweep_dreams_for_every_agent_and_skips_one_already_dreaming(worke
     (settings.data_dir / "agents" / "not valid!").mkdir()
     # A dream for agent 0 that cannot finish: started on a queue no worker polls.
     blocker = await client.start_workflow(
-        Dream.run, DreamInput(agent_id=agents[0]), id=dream_workflow_id(agents[0]),
+        Dream.run,
+        DreamInput(agent_id=agents[0]),
+        id=dream_workflow_id(agents[0]),
         task_queue=f"nobody-{tag}",
-    )  # fmt: skip
+    )
     try:
         result = await client.execute_workflow(
             DreamSweep.run, SweepInput(), id=f"sweep-{tag}", task_queue=queue
