@@ -10,6 +10,7 @@ replacement that covers them, and only if they are unchanged since they were sho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from temporalio import activity
 
@@ -45,6 +46,7 @@ from dreamkeeper.core.dream_payloads import (
     StampInput,
     StampResult,
 )
+from dreamkeeper.core.dream_plan import PlannedFold
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import HighValueFloor, LLMSettings
 from dreamkeeper.policies.consolidation import (
@@ -74,6 +76,7 @@ from dreamkeeper.policies.merge import (
 )
 from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.consolidation_state import ClusterState
+from dreamkeeper.stores.dream_ledger import ledger_for
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vocabulary import load_vocabulary
@@ -103,7 +106,10 @@ class ConsolidationActivities:
     @activity.defn(name="fold_exact_duplicates")
     def fold_exact_duplicates(self, inp: FoldInput) -> FoldResult:
         result = FoldResult()
-        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
+        with (
+            self._stores.using(inp.agent_id, store_id=inp.store_id) as store,
+            store.writing() if not inp.dry_run else contextlib.nullcontext(),
+        ):
             live = store.entries()
             result.live = len(live)
             budget = archive_budget(len(live), inp.archive_share, inp.min_archive_budget)
@@ -111,7 +117,11 @@ class ConsolidationActivities:
                 if len(result.archived) + len(fold.copies) > budget:
                     result.deferred += len(fold.copies)
                     continue
-                result.archived += self._fold(store, fold, inp.as_of)
+                if inp.dry_run:
+                    result.planned.append(planned_fold(store, fold))
+                    result.archived += list(fold.copies)
+                else:
+                    result.archived += self._fold(store, fold, inp.as_of, inp.cycle_id)
                 result.groups += 1
         if result.groups:
             activity.logger.info(
@@ -123,15 +133,17 @@ class ConsolidationActivities:
         return result
 
     @staticmethod
-    def _fold(store: FileMemoryStore, fold: Fold, as_of) -> list[str]:
+    def _fold(store: FileMemoryStore, fold: Fold, as_of, cycle_id: str | None = None) -> list[str]:
         """Save the survivor with the group's arithmetic (once: the op and the copies it
         summed are recorded in it), then retire exactly those copies into it."""
         op = fold_op(as_of, fold.survivor.id)
         done = store.applied(op)
+        ledger = ledger_for(store.files, cycle_id)
         if done is not None:
             copies = [c for c in done.detail.split(",") if c]
         else:
             copies = list(fold.copies)
+            ledger.note("fold", [(fold.survivor.id, store.get(fold.survivor.id))])
             store.put(
                 fold.survivor,
                 action=JournalAction.MERGED,
@@ -140,6 +152,7 @@ class ConsolidationActivities:
                 reason=f"folded {len(copies)} exact duplicate(s)",
             )
         reason = merged_reason(fold.survivor.id)
+        ledger.note("fold", [(c, e) for c in copies if (e := store.get(c)) and not e.is_archived])
         return [
             copy
             for copy in copies
@@ -165,7 +178,12 @@ class ConsolidationActivities:
             loaded = load_vocabulary(store.root)  # re-read every cycle; logs what it loaded
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
             entries = store.entries()
-            live = [self._gate_entry(e) for e in entries if consolidatable(e, inp.as_of)]
+            excluded = set(inp.exclude)
+            live = [
+                self._gate_entry(e)
+                for e in entries
+                if consolidatable(e, inp.as_of) and e.id not in excluded
+            ]
             state = ClusterState(store.root)
             settled = state.load()
             index = store.vectors(inp.embedding_dim) if inp.embedding_dim else None
@@ -185,7 +203,7 @@ class ConsolidationActivities:
                 live, settled, inp.as_of, max_eligible=inp.max_eligible, clusters=clusters
             )
             current = {r.key: r for r in decided.settled}
-            if current.keys() != settled.keys():
+            if current.keys() != settled.keys() and not inp.dry_run:
                 state.save(current.values())  # forget clusters that no longer exist
         if decided.clustering_failed:
             activity.logger.warning(
@@ -205,7 +223,7 @@ class ConsolidationActivities:
             vocabulary=vocabulary_payload(loaded.vocabulary),
             vocabulary_summary=loaded.summary,
             llm_configured=self._llm.configured,
-            held_back=len(entries) - len(live),
+            held_back=len(entries) - len(live) - len(excluded),
         )
 
     @activity.defn(name="review_merges")
@@ -258,6 +276,7 @@ class ConsolidationActivities:
             entry = merged_entry(inp.new_id, proposal, sources, inp.merged_at)
             # The merge is the review's own output: stamped, so it is not re-shown next cycle.
             entry = entry.model_copy(update={"consolidation_reviewed_hash": entry.fingerprint})
+            ledger_for(store.files, inp.cycle_id).note("merge", [(inp.new_id, None)])
             store.put(
                 entry, action=JournalAction.MERGED, reason=f"merge of {sorted(merge.source_ids)}"
             )
@@ -285,7 +304,11 @@ class ConsolidationActivities:
                 )
                 return "; ".join(problems) or None
 
+            ledger = ledger_for(store.files, inp.cycle_id)
             for sid, fingerprint in inp.expected.items():
+                current = store.get(sid)
+                if current is not None and not current.is_archived:
+                    ledger.note("merge", [(sid, current)])
                 done = store.retire_into(
                     sid,
                     [inp.replacement_id],
@@ -309,7 +332,11 @@ class ConsolidationActivities:
         """The floor first (a high-value entry is refused whatever the budget), then at
         most `max_archived` archives; the rest is deferred to a later cycle."""
         result = PruneResult()
-        with self._stores.using(inp.agent_id) as store, store.writing():
+        with (
+            self._stores.using(inp.agent_id) as store,
+            store.writing() if not inp.dry_run else contextlib.nullcontext(),
+        ):
+            ledger = ledger_for(store.files, inp.cycle_id)
             for sid, fingerprint in inp.expected.items():
                 entry = store.get(sid)
                 if entry is not None and not entry.is_archived and self._floor.protects(entry):
@@ -331,7 +358,15 @@ class ConsolidationActivities:
                     )
                 elif len(result.archived) >= inp.max_archived:
                     result.deferred.append(sid)
-                elif _archive_if_unchanged(store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of):
+                elif inp.dry_run:
+                    fits = entry is not None and not entry.is_archived
+                    if fits and entry.fingerprint == fingerprint:
+                        result.archived.append(sid)
+                    else:
+                        result.skipped.append(sid)
+                elif _archive_if_unchanged(
+                    store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of, ledger
+                ):
                     result.archived.append(sid)
                     activity.logger.info(
                         "archived %s (%s): %s",
@@ -350,11 +385,13 @@ class ConsolidationActivities:
     def stamp_reviewed(self, inp: StampInput) -> StampResult:
         stamped = 0
         with self._stores.using(inp.agent_id) as store, store.writing():
+            ledger = ledger_for(store.files, inp.cycle_id)
             for sid, fingerprint in inp.reviewed.items():
                 entry = store.get(sid)
                 if entry is None or entry.is_archived or entry.fingerprint != fingerprint:
                     continue  # changed since shown: it must be reviewed again
                 if entry.consolidation_reviewed_hash != fingerprint:
+                    ledger.note("stamp", [(sid, entry)])
                     store.put(
                         entry.model_copy(update={"consolidation_reviewed_hash": fingerprint}),
                         action=JournalAction.REVIEWED,
@@ -427,8 +464,17 @@ class ConsolidationActivities:
         return RepairResult(content=reply.content, prompt_tokens=prompt_tokens(messages))
 
 
+def planned_fold(store: FileMemoryStore, fold: Fold) -> PlannedFold:
+    ids = [fold.survivor.id, *fold.copies]
+    return PlannedFold(
+        survivor=fold.survivor.id,
+        copies=list(fold.copies),
+        revisions={i: e.revision for i in ids if (e := store.get(i)) is not None},
+    )
+
+
 def _archive_if_unchanged(
-    store: FileMemoryStore, entry_id: str, fingerprint: str, reason: str, as_of
+    store: FileMemoryStore, entry_id: str, fingerprint: str, reason: str, as_of, ledger
 ) -> bool:
     """Archive unless the entry changed since it was shown. True when it is archived for
     this reason now (a retry finds it already done)."""
@@ -440,5 +486,6 @@ def _archive_if_unchanged(
             return entry.archive_reason == reason
         if entry.fingerprint != fingerprint:
             return False
+        ledger.note("prune", [(entry_id, entry)])
         store.archive(entry_id, reason, now=as_of)
         return True

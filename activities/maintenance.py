@@ -13,9 +13,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.dream_plan import PlannedDecay
 from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
+from dreamkeeper.stores.dream_ledger import ledger_for
 from dreamkeeper.stores.journal import JournalAction
 
 
@@ -46,7 +48,11 @@ class MaintenanceActivities:
                 keep=self._floor.protects,
                 now=inp.as_of,
                 on_progress=lambda done, total: activity.heartbeat(done, total),
+                dry_run=inp.dry_run,
             )
+            revisions = {}
+            if inp.dry_run:
+                revisions = {i: e.revision for i in report.purged if (e := store.get(i))}
         activity.logger.info(
             "purge %s: %d of %d archived purged, %d kept above the high-value floor",
             inp.agent_id,
@@ -61,6 +67,7 @@ class MaintenanceActivities:
             purged=report.purged,
             kept_high_value=report.kept_high_value,
             kept_in_retention=report.kept_in_retention,
+            revisions=revisions,
         )
 
     @activity.defn(name="decay_importance")
@@ -69,8 +76,34 @@ class MaintenanceActivities:
             raise ApplicationError("decay needs as_of from the workflow", non_retryable=True)
         as_of = inp.as_of
         decayed = 0
+        planned: list[PlannedDecay] = []
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
-            live = store.entries()
+            excluded = set(inp.exclude)
+            live = [e for e in store.entries() if e.id not in excluded]
+            if inp.dry_run or inp.cycle_id:
+                for entry in live:
+                    new = decayed_importance(entry, as_of, self._decay)
+                    if new is not None:
+                        planned.append(
+                            PlannedDecay(
+                                id=entry.id,
+                                revision=entry.revision,
+                                before=entry.importance_score,
+                                after=new,
+                            )
+                        )
+            if inp.dry_run:
+                return DecayResult(
+                    agent_id=inp.agent_id,
+                    as_of=as_of,
+                    considered=len(live),
+                    decayed=len(planned),
+                    planned=planned,
+                )
+            by_id = {e.id: e for e in live}
+            ledger_for(store.files, inp.cycle_id).note(
+                "decay", [(p.id, by_id[p.id]) for p in planned]
+            )
             for done, entry in enumerate(live, start=1):
                 new = decayed_importance(entry, as_of, self._decay)
                 if new is not None:

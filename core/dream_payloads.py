@@ -7,6 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from dreamkeeper.core.dream_plan import DreamPlan, PlannedFold
 from dreamkeeper.core.payloads import DecayResult, EmbedResult, PurgeResult, SaveFactResult
 
 Fingerprints = dict[str, str]  # entry id -> content fingerprint as shown / expected
@@ -30,6 +31,8 @@ class CycleInput(BaseModel):
 class FoldInput(CycleInput):
     archive_share: float = 0.2
     min_archive_budget: int = 4
+    dry_run: bool = False  # plan the folds, write nothing (#17)
+    cycle_id: str | None = None  # whose ledger records the writes (#17)
 
 
 class FoldResult(BaseModel):
@@ -37,6 +40,7 @@ class FoldResult(BaseModel):
     archived: list[str] = Field(default_factory=list)
     live: int = 0  # live entries before the fold: the cycle's archive budget is a share
     deferred: int = 0  # copies left for a later cycle by the budget
+    planned: list[PlannedFold] = Field(default_factory=list)  # dry runs only
 
 
 class GateInput(BaseModel):
@@ -44,6 +48,8 @@ class GateInput(BaseModel):
     as_of: datetime
     max_eligible: int = 400
     embedding_dim: int | None = None  # vectors of this size cluster by cosine
+    dry_run: bool = False  # leave the settled-cluster file as it is
+    exclude: list[str] = Field(default_factory=list)  # a dry run's planned fold copies
 
 
 class GateResult(BaseModel):
@@ -120,6 +126,7 @@ class SaveMergedInput(BaseModel):
     new_id: str
     check: MergeCheck
     merged_at: datetime
+    cycle_id: str | None = None
 
 
 class SaveMergedResult(BaseModel):
@@ -133,6 +140,7 @@ class ArchiveSourcesInput(BaseModel):
     replacement_id: str
     expected: Fingerprints
     as_of: datetime
+    cycle_id: str | None = None
 
 
 class ArchiveResult(BaseModel):
@@ -145,6 +153,8 @@ class PruneInput(BaseModel):
     expected: Fingerprints
     as_of: datetime
     max_archived: int = 1_000_000  # the cycle's remaining archive budget
+    dry_run: bool = False  # decide, archive nothing
+    cycle_id: str | None = None
 
 
 class ProtectedEntry(BaseModel):
@@ -165,6 +175,7 @@ class StampInput(BaseModel):
     reviewed: Fingerprints
     declined_clusters: list[list[str]] = Field(default_factory=list)
     merged_clusters: list[list[str]] = Field(default_factory=list)
+    cycle_id: str | None = None
 
 
 class StampResult(BaseModel):
@@ -180,6 +191,10 @@ class ConsolidationOptions(BaseModel):
     archive_share: float = Field(default=0.2, gt=0.0, le=1.0)
     min_archive_budget: int = Field(default=4, ge=0, le=1_000)
     max_merge_sources: int = Field(default=16, ge=2, le=50)
+    # Reversible dreams (#17): plan only; check each merge's canary queries after it.
+    dry_run: bool = False
+    recall_gate: bool = True
+    recall_top_k: int = Field(default=5, ge=1, le=50)
 
 
 class ConsolidationInput(ConsolidationOptions):
@@ -187,6 +202,7 @@ class ConsolidationInput(ConsolidationOptions):
     as_of: datetime | None = None
     embedding_dim: int | None = None  # from the cycle's backfill: cluster by cosine too
     store_id: str | None = None
+    cycle_id: str | None = None  # the Dream's run id (None: this workflow's own)
 
 
 class MergeOutcome(BaseModel):
@@ -230,6 +246,10 @@ class ConsolidationResult(BaseModel):
     archived_with_replacement: int = 0
     stamped: int = 0
     prompt_tokens: int = 0
+    plan: DreamPlan | None = None  # dry runs: what the cycle would do, applied nothing
+    gate_checked: int = 0  # canary queries checked by the recall gate
+    gate_seconds: float = 0.0  # the gate's activity time this cycle
+    cycle_id: str | None = None
 
     def summary(self) -> str:
         text = (
@@ -286,6 +306,7 @@ class DreamInput(BaseModel):
     as_of: datetime | None = None
     consolidation: ConsolidationOptions = Field(default_factory=ConsolidationOptions)
     store_id: str | None = None  # the store the cycle is for; None: the worker's
+    dry_run: bool = False  # plan everything, apply nothing: the plan is the result (#17)
 
 
 class DreamResult(BaseModel):
@@ -296,3 +317,5 @@ class DreamResult(BaseModel):
     preferences: PreferenceResult
     decay: DecayResult
     embeddings: EmbedResult = Field(default_factory=EmbedResult)
+    cycle_id: str | None = None  # the run id `dreamkeeper dream undo` takes (#17)
+    plan: DreamPlan | None = None  # dry runs only

@@ -6,12 +6,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from dreamkeeper.core.dream_plan import PlannedDecay
+
 
 class PurgeInput(BaseModel):
     agent_id: str
     store_id: str | None = None
     retention_days: float | None = None  # None: the worker's configured retention
     as_of: datetime | None = None  # None: workflow.now()
+    dry_run: bool = False  # report what would be purged, delete nothing (#17)
 
 
 class PurgeResult(BaseModel):
@@ -21,12 +24,16 @@ class PurgeResult(BaseModel):
     purged: list[str] = Field(default_factory=list)
     kept_high_value: list[str] = Field(default_factory=list)
     kept_in_retention: int = 0
+    revisions: dict[str, int] = Field(default_factory=dict)  # dry runs: of `purged`
 
 
 class DecayInput(BaseModel):
     agent_id: str
     store_id: str | None = None
     as_of: datetime | None = None  # None: workflow.now()
+    dry_run: bool = False  # plan the decay, write nothing (#17)
+    cycle_id: str | None = None  # the dream cycle whose ledger records the writes
+    exclude: list[str] = Field(default_factory=list)  # dry runs: planned to be archived
 
 
 class DecayResult(BaseModel):
@@ -34,6 +41,7 @@ class DecayResult(BaseModel):
     as_of: datetime
     considered: int = 0
     decayed: int = 0
+    planned: list[PlannedDecay] = Field(default_factory=list)  # dry runs only
 
 
 class SweepInput(BaseModel):

@@ -897,15 +897,20 @@ class FileMemoryStore:
         keep: Callable[[MemoryEntry], bool] = lambda _: False,
         now: datetime | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        dry_run: bool = False,
+        only: Callable[[MemoryEntry], bool] | None = None,
     ) -> PurgeReport:
         """Hard-delete entries archived before `now - retention`, except those `keep`
-        protects. A retention of zero or less keeps everything."""
+        protects. A retention of zero or less keeps everything. `dry_run`: report what
+        would go, delete nothing; `only`: consider just the entries it accepts."""
         report = PurgeReport()
         if retention <= timedelta(0):
             return report
-        with self.writing():
+        with self.writing() if not dry_run else _reading(self):
             cutoff = (as_utc(now) if now is not None else self.now()) - retention
-            archived = [e for e in self._entries.values() if e.is_archived]
+            archived = [
+                e for e in self._entries.values() if e.is_archived and (only is None or only(e))
+            ]
             report.considered = len(archived)
             doomed = []
             for entry in archived:
@@ -916,7 +921,8 @@ class FileMemoryStore:
                     report.kept_high_value.append(entry.id)
                 else:
                     doomed.append(entry)
-            self._delete(doomed, on_progress)
+            if not dry_run:
+                self._delete(doomed, on_progress)
             report.purged = [e.id for e in doomed]
         return report
 
@@ -960,6 +966,13 @@ class FileMemoryStore:
 
 
 BULK_CHUNK = 1_000
+
+
+@contextmanager
+def _reading(store: FileMemoryStore) -> Iterator[None]:
+    """A dry run's view: caught up with the journal, no writer lock taken."""
+    store._ensure_loaded()
+    yield
 
 
 @dataclass

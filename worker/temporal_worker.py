@@ -10,6 +10,8 @@ from temporalio.worker import Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
+from dreamkeeper.activities.dream_review import DreamReviewActivities
+from dreamkeeper.activities.dream_undo import UndoActivities
 from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
@@ -25,6 +27,7 @@ from dreamkeeper.core.settings import (
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
+from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
@@ -45,6 +48,8 @@ WORKFLOWS = [
     RestoreMemory,
     UpdateMemoryImportance,
     StoreClaim,
+    ApplyDreamPlan,
+    UndoDream,
 ]
 
 
@@ -67,6 +72,9 @@ def worker_activities(
     )
     dream = ConsolidationActivities(stores, llm, settings.floor)
     preferences = PreferenceActivities(stores, llm)
+    review = DreamReviewActivities(
+        stores, floor=settings.floor, decay=settings.decay, retention=settings.archive_retention
+    )
     return [
         maintenance.purge_archived,
         maintenance.decay_importance,
@@ -92,6 +100,14 @@ def worker_activities(
         preferences.rotate_conversation_log,
         preferences.infer_preferences,
         EmbeddingActivities(stores).embed_entries,
+        review.plan_details,
+        review.check_plan_sources,
+        review.apply_fold,
+        review.apply_decay,
+        review.apply_purge,
+        review.record_canaries,
+        review.check_recall,
+        UndoActivities(stores).undo_dream,
     ]
 
 

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SaveMergedInput,
         StampInput,
     )
+    from dreamkeeper.core.dream_plan import DreamPlan, PlannedPrune
     from dreamkeeper.policies.consolidation import (
         Verdict,
         archive_budget,
@@ -50,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
         without_overlaps,
     )
     from dreamkeeper.policies.gating import pack_batches, shown_hints
+    from dreamkeeper.workflows.dream_gate import RECALL_GATE_PATCH, RecallGate
+    from dreamkeeper.workflows.dream_planning import complete_plan, planned_merge
     from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP, with_summary
 
 MAX_IGNORED_REPORTED = 50
@@ -68,20 +71,30 @@ class Consolidation:
     def __init__(self) -> None:
         self._budget = 0  # archives this cycle may still make
         self._unstamped: set[str] = set()  # shown, but left for a later cycle
+        self._recall = RecallGate()
 
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
         self._inp = inp
         self._as_of = inp.as_of or workflow.now()
+        self._dry = inp.dry_run
+        self._cycle = inp.cycle_id or workflow.info().run_id
         self._res = ConsolidationResult(agent_id=inp.agent_id, as_of=self._as_of)
+        self._res.cycle_id = self._cycle
+        self._plan = DreamPlan(agent_id=inp.agent_id, as_of=self._as_of)
         await self._fold()
         gate = await self._gate()
         if gate is None:
-            return self._done()
+            return await self._finish()
         proposals = await self._propose(gate)
         accepted = await self._validate_and_repair(proposals.merges, gate)
-        consumed = await self._save_then_archive(proposals.merges, accepted)
+        if self._dry:
+            consumed = self._plan_merges(proposals.merges, accepted)
+        else:
+            consumed = await self._save_then_archive(proposals.merges, accepted)
         await self._prune(proposals, gate)
+        if self._dry:
+            return await self._finish()
         await self._stamp(gate, proposals.shown, consumed)
         if self._res.rejected or self._res.protected or self._res.unsafe:
             workflow.logger.info(
@@ -105,10 +118,13 @@ class Consolidation:
                 store_id=inp.store_id,
                 archive_share=inp.archive_share,
                 min_archive_budget=inp.min_archive_budget,
+                dry_run=self._dry,
+                cycle_id=self._cycle,
             ),
             **with_summary(SCAN_STEP, "fold exact duplicates"),
         )
         res.folded, res.deferred_by_budget = len(fold.archived), fold.deferred
+        self._plan.folds = fold.planned
         budget = archive_budget(fold.live, inp.archive_share, inp.min_archive_budget)
         self._budget = max(0, budget - len(fold.archived))
 
@@ -123,6 +139,8 @@ class Consolidation:
                 as_of=self._as_of,
                 max_eligible=inp.max_eligible,
                 embedding_dim=inp.embedding_dim,
+                dry_run=self._dry,
+                exclude=[c for f in self._plan.folds for c in f.copies],
             ),
             **with_summary(SCAN_STEP, "candidate gating"),
         )
@@ -272,6 +290,8 @@ class Consolidation:
         the cycle's archive budget lasts. Returns the sources consumed."""
         workflow.set_current_details(f"step 5/7: saving {len(accepted)} merged entr(ies)")
         consumed: set[str] = set()
+        gate = self._inp.recall_gate and accepted and workflow.patched(RECALL_GATE_PATCH)
+        canaries = await self._recall.record(merges, accepted, self._inp) if gate else None
         for index in accepted:
             check = merges[index]
             sources = check.merge.source_ids
@@ -282,7 +302,11 @@ class Consolidation:
             saved = await workflow.execute_activity_method(
                 Activities.save_merged_entry,
                 SaveMergedInput(
-                    agent_id=self._inp.agent_id, new_id=new_id, check=check, merged_at=self._as_of
+                    agent_id=self._inp.agent_id,
+                    new_id=new_id,
+                    check=check,
+                    merged_at=self._as_of,
+                    cycle_id=self._cycle,
                 ),
                 **with_summary(STORE_STEP, f"save merge {new_id}"),
             )
@@ -298,6 +322,7 @@ class Consolidation:
                     replacement_id=new_id,
                     expected=check.shown,
                     as_of=self._as_of,
+                    cycle_id=self._cycle,
                 ),
                 **with_summary(STORE_STEP, f"retire sources into {new_id}"),
             )
@@ -305,6 +330,8 @@ class Consolidation:
             consumed.update(sources)
             self._res.merged.append(MergeOutcome(new_id=new_id, sources=sources))
             self._res.archived_with_replacement += len(archived.archived)
+        if canaries is not None:
+            consumed -= await self._recall.check(canaries, self._res, self._as_of, self._cycle)
         return consumed
 
     async def _prune(self, proposals: Proposals, gate: GateResult) -> None:
@@ -326,6 +353,8 @@ class Consolidation:
                 expected={i: proposals.shown[i] for i in allowed},
                 as_of=self._as_of,
                 max_archived=max(0, self._budget),
+                dry_run=self._dry,
+                cycle_id=self._cycle,
             ),
             **with_summary(STORE_STEP, f"prune {len(allowed)} ephemeral"),
         )
@@ -333,6 +362,9 @@ class Consolidation:
         self._defer(pruned.deferred)
         self._res.pruned = pruned.archived
         self._res.protected = [p.id for p in pruned.protected]
+        self._plan.prunes = [
+            PlannedPrune(id=i, fingerprint=proposals.shown[i]) for i in pruned.archived
+        ]
 
     async def _stamp(self, gate: GateResult, shown: dict[str, str], consumed: set[str]) -> None:
         """Stamp what was reviewed (not what the budget deferred: it comes back next
@@ -351,6 +383,7 @@ class Consolidation:
                     for c in seen
                     if not consumed.intersection(c) and self._unstamped.isdisjoint(c)
                 ],
+                cycle_id=self._cycle,
             ),
             **with_summary(STORE_STEP, "stamp reviewed"),
         )
@@ -369,6 +402,28 @@ class Consolidation:
         if ids:
             workflow.logger.info("ignored id(s) not shown in this batch: %s", ", ".join(ids[:20]))
         self._res.ignored_ids += ids[: max(0, room)]
+
+    def _plan_merges(self, merges: list[MergeCheck], accepted: list[int]) -> set[str]:
+        """A dry run's step 5: what would be saved and retired, under the same budget."""
+        consumed: set[str] = set()
+        for index in accepted:
+            check = merges[index]
+            sources = check.merge.source_ids
+            if len(sources) > self._budget:
+                self._defer(sources)
+                continue
+            new_id = merge_id(sources, check.merge.content)
+            self._budget -= len(sources)
+            consumed.update(sources)
+            self._res.merged.append(MergeOutcome(new_id=new_id, sources=sources))
+            self._res.archived_with_replacement += len(sources)
+            self._plan.merges.append(planned_merge(new_id, check))
+        return consumed
+
+    async def _finish(self) -> ConsolidationResult:
+        if self._dry:
+            self._res.plan = await complete_plan(self._plan, self._res)
+        return self._done()
 
     def _done(self) -> ConsolidationResult:
         res = self._res

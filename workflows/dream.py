@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         PurgeResult,
     )
     from dreamkeeper.workflows.consolidation import Consolidation
+    from dreamkeeper.workflows.dream_dry_run import dry_run
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
     from dreamkeeper.workflows.options import EMBED_STEP, with_summary
     from dreamkeeper.workflows.preferences import PreferenceInference
@@ -53,6 +54,9 @@ class Dream:
         as_of = inp.as_of or workflow.now()
         agent = inp.agent_id
         run_id = workflow.info().workflow_id
+        cycle_id = workflow.info().run_id  # names this cycle's ledger: what undo takes
+        if inp.dry_run:
+            return await dry_run(inp, as_of)
 
         def child(op: str) -> dict:
             return {
@@ -77,6 +81,7 @@ class Dream:
                 as_of=as_of,
                 embedding_dim=embeddings.dim,
                 store_id=inp.store_id,
+                cycle_id=cycle_id,
                 **inp.consolidation.model_dump(),
             ),
             **child("consolidation"),
@@ -90,7 +95,7 @@ class Dream:
         workflow.set_current_details("step 5/5: importance decay")
         decay: DecayResult = await workflow.execute_child_workflow(
             ImportanceDecay.run,
-            DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+            DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id, cycle_id=cycle_id),
             **child("decay"),
         )
         summary = (
@@ -109,6 +114,7 @@ class Dream:
             preferences=preferences,
             decay=decay,
             embeddings=embeddings,
+            cycle_id=cycle_id,
         )
 
     @staticmethod

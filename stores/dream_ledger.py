@@ -1,0 +1,128 @@
+"""The record one dream cycle keeps of what it changed, for `UndoDream` (#17).
+
+`{agent root}/dreams/{cycle_id}.jsonl`: one line per write a cycle's activity is about to
+make, appended *before* the write (write-ahead, like the journal): the entry id and the
+whole entry as it was before (null for an entry the cycle creates). The journal holds no
+content and no importance, so it cannot put a decayed importance back; this can.
+
+Undo takes, per entry, the state before the cycle's first write and the revision its last
+write produced (the last line's revision + 1): an entry at that revision is as the cycle
+left it and is put back; any other revision means someone changed it since — reported,
+left alone. An intent whose write never landed (a crash) leaves the entry one revision
+short, which undo also accepts as untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import validate_entry_id
+from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.files import AgentFiles
+
+log = logging.getLogger(__name__)
+
+DIR = "dreams"
+MAX_LINE_BYTES = 1_048_576
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    id: str
+    before: MemoryEntry | None  # None: the cycle created this entry
+    step: str
+
+
+@dataclass
+class EntryHistory:
+    """What one cycle did to one entry."""
+
+    id: str
+    first: MemoryEntry | None  # before the cycle touched it (None: it created it)
+    last_revision: int  # the revision before the cycle's last write to it
+    steps: list[str]
+
+
+def _name(cycle_id: str) -> str:
+    if not cycle_id or not all(c.isalnum() or c in "-_" for c in cycle_id):
+        raise ValueError(f"invalid cycle id {cycle_id!r}")
+    return f"{cycle_id}.jsonl"
+
+
+class DreamLedger:
+    def __init__(self, files: AgentFiles, cycle_id: str) -> None:
+        self._files = files
+        self.cycle_id = cycle_id
+        self._parts = (DIR, _name(cycle_id))
+
+    def exists(self) -> bool:
+        return self._files.size(self._parts) > 0
+
+    def note(self, step: str, befores: Iterable[tuple[str, MemoryEntry | None]]) -> None:
+        """Record intents (id, entry before) with one append and fsync."""
+        lines = [
+            json.dumps(
+                {
+                    "id": entry_id,
+                    "step": step,
+                    "before": None
+                    if before is None
+                    else before.model_dump(mode="json", by_alias=True),
+                },
+                separators=(",", ":"),
+            )
+            for entry_id, before in befores
+        ]
+        if lines:
+            data = ("\n".join(lines) + "\n").encode("utf-8")
+            self._files.append(self._parts, data, ensure_newline_before=True)
+
+    def lines(self) -> list[LedgerLine]:
+        data = self._files.read_from(self._parts, 0)
+        out = []
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                obj = safe_json.loads(raw, max_bytes=MAX_LINE_BYTES, max_depth=6)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                before = obj.get("before")
+                out.append(
+                    LedgerLine(
+                        id=validate_entry_id(str(obj["id"])),
+                        before=None if before is None else MemoryEntry.model_validate(before),
+                        step=str(obj.get("step", "")),
+                    )
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("dream ledger %s: skipped a malformed line (%s)", self.cycle_id, exc)
+        return out
+
+    def histories(self) -> list[EntryHistory]:
+        """Per entry, in the order the cycle first touched them."""
+        found: dict[str, EntryHistory] = {}
+        for line in self.lines():
+            rev = 0 if line.before is None else line.before.revision
+            known = found.get(line.id)
+            if known is None:
+                found[line.id] = EntryHistory(line.id, line.before, rev, [line.step])
+            else:
+                known.last_revision = max(known.last_revision, rev)
+                known.steps.append(line.step)
+        return list(found.values())
+
+
+class _NoLedger:
+    """Where no cycle id is given (an older caller): writes are not recorded."""
+
+    def note(self, step: str, befores: Iterable[tuple[str, MemoryEntry | None]]) -> None:
+        return None
+
+
+def ledger_for(files: AgentFiles, cycle_id: str | None) -> DreamLedger | _NoLedger:
+    return _NoLedger() if not cycle_id else DreamLedger(files, cycle_id)
