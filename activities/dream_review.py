@@ -30,7 +30,8 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
 from dreamkeeper.policies.merge import Fold, exact_duplicate_folds
-from dreamkeeper.policies.recall_gate import canary_terms, first_carrier
+from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, extract_specifics
+from dreamkeeper.policies.recall_gate import canary_terms, first_carrier, ordinary_terms
 from dreamkeeper.stores.bm25 import tokenize
 from dreamkeeper.stores.dream_ledger import ledger_for
 from dreamkeeper.stores.journal import JournalAction
@@ -55,6 +56,11 @@ def _ranked(store: FileMemoryStore, terms: list[str], top_k: int) -> list[tuple[
         if entry is not None and not entry.is_archived:
             out.append((entry.id, frozenset(tokenize(document_text(entry)))))
     return out
+
+
+def _specific_tokens(entry: MemoryEntry) -> set[str]:
+    found = extract_specifics(Source(entry.content, entry.category), DEFAULT_VOCABULARY)
+    return set(tokenize(" ".join(found.words | found.numbers | found.exact)))
 
 
 class DreamReviewActivities:
@@ -154,7 +160,10 @@ class DreamReviewActivities:
                     entry = store.get(sid)
                     if entry is None or entry.is_archived:
                         continue
-                    terms = canary_terms(tokenize(document_text(entry)), index.idf)
+                    terms = canary_terms(
+                        ordinary_terms(tokenize(document_text(entry)), _specific_tokens(entry)),
+                        index.idf,
+                    )
                     if not terms:
                         continue
                     rank = first_carrier(_ranked(store, terms, inp.top_k), terms)
