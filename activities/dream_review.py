@@ -28,9 +28,9 @@ from dreamkeeper.core.dream_plan import (
 )
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
+from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, extract_specifics
 from dreamkeeper.policies.decay import decayed_importance
 from dreamkeeper.policies.merge import Fold, exact_duplicate_folds
-from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, extract_specifics
 from dreamkeeper.policies.recall_gate import canary_terms, first_carrier, ordinary_terms
 from dreamkeeper.stores.bm25 import tokenize
 from dreamkeeper.stores.dream_ledger import ledger_for

@@ -23,7 +23,7 @@ from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.worker import commands
+from dreamkeeper.worker import commands, dream_cli
 from dreamkeeper.worker.logs import configure_logging
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
@@ -114,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.purge)
     p.add_argument("--retention-days", type=int)
 
+    p = sub.add_parser(
+        "dream", help="run a dream cycle; --dry-run previews it, `dream undo RUN_ID` reverts one"
+    )
+    p.set_defaults(run=dream_cli.dream)
+    p.add_argument("words", nargs="*", metavar="undo RUN_ID", help="undo the cycle RUN_ID")
+    p.add_argument("--agent", dest="dream_agent", default=None, help="agent id (as --agent)")
+    p.add_argument("--dry-run", action="store_true", help="plan the cycle, apply nothing")
+    p.add_argument("--apply", metavar="PLAN", help="apply exactly this plan (a file, or -)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("stats", help="counts, categories, sources and skipped files")
     p.set_defaults(run=commands.stats)
     p = sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
@@ -151,8 +161,10 @@ def _settings(args: argparse.Namespace) -> StoreSettings:
         if not args.data.strip():
             raise InvalidInput("--data is empty: name a data directory")
         overrides["data_dir"] = Path(args.data)
-    if args.agent is not None:
-        overrides["agent_id"] = validate_agent_id(args.agent)
+    dream_agent = getattr(args, "dream_agent", None)
+    agent = dream_agent if dream_agent is not None else args.agent
+    if agent is not None:
+        overrides["agent_id"] = validate_agent_id(agent)
     if overrides:
         settings = StoreSettings(**{**settings.__dict__, **overrides})
     return settings

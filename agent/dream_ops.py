@@ -1,0 +1,66 @@
+"""Reversible dreams from a client (#17): a dry run's plan, applying a plan, undoing a
+cycle — each a workflow started by name on the memory client's task queue."""
+
+from __future__ import annotations
+
+import uuid
+
+from dreamkeeper.client.attributes import tagged
+from dreamkeeper.core import names
+from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
+from dreamkeeper.core.dream_plan import (
+    ApplyPlanInput,
+    ApplyPlanResult,
+    DreamPlan,
+    UndoInput,
+    UndoResult,
+)
+from dreamkeeper.core.validation import validate_agent_id
+
+
+def _suffix() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+async def dry_run(memory, agent_id: str) -> DreamResult:
+    """Everything a cycle would do, applied nowhere: the result's `plan`."""
+    validate_agent_id(agent_id)
+    return await memory.client.execute_workflow(
+        names.DREAM,
+        DreamInput(agent_id=agent_id, store_id=memory.store_id, dry_run=True),
+        id=f"{names.dream_workflow_id(agent_id)}-dry-{_suffix()}",
+        task_queue=memory.task_queue,
+        result_type=DreamResult,
+        static_summary=f"dream dry run for agent {agent_id}",
+        search_attributes=tagged(agent_id, "dream"),
+        execution_timeout=names.DREAM_TIMEOUT,
+    )
+
+
+async def apply_plan(memory, plan: DreamPlan) -> ApplyPlanResult:
+    validate_agent_id(plan.agent_id)
+    return await memory.client.execute_workflow(
+        names.APPLY_DREAM_PLAN,
+        ApplyPlanInput(plan=plan, store_id=memory.store_id),
+        id=f"{names.dream_workflow_id(plan.agent_id)}-apply-{_suffix()}",
+        task_queue=memory.task_queue,
+        result_type=ApplyPlanResult,
+        static_summary=f"apply a dream plan for agent {plan.agent_id}",
+        search_attributes=tagged(plan.agent_id, "dream"),
+        execution_timeout=names.DREAM_TIMEOUT,
+    )
+
+
+async def undo(memory, agent_id: str, cycle_id: str) -> UndoResult:
+    validate_agent_id(agent_id)
+    return await memory.client.execute_workflow(
+        names.UNDO_DREAM,
+        UndoInput(agent_id=agent_id, cycle_id=cycle_id, store_id=memory.store_id),
+        # One id per cycle: a second undo while the first runs joins it.
+        id=f"undo-{agent_id}-{cycle_id}-{_suffix()}",
+        task_queue=memory.task_queue,
+        result_type=UndoResult,
+        static_summary=f"undo dream cycle {cycle_id} of agent {agent_id}",
+        search_attributes=tagged(agent_id, "dream"),
+        execution_timeout=names.DREAM_TIMEOUT,
+    )

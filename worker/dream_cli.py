@@ -1,0 +1,154 @@
+"""`dreamkeeper dream`: run a cycle, preview it (`--dry-run`, a readable diff or
+`--json`), apply a saved plan (`--apply PLAN`), undo a cycle (`dream undo RUN_ID`) (#17).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from pydantic import ValidationError
+
+from dreamkeeper.core.dream_plan import ApplyPlanResult, DreamPlan, UndoResult
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.search import display_text
+
+MAX_PLAN_BYTES = 64 * 1_048_576
+SNIPPET = 160
+
+
+def _text(store: FileMemoryStore, entry_id: str) -> str:
+    entry = store.get(entry_id)
+    if entry is None:
+        return "(no longer in the store)"
+    text = display_text(entry.content)
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
+
+
+def format_plan(plan: DreamPlan, store: FileMemoryStore) -> str:
+    out = [f"dream plan for agent {plan.agent_id} as of {plan.as_of:%Y-%m-%d %H:%M} UTC"]
+    out.append(f"({plan.summary()}; nothing was applied)")
+    for fold in plan.folds:
+        out.append(f"\nfold: exact duplicates into {fold.survivor}")
+        out += [f"  - {c}: {_text(store, c)}" for c in fold.copies]
+    for merge in plan.merges:
+        out.append(f"\nmerge into {merge.new_id} ({len(merge.sources)} sources)")
+        for sid in merge.sources:
+            out.append(f"  - {sid} r{merge.revisions.get(sid, '?')}: {_text(store, sid)}")
+        out += [
+            f"  + {line}" for line in display_text(merge.content, keep_newlines=True).split("\n")
+        ]
+    if plan.prunes:
+        out.append("\nprune (archive, recoverable until purged)")
+        out += [f"  - {p.id} r{p.revision}: {_text(store, p.id)}" for p in plan.prunes]
+    if plan.refusals:
+        out.append("\nrefused")
+        out += [f"  ! [{', '.join(r.ids)}] {r.reason}" for r in plan.refusals]
+    if plan.purge:
+        out.append("\npurge (hard delete: archived past the retention)")
+        out += [f"  x {i}: {_text(store, i)}" for i in plan.purge]
+    if plan.decay:
+        out.append(f"\ndecay importance of {len(plan.decay)} entr(ies)")
+        out += [f"  ~ {d.id}: {d.before:.2f} -> {d.after:.2f}" for d in plan.decay[:50]]
+        if len(plan.decay) > 50:
+            out.append(f"  ~ ... and {len(plan.decay) - 50} more")
+    if plan.skipped:
+        out.append("\nnot planned: " + "; ".join(plan.skipped))
+    out.append(
+        "\nto apply exactly this: dreamkeeper dream --dry-run --json > plan.json, then "
+        "dreamkeeper dream --apply plan.json"
+    )
+    return "\n".join(out)
+
+
+def format_applied(res: ApplyPlanResult) -> str:
+    out = [
+        f"applied plan for agent {res.agent_id} (run {res.cycle_id}): {len(res.merged)} "
+        f"merge(s), {len(res.pruned)} prune(s), {len(res.folded)} fold(s), purged "
+        f"{len(res.purged)}, decayed {res.decayed}"
+    ]
+    out += [f"  refused [{', '.join(r.ids)}]: {r.reason}" for r in res.refused]
+    out.append(f"undo with: dreamkeeper dream undo {res.cycle_id}")
+    return "\n".join(out)
+
+
+def format_undo(res: UndoResult) -> str:
+    out = [res.summary()]
+    out += [f"  left alone {i}: {why}" for i, why in sorted(res.touched.items())]
+    return "\n".join(out)
+
+
+def read_plan(path: str) -> DreamPlan:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_PLAN_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_PLAN_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_PLAN_BYTES:
+        raise InvalidInput(f"{path} is larger than a plan can be")
+    try:
+        raw = json.loads(data)
+        return DreamPlan.model_validate(raw.get("plan", raw) if isinstance(raw, dict) else raw)
+    except (ValueError, ValidationError) as exc:
+        raise InvalidInput(f"{path} is not a dream plan: {str(exc).splitlines()[0]}") from None
+
+
+def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.agent import dream_ops
+    from dreamkeeper.worker.commands import _memory_client
+
+    words = list(args.words)
+    agent = settings.agent_id
+    if words and words[0] == "undo":
+        if len(words) != 2:
+            raise InvalidInput("usage: dreamkeeper dream undo DREAM_RUN_ID")
+
+        async def undo() -> UndoResult:
+            return await dream_ops.undo(await _memory_client(settings), agent, words[1])
+
+        res = asyncio.run(undo())
+        print(res.model_dump_json(indent=2) if args.json else format_undo(res))
+        return 0 if res.found else 2
+    if words:
+        raise InvalidInput(f"unknown dream action {words[0]!r} (expected: undo)")
+    if args.apply is not None and args.dry_run:
+        raise InvalidInput("give --dry-run or --apply, not both")
+    if args.apply is not None:
+        plan = read_plan(args.apply)
+        if plan.agent_id != agent and getattr(args, "dream_agent", None) is not None:
+            raise InvalidInput(f"the plan is for agent {plan.agent_id!r}, not {agent!r}")
+
+        async def apply() -> ApplyPlanResult:
+            return await dream_ops.apply_plan(await _memory_client(settings), plan)
+
+        applied = asyncio.run(apply())
+        print(applied.model_dump_json(indent=2) if args.json else format_applied(applied))
+        return 0
+
+    async def run():
+        memory = await _memory_client(settings)
+        if args.dry_run:
+            return await dream_ops.dry_run(memory, agent)
+        return await memory.run_dream(agent)
+
+    result = asyncio.run(run())
+    if args.dry_run:
+        assert result.plan is not None
+        if args.json:
+            print(result.plan.model_dump_json(indent=2))
+        else:
+            print(format_plan(result.plan, FileMemoryStore(settings.data_dir, agent)))
+        return 0
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(f"dream cycle {result.cycle_id} for agent {agent}: {result.consolidation.summary()}")
+        print(f"undo with: dreamkeeper dream undo {result.cycle_id}")
+    return 0
