@@ -31,7 +31,7 @@ from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, extract_specifics
 from dreamkeeper.policies.decay import decayed_importance
 from dreamkeeper.policies.merge import Fold, exact_duplicate_folds
-from dreamkeeper.policies.recall_gate import canary_terms, first_carrier, ordinary_terms
+from dreamkeeper.policies.recall_gate import canary_terms, carrier_rank, ordinary_terms
 from dreamkeeper.stores.bm25 import tokenize
 from dreamkeeper.stores.dream_ledger import ledger_for
 from dreamkeeper.stores.journal import JournalAction
@@ -161,13 +161,13 @@ class DreamReviewActivities:
                     if entry is None or entry.is_archived:
                         continue
                     terms = canary_terms(
-                        ordinary_terms(tokenize(document_text(entry)), _specific_tokens(entry)),
+                        ordinary_terms(tokenize(entry.content), _specific_tokens(entry)),
                         index.idf,
                     )
                     if not terms:
                         continue
-                    rank = first_carrier(_ranked(store, terms, inp.top_k), terms)
-                    if rank:  # findable now: it must stay findable
+                    rank = carrier_rank(_ranked(store, terms, inp.top_k), sid, terms)
+                    if rank:  # findable now: its merge must be as findable
                         canaries.append(
                             Canary(
                                 source=sid,
@@ -191,7 +191,8 @@ class DreamReviewActivities:
                 merged = store.get(canary.merge)
                 if merged is None or merged.is_archived:
                     continue  # undone already (a retry), or not saved
-                if not first_carrier(_ranked(store, canary.terms, inp.top_k), canary.terms):
+                ranked = _ranked(store, canary.terms, inp.top_k)
+                if not carrier_rank(ranked, canary.merge, canary.terms):
                     result.regressed.setdefault(canary.merge, []).append(canary.source)
             for new_id in result.regressed:
                 if self._revert(store, new_id, inp):

@@ -5,10 +5,12 @@ Coverage (`policies.coverage`) checks that a merge keeps every *specific* of its
 (names, numbers, dates, addresses); it cannot see an ordinary word, so "Trish prefers the
 window seat" merged into "Trish prefers a seat" passes it. The canary asks what recall
 asks instead, for exactly the words coverage leaves out: the source's most distinctive
-ordinary index terms (highest idf in the live corpus; specifics and digits excluded —
+ordinary index terms of its text (not its category or tags, which a merge may
+rename; highest idf in the live corpus; specifics and digits excluded —
 they are coverage's job, which knows that 2026-08-19 and "August 19, 2026" are one
-date). Before the merge some live entry in the top k carries all of them (the source
-itself); after it, one still must.
+date). Before the merge the source is in the query's top k (else it has no canary);
+after it, the merged entry — which carries the source's specifics, coverage saw to
+that — must be in the top k and carry every term.
 
 A term is carried by an inflection of it too ("wrote" by "writes", one edit apart), so
 an honest rewording is not a regression; a word dropped is.
@@ -59,9 +61,11 @@ def carries(hit_tokens: frozenset[str] | set[str], terms: Sequence[str]) -> bool
     return all(carries_term(t, hit_tokens) for t in terms)
 
 
-def first_carrier(ranked: Sequence[tuple[str, frozenset[str]]], terms: Sequence[str]) -> int:
-    """1-based rank of the first hit carrying every term, or 0 when none does."""
-    for rank, (_, tokens) in enumerate(ranked, start=1):
-        if carries(tokens, terms):
-            return rank
+def carrier_rank(
+    ranked: Sequence[tuple[str, frozenset[str]]], entry_id: str, terms: Sequence[str]
+) -> int:
+    """1-based rank of `entry_id` among the hits if it carries every term, else 0."""
+    for rank, (hit, tokens) in enumerate(ranked, start=1):
+        if hit == entry_id:
+            return rank if carries(tokens, terms) else 0
     return 0

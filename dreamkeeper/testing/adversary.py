@@ -121,6 +121,20 @@ CHATTER = [
 ]
 
 
+HABITS = [
+    "prefers the window seat on long flights",
+    "drinks oolong tea every afternoon",
+    "collects vintage maps of harbours",
+    "plays the cello in a quartet",
+    "keeps bees on the roof",
+    "rides a tandem bicycle at weekends",
+    "bakes sourdough with a rye starter",
+    "restores clockwork automatons",
+    "climbs limestone crags",
+    "writes haiku about trains",
+]
+
+
 @dataclass(frozen=True)
 class Fact:
     content: str
@@ -133,8 +147,13 @@ def _person(rng: random.Random) -> tuple[str, str]:
     return rng.choice(FIRST), rng.choice(LAST)
 
 
-def new_fact(rng: random.Random) -> Fact:
-    """One fact, with a fresh mix of specifics."""
+def new_fact(rng: random.Random, rich: bool = False) -> Fact:
+    """One fact, with a fresh mix of specifics. `rich`: a share of facts are habits, whose
+    telling words are ordinary ones (what coverage cannot see; the recall gate's case)."""
+    if rich and rng.random() < 0.2:
+        first, last = _person(rng)
+        habit = rng.choice(HABITS)
+        return Fact(f"{first} {last} {habit}.", "people/habits", round(rng.uniform(0.3, 0.7), 2))
     first, last = _person(rng)
     kind = rng.random()
     importance = round(rng.uniform(0.3, 0.75), 2)
@@ -220,8 +239,12 @@ def parse_prompt(text: str) -> tuple[list[Shown], list[list[str]]]:
 class Adversary:
     """Answers consolidation, repair and preference prompts; counts what it tried."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, subtle: float = 0.0) -> None:
+        """`subtle`: the share of hinted groups merged keeping every specific but dropping
+        the batch's rarest ordinary word (lossy in a way coverage cannot see)."""
         self.seed = seed
+        self.subtle = subtle
+        self.labels: dict[str, str] = {}  # merged text -> honest | lossy | subtle
         self.calls = 0
         self.consolidations = 0
         self.repairs = 0
@@ -263,12 +286,20 @@ class Adversary:
             if len(members) < 2:
                 continue
             roll = rng.random()
-            if roll < 0.5:
+            if self.subtle and rng.random() < self.subtle:
+                content = _drop_rarest_word(members, shown)
+                if content is None:
+                    continue
+                self._count("subtle lossy merges")
+                self.labels[content] = "subtle"
+            elif roll < 0.5:
                 self._count("honest merges")
                 content = "\n".join(dict.fromkeys(m.content for m in members))
+                self.labels[content] = "honest"
             elif roll < 0.8:
                 self._count("lossy merges")
                 content = members[0].content.split(" and ", 1)[0].split(" since ", 1)[0]
+                self.labels[content] = "lossy"
             else:
                 continue
             ids = [m.id for m in members]
@@ -322,3 +353,22 @@ class Adversary:
                     }
                 )
         return Reply(json.dumps({"toDelete": to_delete, "toSave": to_save}))
+
+
+_WORD = re.compile(r"\b[a-z]{4,}\b")
+
+
+def _drop_rarest_word(members: list[Shown], shown: list[Shown]) -> str | None:
+    """The members' texts joined, minus the lowercase word they share that is rarest in
+    the batch (ties: alphabetical) — every capitalized word, number and address kept."""
+    counts: dict[str, int] = {}
+    for s in shown:
+        for w in set(_WORD.findall(s.content)):
+            counts[w] = counts.get(w, 0) + 1
+    shared = [set(_WORD.findall(m.content)) for m in members]
+    words = sorted(set.intersection(*shared)) if shared else []
+    if not words:
+        return None
+    rarest = min(words, key=lambda w: (counts.get(w, 0), w))
+    text = "\n".join(dict.fromkeys(m.content for m in members))
+    return re.sub(rf"\s*\b{rarest}\b", "", text)

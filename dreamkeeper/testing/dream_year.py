@@ -1,6 +1,6 @@
 """A year of dream cycles against an adversarial LLM: does any memory get lost?
 
-    .venv/bin/python bench/dream_year.py [--cycles 730] [--corpus 300] [--seed 1]
+    .venv/bin/python bench/dream_year.py [--cycles 730] [--corpus 300] [--seed 1] [--subtle 0.25]
 
 Every cycle is a real `Dream` workflow (purge → consolidation → preference inference →
 decay) on a real dev server with an in-process worker, `as_of` advancing 12 hours a
@@ -11,6 +11,11 @@ Prints what was lost and how, hard deletions before retention, the live-entry co
 over the year, the share gating withheld in steady state, and LLM prompt tokens per
 cycle against sending the whole corpus every cycle (the reference's behaviour before
 gating). `tests/workflows/test_dream_year.py` runs a 20-cycle variant of the same code.
+
+With `--subtle` (default 0.25) a fifth of the corpus are habits whose telling words are
+ordinary ones, and that share of the adversary's merges drop such a word (every specific
+kept, so coverage passes them): the recall gate's figures — false-undo rate on honest
+merges, catch rate on lossy merges that passed coverage, its share of cycle time.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dreamkeeper.activities.dream_prompts import (
     consolidation_messages,
     prompt_tokens,
 )
+from dreamkeeper.activities.dream_review import RECALL_REJECTED
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR
@@ -43,6 +49,7 @@ from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.adversary import Adversary, Fact, new_fact, variant
 from dreamkeeper.workflows.dream import Dream
+from dreamkeeper.workflows.dream_gate import RECALL_REGRESSION
 
 AGENT = "year"
 START = datetime(2026, 1, 1, 6, 0, tzinfo=UTC)
@@ -87,6 +94,26 @@ class YearReport:
     failed_batches: int = 0
     seconds: float = 0.0
     adversary: dict[str, int] = field(default_factory=dict)
+    # The recall gate (#17): merges that passed coverage, by the adversary's label.
+    gate_kept: Counter = field(default_factory=Counter)
+    gate_undone: Counter = field(default_factory=Counter)
+    gate_seconds: float = 0.0
+    cycle_seconds: float = 0.0
+
+    @property
+    def false_undo_rate(self) -> float | None:
+        honest = self.gate_kept["honest"] + self.gate_undone["honest"]
+        return self.gate_undone["honest"] / honest if honest else None
+
+    @property
+    def lossy_passing_coverage(self) -> int:
+        return sum(self.gate_kept[k] + self.gate_undone[k] for k in ("lossy", "subtle"))
+
+    @property
+    def catch_rate(self) -> float | None:
+        caught = self.gate_undone["lossy"] + self.gate_undone["subtle"]
+        total = self.lossy_passing_coverage
+        return caught / total if total else None
 
     @property
     def steady_withheld(self) -> float:
@@ -94,10 +121,14 @@ class YearReport:
         return statistics.mean(tail) if tail else 0.0
 
 
-def seed_corpus(store: FileMemoryStore, rng: random.Random, n: int, at: datetime) -> list[Fact]:
+def seed_corpus(
+    store: FileMemoryStore, rng: random.Random, n: int, at: datetime, rich: bool = False
+) -> list[Fact]:
     facts: list[Fact] = []
     while len(facts) < n:
-        fact = variant(rng.choice(facts), rng) if facts and rng.random() < 0.2 else new_fact(rng)
+        fact = (
+            variant(rng.choice(facts), rng) if facts and rng.random() < 0.2 else new_fact(rng, rich)
+        )
         facts.append(fact)
         _save(store, fact, at - timedelta(days=rng.randint(0, 120)))
     return facts
@@ -114,7 +145,9 @@ def _save(store: FileMemoryStore, fact: Fact, at: datetime) -> MemoryEntry:
     return entry
 
 
-def arrivals(store: FileMemoryStore, rng: random.Random, facts: list[Fact], at: datetime) -> int:
+def arrivals(
+    store: FileMemoryStore, rng: random.Random, facts: list[Fact], at: datetime, rich=False
+) -> int:
     """What an agent saves between two cycles."""
     made = 0
     for _ in range(rng.choice([0, 0, 1, 1, 2])):
@@ -124,7 +157,7 @@ def arrivals(store: FileMemoryStore, rng: random.Random, facts: list[Fact], at: 
         elif roll < 0.4:
             fact = variant(rng.choice(facts), rng)
         else:
-            fact = new_fact(rng)
+            fact = new_fact(rng, rich)
             facts.append(fact)
         _save(store, fact, at)
         made += 1
@@ -198,27 +231,32 @@ async def run_year(
     corpus: int,
     seed: int,
     progress=None,
+    rich: bool = False,
 ) -> YearReport:
     rng = random.Random(seed)
     store = FileMemoryStore(data_dir, AGENT, clock=lambda: START)
-    facts = seed_corpus(store, rng, corpus, START)
+    facts = seed_corpus(store, rng, corpus, START, rich)
     report = YearReport(cycles=cycles, corpus=corpus, created=corpus)
     tracked: dict[str, Tracked] = {}
     snapshot(store, tracked, START, report)
     began = time.perf_counter()
     for cycle in range(cycles):
         as_of = START + timedelta(hours=12 * (cycle + 1))
-        report.created += arrivals(store, rng, facts, as_of - timedelta(hours=1))
+        report.created += arrivals(store, rng, facts, as_of - timedelta(hours=1), rich)
         live_before = store.entries()
         baseline = prompt_tokens(consolidation_messages(live_before, [], []))
+        started = time.perf_counter()
         result: DreamResult = await client.execute_workflow(
             Dream.run,
             DreamInput(agent_id=AGENT, as_of=as_of),
             id=f"dream-{AGENT}-{cycle}",
             task_queue=queue,
         )
+        report.cycle_seconds += time.perf_counter() - started
         c = result.consolidation
+        report.gate_seconds += c.gate_seconds
         snapshot(store, tracked, as_of, report)
+        gate_labels(store, c, adversary, as_of, report)
         report.live.append(len(store.entries()))
         report.withheld_pct.append(100.0 * c.withheld / c.total if c.total else 0.0)
         report.tokens.append(c.prompt_tokens)
@@ -237,6 +275,41 @@ async def run_year(
     losses(store, tracked, report)
     report.adversary = dict(adversary.tried)
     return report
+
+
+def gate_labels(store, c, adversary: Adversary, as_of: datetime, report: YearReport) -> None:
+    """Sort the merges that passed coverage this cycle by what the adversary meant them
+    to be: kept by the recall gate, or undone by it."""
+    for m in c.merged:
+        entry = store.get(m.new_id)
+        if entry is not None:
+            report.gate_kept[adversary.labels.get(entry.content, "other")] += 1
+    if any(r.reason == RECALL_REGRESSION for r in c.rejected):
+        for entry in store.entries(include_archived=True):
+            if entry.archive_reason == RECALL_REJECTED and entry.archived_at == as_of:
+                report.gate_undone[adversary.labels.get(entry.content, "other")] += 1
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def print_gate(r: YearReport) -> None:
+    honest = r.gate_kept["honest"] + r.gate_undone["honest"]
+    share = r.gate_seconds / r.cycle_seconds if r.cycle_seconds else 0.0
+    print(
+        f"recall gate: false-undo rate on honest merges {_rate(r.false_undo_rate)} "
+        f"({r.gate_undone['honest']} of {honest}); catch rate on lossy merges that passed "
+        f"coverage {_rate(r.catch_rate)} ({r.gate_undone['lossy'] + r.gate_undone['subtle']} "
+        f"of {r.lossy_passing_coverage}: subtle {r.gate_undone['subtle']}/"
+        f"{r.gate_kept['subtle'] + r.gate_undone['subtle']}, lossy {r.gate_undone['lossy']}/"
+        f"{r.gate_kept['lossy'] + r.gate_undone['lossy']}); other merges (repairs) kept "
+        f"{r.gate_kept['other']}, undone {r.gate_undone['other']}"
+    )
+    print(
+        f"recall gate time: {r.gate_seconds:.2f} s of {r.cycle_seconds:.1f} s of cycles "
+        f"-> {100 * share:.2f}% of cycle time"
+    )
 
 
 def print_report(r: YearReport) -> None:
@@ -291,9 +364,10 @@ def print_report(r: YearReport) -> None:
         f"{r.failed_batches} failed batches"
     )
     print("adversary tried: " + ", ".join(f"{k} {v}" for k, v in sorted(r.adversary.items())))
+    print_gate(r)
 
 
-async def main(cycles: int, corpus: int, seed: int) -> int:
+async def main(cycles: int, corpus: int, seed: int, subtle: float = 0.25) -> int:
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
 
@@ -302,7 +376,7 @@ async def main(cycles: int, corpus: int, seed: int) -> int:
     from dreamkeeper.testing.scripted_llm import ScriptedLLM
     from dreamkeeper.worker.temporal_worker import build_worker
 
-    adversary = Adversary(seed)
+    adversary = Adversary(seed, subtle=subtle)
     llm = ScriptedLLM(responder=adversary)
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
@@ -340,6 +414,7 @@ async def main(cycles: int, corpus: int, seed: int) -> int:
                     corpus=corpus,
                     seed=seed,
                     progress=progress,
+                    rich=subtle > 0,
                 )
     finally:
         await env.shutdown()
@@ -360,5 +435,11 @@ def cli() -> int:
     parser.add_argument("--cycles", type=int, default=730)
     parser.add_argument("--corpus", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--subtle",
+        type=float,
+        default=0.25,
+        help="share of the adversary's merges that drop an ordinary word (0: the old corpus)",
+    )
     args = parser.parse_args()
-    return asyncio.run(main(args.cycles, args.corpus, args.seed))
+    return asyncio.run(main(args.cycles, args.corpus, args.seed, args.subtle))
