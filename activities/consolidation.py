@@ -247,6 +247,10 @@ class ConsolidationActivities:
                         verdict=str(review.verdict),
                         missing=list(review.missing),
                         reason=review.reason,
+                        high_value=any(
+                            e is not None and self._floor.protects(e)
+                            for e in (store.get(i) for i in ids)
+                        ),
                     )
                 )
         return ReviewResult(reviews=reviews)

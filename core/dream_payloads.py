@@ -4,6 +4,7 @@ proposals — never the corpus."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -104,6 +105,7 @@ class MergeReviewPayload(BaseModel):
     verdict: str
     missing: list[str] = Field(default_factory=list)  # for the repair prompt only
     reason: str | None = None
+    high_value: bool = False  # a source is above the high-value floor (approval)
 
 
 class ReviewResult(BaseModel):
@@ -195,6 +197,12 @@ class ConsolidationOptions(BaseModel):
     dry_run: bool = False
     recall_gate: bool = True
     recall_top_k: int = Field(default=5, ge=1, le=50)
+    # Approval: off | risky (merges archiving a high-value source or with many sources,
+    # prunes above a count wait for an operator) | all (every merge and prune waits).
+    approval: Literal["off", "risky", "all"] = "off"
+    approval_timeout_minutes: float = Field(default=60.0, gt=0.0, le=24 * 60)
+    risky_sources: int = Field(default=5, ge=2, le=50)
+    risky_prunes: int = Field(default=10, ge=0, le=10_000)
 
 
 class ConsolidationInput(ConsolidationOptions):

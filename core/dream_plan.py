@@ -197,3 +197,24 @@ class RecallCheckResult(BaseModel):
     reverted: list[str] = Field(default_factory=list)  # merges undone
     checked: int = 0
     seconds: float = 0.0
+
+
+# -- approval --------------------------------------------------------------------------
+
+
+class PendingItem(BaseModel):
+    key: str  # "merge:{new id}" or "prune:{id}"
+    kind: str  # merge | prune
+    ids: list[str]  # the entries it would archive
+    why: str  # what made it risky
+
+
+class ApprovalDecision(BaseModel):
+    keys: list[str] = Field(default_factory=list)  # empty: every pending item
+
+
+class ApprovalState(BaseModel):
+    pending: list[PendingItem] = Field(default_factory=list)
+    approved: list[str] = Field(default_factory=list)
+    rejected: list[str] = Field(default_factory=list)
+    timed_out: list[str] = Field(default_factory=list)

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SaveMergedInput,
         StampInput,
     )
-    from dreamkeeper.core.dream_plan import DreamPlan, PlannedPrune
+    from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState, DreamPlan, PlannedPrune
     from dreamkeeper.policies.consolidation import (
         Verdict,
         archive_budget,
@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         without_overlaps,
     )
     from dreamkeeper.policies.gating import pack_batches, shown_hints
+    from dreamkeeper.workflows.dream_approval import APPROVAL_PATCH, Approval, risky_items
     from dreamkeeper.workflows.dream_gate import RECALL_GATE_PATCH, RecallGate
     from dreamkeeper.workflows.dream_planning import complete_plan, planned_merge
     from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP, with_summary
@@ -72,6 +73,29 @@ class Consolidation:
         self._budget = 0  # archives this cycle may still make
         self._unstamped: set[str] = set()  # shown, but left for a later cycle
         self._recall = RecallGate()
+        self._approval = Approval()
+        self._vetoed: dict[str, str] = {}  # prune id -> why it was not approved
+        self._reviews: list[MergeReviewPayload] = []
+
+    @workflow.update(name="approve")
+    async def approve(self, decision: ApprovalDecision) -> ApprovalState:
+        return self._approval.decide(decision, approve=True)
+
+    @approve.validator
+    def _check_approve(self, decision: ApprovalDecision) -> None:
+        self._approval.validate(decision)
+
+    @workflow.update(name="reject")
+    async def reject(self, decision: ApprovalDecision) -> ApprovalState:
+        return self._approval.decide(decision, approve=False)
+
+    @reject.validator
+    def _check_reject(self, decision: ApprovalDecision) -> None:
+        self._approval.validate(decision)
+
+    @workflow.query(name="pending")
+    def pending(self) -> ApprovalState:
+        return self._approval.state
 
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
@@ -88,6 +112,7 @@ class Consolidation:
             return await self._finish()
         proposals = await self._propose(gate)
         accepted = await self._validate_and_repair(proposals.merges, gate)
+        accepted = await self._approve(proposals, gate, accepted)
         if self._dry:
             consumed = self._plan_merges(proposals.merges, accepted)
         else:
@@ -258,6 +283,7 @@ class Consolidation:
                 workflow.logger.info(
                     "merge of [%s] left alone: %s", ", ".join(sources), review.verdict
                 )
+        self._reviews = reviews
         keep = without_overlaps([merges[i].merge.source_ids for i in accepted])
         self._res.left_alone += len(accepted) - len(keep)
         return [accepted[k] for k in keep]
@@ -341,9 +367,9 @@ class Consolidation:
             merge_only=gate.merge_only,
             merge_sources=[s for m in proposals.merges for s in m.merge.source_ids],
         )
-        self._res.refused_prunes = {
-            i: str(r) for i, r in list(refused.items())[:MAX_IGNORED_REPORTED]
-        }
+        refusals = {i: str(r) for i, r in refused.items()} | self._vetoed
+        allowed = [i for i in allowed if i not in self._vetoed]
+        self._res.refused_prunes = dict(list(refusals.items())[:MAX_IGNORED_REPORTED])
         if not allowed:
             return
         pruned = await workflow.execute_activity_method(
@@ -402,6 +428,44 @@ class Consolidation:
         if ids:
             workflow.logger.info("ignored id(s) not shown in this batch: %s", ", ".join(ids[:20]))
         self._res.ignored_ids += ids[: max(0, room)]
+
+    async def _approve(
+        self, proposals: Proposals, gate: GateResult, accepted: list[int]
+    ) -> list[int]:
+        """Risky merges and prunes wait for an operator (see workflows.dream_approval)."""
+        inp = self._inp
+        if self._dry or inp.approval == "off" or not workflow.patched(APPROVAL_PATCH):
+            return accepted
+        prunes, _ = prune_candidates(
+            proposals.to_delete,
+            shown=proposals.shown,
+            merge_only=gate.merge_only,
+            merge_sources=[s for m in proposals.merges for s in m.merge.source_ids],
+        )
+        items = risky_items(inp, proposals.merges, self._reviews, accepted, prunes)
+        if not items:
+            return accepted
+        state = await self._approval.wait(items, inp.approval_timeout_minutes)
+        dropped: set[str] = set()
+        for item in items:
+            if item.key in state.approved:
+                continue
+            timed_out = item.key in state.timed_out
+            reason = "approval timed out" if timed_out else "rejected by the operator"
+            if item.kind == "merge":
+                dropped.add(item.key)
+                self._res.rejected.append(RejectedMerge(sources=item.ids, reason=reason))
+            else:
+                self._vetoed[item.ids[0]] = reason
+            if timed_out:  # never decided: the next cycle proposes it again
+                self._unstamped.update(item.ids)
+            workflow.logger.info("%s %s: %s", item.kind, item.key, reason)
+        return [
+            i
+            for i in accepted
+            if f"merge:{merge_id(proposals.merges[i].merge.source_ids, proposals.merges[i].merge.content)}"
+            not in dropped
+        ]
 
     def _plan_merges(self, merges: list[MergeCheck], accepted: list[int]) -> set[str]:
         """A dry run's step 5: what would be saved and retired, under the same budget."""
