@@ -11,6 +11,8 @@ from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.dream_plan import (
     ApplyPlanInput,
     ApplyPlanResult,
+    ApprovalDecision,
+    ApprovalState,
     DreamPlan,
     UndoInput,
     UndoResult,
@@ -63,4 +65,23 @@ async def undo(memory, agent_id: str, cycle_id: str) -> UndoResult:
         static_summary=f"undo dream cycle {cycle_id} of agent {agent_id}",
         search_attributes=tagged(agent_id, "dream"),
         execution_timeout=names.DREAM_TIMEOUT,
+    )
+
+
+def consolidation_workflow_id(agent_id: str) -> str:
+    """The consolidation step of the agent's (scheduled or started) dream cycle."""
+    return f"{names.dream_workflow_id(agent_id)}-consolidation"
+
+
+async def pending(memory, workflow_id: str) -> ApprovalState:
+    handle = memory.client.get_workflow_handle(workflow_id)
+    return await handle.query("pending", result_type=ApprovalState)
+
+
+async def decide(memory, workflow_id: str, keys: list[str], *, approve: bool) -> ApprovalState:
+    handle = memory.client.get_workflow_handle(workflow_id)
+    return await handle.execute_update(
+        "approve" if approve else "reject",
+        ApprovalDecision(keys=keys),
+        result_type=ApprovalState,
     )

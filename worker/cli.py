@@ -118,7 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         "dream", help="run a dream cycle; --dry-run previews it, `dream undo RUN_ID` reverts one"
     )
     p.set_defaults(run=dream_cli.dream)
-    p.add_argument("words", nargs="*", metavar="undo RUN_ID", help="undo the cycle RUN_ID")
+    p.add_argument(
+        "words",
+        nargs="*",
+        metavar="ACTION",
+        help="undo RUN_ID | pending | approve [KEY...] | reject [KEY...] (no KEY: all)",
+    )
+    p.add_argument("--run", help="approve/reject/pending: the Consolidation workflow id")
     p.add_argument("--agent", dest="dream_agent", default=None, help="agent id (as --agent)")
     p.add_argument("--dry-run", action="store_true", help="plan the cycle, apply nothing")
     p.add_argument("--apply", metavar="PLAN", help="apply exactly this plan (a file, or -)")

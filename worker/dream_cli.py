@@ -11,7 +11,7 @@ import sys
 
 from pydantic import ValidationError
 
-from dreamkeeper.core.dream_plan import ApplyPlanResult, DreamPlan, UndoResult
+from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores.memory_store import FileMemoryStore
@@ -100,6 +100,34 @@ def read_plan(path: str) -> DreamPlan:
         raise InvalidInput(f"{path} is not a dream plan: {str(exc).splitlines()[0]}") from None
 
 
+def format_approval(state: ApprovalState) -> str:
+    out = [f"pending {len(state.pending)}"]
+    out += [f"  ? {p.key}: {p.kind} of [{', '.join(p.ids)}] ({p.why})" for p in state.pending]
+    out += [f"  approved {k}" for k in state.approved]
+    out += [f"  rejected {k}" for k in state.rejected]
+    out += [f"  timed out {k}" for k in state.timed_out]
+    return "\n".join(out)
+
+
+def _approval(
+    args: argparse.Namespace, settings: StoreSettings, action: str, keys: list[str]
+) -> int:
+    from dreamkeeper.agent import dream_ops
+    from dreamkeeper.worker.commands import _memory_client
+
+    workflow_id = args.run or dream_ops.consolidation_workflow_id(settings.agent_id)
+
+    async def go() -> ApprovalState:
+        memory = await _memory_client(settings)
+        if action == "pending":
+            return await dream_ops.pending(memory, workflow_id)
+        return await dream_ops.decide(memory, workflow_id, keys, approve=action == "approve")
+
+    state = asyncio.run(go())
+    print(state.model_dump_json(indent=2) if args.json else format_approval(state))
+    return 0
+
+
 def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.agent import dream_ops
     from dreamkeeper.worker.commands import _memory_client
@@ -116,8 +144,12 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         res = asyncio.run(undo())
         print(res.model_dump_json(indent=2) if args.json else format_undo(res))
         return 0 if res.found else 2
+    if words and words[0] in ("approve", "reject", "pending"):
+        return _approval(args, settings, words[0], words[1:])
     if words:
-        raise InvalidInput(f"unknown dream action {words[0]!r} (expected: undo)")
+        raise InvalidInput(
+            f"unknown dream action {words[0]!r} (expected: undo, approve, reject, pending)"
+        )
     if args.apply is not None and args.dry_run:
         raise InvalidInput("give --dry-run or --apply, not both")
     if args.apply is not None:
