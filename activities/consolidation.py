@@ -363,8 +363,11 @@ class ConsolidationActivities:
                 elif len(result.archived) >= inp.max_archived:
                     result.deferred.append(sid)
                 elif inp.dry_run:
-                    fits = entry is not None and not entry.is_archived
-                    if fits and entry.fingerprint == fingerprint:
+                    if (
+                        entry is not None
+                        and not entry.is_archived
+                        and entry.fingerprint == fingerprint
+                    ):
                         result.archived.append(sid)
                     else:
                         result.skipped.append(sid)

@@ -47,8 +47,8 @@ def risky_items(
                 PendingItem(key=f"merge:{new_id}", kind="merge", ids=sources, why=", ".join(why))
             )
     if prunes and (every or len(prunes) > inp.risky_prunes):
-        why = "approval=all" if every else f"{len(prunes)} prunes (over {inp.risky_prunes})"
-        items += [PendingItem(key=f"prune:{i}", kind="prune", ids=[i], why=why) for i in prunes]
+        many = "approval=all" if every else f"{len(prunes)} prunes (over {inp.risky_prunes})"
+        items += [PendingItem(key=f"prune:{i}", kind="prune", ids=[i], why=many) for i in prunes]
     return items
 
 
