@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
 from pydantic import ValidationError
@@ -14,6 +13,7 @@ from pydantic import ValidationError
 from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text
 
@@ -94,7 +94,7 @@ def read_plan(path: str) -> DreamPlan:
     if len(data) > MAX_PLAN_BYTES:
         raise InvalidInput(f"{path} is larger than a plan can be")
     try:
-        raw = json.loads(data)
+        raw = safe_json.loads(data, max_bytes=MAX_PLAN_BYTES, max_depth=8)
         return DreamPlan.model_validate(raw.get("plan", raw) if isinstance(raw, dict) else raw)
     except (ValueError, ValidationError) as exc:
         raise InvalidInput(f"{path} is not a dream plan: {str(exc).splitlines()[0]}") from None
