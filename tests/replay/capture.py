@@ -5,7 +5,9 @@ tests (`tests/replay/test_replay.py`).
 
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
 enriched save and a duplicate one, archive, restore, re-score, a full dream cycle (purge,
-consolidation with a merge and a prune, preferences, decay) and a sweep — then writes each
+consolidation with a merge and a prune, preferences, decay), its undo, a dry run, applying
+its plan and undoing that, a consolidation waiting on approval (#17), and a sweep — then
+writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -30,7 +32,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
-from dreamkeeper.core.dream_payloads import DreamInput
+from dreamkeeper.core.dream_payloads import ConsolidationInput, DreamInput, DreamResult
+from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
@@ -40,7 +43,9 @@ from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker
+from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
+from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream
 from dreamkeeper.workflows.sweep import DreamSweep
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -109,12 +114,14 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
     await memory.delete_memory(AGENT, PAIR[0])
     await memory.restore_memory(AGENT, PAIR[0])
     await memory.update_memory_importance(AGENT, PAIR[0], 0.8)
-    await client.execute_workflow(
+    dream = await client.execute_workflow(
         Dream.run,
         DreamInput(agent_id=AGENT, as_of=T0 + timedelta(days=200)),
         id=f"dream-{AGENT}",
         task_queue=queue,
+        result_type=DreamResult,
     )
+    await reversible(client, queue, dream)
     await client.execute_workflow(DreamSweep.run, SweepInput(), id="dream-sweep", task_queue=queue)
 
 
@@ -159,6 +166,50 @@ async def capture(label: str) -> dict[str, int]:
         await env.shutdown()
         llm.close()
     return dict(written)
+
+
+async def reversible(client: Client, queue: str, dream: DreamResult) -> None:
+    """#17: undo the cycle, preview the next (dry run), apply that plan, undo it, and a
+    consolidation whose risky changes wait for an approval that never comes."""
+    assert dream.cycle_id is not None
+    await client.execute_workflow(
+        UndoDream.run,
+        UndoInput(agent_id=AGENT, cycle_id=dream.cycle_id),
+        id=f"undo-{AGENT}-1",
+        task_queue=queue,
+    )
+    dry = await client.execute_workflow(
+        Dream.run,
+        DreamInput(agent_id=AGENT, as_of=T0 + timedelta(days=201), dry_run=True),
+        id=f"dream-{AGENT}-dry",
+        task_queue=queue,
+        result_type=DreamResult,
+    )
+    assert dry.plan is not None
+    applied = await client.execute_workflow(
+        ApplyDreamPlan.run,
+        ApplyPlanInput(plan=dry.plan),
+        id=f"apply-{AGENT}",
+        task_queue=queue,
+        result_type=ApplyPlanResult,
+    )
+    await client.execute_workflow(
+        UndoDream.run,
+        UndoInput(agent_id=AGENT, cycle_id=applied.cycle_id),
+        id=f"undo-{AGENT}-2",
+        task_queue=queue,
+    )
+    await client.execute_workflow(
+        Consolidation.run,
+        ConsolidationInput(
+            agent_id=AGENT,
+            as_of=T0 + timedelta(days=202),
+            approval="all",
+            approval_timeout_minutes=0.01,
+        ),
+        id=f"consolidation-{AGENT}-approval",
+        task_queue=queue,
+    )
 
 
 def main() -> None:
