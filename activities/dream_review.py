@@ -31,7 +31,12 @@ from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, extract_specifics
 from dreamkeeper.policies.decay import decayed_importance
 from dreamkeeper.policies.merge import Fold, exact_duplicate_folds
-from dreamkeeper.policies.recall_gate import canary_terms, carrier_rank, ordinary_terms
+from dreamkeeper.policies.recall_gate import (
+    canary_terms,
+    carrier_rank,
+    matching_token,
+    ordinary_terms,
+)
 from dreamkeeper.stores.bm25 import tokenize
 from dreamkeeper.stores.dream_ledger import ledger_for
 from dreamkeeper.stores.journal import JournalAction
@@ -191,8 +196,13 @@ class DreamReviewActivities:
                 merged = store.get(canary.merge)
                 if merged is None or merged.is_archived:
                     continue  # undone already (a retry), or not saved
-                ranked = _ranked(store, canary.terms, inp.top_k)
-                if not carrier_rank(ranked, canary.merge, canary.terms):
+                # The merged entry's own spelling of each term (an inflection counts),
+                # then: is it in the top k for that query?
+                carried = frozenset(tokenize(document_text(merged)))
+                query = [matching_token(t, carried) for t in canary.terms]
+                terms = [q for q in query if q is not None]
+                ranked = _ranked(store, terms, inp.top_k) if len(terms) == len(query) else []
+                if not carrier_rank(ranked, canary.merge, terms):
                     result.regressed.setdefault(canary.merge, []).append(canary.source)
             for new_id in result.regressed:
                 if self._revert(store, new_id, inp):

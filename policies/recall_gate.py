@@ -49,12 +49,17 @@ def _within_one_edit(a: str, b: str) -> bool:
     return a[i:] == b[i + 1 :]
 
 
-def carries_term(term: str, tokens: frozenset[str] | set[str]) -> bool:
+def matching_token(term: str, tokens: frozenset[str] | set[str]) -> str | None:
+    """The token that carries `term`: itself, or an inflection of it; None if none does."""
     if term in tokens:
-        return True
+        return term
     if len(term) < 5:  # short words: one edit is another word
-        return False
-    return any(t[:2] == term[:2] and _within_one_edit(term, t) for t in tokens)
+        return None
+    return min((t for t in tokens if t[:2] == term[:2] and _within_one_edit(term, t)), default=None)
+
+
+def carries_term(term: str, tokens: frozenset[str] | set[str]) -> bool:
+    return matching_token(term, tokens) is not None
 
 
 def carries(hit_tokens: frozenset[str] | set[str], terms: Sequence[str]) -> bool:
