@@ -77,6 +77,7 @@ from dreamkeeper.policies.merge import (
 from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_ledger import ledger_for
+from dreamkeeper.stores.dream_settings import read_approval
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vocabulary import load_vocabulary
@@ -176,6 +177,7 @@ class ConsolidationActivities:
     def gate_candidates(self, inp: GateInput) -> GateResult:
         with self._stores.using(inp.agent_id) as store:
             loaded = load_vocabulary(store.root)  # re-read every cycle; logs what it loaded
+            approval = read_approval(store.root)
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
             entries = store.entries()
             excluded = set(inp.exclude)
@@ -224,6 +226,7 @@ class ConsolidationActivities:
             vocabulary_summary=loaded.summary,
             llm_configured=self._llm.configured,
             held_back=len(entries) - len(live) - len(excluded),
+            approval=approval,
         )
 
     @activity.defn(name="review_merges")

@@ -125,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="undo RUN_ID | pending | approve [KEY...] | reject [KEY...] (no KEY: all)",
     )
     p.add_argument("--run", help="approve/reject/pending: the Consolidation workflow id")
+    p.add_argument(
+        "--set-approval",
+        choices=["off", "risky", "all"],
+        help="the agent's approval setting for every later cycle (written to its store)",
+    )
     p.add_argument("--agent", dest="dream_agent", default=None, help="agent id (as --agent)")
     p.add_argument("--dry-run", action="store_true", help="plan the cycle, apply nothing")
     p.add_argument("--apply", metavar="PLAN", help="apply exactly this plan (a file, or -)")

@@ -14,6 +14,7 @@ from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPla
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.dream_settings import write_approval
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text
 
@@ -134,6 +135,11 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
 
     words = list(args.words)
     agent = settings.agent_id
+    if args.set_approval is not None:
+        root = FileMemoryStore(settings.data_dir, agent).root
+        write_approval(root, args.set_approval)
+        print(f"approval for agent {agent}: {args.set_approval} (every cycle from the next)")
+        return 0
     if words and words[0] == "undo":
         if len(words) != 2:
             raise InvalidInput("usage: dreamkeeper dream undo DREAM_RUN_ID")

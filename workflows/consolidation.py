@@ -434,6 +434,8 @@ class Consolidation:
     ) -> list[int]:
         """Risky merges and prunes wait for an operator (see workflows.dream_approval)."""
         inp = self._inp
+        if inp.approval == "off" and gate.approval in ("risky", "all"):
+            inp = inp.model_copy(update={"approval": gate.approval})  # the agent's setting
         if self._dry or inp.approval == "off" or not workflow.patched(APPROVAL_PATCH):
             return accepted
         prunes, _ = prune_candidates(

@@ -12,6 +12,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
+from dreamkeeper.stores.dream_settings import write_approval
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
@@ -115,3 +116,17 @@ async def test_a_risky_merge_nobody_approves_is_dropped_at_the_timeout(worker, l
 async def _current_details(handle) -> str:
     meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     return meta.current_details
+
+
+async def test_the_agents_own_setting_makes_its_cycles_wait(worker, llm):
+    client, queue, settings = worker
+    agent = f"ap-{uuid.uuid4().hex[:6]}"
+    store = _seed(settings, agent)
+    write_approval(store.root, "all")
+    llm.replies.append(_reply())
+    handle = await _start(client, queue, agent, archive_share=1.0)  # approval: off here
+    state = await _pending(handle)
+    assert {p.kind for p in state.pending} == {"merge", "prune"}
+    await handle.execute_update("approve", ApprovalDecision())
+    result = await handle.result()
+    assert len(result.merged) == 2 and result.pruned == [CH]
