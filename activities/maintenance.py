@@ -17,7 +17,7 @@ from dreamkeeper.core.dream_plan import PlannedDecay
 from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
-from dreamkeeper.stores.dream_ledger import ledger_for
+from dreamkeeper.stores.dream_ledger import ledger_for, prune_ledgers
 from dreamkeeper.stores.journal import JournalAction
 
 
@@ -53,6 +53,8 @@ class MaintenanceActivities:
             revisions = {}
             if inp.dry_run:
                 revisions = {i: e.revision for i in report.purged if (e := store.get(i))}
+            elif retention > timedelta(0):
+                prune_ledgers(store.files, inp.as_of - retention)
         activity.logger.info(
             "purge %s: %d of %d archived purged, %d kept above the high-value floor",
             inp.agent_id,

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_entry_id
@@ -126,3 +128,25 @@ class _NoLedger:
 
 def ledger_for(files: AgentFiles, cycle_id: str | None) -> DreamLedger | _NoLedger:
     return _NoLedger() if not cycle_id else DreamLedger(files, cycle_id)
+
+
+def prune_ledgers(files: AgentFiles, cutoff: datetime) -> list[str]:
+    """Remove the ledgers last written before `cutoff` (the archive retention: a cycle
+    older than that cannot be undone whole anyway, its archives are being purged).
+    Returns the cycle ids removed."""
+    folder = files.path(DIR)
+    removed = []
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for name in names:
+        if not name.endswith(".jsonl") or folder.joinpath(name).is_symlink():
+            continue
+        try:
+            written = os.stat(folder / name).st_mtime
+        except FileNotFoundError:
+            continue
+        if written < cutoff.timestamp() and files.unlink((DIR, name)):
+            removed.append(name.removesuffix(".jsonl"))
+    return removed

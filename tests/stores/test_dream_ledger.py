@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dreamkeeper.stores.dream_ledger import DreamLedger, ledger_for
+from dreamkeeper.stores.dream_ledger import DreamLedger, ledger_for, prune_ledgers
 from dreamkeeper.stores.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -34,3 +34,15 @@ def test_no_cycle_id_records_nothing_and_bad_ids_are_refused(tmp_path):
     assert not (store.root / "dreams").exists()
     with pytest.raises(ValueError):
         DreamLedger(store.files, "../escape")
+
+
+def test_ledgers_older_than_the_cutoff_are_pruned(tmp_path):
+    import os
+
+    store = FileMemoryStore(tmp_path, "l")
+    for cycle in ("old", "new"):
+        DreamLedger(store.files, cycle).note("merge", [("a00000000000", None)])
+    old = store.root / "dreams" / "old.jsonl"
+    os.utime(old, (T0.timestamp(), T0.timestamp()))
+    assert prune_ledgers(store.files, datetime(2026, 2, 1, tzinfo=UTC)) == ["old"]
+    assert not old.exists() and DreamLedger(store.files, "new").exists()
