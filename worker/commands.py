@@ -91,7 +91,7 @@ async def _memory_client(settings: StoreSettings):
 
     temporal = TemporalSettings.from_env()
     try:
-        return await MemoryClient.connect(settings, temporal, save_timeout=settings.save_timeout)
+        return await MemoryClient.connect(settings, temporal)
     except RuntimeError as exc:  # the SDK's "cannot connect"
         raise Unavailable(
             f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
