@@ -43,6 +43,9 @@ from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore, document_text, retired_into
 
 RECALL_REJECTED = "rejected: recall regression"
+# The source's rarest specifics join its canary query, as a user's query would name the
+# person or project: the query is about this memory, not every memory sharing a habit.
+ANCHOR_TERMS = 2
 
 
 def _ranked(store: FileMemoryStore, terms: list[str], top_k: int) -> list[tuple[str, frozenset]]:
@@ -165,20 +168,24 @@ class DreamReviewActivities:
                     entry = store.get(sid)
                     if entry is None or entry.is_archived:
                         continue
-                    terms = canary_terms(
-                        ordinary_terms(tokenize(entry.content), _specific_tokens(entry)),
-                        index.idf,
-                    )
+                    specifics = _specific_tokens(entry)
+                    tokens = tokenize(entry.content)
+                    terms = canary_terms(ordinary_terms(tokens, specifics), index.idf)
                     if not terms:
                         continue
-                    rank = carrier_rank(_ranked(store, terms, inp.top_k), sid, terms)
+                    anchors = canary_terms(
+                        [t for t in tokens if t in specifics], index.idf, ANCHOR_TERMS
+                    )
+                    query = terms + anchors
+                    rank = carrier_rank(_ranked(store, query, inp.top_k), sid, terms)
                     if rank:  # findable now: its merge must be as findable
                         canaries.append(
                             Canary(
                                 source=sid,
                                 merge=new_id,
-                                query=" ".join(terms),
+                                query=" ".join(query),
                                 terms=terms,
+                                anchors=anchors,
                                 rank=rank,
                             )
                         )
@@ -201,7 +208,8 @@ class DreamReviewActivities:
                 carried = frozenset(tokenize(document_text(merged)))
                 query = [matching_token(t, carried) for t in canary.terms]
                 terms = [q for q in query if q is not None]
-                ranked = _ranked(store, terms, inp.top_k) if len(terms) == len(query) else []
+                full = terms + canary.anchors
+                ranked = _ranked(store, full, inp.top_k) if len(terms) == len(query) else []
                 if not carrier_rank(ranked, canary.merge, terms):
                     result.regressed.setdefault(canary.merge, []).append(canary.source)
             for new_id in result.regressed:

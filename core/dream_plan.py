@@ -169,6 +169,7 @@ class Canary(BaseModel):
     merge: str  # the merged entry's id
     query: str
     terms: list[str]  # index tokens a hit must carry
+    anchors: list[str] = Field(default_factory=list)  # its rarest specifics, in the query
     rank: int  # the source's rank for the query before the merge (1-based)
 
 

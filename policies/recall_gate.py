@@ -10,7 +10,11 @@ rename; highest idf in the live corpus; specifics and digits excluded —
 they are coverage's job, which knows that 2026-08-19 and "August 19, 2026" are one
 date). Before the merge the source is in the query's top k (else it has no canary);
 after it, the merged entry — which carries the source's specifics, coverage saw to
-that — must be in the top k and carry every term.
+that — must be in the top k and carry every term. The query also names the source's
+two rarest specifics (anchors: the person, the project), as a user's query would; they are
+not required of the hit — coverage already made sure the merge keeps them — they keep the
+query about this memory, so five other people with the same habit do not push a longer,
+honest merge out of the top k.
 
 A term is carried by an inflection of it too ("wrote" by "writes", one edit apart), so
 an honest rewording is not a regression; a word dropped is.

@@ -208,6 +208,11 @@ def fate(eid: str, tracked: dict[str, Tracked]) -> tuple[str, str | None]:
 def losses(store: FileMemoryStore, tracked: dict[str, Tracked], report: YearReport) -> None:
     live_text = "\n".join(e.content for e in store.entries())
     for eid, t in tracked.items():
+        if t.reason == RECALL_REJECTED:
+            # A merge the recall gate undid: its sources are live again and checked
+            # themselves; what only the merged text had (a repair's appended list) was
+            # never a memory of its own.
+            continue
         specifics = find_missing_specifics([Source(t.content, t.category)], "")
         lost = [s for s in specifics if find_missing_specifics([Source(s)], live_text)]
         if not lost:
