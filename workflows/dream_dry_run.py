@@ -74,7 +74,8 @@ async def dry_run(inp: DreamInput, as_of: datetime) -> DreamResult:
             "purge": purge.purged,
             "purge_revisions": purge.revisions,
             "decay": decay.planned,
-            "skipped": NOT_PLANNED,
+            "skipped": NOT_PLANNED
+            + ([consolidation.llm_skipped] if consolidation.llm_skipped else []),
         }
     )
     workflow.set_current_details(f"done (dry run, nothing applied): {plan.summary()}")
