@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
@@ -81,21 +82,21 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def run_worker(
+@contextlib.asynccontextmanager
+async def running_worker(
     store: StoreSettings,
     temporal: TemporalSettings,
-    on_ready: Callable[[Client], Coroutine[Any, Any, None]] | None = None,
     *,
     reclaim: bool = False,
-) -> None:
-    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
-    once the worker is polling (the dev demo); a signal cancels it too. Refuses to start
-    (InvalidInput, exit 2) on an unwritable data directory, or on a task queue another
-    store has claimed."""
-    stop = _stop_on_signals()
+    runtime: Runtime | None = None,
+) -> AsyncIterator[Client]:
+    """The worker polling, for as long as the block runs (yields its client); on exit,
+    in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
+    data directory, or on a task queue another store has claimed. `runtime`: a Temporal
+    runtime of the caller's (`serve` passes one exporting Prometheus metrics)."""
     probe_writable(store.data_dir)
     identity = ensure_identity(store.data_dir)
-    client = await connect(temporal, store.data_dir)
+    client = await connect(temporal, store.data_dir, runtime=runtime)
     log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
     claimed = await claim_task_queue(client, temporal.task_queue, identity, reclaim=reclaim)
@@ -127,17 +128,31 @@ async def run_worker(
                 temporal.task_queue,
                 store.data_dir,
             )
-            tour: asyncio.Task[None] | None = None
-            if on_ready is not None:
-                tour = asyncio.create_task(on_ready(client))
-                tour.add_done_callback(_report_failure)
-            await stop.wait()
-            if tour is not None and not tour.done():
-                tour.cancel()
-                print("stopping: the tour was interrupted")
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await tour  # a failure was logged by _report_failure
+            yield client
             log.info("shutting down: waiting for running activities")
+
+
+async def run_worker(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    on_ready: Callable[[Client], Coroutine[Any, Any, None]] | None = None,
+    *,
+    reclaim: bool = False,
+) -> None:
+    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
+    once the worker is polling (the dev demo); a signal cancels it too."""
+    stop = _stop_on_signals()
+    async with running_worker(store, temporal, reclaim=reclaim) as client:
+        tour: asyncio.Task[None] | None = None
+        if on_ready is not None:
+            tour = asyncio.create_task(on_ready(client))
+            tour.add_done_callback(_report_failure)
+        await stop.wait()
+        if tour is not None and not tour.done():
+            tour.cancel()
+            print("stopping: the tour was interrupted")
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await tour  # a failure was logged by _report_failure
 
 
 def describe_embeddings(embeddings: EmbeddingSettings) -> str:

@@ -1,0 +1,79 @@
+"""What every request passes before a route sees it: the bearer token (when one is
+configured) and the body size limit. Plain ASGI middleware, so it covers the MCP mount
+and /metrics as well as the memory API."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from dreamkeeper.worker.service.problems import UNAUTHORIZED, BodyTooLarge, problem, status_for
+
+OPEN_PATHS = ("/v1/health",)  # answered without the token: liveness probes
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        if self.token is not None and scope.get("path") not in OPEN_PATHS:
+            given = headers.get(b"authorization", b"")
+            scheme, _, credential = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                credential.strip(), self.token
+            ):
+                response = problem(
+                    401,
+                    UNAUTHORIZED,
+                    "this server needs `Authorization: Bearer <token>` (DREAMKEEPER_SERVE_TOKEN)",
+                    **{"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise BodyTooLarge(self._detail())
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await self._refuse(scope, receive, send)
+
+    def _detail(self) -> str:
+        return (
+            f"the request body is over {self.max_body_bytes} bytes "
+            "(DREAMKEEPER_SERVE_MAX_BODY_BYTES); nothing was done"
+        )
+
+    async def _refuse(self, scope: Scope, receive: Any, send: Send) -> None:
+        exc = BodyTooLarge(self._detail())
+        response = problem(status_for(exc), exc.failure_type, str(exc))
+        await response(scope, receive, send)
