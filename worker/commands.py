@@ -16,7 +16,7 @@ from typing import Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.core.errors import InvalidInput, Unavailable
-from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
 from dreamkeeper.core.settings import (
     ServiceSettings,
     StoreSettings,
@@ -82,6 +82,22 @@ def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
     return FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
 
 
+# -- against a remote `dreamkeeper serve` (--url / DREAMKEEPER_URL) ----------------------
+
+
+def _remote(args: argparse.Namespace):  # -> RemoteMemoryClient | None
+    """The remote client when --url or DREAMKEEPER_URL names a server; --direct then makes
+    no sense (the store is the server's)."""
+    service = _service(args)
+    if not service.url:
+        return None
+    if getattr(args, "direct", False):
+        raise InvalidInput("--direct writes a local store: it cannot be used with --url")
+    from dreamkeeper.agent.remote import RemoteMemoryClient
+
+    return RemoteMemoryClient(service.url, token=service.token)
+
+
 # -- through the worker (a workflow each, with a history) -------------------------------
 
 
@@ -101,7 +117,22 @@ async def _memory_client(settings: StoreSettings):
 def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     content = validate_content(read_content(args))
     parsed = parse_source(args.source)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        ack = asyncio.run(
+            remote.save_memory(
+                settings.agent_id,
+                content,
+                category=args.category,
+                tags=args.tags,
+                source=args.source,
+                importance=args.importance,
+                entry_id=args.entry_id,
+                idempotency_key=args.idempotency_key,
+            )
+        )
+        print(ack.entry_id)
+    elif args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         entry = _store(settings).create(
             content,
@@ -142,7 +173,10 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        entry_id = asyncio.run(remote.delete_memory(settings.agent_id, args.id)).entry_id
+    elif args.direct:
         entry_id = _store(settings).archive(args.id, "deleted by agent tool").id
     else:
 
@@ -157,7 +191,11 @@ def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        result = remote.restore_memory(settings.agent_id, args.id, force=args.force)
+        entry_id = asyncio.run(result).entry_id
+    elif args.direct:
         entry_id = _store(settings).restore(args.id, force=args.force).id
     else:
 
@@ -186,6 +224,9 @@ def _metadata_args(pairs: list[str]) -> dict[str, str]:
 
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     metadata = _metadata_args(args.metadata)
+    remote = _remote(args)
+    if remote is not None:
+        return _remote_search(args, settings, remote, metadata)
     store = _store(settings, hybrid=True)
     hits = search(
         store,
@@ -212,6 +253,31 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
+def _remote_search(args, settings, remote, metadata) -> int:  # type: ignore[no-untyped-def]
+    hits = remote.search_memory(
+        settings.agent_id,
+        args.query,
+        category=args.category,
+        tags=args.tags,
+        limit=args.limit,
+        include_archived=args.include_archived,
+        created_after=args.created_after,
+        created_before=args.created_before,
+        metadata=metadata,
+    )
+    if args.json:
+        print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
+        return 0
+    now = utc_now()
+    for hit in hits:
+        print(format_hit(hit.entry, now))
+    if args.query and args.query.strip() and not hits:
+        print(empty_result(SEARCH_MEMORY, args.query))
+    elif not hits:
+        print("No live memories in this scope.")
+    return 0
+
+
 def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
     found = _store(settings).tags()
     if args.json:
@@ -222,6 +288,15 @@ def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def show(args: argparse.Namespace, settings: StoreSettings) -> int:
+    remote = _remote(args)
+    if remote is not None:
+        entry = remote.get_memory(settings.agent_id, validate_entry_id(args.id))
+        if args.json:
+            print(json.dumps(_entry_json(entry), indent=2))
+        else:
+            print(format_hit(entry, utc_now()))
+            print(display_text(entry.content, keep_newlines=True))
+        return 0
     store = _store(settings)
     entry = store.require(args.id)
     if args.json:
@@ -233,14 +308,18 @@ def show(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def archived(args: argparse.Namespace, settings: StoreSettings) -> int:
-    store = _store(settings)
-    entries = store.archived()
+    remote = _remote(args)
+    entries = (
+        remote.archived(settings.agent_id) if remote is not None else _store(settings).archived()
+    )
     if args.json:
         print(json.dumps([_entry_json(e) for e in entries], indent=2))
     elif not entries:
         print("No archived memories.")
     else:
-        _print_entries(entries, store)
+        now = utc_now()
+        for entry in entries:
+            print(format_hit(entry, now))
     return 0
 
 

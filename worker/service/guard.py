@@ -43,29 +43,30 @@ class Guard:
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await self._refuse(scope, receive, send)
             return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
+        if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # No length given (chunked): read it here, counting, so an oversized body is
+            # refused before a route parses any of it; then hand it on as received.
+            messages: list[Message] = []
+            seen = 0
+            while True:
+                message = await receive()
+                messages.append(message)
+                if message["type"] != "http.request":
+                    break
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
-                    raise BodyTooLarge(self._detail())
-            return message
+                    await self._refuse(scope, receive, send)
+                    return
+                if not message.get("more_body", False):
+                    break
+            replay = iter(messages)
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+            async def replayed() -> Message:
+                return next(replay, None) or await receive()
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
-                await self._refuse(scope, receive, send)
+            await self.app(scope, replayed, send)
+            return
+        await self.app(scope, receive, send)
 
     def _detail(self) -> str:
         return (
