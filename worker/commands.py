@@ -12,7 +12,7 @@ import json
 import sys
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.core.errors import InvalidInput, Unavailable
@@ -35,6 +35,9 @@ from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
+
+if TYPE_CHECKING:
+    from dreamkeeper.agent.remote import RemoteMemoryClient
 
 MAX_RETENTION_DAYS = 36_500
 
@@ -85,7 +88,7 @@ def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
 # -- against a remote `dreamkeeper serve` (--url / DREAMKEEPER_URL) ----------------------
 
 
-def _remote(args: argparse.Namespace):  # -> RemoteMemoryClient | None
+def _remote(args: argparse.Namespace) -> RemoteMemoryClient | None:
     """The remote client when --url or DREAMKEEPER_URL names a server; --direct then makes
     no sense (the store is the server's)."""
     service = _service(args)
@@ -253,7 +256,12 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
-def _remote_search(args, settings, remote, metadata) -> int:  # type: ignore[no-untyped-def]
+def _remote_search(
+    args: argparse.Namespace,
+    settings: StoreSettings,
+    remote: RemoteMemoryClient,
+    metadata: dict[str, str],
+) -> int:
     hits = remote.search_memory(
         settings.agent_id,
         args.query,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 from fastapi.responses import Response
@@ -77,5 +77,9 @@ def create_app(state: ServiceState) -> Guard:
     async def metrics() -> Response:
         return Response(await state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    app.add_route("/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    # A route, not a mount: a mount would redirect /mcp to /mcp/. Starlette treats an
+    # endpoint that is not a function as an ASGI app.
+    app.add_route(
+        "/mcp", cast(Any, mcp), methods=["GET", "POST", "DELETE"], include_in_schema=False
+    )
     return Guard(app, token=state.settings.token, max_body_bytes=state.settings.max_body_bytes)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from fastapi import Request
+from temporalio.client import WorkflowHandle
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.handle import AgentMemory
@@ -73,7 +76,7 @@ class ServiceState:
 
     # -- results the caller does not wait for, counted when they come ------------------
 
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -96,7 +99,7 @@ class ServiceState:
             return
         self.metrics.save_results.labels(result.outcome).inc()
 
-    def watch_dream(self, handle) -> None:  # type: ignore[no-untyped-def]
+    def watch_dream(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
         # Starting a running cycle joins it: count each run once.
         run = handle.result_run_id or handle.id
         if run in self._dreams:
@@ -104,7 +107,7 @@ class ServiceState:
         self._dreams.add(run)
         self._spawn(self._dream_result(handle))
 
-    async def _dream_result(self, handle) -> None:  # type: ignore[no-untyped-def]
+    async def _dream_result(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
         try:
             result: DreamResult = await handle.result()
         except asyncio.CancelledError:
