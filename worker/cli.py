@@ -128,7 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take over a task queue claimed by another data directory",
     )
-    p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
+    p = sub.add_parser(
+        "dev",
+        help="start a local Temporal dev server (UI :8233) and `serve` on it (worker + API)",
+    )
     p.set_defaults(run=commands.dev)
     p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")
     p = sub.add_parser(

@@ -389,7 +389,11 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker import runtime
 
     try:
-        asyncio.run(runtime.run_dev(settings, TemporalSettings.from_env(), demo=args.demo))
+        asyncio.run(
+            runtime.run_dev(
+                settings, TemporalSettings.from_env(), demo=args.demo, service=_service(args)
+            )
+        )
     except runtime.PortTaken as exc:
         raise InvalidInput(str(exc)) from None
     return 0

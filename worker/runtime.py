@@ -32,6 +32,7 @@ from dreamkeeper.core.names import DREAM_SCHEDULE_ID
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
+    ServiceSettings,
     StoreSettings,
     TemporalSettings,
     embedding_settings,
@@ -237,7 +238,14 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
         await asyncio.sleep(0.3)
 
 
-async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
+async def run_dev(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    *,
+    demo: bool = False,
+    service: ServiceSettings | None = None,
+) -> None:
+    """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
     from dreamkeeper.worker.codec_server import DevCodecServer
 
     codec = DevCodecServer(
@@ -267,7 +275,12 @@ async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: boo
             async def on_ready(client: Client) -> None:
                 await tour(client, store, dev.task_queue, ui=f"http://localhost:{DEV_UI_PORT}")
 
-        await run_worker(store, dev, on_ready)
+        if on_ready is None and service is not None:
+            from dreamkeeper.worker.service.runtime import run_serve
+
+            await run_serve(store, dev, service)  # the worker and the memory service
+        else:
+            await run_worker(store, dev, on_ready)
     finally:
         proc.terminate()
         try:
