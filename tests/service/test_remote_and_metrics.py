@@ -146,3 +146,23 @@ async def test_metrics_move_with_traffic(served):
     contexts = "dreamkeeper_context_seconds_count"
     assert _value(after, contexts) - _value(before, contexts) == 1
     assert _store_size(before, agent) == 0 and _store_size(after, agent) == 3
+
+
+def test_temporal_runtime_metrics_are_appended_to_the_scrape(temporal_env, tmp_path):
+    from tests.service.conftest import free_port, start_serve, stop_serve
+
+    address = f"127.0.0.1:{free_port()}"
+    served = start_serve(temporal_env, tmp_path, DREAMKEEPER_TEMPORAL_METRICS_ADDRESS=address)
+    try:
+        with served.client() as client:
+            saved = client.post("/v1/agents/t1/memories", json={"content": "runtime metrics"})
+            assert saved.status_code == 201
+            text = client.get("/metrics").text
+        own = httpx.get(f"http://{address}/metrics").text  # the SDK's own listener
+    finally:
+        stop_serve(served)
+    assert 'dreamkeeper_saves_total{outcome="saved"} 1.0' in text
+    # Names the runtime exports from the worker's first poll on (more come with traffic).
+    for name in ("temporal_worker_start", "temporal_num_pollers", "temporal_request"):
+        assert f"\n{name}{{" in own, own[:300]
+        assert f"\n{name}{{" in text
