@@ -5,6 +5,8 @@ to fix (4xx, exit 2); Unavailable is worth retrying (503, exit 1)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -54,9 +56,10 @@ def problem(status: int, category: str, detail: str, **headers: str) -> JSONResp
     )
 
 
-def _validation_detail(exc: RequestValidationError) -> str:
+def validation_detail(errors: Sequence[Any]) -> str:
+    """Pydantic's errors as one line: where, and what is wrong (at most five)."""
     parts = []
-    for error in exc.errors()[:5]:
+    for error in list(errors)[:5]:
         where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
         parts.append(f"{where or 'body'}: {error.get('msg', 'invalid')}")
     return "; ".join(parts)
@@ -70,7 +73,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         # The body or a parameter does not fit the schema: nothing was written.
-        return problem(400, InvalidInput.failure_type, _validation_detail(exc))
+        return problem(400, InvalidInput.failure_type, validation_detail(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -34,14 +36,30 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.stores.search import search
+from dreamkeeper.worker.service.problems import validation_detail
 from dreamkeeper.worker.service.state import ServiceState, state_of
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"])
 State = Annotated[ServiceState, Depends(state_of)]
 
 
-@router.post("/search", response_model=SearchResponse)
-async def search_memories(agent_id: str, body: SearchRequest, state: State) -> SearchResponse:
+_SEARCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchRequest"}}},
+    }
+}
+
+
+@router.post("/search", response_model=SearchResponse, openapi_extra=_SEARCH_BODY)
+async def search_memories(agent_id: str, request: Request) -> Response:
+    """The hot path, kept thin: the body is parsed and the answer serialised here, once
+    each (FastAPI's body and response-model handling would double both)."""
+    state: ServiceState = request.app.state.service
+    try:
+        body = SearchRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise InvalidInput(validation_detail(exc.errors())) from None
     handle = state.agent(agent_id)
     started = time.perf_counter()
     hits = search(
@@ -56,7 +74,8 @@ async def search_memories(agent_id: str, body: SearchRequest, state: State) -> S
         created_before=body.created_before,
     )
     state.metrics.search_seconds.observe(time.perf_counter() - started)
-    return SearchResponse(hits=[Hit(entry=h.entry, score=h.score) for h in hits])
+    found = SearchResponse(hits=[Hit(entry=h.entry, score=h.score) for h in hits])
+    return Response(found.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.get("/memories/{entry_id}", response_model=MemoryEntry)

@@ -123,5 +123,6 @@ class ServiceState:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def state_of(request: Request) -> ServiceState:
+async def state_of(request: Request) -> ServiceState:
+    # async: a plain function dependency would run on a worker thread (a hop per request).
     return request.app.state.service
