@@ -7,6 +7,8 @@ import uuid
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import search
@@ -255,3 +257,54 @@ def test_http_search_returns_what_an_in_process_search_returns(served):
         over_http = client.post(f"/v1/agents/{agent}/search", json={"query": "beta gamma"})
     local = search(FileMemoryStore(served.data_dir, agent), "beta gamma", limit=10)
     assert [h["entry"]["id"] for h in over_http.json()["hits"]] == [h.entry.id for h in local]
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers()
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+VALID = "a perfectly valid fact"
+_bad_saves = st.fixed_dictionaries(
+    {},
+    optional={
+        "content": st.one_of(
+            st.just(VALID), st.just(""), st.just("   "), st.integers(), st.lists(st.text())
+        ),
+        "importance": st.one_of(
+            st.floats(min_value=1.001, allow_infinity=False),
+            st.floats(max_value=-0.001, allow_infinity=False),
+            st.text(),
+        ),
+        "category": st.sampled_from(["", "/", "a//b", "../x", "x" * 300]),
+        "tags": st.one_of(st.just([""]), st.lists(st.integers(), min_size=1), st.text()),
+        "entry_id": st.sampled_from(["", "x", "../../etc", "ABCDEF123456!"]),
+        "surprise": _json_values,
+    },
+)
+
+
+# Every body has at least one bad field: a valid content comes with something else wrong.
+_bad_saves = _bad_saves.filter(lambda body: body.get("content", VALID) != VALID or len(body) > 1)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(body=_bad_saves)
+def test_generated_bad_saves_are_refused_with_nothing_written(served, body):
+    agent = _agent()
+    body = body if "content" in body else {**body, "content": ""}
+    with served.client() as client:
+        answer = client.post(f"/v1/agents/{agent}/memories", json=body)
+    assert answer.status_code == 400, (body, answer.text)
+    assert answer.json()["category"] == "InvalidInput"
+    assert _on_disk(served, agent) == []
