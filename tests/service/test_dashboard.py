@@ -1,0 +1,40 @@
+"""The Grafana dashboard in docs/ queries metrics the service exports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.worker.service.metrics import ServiceMetrics
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dreamkeeper.json"
+
+
+def test_every_dreamkeeper_metric_on_the_dashboard_is_exported(tmp_path):
+    store = FileMemoryStore(tmp_path, "a1")
+    store.create("one fact")
+    metrics = ServiceMetrics()
+    metrics.watch_stores(lambda: ["a1"], lambda agent: store)
+    metrics.saves.labels("saved").inc()
+    metrics.save_results.labels("kept").inc()
+    metrics.search_seconds.observe(0.001)
+    metrics.context_seconds.observe(0.001)
+    metrics.tool_calls.labels("search_memory").inc()
+    metrics.dreams.labels("completed").inc()
+    metrics.dream_items.labels("merged").inc()
+    exported = generate_latest(metrics.registry).decode()
+    names = set(re.findall(r"^(dreamkeeper_[a-z_]+)", exported, flags=re.M))
+    assert 'dreamkeeper_store_entries{agent="a1",state="live"} 1.0' in exported
+
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    queried = {
+        name
+        for panel in panels
+        for target in panel["targets"]
+        for name in re.findall(r"dreamkeeper_[a-z_]+", target["expr"])
+    }
+    assert queried and queried <= names, queried - names
