@@ -102,5 +102,11 @@ async def _announce(server: uvicorn.Server, service: ServiceSettings) -> None:
         f"dreamkeeper serve: {url}  (API {url}/docs, MCP {url}/mcp, metrics {url}/metrics; {auth})",
         flush=True,
     )
+    if not service.token and service.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning(
+            "serving on %s without a token: anyone who can reach it reads and writes every "
+            "agent's memory (set DREAMKEEPER_SERVE_TOKEN)",
+            service.host,
+        )
     if service.temporal_metrics:
         print(f"Temporal runtime metrics: http://{service.temporal_metrics}/metrics", flush=True)
