@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.worker.service import problems
+from dreamkeeper.worker.service.fast_path import FastSearch
 from dreamkeeper.worker.service.guard import Guard
 from dreamkeeper.worker.service.mcp_server import (
     AGENT_HEADER,
@@ -82,4 +83,8 @@ def create_app(state: ServiceState) -> Guard:
     app.add_route(
         "/mcp", cast(Any, mcp), methods=["GET", "POST", "DELETE"], include_in_schema=False
     )
-    return Guard(app, token=state.settings.token, max_body_bytes=state.settings.max_body_bytes)
+    return Guard(
+        FastSearch(app, state),
+        token=state.settings.token,
+        max_body_bytes=state.settings.max_body_bytes,
+    )

@@ -51,13 +51,13 @@ _SEARCH_BODY = {
 }
 
 
-@router.post("/search", response_model=SearchResponse, openapi_extra=_SEARCH_BODY)
-async def search_memories(agent_id: str, request: Request) -> Response:
-    """The hot path, kept thin: the body is parsed and the answer serialised here, once
-    each (FastAPI's body and response-model handling would double both)."""
-    state: ServiceState = request.app.state.service
+def run_search(state: ServiceState, agent_id: str, raw: bytes) -> bytes:
+    """A search from its request body to its answer's JSON: the body parsed and the answer
+    serialised once each (FastAPI's body and response-model handling would double both).
+    Served by `fast_path.FastSearch` ahead of the framework; the route below documents it
+    and answers the same way if the fast path is bypassed."""
     try:
-        body = SearchRequest.model_validate_json(await request.body())
+        body = SearchRequest.model_validate_json(raw)
     except ValidationError as exc:
         raise InvalidInput(validation_detail(exc.errors())) from None
     handle = state.agent(agent_id)
@@ -75,7 +75,14 @@ async def search_memories(agent_id: str, request: Request) -> Response:
     )
     state.metrics.search_seconds.observe(time.perf_counter() - started)
     found = SearchResponse(hits=[Hit(entry=h.entry, score=h.score) for h in hits])
-    return Response(found.model_dump_json(by_alias=True), media_type="application/json")
+    return found.model_dump_json(by_alias=True).encode()
+
+
+@router.post("/search", response_model=SearchResponse, openapi_extra=_SEARCH_BODY)
+async def search_memories(agent_id: str, request: Request) -> Response:
+    state: ServiceState = request.app.state.service
+    answer = run_search(state, agent_id, await request.body())
+    return Response(answer, media_type="application/json")
 
 
 @router.get("/memories/{entry_id}", response_model=MemoryEntry)
