@@ -38,3 +38,20 @@ def test_every_dreamkeeper_metric_on_the_dashboard_is_exported(tmp_path):
         for name in re.findall(r"dreamkeeper_[a-z_]+", target["expr"])
     }
     assert queried and queried <= names, queried - names
+
+
+def test_embedding_backlog_counts_live_entries_without_a_vector(tmp_path, embedding_client):
+    from dreamkeeper.stores.embeddings import embed_entries
+
+    store = FileMemoryStore(tmp_path, "a1", embeddings=embedding_client)
+    first = store.create("first fact about cats")
+    embed_entries(store, embedding_client, [first.id])
+    store.create("second fact about dogs")
+    store.create("third fact about birds")
+    metrics = ServiceMetrics()
+    metrics.watch_stores(lambda: ["a1"], lambda agent: store, embeddings=True)
+    exported = generate_latest(metrics.registry).decode()
+    assert 'dreamkeeper_embedding_backlog{agent="a1"} 2.0' in exported
+    embed_entries(store, embedding_client)
+    exported = generate_latest(metrics.registry).decode()
+    assert 'dreamkeeper_embedding_backlog{agent="a1"} 0.0' in exported

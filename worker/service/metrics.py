@@ -4,8 +4,7 @@ apps in one process (tests) never share counters.
 Counted where `serve` sees them: saves by outcome as the caller got it, then what the
 SaveMemory workflow did with each (enriched / kept / deduplicated), search and context
 latency, and the dream cycles started through the API with what they merged, rejected,
-refused and pruned. Store sizes are read at scrape time (the embedding backlog is not
-exported yet). Dream
+refused and pruned. Store sizes and the embedding backlog are read at scrape time. Dream
 cycles started by the schedule run in the same worker but are not seen here (their
 results are in Temporal's history).
 
@@ -17,6 +16,7 @@ appends that text, so one scrape sees both.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -34,17 +34,29 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 
 class StoreSizes(Collector):
-    """Live and archived entries per agent."""
+    """Live and archived entries per agent, and (with embeddings configured) the live
+    entries that have no vector file yet — one directory listing per agent; a vector made
+    from older content is not counted."""
 
     def __init__(
-        self, agents: Callable[[], Iterable[str]], store: Callable[[str], FileMemoryStore]
+        self,
+        agents: Callable[[], Iterable[str]],
+        store: Callable[[str], FileMemoryStore],
+        *,
+        embeddings: bool = False,
     ) -> None:
         self._agents = agents
         self._store = store
+        self._embeddings = embeddings
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         sizes = GaugeMetricFamily(
             "dreamkeeper_store_entries", "Entries in an agent's store", labels=["agent", "state"]
+        )
+        backlog = GaugeMetricFamily(
+            "dreamkeeper_embedding_backlog",
+            "Live entries without a vector file yet (embeddings configured)",
+            labels=["agent"],
         )
         for agent in self._agents():
             try:
@@ -56,7 +68,12 @@ class StoreSizes(Collector):
                 continue
             sizes.add_metric([agent, "live"], len(live))
             sizes.add_metric([agent, "archived"], archived)
+            if self._embeddings:
+                have = {n[:-4] for n in _listing(store.embeddings_dir) if n.endswith(".bin")}
+                backlog.add_metric([agent], sum(1 for e in live if e.id not in have))
         yield sizes
+        if self._embeddings:
+            yield backlog
 
 
 class ServiceMetrics:
@@ -107,9 +124,13 @@ class ServiceMetrics:
         )
 
     def watch_stores(
-        self, agents: Callable[[], Iterable[str]], store: Callable[[str], FileMemoryStore]
+        self,
+        agents: Callable[[], Iterable[str]],
+        store: Callable[[str], FileMemoryStore],
+        *,
+        embeddings: bool = False,
     ) -> None:
-        self.registry.register(StoreSizes(agents, store))
+        self.registry.register(StoreSizes(agents, store, embeddings=embeddings))
 
     def dream_done(self, result: DreamResult) -> None:
         c = result.consolidation
@@ -130,6 +151,13 @@ class ServiceMetrics:
             except httpx.HTTPError as exc:
                 log.warning("Temporal runtime metrics at %s: %s", self.temporal_metrics, exc)
         return text
+
+
+def _listing(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
 
 
 def known_agents(data_dir: Path) -> list[str]:

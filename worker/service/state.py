@@ -42,7 +42,7 @@ class ServiceState:
         self._handles: dict[str, AgentMemory] = {}
         self._tasks: set[asyncio.Task] = set()
         self._dreams: set[str] = set()
-        metrics.watch_stores(self.agents, memory.store)
+        metrics.watch_stores(self.agents, memory.store, embeddings=memory.embeddings is not None)
 
     def agents(self) -> list[str]:
         found = known_agents(self.data_dir)
