@@ -23,7 +23,7 @@ from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.worker import commands
+from dreamkeeper.worker import commands, service_commands
 from dreamkeeper.worker.logs import configure_logging
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve", help="run the worker and the memory service (HTTP API, MCP, /metrics)"
     )
-    p.set_defaults(run=commands.serve)
+    p.set_defaults(run=service_commands.serve)
     p.add_argument("--host", help="address to bind (env DREAMKEEPER_SERVE_HOST, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (env DREAMKEEPER_SERVE_PORT, 8780)")
     p.add_argument(
@@ -159,15 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="take over a task queue claimed by another data directory",
     )
     p = sub.add_parser("mcp", help="the memory tools as an MCP server over stdio (--agent)")
-    p.set_defaults(run=commands.mcp_stdio)
+    p.set_defaults(run=service_commands.mcp_stdio)
     p.add_argument("--session", default="mcp", help="the session id the tools work in")
     p = sub.add_parser("export", help="write an agent's memories to a versioned JSON Lines file")
-    p.set_defaults(run=commands.export_cmd)
+    p.set_defaults(run=service_commands.export_cmd)
     p.add_argument("--output", "-o", help="file to write (default: stdout)")
     p.add_argument("--include-archived", action="store_true")
     p.add_argument("--with-vectors", action="store_true", help="add each entry's stored vector")
     p = sub.add_parser("import", help="bring memories from an export file into --agent's store")
-    p.set_defaults(run=commands.import_cmd)
+    p.set_defaults(run=service_commands.import_cmd)
     p.add_argument("file", help="an export file (- for stdin)")
     p.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
     p = sub.add_parser("demo", help="a short tour against a throwaway store")

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import json
 import sys
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,6 @@ from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
 from dreamkeeper.core.settings import (
-    ServiceSettings,
     StoreSettings,
     TemporalSettings,
     describe,
@@ -38,6 +36,7 @@ from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.worker.service_commands import service_settings
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.remote import RemoteMemoryClient
@@ -94,7 +93,7 @@ def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
 def _remote(args: argparse.Namespace) -> RemoteMemoryClient | None:
     """The remote client when --url or DREAMKEEPER_URL names a server; --direct then makes
     no sense (the store is the server's)."""
-    service = _service(args)
+    service = service_settings(args)
     if not service.url:
         return None
     if getattr(args, "direct", False):
@@ -409,7 +408,10 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     try:
         asyncio.run(
             runtime.run_dev(
-                settings, TemporalSettings.from_env(), demo=args.demo, service=_service(args)
+                settings,
+                TemporalSettings.from_env(),
+                demo=args.demo,
+                service=service_settings(args),
             )
         )
     except runtime.PortTaken as exc:
@@ -433,75 +435,3 @@ def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker.codec_server import serve_cli
 
     return serve_cli(args.host, args.port, settings.data_dir)
-
-
-def _service(args: argparse.Namespace) -> ServiceSettings:
-    service = ServiceSettings.from_env()
-    overrides: dict[str, Any] = {}
-    if getattr(args, "url", None) is not None:
-        if not args.url.startswith(("http://", "https://")):
-            raise InvalidInput(f"--url {args.url!r} is not an http:// or https:// URL")
-        overrides["url"] = args.url.rstrip("/")
-    if getattr(args, "host", None) is not None:
-        overrides["host"] = args.host
-    if getattr(args, "port", None) is not None:
-        if not 0 < args.port < 65_536:
-            raise InvalidInput(f"--port {args.port} is out of range (1-65535)")
-        overrides["port"] = args.port
-    return replace(service, **overrides) if overrides else service
-
-
-def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.service.runtime import run_serve
-
-    service = _service(args)
-    try:
-        asyncio.run(run_serve(settings, TemporalSettings.from_env(), service, reclaim=args.reclaim))
-    except OSError as exc:
-        raise InvalidInput(f"cannot serve on {service.host}:{service.port}: {exc}") from None
-    return 0
-
-
-def mcp_stdio(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.service.mcp_stdio import run_stdio
-
-    asyncio.run(
-        run_stdio(settings, TemporalSettings.from_env(), _service(args), session=args.session)
-    )
-    return 0
-
-
-def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import write_export
-
-    store = _store(settings, hybrid=False)
-    options = {"include_archived": args.include_archived, "with_vectors": args.with_vectors}
-    if args.output is None:
-        count = write_export(store, sys.stdout, **options)
-    else:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                count = write_export(store, out, **options)
-        except OSError as exc:
-            raise InvalidInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"exported {count} memories of agent {settings.agent_id}", file=sys.stderr)
-    return 0
-
-
-def import_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import apply_import, plan_import
-    from dreamkeeper.worker.transfer_progress import read_with_progress
-
-    parsed = read_with_progress(args.file)
-    store = _store(settings, hybrid=True)
-    if args.dry_run:
-        plan = plan_import(store, parsed)
-    else:
-        plan = apply_import(store, parsed)
-    print(plan.summary(dry_run=args.dry_run))
-    if args.dry_run:
-        for entry_id in plan.create:
-            print(f"  + {entry_id}")
-        for entry_id in plan.conflicts:
-            print(f"  ! {entry_id} (conflict)")
-    return 0
