@@ -55,3 +55,18 @@ def test_embedding_backlog_counts_live_entries_without_a_vector(tmp_path, embedd
     embed_entries(store, embedding_client)
     exported = generate_latest(metrics.registry).decode()
     assert 'dreamkeeper_embedding_backlog{agent="a1"} 0.0' in exported
+
+
+def test_the_remote_client_loads_no_server_side_code():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dreamkeeper import RemoteMemoryClient, connect_memory; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'uvicorn', 'mcp', 'prometheus_client') or m.startswith("
+        "('dreamkeeper.worker', 'dreamkeeper.workflows', 'dreamkeeper.activities'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]"
