@@ -1,4 +1,5 @@
-"""The Grafana dashboard in docs/ queries metrics the service exports."""
+"""Without a server: the dashboard queries exported metrics, the embedding backlog gauge,
+and the remote client's imports."""
 
 from __future__ import annotations
 
