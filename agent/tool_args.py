@@ -31,9 +31,10 @@ _EVERY_TAG = "every tag must match"
 
 class ToolArgs(BaseModel):
     """Unknown arguments are refused, not ignored: a misspelt filter must not widen a
-    search or drop a field from a save silently."""
+    search or drop a field from a save silently. Strict types, as the schema says: no
+    `true` for a limit, no "0.7" for an importance (an integer is a number)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SearchMemoryArgs(ToolArgs):
@@ -151,7 +152,8 @@ TOOLS: dict[str, tuple[str, type[ToolArgs]]] = {
 def parameters_schema(args: type[ToolArgs]) -> dict[str, Any]:
     """The model's JSON schema as function-calling clients expect it: an optional
     argument is shown as its type (it may be omitted), not as "X or null", and
-    pydantic's titles are dropped."""
+    pydantic's titles are dropped. Validation still takes an explicit null for an
+    optional argument as "left out", which is what models mean by it."""
     schema = args.model_json_schema()
     properties = {}
     for name, prop in schema["properties"].items():
