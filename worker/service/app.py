@@ -23,6 +23,7 @@ from dreamkeeper.worker.service.mcp_server import (
     build_server,
     connection_identity,
 )
+from dreamkeeper.worker.service.routes_dream_review import router as dream_review_router
 from dreamkeeper.worker.service.routes_memory import router as memory_router
 from dreamkeeper.worker.service.routes_session import router as session_router
 from dreamkeeper.worker.service.state import ServiceState
@@ -65,6 +66,7 @@ def create_app(state: ServiceState) -> Guard:
     problems.install(app)
     app.include_router(memory_router)
     app.include_router(session_router)
+    app.include_router(dream_review_router)
 
     @app.get("/v1/health", tags=["service"])
     async def health() -> dict[str, Any]:
