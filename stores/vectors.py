@@ -98,6 +98,25 @@ class VectorIndex:
         self._free: list[int] = []
         self.version = 0  # bumped when a key gains or loses its row, or its live flag
 
+    @classmethod
+    def from_rows(
+        cls, dim: int, matrix: np.ndarray, ids: list[str | None], live: np.ndarray
+    ) -> VectorIndex:
+        """An index over existing unit rows (a mapped vector pack): `matrix` is used as
+        it is, so it must be writable (a private mapping) for later puts."""
+        index = cls(dim)
+        if matrix.shape != (len(ids), dim) or live.shape != (len(ids),):
+            raise ValueError("rows, ids and live flags disagree")
+        index._matrix = matrix
+        index._ids = list(ids)
+        index._row = {k: r for r, k in enumerate(ids) if k is not None}
+        if len(index._row) != sum(k is not None for k in ids):
+            raise ValueError("an id has two rows")
+        index._free = [r for r, k in enumerate(ids) if k is None]
+        index._live = live.copy()
+        index._live[[r for r, k in enumerate(ids) if k is None]] = False
+        return index
+
     def __len__(self) -> int:
         return len(self._row)
 
@@ -189,6 +208,20 @@ class EntryVectors:
     def mark(self, entry_id: str) -> None:
         self._dirty.add(entry_id)
 
+    def needs_full(self, dim: int) -> bool:
+        """Whether the next `index(dim)` reads every vector file."""
+        return self._index is None or self._index.dim != dim or self._all_dirty
+
+    @property
+    def current(self) -> VectorIndex | None:
+        return self._index
+
+    def adopt(self, index: VectorIndex, changed: Iterable[str]) -> None:
+        """Take an index built elsewhere (a vector pack); `changed` ids are re-read."""
+        self._index = index
+        self._all_dirty = False
+        self._dirty.update(changed)
+
     def reset(self) -> None:
         """Re-read every file on the next call (the store reloaded everything)."""
         self._all_dirty = True
@@ -205,7 +238,7 @@ class EntryVectors:
         """The index for vectors of `dim` components. `entries()` maps id → entry (with
         `fingerprint` and `is_archived`); switching dimension re-reads every file."""
         current = entries()
-        if self._index is None or self._index.dim != dim or self._all_dirty:
+        if self.needs_full(dim):
             self._index = VectorIndex(dim)
             todo: Iterable[str] = current.keys()
             self._all_dirty = False
