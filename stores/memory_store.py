@@ -288,6 +288,8 @@ class FileMemoryStore:
             archived=entry.is_archived,
             weight=0.5 + 0.5 * entry.importance_score,
             group=self._category_id(entry.category),
+            importance=entry.importance_score,
+            stamp=entry.last_seen_at.timestamp(),
         )
         if self._vectors is not None:
             self._vectors.mark(entry.id)

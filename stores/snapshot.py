@@ -113,6 +113,8 @@ def encode(store: FileMemoryStore) -> bytes | None:
         "live": index._live.view.tobytes(),
         "weight": index._weight.view.tobytes(),
         "group": index._group.view.tobytes(),
+        "importance": index._importance.view.tobytes(),
+        "stamp": index._stamp.view.tobytes(),
         "token_str": _strings(index._token_str),
         "post_slots": post_slots,
         "post_tf": post_tf,
@@ -326,6 +328,8 @@ def _index(body: memoryview, header: dict[str, Any], slots: int, terms: int) -> 
         ("live", np.bool_),
         ("weight", np.float64),
         ("group", np.int64),
+        ("importance", np.float64),
+        ("stamp", np.float64),
     ):
         values = _array(body, header, name, dtype)
         if len(values) != slots:
