@@ -85,6 +85,11 @@ class SaveAck(BaseModel):
     # An earlier run of this save already finished with the entry (a retried call):
     # nothing more to do.
     already_done: bool = False
+    # What the worker that persisted it will do next (older workers: unset, so the
+    # workflow asks the activities as before): why enrichment is skipped (no LLM, or
+    # text flagged as an instruction), and whether an embedding model is configured.
+    enrich_skipped: str | None = None
+    embeddings: bool | None = None
 
 
 class FactProposal(BaseModel):

@@ -88,6 +88,34 @@ class TemporalSettings:
 
 
 @dataclass(frozen=True)
+class WorkerSettings:
+    """How much one worker process takes on at once (docs/scale.md)."""
+
+    activity_threads: int = 16  # threads running store steps (and local activities)
+    max_concurrent_activities: int = 64
+    max_concurrent_local_activities: int = 64
+    max_concurrent_workflow_tasks: int = 64
+    workflow_task_pollers: int = 8
+    activity_task_pollers: int = 8
+    max_open_stores: int = 256  # open agent stores kept in memory (least recently used go)
+    max_store_memory_mb: int = 1_024  # their approximate memory, all together
+    sweep_parallelism: int = 8  # dream cycles a DreamSweep runs at once
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
+        return load_settings(env).worker
+
+    def describe(self) -> str:
+        return (
+            f"{self.activity_threads} activity threads, {self.workflow_task_pollers}/"
+            f"{self.activity_task_pollers} workflow/activity pollers, up to "
+            f"{self.max_concurrent_workflow_tasks} workflow tasks, "
+            f"{self.max_concurrent_activities} activities, "
+            f"{self.max_concurrent_local_activities} local activities"
+        )
+
+
+@dataclass(frozen=True)
 class LLMSettings:
     base_url: str | None = None
     model: str = "llama3.1"
@@ -142,6 +170,7 @@ class Settings:
     llm: LLMSettings
     embeddings: EmbeddingSettings
     codec: CodecSettings
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
 
 
 # -- the environment, validated ----------------------------------------------------------
@@ -185,6 +214,15 @@ class Environment(BaseModel):
     DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
     DREAMKEEPER_CODEC_TOKEN: str | None = None
     DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
+    DREAMKEEPER_WORKER_ACTIVITY_THREADS: int = _range(16, 1, 1_024)
+    DREAMKEEPER_WORKER_MAX_ACTIVITIES: int = _range(64, 1, 10_000)
+    DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES: int = _range(64, 1, 10_000)
+    DREAMKEEPER_WORKER_MAX_WORKFLOW_TASKS: int = _range(64, 2, 10_000)
+    DREAMKEEPER_WORKER_WORKFLOW_POLLERS: int = _range(8, 2, 1_000)
+    DREAMKEEPER_WORKER_ACTIVITY_POLLERS: int = _range(8, 1, 1_000)
+    DREAMKEEPER_MAX_OPEN_STORES: int = _range(256, 1, 1_000_000)
+    DREAMKEEPER_MAX_STORE_MEMORY_MB: int = _range(1_024, 16, 1_048_576)
+    DREAMKEEPER_SWEEP_PARALLELISM: int = _range(8, 1, 10_000)
 
     @field_validator("DREAMKEEPER_AGENT")
     @classmethod
@@ -280,7 +318,18 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         server_token=e.DREAMKEEPER_CODEC_TOKEN,
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
     )
-    return Settings(store, temporal, llm, _embeddings(e), codec)
+    worker = WorkerSettings(
+        activity_threads=e.DREAMKEEPER_WORKER_ACTIVITY_THREADS,
+        max_concurrent_activities=e.DREAMKEEPER_WORKER_MAX_ACTIVITIES,
+        max_concurrent_local_activities=e.DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES,
+        max_concurrent_workflow_tasks=e.DREAMKEEPER_WORKER_MAX_WORKFLOW_TASKS,
+        workflow_task_pollers=e.DREAMKEEPER_WORKER_WORKFLOW_POLLERS,
+        activity_task_pollers=e.DREAMKEEPER_WORKER_ACTIVITY_POLLERS,
+        max_open_stores=e.DREAMKEEPER_MAX_OPEN_STORES,
+        max_store_memory_mb=e.DREAMKEEPER_MAX_STORE_MEMORY_MB,
+        sweep_parallelism=e.DREAMKEEPER_SWEEP_PARALLELISM,
+    )
+    return Settings(store, temporal, llm, _embeddings(e), codec, worker)
 
 
 def local_embeddings_installed() -> bool:
@@ -341,7 +390,7 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
         return "set (hidden)" if secret else str(value)
 
     out: dict[str, dict[str, str]] = {}
-    for section in ("store", "temporal", "llm", "embeddings", "codec"):
+    for section in ("store", "temporal", "llm", "embeddings", "codec", "worker"):
         values = getattr(settings, section).__dict__
         flat: dict[str, Any] = {}
         for name, value in values.items():

@@ -235,6 +235,16 @@ class FileMemoryStore:
             log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
             return False
 
+    def approx_bytes(self) -> int:
+        """Roughly what this store holds in memory (for the worker's store cache): per
+        entry its index share and its entry (parsed or still JSON), plus the vectors."""
+        if not self._loaded:
+            return 4_096
+        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
+        vectors = self._vectors.current if self._vectors is not None else None
+        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
+        return 4_096 + per_entry * len(self._entries) + matrix
+
     def _journal_bytes(self, start: int, length: int) -> bytes:
         return self.files.read_from(JOURNAL, start, length) if length > 0 else b""
 

@@ -33,6 +33,7 @@ from dreamkeeper.core.settings import (
     LLMSettings,
     StoreSettings,
     TemporalSettings,
+    WorkerSettings,
     embedding_settings,
 )
 from dreamkeeper.stores.identity import ensure_identity, probe_writable
@@ -110,7 +111,9 @@ async def run_worker(
         else "none configured (saves kept verbatim; merges and preference inference skipped)",
     )
     log.info("embeddings: %s", describe_embeddings(embeddings))
-    with ThreadPoolExecutor(max_workers=8) as executor:
+    tuning = WorkerSettings.from_env()
+    log.info("worker: %s", tuning.describe())
+    with ThreadPoolExecutor(max_workers=tuning.activity_threads) as executor:
         worker = build_worker(
             client,
             store,
@@ -118,6 +121,7 @@ async def run_worker(
             executor=executor,
             llm=llm,
             embeddings=embeddings,
+            tuning=tuning,
         )
         async with worker:
             log.info(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
@@ -20,6 +20,7 @@ from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
     StoreSettings,
+    WorkerSettings,
     embedding_settings,
 )
 from dreamkeeper.stores.embedding_client import embedding_client
@@ -52,11 +53,18 @@ def worker_activities(
     settings: StoreSettings,
     llm: LLMSettings | None = None,
     embeddings: EmbeddingSettings | None = None,
+    tuning: WorkerSettings | None = None,
 ) -> list[Callable]:
-    """Every activity, bound to one store registry (one open store per agent)."""
+    """Every activity, bound to one store registry (open stores kept in a bounded LRU)."""
     llm = llm if llm is not None else LLMSettings.from_env()
     embeddings = embeddings if embeddings is not None else embedding_settings()
-    stores = StoreRegistry(settings.data_dir, embedding_client(embeddings))
+    tuning = tuning if tuning is not None else WorkerSettings()
+    stores = StoreRegistry(
+        settings.data_dir,
+        embedding_client(embeddings),
+        max_open=tuning.max_open_stores,
+        max_memory_mb=tuning.max_store_memory_mb,
+    )
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm, settings.floor)
     maintenance = MaintenanceActivities(
@@ -95,6 +103,19 @@ def worker_activities(
     ]
 
 
+def worker_tuning() -> WorkerSettings:
+    """The worker's concurrency settings, from the environment."""
+    return WorkerSettings.from_env()
+
+
+def activity_slots(tuning: WorkerSettings, threads: int) -> int:
+    """Regular activities at once: at most the threads, less a quarter kept for local
+    activities — the save's persist step shares these threads, and must not queue
+    behind dedup, embedding and dream steps."""
+    reserve = max(1, threads // 4) if threads > 1 else 0
+    return max(1, min(tuning.max_concurrent_activities, threads - reserve))
+
+
 def build_worker(
     client: Client,
     settings: StoreSettings,
@@ -104,14 +125,26 @@ def build_worker(
     llm: LLMSettings | None = None,
     embeddings: EmbeddingSettings | None = None,
     activities: list[Callable] | None = None,
+    tuning: WorkerSettings | None = None,
 ) -> Worker:
-    """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
+    """Store activities are synchronous file I/O, so they run on `executor`'s threads
+    (size it with `tuning.activity_threads`): local activities too — the save's persist
+    step — so too few threads queue saves behind background steps."""
+    tuning = tuning if tuning is not None else WorkerSettings()
+    threads = getattr(executor, "_max_workers", tuning.activity_threads)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=(
-            activities if activities is not None else worker_activities(settings, llm, embeddings)
+            activities
+            if activities is not None
+            else worker_activities(settings, llm, embeddings, tuning)
         ),
         activity_executor=executor,
+        max_concurrent_activities=activity_slots(tuning, threads),
+        max_concurrent_local_activities=tuning.max_concurrent_local_activities,
+        max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.activity_task_pollers),
     )
