@@ -23,13 +23,13 @@ import dataclasses
 import errno
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.core.errors import DreamkeeperError, StoreUnwritable
+from dreamkeeper.core.errors import DreamkeeperError, StoreMismatch, StoreUnwritable
 from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
@@ -88,6 +88,7 @@ class StoreRegistry:
         *,
         max_open: int = 256,
         max_memory_mb: int = 1_024,
+        misrouted: Callable[[str], str | None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.embeddings = embeddings
@@ -97,6 +98,8 @@ class StoreRegistry:
         self.max_open = max_open
         self.max_bytes = max_memory_mb * 1_048_576
         self.evicted = 0
+        # agent id -> why this worker must not serve it (another shard owns it), or None
+        self._misrouted = misrouted
 
     @property
     def identity(self) -> StoreIdentity:
@@ -148,6 +151,8 @@ class StoreRegistry:
         with heartbeating() if heartbeat else contextlib.nullcontext():
             try:
                 check_same(store_id, self.identity, "the caller")
+                if self._misrouted is not None and (why := self._misrouted(agent_id)):
+                    raise StoreMismatch(why)
                 opened = self._acquire(agent_id)
                 try:
                     with opened.lock:

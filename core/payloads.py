@@ -6,6 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from dreamkeeper.core.models import MemoryEntry
+
 
 class PurgeInput(BaseModel):
     agent_id: str
@@ -37,7 +39,12 @@ class DecayResult(BaseModel):
 
 
 class SweepInput(BaseModel):
-    pass
+    # Dream cycles run at once (None: the default, DEFAULT_SWEEP_PARALLELISM). The
+    # schedule carries the worker's DREAMKEEPER_SWEEP_PARALLELISM.
+    parallelism: int | None = Field(default=None, ge=1, le=10_000)
+
+
+DEFAULT_SWEEP_PARALLELISM = 8
 
 
 class SweepResult(BaseModel):
@@ -167,3 +174,26 @@ class SaveResult(BaseModel):
     replacements: list[SaveFactResult] = Field(default_factory=list)
     detail: str | None = None
     embeddings: EmbedResult | None = None  # None: the step failed (the backfill catches up)
+
+
+class SearchInput(BaseModel):
+    """A search run by the worker that owns the agent (a sharded client has no files)."""
+
+    agent_id: str
+    query: str | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, str] | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    limit: int = Field(default=20, ge=1, le=1_000)
+
+
+class SearchHitPayload(BaseModel):
+    entry: MemoryEntry
+    score: float | None = None
+
+
+class SearchOutput(BaseModel):
+    hits: list[SearchHitPayload] = Field(default_factory=list)
+    served_by: str = ""  # the worker's store id: where the search ran

@@ -81,6 +81,17 @@ class TemporalSettings:
     namespace: str = "default"
     task_queue: str = "dreamkeeper"
     dream_cron: str = "0 */12 * * *"  # the dream schedule: twice a day by default
+    # A production Temporal service (docs/scale.md): TLS, client certificate, API key.
+    tls: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_server_name: str | None = None
+    api_key: str | None = None
+    # Sharding (core/shards.py): the map every client and worker reads, and which shard
+    # this worker serves (its task queue comes from the map).
+    shard_map: Path | None = None
+    shard: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSettings:
@@ -196,6 +207,14 @@ class Environment(BaseModel):
     DREAMKEEPER_SAVE_TIMEOUT_SECONDS: float = _range(30, 1, 3_600)
     TEMPORAL_ADDRESS: str = "localhost:7233"
     TEMPORAL_NAMESPACE: str = "default"
+    TEMPORAL_TLS: bool = False
+    TEMPORAL_TLS_CERT: Path | None = None
+    TEMPORAL_TLS_KEY: Path | None = None
+    TEMPORAL_TLS_CA: Path | None = None
+    TEMPORAL_TLS_SERVER_NAME: str | None = None
+    TEMPORAL_API_KEY: str | None = None
+    DREAMKEEPER_SHARD_MAP: Path | None = None
+    DREAMKEEPER_SHARD: str | None = None
     DREAMKEEPER_TASK_QUEUE: str = "dreamkeeper"
     DREAMKEEPER_DREAM_CRON: str = "0 */12 * * *"
     DREAMKEEPER_LLM_BASE_URL: str | None = None
@@ -305,7 +324,19 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         namespace=e.TEMPORAL_NAMESPACE,
         task_queue=e.DREAMKEEPER_TASK_QUEUE,
         dream_cron=e.DREAMKEEPER_DREAM_CRON,
+        tls=e.TEMPORAL_TLS,
+        tls_cert=e.TEMPORAL_TLS_CERT,
+        tls_key=e.TEMPORAL_TLS_KEY,
+        tls_ca=e.TEMPORAL_TLS_CA,
+        tls_server_name=e.TEMPORAL_TLS_SERVER_NAME,
+        api_key=e.TEMPORAL_API_KEY,
+        shard_map=e.DREAMKEEPER_SHARD_MAP,
+        shard=e.DREAMKEEPER_SHARD,
     )
+    if (temporal.tls_cert is None) != (temporal.tls_key is None):
+        raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
+    if temporal.shard is not None and temporal.shard_map is None:
+        raise SettingsError("DREAMKEEPER_SHARD needs DREAMKEEPER_SHARD_MAP")
     llm = LLMSettings(
         base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
         model=e.DREAMKEEPER_LLM_MODEL,

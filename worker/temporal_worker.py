@@ -15,7 +15,9 @@ from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
+from dreamkeeper.activities.search import SearchActivities
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
@@ -23,6 +25,7 @@ from dreamkeeper.core.settings import (
     WorkerSettings,
     embedding_settings,
 )
+from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
@@ -30,12 +33,14 @@ from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, Update
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
+from dreamkeeper.workflows.search import SearchMemory
 from dreamkeeper.workflows.store_claim import StoreClaim
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
 WORKFLOWS = [
     SaveMemory,
+    SearchMemory,
     DreamSweep,
     Dream,
     Consolidation,
@@ -54,17 +59,21 @@ def worker_activities(
     llm: LLMSettings | None = None,
     embeddings: EmbeddingSettings | None = None,
     tuning: WorkerSettings | None = None,
+    stores: StoreRegistry | None = None,
+    shard: tuple[ShardMap, str] | None = None,
 ) -> list[Callable]:
     """Every activity, bound to one store registry (open stores kept in a bounded LRU)."""
     llm = llm if llm is not None else LLMSettings.from_env()
     embeddings = embeddings if embeddings is not None else embedding_settings()
     tuning = tuning if tuning is not None else WorkerSettings()
-    stores = StoreRegistry(
-        settings.data_dir,
-        embedding_client(embeddings),
-        max_open=tuning.max_open_stores,
-        max_memory_mb=tuning.max_store_memory_mb,
-    )
+    if stores is None:
+        stores = StoreRegistry(
+            settings.data_dir,
+            embedding_client(embeddings),
+            max_open=tuning.max_open_stores,
+            max_memory_mb=tuning.max_store_memory_mb,
+            misrouted=shard_guard(*shard) if shard is not None else None,
+        )
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm, settings.floor)
     maintenance = MaintenanceActivities(
@@ -100,7 +109,26 @@ def worker_activities(
         preferences.rotate_conversation_log,
         preferences.infer_preferences,
         EmbeddingActivities(stores).embed_entries,
+        SearchActivities(stores).search_memory,
     ]
+
+
+def shard_guard(shards: ShardMap, shard: str) -> Callable[[str], str | None]:
+    """Why this worker (serving `shard`) must refuse an agent, or None when it owns it."""
+    if shard not in shards.shards:
+        raise InvalidInput(f"DREAMKEEPER_SHARD={shard!r} is not in the shard map")
+
+    def misrouted(agent_id: str) -> str | None:
+        owner = shards.shard_for(agent_id)
+        if owner == shard:
+            return None
+        return (
+            f"agent {agent_id!r} belongs to shard {owner!r} (task queue "
+            f"{shards.shards[owner]!r}), not to this worker's shard {shard!r}: the caller "
+            "routed it with another shard map"
+        )
+
+    return misrouted
 
 
 def worker_tuning() -> WorkerSettings:
@@ -126,6 +154,7 @@ def build_worker(
     embeddings: EmbeddingSettings | None = None,
     activities: list[Callable] | None = None,
     tuning: WorkerSettings | None = None,
+    shard: tuple[ShardMap, str] | None = None,
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads
     (size it with `tuning.activity_threads`): local activities too — the save's persist
@@ -139,7 +168,7 @@ def build_worker(
         activities=(
             activities
             if activities is not None
-            else worker_activities(settings, llm, embeddings, tuning)
+            else worker_activities(settings, llm, embeddings, tuning, shard=shard)
         ),
         activity_executor=executor,
         max_concurrent_activities=activity_slots(tuning, threads),
