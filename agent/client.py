@@ -48,13 +48,13 @@ from dreamkeeper.core.payloads import (
     SearchInput,
     SearchOutput,
 )
-from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     StoreSettings,
     TemporalSettings,
     embedding_settings,
 )
+from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.validation import (
     new_entry_id,
     validate_agent_id,
