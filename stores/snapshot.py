@@ -34,7 +34,7 @@ import mmap
 import struct
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,7 @@ def _strings(values: list[str]) -> bytes:
     return "\n".join(values).encode("utf-8")
 
 
-def _flat(arrays: list[array | None], typecode: str) -> tuple[bytes, np.ndarray]:
+def _flat(arrays: Sequence[array | None], typecode: str) -> tuple[bytes, np.ndarray]:
     lengths = np.fromiter((len(a) if a is not None else 0 for a in arrays), np.int64, len(arrays))
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -233,13 +233,14 @@ class EntryVectors:
             self._index.remove(entry_id)
 
     def index(
-        self, dim: int, entries: Callable[[], dict], ids: Iterable[str] | None = None
+        self, dim: int, entries: Callable[[], Mapping], ids: Iterable[str] | None = None
     ) -> VectorIndex:
         """The index for vectors of `dim` components. `entries()` maps id → entry (with
         `fingerprint` and `is_archived`); switching dimension re-reads every file."""
         current = entries()
-        if self.needs_full(dim):
-            self._index = VectorIndex(dim)
+        index = self._index
+        if index is None or self.needs_full(dim):
+            index = self._index = VectorIndex(dim)
             todo: Iterable[str] = current.keys()
             self._all_dirty = False
         else:
@@ -255,11 +256,11 @@ class EntryVectors:
                     self.directory, entry_id, entry.fingerprint, self.model_key, dim
                 )
             if vector is None or entry is None:
-                self._index.remove(entry_id)
+                index.remove(entry_id)
             else:
-                self._index.put(entry_id, vector, live=not entry.is_archived)
+                index.put(entry_id, vector, live=not entry.is_archived)
         self._dirty.clear()
-        return self._index
+        return index
 
 
 def _existing_files(directory: Path) -> set[str]:

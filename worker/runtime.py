@@ -95,13 +95,13 @@ async def run_worker(
     (InvalidInput, exit 2) on an unwritable data directory, or on a task queue another
     store has claimed."""
     stop = _stop_on_signals()
-    shard = None
+    shard: tuple[ShardMap, str] | None = None
     if temporal.shard_map is not None and temporal.shard is not None:
-        shards = ShardMap.load(temporal.shard_map)
-        if temporal.shard not in shards.shards:
-            raise InvalidInput(f"DREAMKEEPER_SHARD={temporal.shard!r} is not in the shard map")
-        temporal = dataclasses.replace(temporal, task_queue=shards.shards[temporal.shard])
-        shard = (shards, temporal.shard)
+        shards, name = ShardMap.load(temporal.shard_map), temporal.shard
+        if name not in shards.shards:
+            raise InvalidInput(f"DREAMKEEPER_SHARD={name!r} is not in the shard map")
+        temporal = dataclasses.replace(temporal, task_queue=shards.shards[name])
+        shard = (shards, name)
         log.info(
             "shard %s of %d: task queue %s", temporal.shard, len(shards.shards), temporal.task_queue
         )
