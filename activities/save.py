@@ -160,7 +160,7 @@ class SaveActivities:
                 touched=frozenset(inp.touched),
                 candidate_vector=vector,
             )
-        return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+        return SaveFactResult(outcome=saved.outcome, entry_id=saved.entry_id)
 
     @activity.defn(name="retire_original")
     def retire_original(self, inp: RetireInput) -> RetireResult:
@@ -177,7 +177,7 @@ class SaveActivities:
         vector = self._vector(content)  # not under the store: an HTTP call
         with self._stores.using(inp.agent_id) as store:
             saved = dedup_existing(store, inp.entry_id, candidate_vector=vector)
-        return SaveFactResult(outcome=str(saved.outcome), entry_id=saved.entry_id)
+        return SaveFactResult(outcome=saved.outcome, entry_id=saved.entry_id)
 
     def _vector(self, text: str):
         """The text's embedding, for cosine dedup; None (Jaccard) without a model or when

@@ -162,7 +162,7 @@ class MemoryClient:
         temporal: TemporalSettings | None = None,
         embeddings: EmbeddingSettings | None = None,
         *,
-        save_timeout: float = DEFAULT_SAVE_TIMEOUT,
+        save_timeout: float | None = None,
     ) -> MemoryClient:
         """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
         `StoreMismatch` when the task queue's worker uses another data directory."""
@@ -176,7 +176,9 @@ class MemoryClient:
             store,
             temporal.task_queue,
             embedding_client(embeddings),
-            save_timeout=save_timeout,
+            # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
+            # chose one here.
+            save_timeout=store.save_timeout if save_timeout is None else save_timeout,
             shards=shards,
         )
         if shards is None:

@@ -16,18 +16,26 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from dreamkeeper.agent.context import describe_entry, format_expiry
 from dreamkeeper.agent.recall import (
     SEARCH_MEMORY,
-    SEARCH_MEMORY_HEADLINE,
-    SEARCH_MEMORY_SCOPE,
     SEARCH_WORKING_MEMORY,
-    SEARCH_WORKING_MEMORY_HEADLINE,
-    SEARCH_WORKING_MEMORY_SCOPE,
     empty_result,
 )
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
+from dreamkeeper.agent.tool_args import (
+    DELETE_MEMORY,
+    GET_FROM_WORKING_MEMORY,
+    MAX_SEARCH_LIMIT,
+    SAVE_MEMORY,
+    SAVE_TO_WORKING_MEMORY,
+    TOOLS,
+    UPDATE_MEMORY_IMPORTANCE,
+    tool_specs,
+)
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id, validate_importance
@@ -41,13 +49,6 @@ from dreamkeeper.stores.working_memory import (
     WorkingMemoryStore,
     resolve_ttl,
 )
-
-SAVE_MEMORY = "save_memory"
-DELETE_MEMORY = "delete_memory"
-UPDATE_MEMORY_IMPORTANCE = "update_memory_importance"
-SAVE_TO_WORKING_MEMORY = "save_to_working_memory"
-GET_FROM_WORKING_MEMORY = "get_from_working_memory"
-MAX_SEARCH_LIMIT = 50
 
 MAX_ARGUMENT_BYTES = 4 * 1_048_576  # a tool call's JSON: the longest working-memory value, escaped
 
@@ -73,130 +74,14 @@ class MemoryWriter(Protocol):
     ) -> EntryOpResult: ...
 
 
-def _string(description: str) -> dict:
-    return {"type": "string", "description": description}
-
-
-_TAGS = {"type": "array", "items": {"type": "string"}, "description": "every tag must match"}
-_CATEGORY_PREFIX = "category prefix, e.g. user-preferences (whole segments)"
-
-
-def _function(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-def tool_specs() -> list[dict]:
-    """The tools' OpenAI function-calling definitions (`tools=` of a chat request)."""
-    return [
-        _function(
-            SEARCH_MEMORY,
-            f"{SEARCH_MEMORY_HEADLINE}. Searches {SEARCH_MEMORY_SCOPE}: facts, preferences and "
-            "lessons saved in earlier sessions, ranked by keyword relevance and importance. "
-            "Omit query to browse the most recently reinforced entries and see the category "
-            f"taxonomy. For what a tool returned in this session use {SEARCH_WORKING_MEMORY} "
-            f"({SEARCH_WORKING_MEMORY_HEADLINE}).",
-            {
-                "query": _string("what to look for; omit to browse"),
-                "category": _string(_CATEGORY_PREFIX),
-                "tags": _TAGS,
-                "metadata": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "only entries whose metadata has every one of these keys "
-                    'with exactly this value, e.g. {"source": "user"}',
-                },
-                "created_after": _string(
-                    "only entries first seen at or after this ISO 8601 "
-                    "date or time, e.g. 2026-03-01"
-                ),
-                "created_before": _string(
-                    "only entries first seen at or before this ISO 8601 "
-                    "date or time (a date alone means its midnight UTC)"
-                ),
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
-            },
-            [],
-        ),
-        _function(
-            SEARCH_WORKING_MEMORY,
-            f"{SEARCH_WORKING_MEMORY_HEADLINE}. Searches {SEARCH_WORKING_MEMORY_SCOPE}: your "
-            "own working-memory namespace and this run's stashed tool results, with a "
-            f"{PREVIEW_CHARS}-character preview per hit. Omit query to list entries (newest "
-            "first, no preview). namespace looks elsewhere: 'patrol', 'subagent/<task>', or "
-            "'stash' for tool results elided from this run's context. For conclusions kept "
-            f"across sessions use {SEARCH_MEMORY} ({SEARCH_MEMORY_HEADLINE}).",
-            {
-                "query": _string("what to look for; omit to list"),
-                "category": _string(_CATEGORY_PREFIX),
-                "tags": _TAGS,
-                "namespace": _string("a key prefix such as patrol or subagent/t1, or 'stash'"),
-            },
-            [],
-        ),
-        _function(
-            SAVE_MEMORY,
-            "Save a durable fact, preference or lesson to long-term memory. It is kept at once; "
-            "enrichment and deduplication run in the background.",
-            {
-                "content": _string("the fact, self-contained"),
-                "category": _string("e.g. user-preferences/timezone or project-context/x"),
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "source": _string("user (the user said it), tool:<name>, or inferred"),
-                "importance": {"type": "number", "minimum": 0, "maximum": 1},
-            },
-            ["content"],
-        ),
-        _function(
-            DELETE_MEMORY,
-            "Archive a long-term memory by id: hidden from search, recoverable until it is "
-            "purged after the retention period. Use for facts that are wrong or obsolete. "
-            "The reply quotes what was archived, so you can tell the user.",
-            {"id": _string("the 12-character id shown in search results")},
-            ["id"],
-        ),
-        _function(
-            UPDATE_MEMORY_IMPORTANCE,
-            "Re-score a long-term memory's importance (0 to 1); higher ranks it first and "
-            "protects it from pruning at 0.8 and above.",
-            {
-                "id": _string("the memory's id"),
-                "importance": {"type": "number", "minimum": 0, "maximum": 1},
-            },
-            ["id", "importance"],
-        ),
-        _function(
-            SAVE_TO_WORKING_MEMORY,
-            "Keep data for this session in working memory (your own namespace), e.g. a large "
-            "payload to come back to. Expires after ttl_minutes (default 5).",
-            {
-                "key": _string("a plain key such as emails_inbox"),
-                "data": _string("the text to keep"),
-                "ttl_minutes": {"type": "number", "exclusiveMinimum": 0, "maximum": 10080},
-                "category": _string("optional category"),
-                "tags": {"type": "array", "items": {"type": "string"}},
-            },
-            ["key", "data"],
-        ),
-        _function(
-            GET_FROM_WORKING_MEMORY,
-            "Read a working-memory entry: a plain key from your namespace, or a full key "
-            "(patrol/..., subagent/..., stash/...) from anywhere.",
-            {"key": _string("plain or full key")},
-            ["key"],
-        ),
-    ]
+def _problems(exc: ValidationError) -> str:
+    """pydantic's errors as one line: `field: message` per problem, input not echoed
+    (it may be megabytes, or text the model should not be shown again)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
 
 
 class MemoryTools:
@@ -248,11 +133,12 @@ class MemoryTools:
             )
             if not isinstance(args, dict):
                 raise InvalidInput("arguments must be a JSON object")
-            return await handler(**args)
+            checked = TOOLS[name][1].model_validate(args)
+            return await handler(**checked.model_dump(exclude_unset=True))
         except safe_json.UnsafeJSON as exc:
             return f"Error: the arguments are not usable JSON ({exc}); nothing was done."
-        except TypeError as exc:
-            return f"Error: bad arguments for {name}: {exc}; nothing was done."
+        except ValidationError as exc:
+            return f"Error: bad arguments for {name}: {_problems(exc)}; nothing was done."
         except DreamkeeperError as exc:
             return f"Error: {exc}; nothing was done."
 

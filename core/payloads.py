@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
 from dreamkeeper.core.models import MemoryEntry
+
+
+class DedupOutcome(StrEnum):
+    """What save-time dedup did with a fact (the value travels as this string)."""
+
+    CREATED = "created"
+    REINFORCED = "reinforced"
+    EXTENDED = "extended"
+
+
+class SaveOutcome(StrEnum):
+    """What became of a saved note."""
+
+    ENRICHED = "enriched"  # split into facts that cover it; the original retired
+    KEPT = "kept"  # the original stays as it was saved
+    DEDUPLICATED = "deduplicated"  # an existing entry absorbed it
 
 
 class PurgeInput(BaseModel):
@@ -139,7 +156,7 @@ class RetireResult(BaseModel):
 
 
 class SaveFactResult(BaseModel):
-    outcome: str
+    outcome: DedupOutcome
     entry_id: str
 
 
@@ -170,7 +187,7 @@ class EmbedResult(BaseModel):
 class SaveResult(BaseModel):
     agent_id: str
     entry_id: str
-    outcome: str  # "enriched", "kept", "deduplicated"
+    outcome: SaveOutcome
     replacements: list[SaveFactResult] = Field(default_factory=list)
     detail: str | None = None
     embeddings: EmbedResult | None = None  # None: the step failed (the backfill catches up)

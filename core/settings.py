@@ -418,7 +418,13 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
         secret = any(word in name for word in ("key", "token")) and name != "model_key"
         if value is None:
             return "unset"
-        return "set (hidden)" if secret else str(value)
+        if secret:
+            return "set (hidden)"
+        if isinstance(value, timedelta):
+            return f"{value.total_seconds() / 86_400:g} days"
+        if isinstance(value, tuple):
+            return ",".join(map(str, value))
+        return str(value)
 
     out: dict[str, dict[str, str]] = {}
     for section in ("store", "temporal", "llm", "embeddings", "codec", "worker"):

@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 import numpy as np
 
 from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.payloads import DedupOutcome
 from dreamkeeper.core.validation import cap_metadata, cap_tags
 from dreamkeeper.policies.coverage import (
     DEFAULT_VOCABULARY,
@@ -31,12 +31,6 @@ COSINE_THRESHOLD = 0.88
 MAX_EXTENDED_CHARS = 2_000
 BYPASS_PREFIXES = ("feedback", "claim/capability")
 _CONTENT_TOKEN = re.compile(r"[a-z0-9']+")
-
-
-class DedupOutcome(StrEnum):
-    CREATED = "created"
-    REINFORCED = "reinforced"
-    EXTENDED = "extended"
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", help="counts, categories, sources and skipped files")
     p.set_defaults(run=commands.stats)
+    p = sub.add_parser("config", help="print the effective settings (secrets hidden)")
+    p.set_defaults(run=commands.config)
+    p.add_argument("--json", action="store_true", help="as JSON, one object per section")
     p = sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
     p.set_defaults(run=commands.worker)
     p.add_argument(

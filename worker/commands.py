@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from datetime import timedelta
@@ -16,7 +17,13 @@ from typing import Any
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
-from dreamkeeper.core.settings import StoreSettings, TemporalSettings, embedding_settings
+from dreamkeeper.core.settings import (
+    StoreSettings,
+    TemporalSettings,
+    describe,
+    embedding_settings,
+    load_settings,
+)
 from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
     validate_category,
@@ -84,7 +91,7 @@ async def _memory_client(settings: StoreSettings):
 
     temporal = TemporalSettings.from_env()
     try:
-        return await MemoryClient.connect(settings, temporal, save_timeout=settings.save_timeout)
+        return await MemoryClient.connect(settings, temporal)
     except RuntimeError as exc:  # the SDK's "cannot connect"
         raise Unavailable(
             f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
@@ -272,6 +279,21 @@ def stats(args: argparse.Namespace, settings: StoreSettings) -> int:
             indent=2,
         )
     )
+    return 0
+
+
+def config(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """The effective settings (environment, then --data/--agent), secrets masked."""
+    effective = dataclasses.replace(load_settings(), store=settings)
+    sections = describe(effective)
+    if args.json:
+        print(json.dumps(sections, indent=2))
+        return 0
+    for section, values in sections.items():
+        print(f"[{section}]")
+        for name, value in values.items():
+            print(f"{name} = {value}")
+        print()
     return 0
 
 

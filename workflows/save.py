@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.save import SaveActivities
     from dreamkeeper.core import names
     from dreamkeeper.core.payloads import (
+        DedupOutcome,
         EmbedInput,
         EmbedResult,
         EnrichResult,
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         SaveFactInput,
         SaveFactResult,
         SaveInput,
+        SaveOutcome,
         SaveResult,
     )
     from dreamkeeper.workflows.options import (
@@ -81,7 +83,7 @@ class SaveMemory:
             return SaveResult(
                 agent_id=inp.agent_id,
                 entry_id=inp.entry_id,
-                outcome="kept",
+                outcome=SaveOutcome.KEPT,
                 detail="already saved by an earlier run",
             )
         # The persisting worker says what the next steps would only find out: with no
@@ -133,7 +135,7 @@ class SaveMemory:
             raise self._failure from None
 
     async def _enrich_and_retire(self, inp: SaveInput) -> SaveResult:
-        done = SaveResult(agent_id=inp.agent_id, entry_id=inp.entry_id, outcome="kept")
+        done = SaveResult(agent_id=inp.agent_id, entry_id=inp.entry_id, outcome=SaveOutcome.KEPT)
         workflow.set_current_details("step 2/3: enrichment")
         try:
             enriched: EnrichResult = await workflow.execute_activity_method(
@@ -168,7 +170,7 @@ class SaveMemory:
             await self._mark(inp, done.detail)
             return done
         workflow.set_current_details(f"done: enriched into {len(ids)} entr(ies)")
-        done.outcome = "enriched"
+        done.outcome = SaveOutcome.ENRICHED
         return done
 
     async def _dedup_as_is(self, inp: SaveInput, why: str) -> SaveResult:
@@ -179,7 +181,9 @@ class SaveMemory:
             mark,
             **with_summary(STORE_STEP, "dedup original"),
         )
-        outcome = "kept" if result.outcome == "created" else "deduplicated"
+        outcome = (
+            SaveOutcome.KEPT if result.outcome is DedupOutcome.CREATED else SaveOutcome.DEDUPLICATED
+        )
         return SaveResult(
             agent_id=inp.agent_id,
             entry_id=inp.entry_id,

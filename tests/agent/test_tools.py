@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from dreamkeeper.agent import recall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.stash import REGISTRY_TAG, ToolResultStash
+from dreamkeeper.agent.tool_args import TOOLS
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult
+from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.working_memory import WorkingMemoryStore
 
 S1 = SessionContext.user("s1")
 FAMILY = {
@@ -263,3 +270,50 @@ def test_memory_client_search_memory_filters_by_metadata(tmp_path):
     store.create("Flight prices scraped", metadata={"source": "tool:web"})
     hits = memory.search_memory("agent-1", "flight", metadata={"source": "user"})
     assert [h.entry.id for h in hits] == [mine.id]
+
+
+async def test_arguments_are_checked_by_the_tool_s_model_before_any_handler_runs(tools, working):
+    """A misspelt filter is refused rather than ignored, a wrong type names its field,
+    and the reply does not echo the rejected input."""
+    typo = await tools.call("search_working_memory", {"querry": "x"})
+    assert typo.startswith("Error: bad arguments for search_working_memory: querry:")
+    wrong = await tools.call("save_to_working_memory", {"key": "k", "data": ["SECRET-VALUE"]})
+    assert "data: Input should be a valid string" in wrong and "SECRET-VALUE" not in wrong
+    bounded = await tools.call(
+        "save_to_working_memory", {"key": "k", "data": "d", "ttl_minutes": 0}
+    )
+    assert "ttl_minutes: Input should be greater than 0" in bounded
+    assert working.list().total == 0
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    name=st.sampled_from(sorted(TOOLS)),
+    args=st.dictionaries(
+        st.sampled_from(["query", "key", "data", "id", "limit", "tags", "importance", "x"]),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(),
+            st.text(max_size=20),
+            st.lists(st.text(max_size=5), max_size=3),
+        ),
+        max_size=4,
+    ),
+)
+async def test_whatever_arguments_arrive_a_call_returns_text_and_the_schema_agrees(name, args):
+    """Generated calls: the reply is always text; when the schema rejects the
+    arguments the model rejects them too (the schema and the validation are one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        working = WorkingMemoryStore(tmp, "agent-1")
+        tools = MemoryTools(
+            "agent-1", S1, memory=FileMemoryStore(Path(tmp), "agent-1"), working=working
+        )
+        reply = await tools.call(name, args)
+        assert isinstance(reply, str) and reply
+        schema = {s["function"]["name"]: s["function"]["parameters"] for s in tool_specs()}
+        # An explicit null means "left out" (models send them for optional arguments).
+        given = {key: value for key, value in args.items() if value is not None}
+        if not Draft202012Validator(schema[name]).is_valid(given):
+            assert reply.startswith("Error:"), (name, args, reply)

@@ -173,3 +173,25 @@ def test_search_filters_by_metadata(cli):
     assert code == 0 and f"[{mine}]" in out and f"[{other}]" not in out
     code, _, err = cli("search", "dentist", "--meta", "source")
     assert code == 2 and "KEY=VALUE" in err
+
+
+def test_config_prints_the_effective_settings_with_secrets_hidden(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DREAMKEEPER_LLM_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", "base64-key-material")
+    monkeypatch.setenv("DREAMKEEPER_DECAY_HALF_LIFE_DAYS", "12")
+    code, out, _ = cli("config", "--json")
+    shown = json.loads(out)
+    assert code == 0
+    assert shown["store"]["agent_id"] == "cli-test" and shown["store"]["data_dir"] == str(tmp_path)
+    assert shown["store"]["decay.half_life"] == "12 days"
+    assert (
+        shown["llm"]["api_key"] == "set (hidden)"
+        and shown["codec"]["payload_key"] == "set (hidden)"
+    )
+    assert "sk-very-secret" not in out and "base64-key-material" not in out
+
+
+def test_config_refuses_an_out_of_range_setting_with_exit_2(cli, monkeypatch):
+    monkeypatch.setenv("DREAMKEEPER_DECAY_FLOOR", "7")
+    code, _, err = cli("config")
+    assert code == 2 and "DREAMKEEPER_DECAY_FLOOR" in err

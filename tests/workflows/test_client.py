@@ -80,3 +80,19 @@ async def test_cli_writes_go_through_the_worker(worker, monkeypatch, capsys):
     assert FileMemoryStore(settings.data_dir, "cli-wf").get(entry_id).is_archived
     desc = await client.get_workflow_handle(f"archive-cli-wf-{entry_id}").describe()
     assert desc.status.name == "COMPLETED"
+
+
+async def test_connect_takes_the_save_timeout_from_the_settings(worker):
+    """DREAMKEEPER_SAVE_TIMEOUT_SECONDS reaches the client (StoreSettings.save_timeout),
+    unless connect() is given its own."""
+    import dataclasses
+
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.core.settings import TemporalSettings
+
+    client, queue, settings = worker
+    temporal = TemporalSettings(address=client.service_client.config.target_host, task_queue=queue)
+    configured = dataclasses.replace(settings, save_timeout=7.5)
+    assert (await MemoryClient.connect(configured, temporal)).save_timeout == 7.5
+    chosen = await MemoryClient.connect(configured, temporal, save_timeout=3)
+    assert chosen.save_timeout == 3
