@@ -4,7 +4,8 @@ tests (`tests/replay/test_replay.py`).
     .venv/bin/python -m tests.replay.capture --label v1
 
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
-enriched save and a duplicate one, archive, restore, re-score, a full dream cycle (purge,
+enriched save and a duplicate one, archive, restore, re-score, a search on the worker, a
+full dream cycle (purge,
 consolidation with a merge and a prune, preferences, decay) and a sweep — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
@@ -109,13 +110,16 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
     await memory.delete_memory(AGENT, PAIR[0])
     await memory.restore_memory(AGENT, PAIR[0])
     await memory.update_memory_importance(AGENT, PAIR[0], 0.8)
+    await memory.search_on_worker(AGENT, "Trish Roberts PWOP")
     await client.execute_workflow(
         Dream.run,
         DreamInput(agent_id=AGENT, as_of=T0 + timedelta(days=200)),
         id=f"dream-{AGENT}",
         task_queue=queue,
     )
-    await client.execute_workflow(DreamSweep.run, SweepInput(), id="dream-sweep", task_queue=queue)
+    await client.execute_workflow(
+        DreamSweep.run, SweepInput(parallelism=2), id="dream-sweep", task_queue=queue
+    )
 
 
 async def capture(label: str) -> dict[str, int]:
