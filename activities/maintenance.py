@@ -16,6 +16,7 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
+from dreamkeeper.stores import snapshot
 from dreamkeeper.stores.journal import JournalAction
 
 
@@ -84,6 +85,10 @@ class MaintenanceActivities:
                     decayed += 1
                 if done % 500 == 0:
                     activity.heartbeat(done, len(live))
+            # The dream cycle's last store pass: refresh the index snapshot of a large
+            # store, so its next cold open replays only what comes after this cycle.
+            if len(live) >= snapshot.MIN_ENTRIES:
+                store.save_snapshot()
         activity.logger.info(
             "decay %s: %d of %d live entries decayed", inp.agent_id, decayed, len(live)
         )

@@ -3,6 +3,8 @@ opened from the files, and a missing, corrupt or stale cache is refused, never t
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -238,3 +240,32 @@ def test_a_corrupt_vector_pack_is_refused(tmp_path, packed, damage):
 def test_a_vector_pack_of_another_dimension_is_not_used(tmp_path, packed):
     opened = _open(tmp_path, embeddings=_embedder())
     assert vector_pack.load(opened, opened._vectors.model_key, DIM + 1) is None
+
+
+def test_the_dream_cycles_decay_step_refreshes_a_large_stores_snapshot(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    from temporalio.testing import ActivityEnvironment
+
+    from dreamkeeper.activities.maintenance import MaintenanceActivities
+    from dreamkeeper.activities.stores import StoreRegistry
+    from dreamkeeper.core.payloads import DecayInput
+    from dreamkeeper.core.settings import DecayParams, HighValueFloor
+
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 50)
+    _fill(FileMemoryStore(tmp_path, "a", snapshots=False), 60)
+    late = FileMemoryStore(tmp_path, "a", snapshots=False).create("written before the dream")
+    activities = MaintenanceActivities(
+        StoreRegistry(tmp_path),
+        retention=timedelta(days=90),
+        decay=DecayParams(),
+        floor=HighValueFloor(),
+    )
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    path.unlink(missing_ok=True)
+    as_of = datetime(2030, 1, 1, tzinfo=UTC)
+    ActivityEnvironment().run(activities.decay_importance, DecayInput(agent_id="a", as_of=as_of))
+    assert path.exists()
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot and opened.get(late.id) is not None
+    assert opened._offset == opened.journal.size()  # nothing left to replay
