@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from dreamkeeper.client.codec import PayloadKeys, data_converter
@@ -33,7 +34,9 @@ def tls_config(temporal: TemporalSettings) -> TLSConfig | bool:
     )
 
 
-async def connect(temporal: TemporalSettings, data_dir: Path | None = None) -> Client:
+async def connect(
+    temporal: TemporalSettings, data_dir: Path | None = None, *, runtime: Runtime | None = None
+) -> Client:
     converter = data_converter(PayloadKeys.from_env(data_dir=data_dir))
     return await Client.connect(
         temporal.address,
@@ -41,4 +44,5 @@ async def connect(temporal: TemporalSettings, data_dir: Path | None = None) -> C
         data_converter=converter,
         tls=tls_config(temporal),
         api_key=temporal.api_key,
+        runtime=runtime,
     )

@@ -174,6 +174,27 @@ class CodecSettings:
     cors_origins: tuple[str, ...] = ("http://localhost:8233",)
 
 
+DEFAULT_SERVE_PORT = 8780
+DEFAULT_MAX_BODY_BYTES = 5 * 1_048_576  # a tool call's largest argument (4 MiB) and room
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """`dreamkeeper serve` and the clients that talk to it (worker.service, agent.remote)."""
+
+    url: str | None = None  # where a remote client finds serve; None: work on the store here
+    token: str | None = None  # bearer token serve requires and the remote client sends
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_SERVE_PORT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    agents: tuple[str, ...] = ()  # when given, the only agents serve answers for
+    temporal_metrics: str | None = None  # host:port the Temporal runtime's Prometheus binds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
+        return load_settings(env).service
+
+
 @dataclass(frozen=True)
 class Settings:
     store: StoreSettings
@@ -181,6 +202,7 @@ class Settings:
     llm: LLMSettings
     embeddings: EmbeddingSettings
     codec: CodecSettings
+    service: ServiceSettings = field(default_factory=ServiceSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
 
@@ -242,15 +264,39 @@ class Environment(BaseModel):
     DREAMKEEPER_MAX_OPEN_STORES: int = _range(256, 1, 1_000_000)
     DREAMKEEPER_MAX_STORE_MEMORY_MB: int = _range(1_024, 16, 1_048_576)
     DREAMKEEPER_SWEEP_PARALLELISM: int = _range(8, 1, 10_000)
+    DREAMKEEPER_URL: str | None = None
+    DREAMKEEPER_SERVE_TOKEN: str | None = None
+    DREAMKEEPER_SERVE_HOST: str = "127.0.0.1"
+    DREAMKEEPER_SERVE_PORT: int = _range(DEFAULT_SERVE_PORT, 1, 65_535)
+    DREAMKEEPER_SERVE_MAX_BODY_BYTES: int = _range(DEFAULT_MAX_BODY_BYTES, 1_024, 1_073_741_824)
+    DREAMKEEPER_SERVE_AGENTS: str = ""
+    DREAMKEEPER_TEMPORAL_METRICS_ADDRESS: str | None = None
 
     @field_validator("DREAMKEEPER_AGENT")
     @classmethod
     def _agent(cls, value: str) -> str:
         return validate_agent_id(value)
 
-    @field_validator("TEMPORAL_ADDRESS")
+    @field_validator("DREAMKEEPER_URL")
     @classmethod
-    def _address(cls, value: str) -> str:
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("is not an http:// or https:// URL")
+        return value.rstrip("/") if value else value
+
+    @field_validator("DREAMKEEPER_SERVE_AGENTS")
+    @classmethod
+    def _agents(cls, value: str) -> str:
+        for agent in value.split(","):
+            if agent.strip():
+                validate_agent_id(agent.strip())
+        return value
+
+    @field_validator("TEMPORAL_ADDRESS", "DREAMKEEPER_TEMPORAL_METRICS_ADDRESS")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         host, _, port = value.rpartition(":")
         # isdigit() alone admits "²", which int() refuses: ASCII digits only.
         if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65_536:
@@ -360,7 +406,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_store_memory_mb=e.DREAMKEEPER_MAX_STORE_MEMORY_MB,
         sweep_parallelism=e.DREAMKEEPER_SWEEP_PARALLELISM,
     )
-    return Settings(store, temporal, llm, _embeddings(e), codec, worker)
+    service = ServiceSettings(
+        url=e.DREAMKEEPER_URL,
+        token=e.DREAMKEEPER_SERVE_TOKEN,
+        host=e.DREAMKEEPER_SERVE_HOST,
+        port=e.DREAMKEEPER_SERVE_PORT,
+        max_body_bytes=e.DREAMKEEPER_SERVE_MAX_BODY_BYTES,
+        agents=tuple(a.strip() for a in e.DREAMKEEPER_SERVE_AGENTS.split(",") if a.strip()),
+        temporal_metrics=e.DREAMKEEPER_TEMPORAL_METRICS_ADDRESS,
+    )
+    return Settings(store, temporal, llm, _embeddings(e), codec, service, worker)
 
 
 def local_embeddings_installed() -> bool:
@@ -427,7 +482,7 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
         return str(value)
 
     out: dict[str, dict[str, str]] = {}
-    for section in ("store", "temporal", "llm", "embeddings", "codec", "worker"):
+    for section in ("store", "temporal", "llm", "embeddings", "codec", "service", "worker"):
         values = getattr(settings, section).__dict__
         flat: dict[str, Any] = {}
         for name, value in values.items():

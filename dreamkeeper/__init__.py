@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dreamkeeper.agent.client import MemoryClient, entry_id_for
     from dreamkeeper.agent.context import ContextBuilder, TurnContext
     from dreamkeeper.agent.handle import AgentMemory
+    from dreamkeeper.agent.remote import RemoteMemoryClient, connect_memory
     from dreamkeeper.agent.session import ContextKind, SessionContext
     from dreamkeeper.agent.stash import ToolResultStash
     from dreamkeeper.agent.tools import MemoryTools, tool_specs
@@ -51,6 +52,7 @@ _EXPORTS = {
     "MemoryEntry": "dreamkeeper.core.models",
     "MemoryTools": "dreamkeeper.agent.tools",
     "NotFound": "dreamkeeper.core.errors",
+    "RemoteMemoryClient": "dreamkeeper.agent.remote",
     "SearchHit": "dreamkeeper.stores.search",
     "SessionContext": "dreamkeeper.agent.session",
     "Settings": "dreamkeeper.core.settings",
@@ -59,6 +61,7 @@ _EXPORTS = {
     "ToolResultStash": "dreamkeeper.agent.stash",
     "TurnContext": "dreamkeeper.agent.context",
     "Unavailable": "dreamkeeper.core.errors",
+    "connect_memory": "dreamkeeper.agent.remote",
     "entry_id_for": "dreamkeeper.agent.client",
     "load_settings": "dreamkeeper.core.settings",
     "tool_specs": "dreamkeeper.agent.tools",
@@ -89,6 +92,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryTools",
     "NotFound",
+    "RemoteMemoryClient",
     "SearchHit",
     "SessionContext",
     "Settings",
@@ -97,6 +101,7 @@ __all__ = [
     "ToolResultStash",
     "TurnContext",
     "Unavailable",
+    "connect_memory",
     "entry_id_for",
     "load_settings",
     "tool_specs",

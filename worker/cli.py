@@ -23,7 +23,7 @@ from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.worker import commands
+from dreamkeeper.worker import commands, service_commands
 from dreamkeeper.worker.logs import configure_logging
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", help="data directory (env DREAMKEEPER_DATA, default ./.dreamkeeper)"
     )
     parser.add_argument("--agent", help="agent id (env DREAMKEEPER_AGENT, default 'default')")
+    parser.add_argument(
+        "--url",
+        help="a `dreamkeeper serve` to read and write through (env DREAMKEEPER_URL); "
+        "--data is then that server's",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -126,7 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take over a task queue claimed by another data directory",
     )
-    p = sub.add_parser("dev", help="start a local Temporal dev server (UI :8233) and the worker")
+    p = sub.add_parser(
+        "dev",
+        help="start a local Temporal dev server (UI :8233) and `serve` on it (worker + API)",
+    )
     p.set_defaults(run=commands.dev)
     p.add_argument("--demo", action="store_true", help="run a short tour through the workflows")
     p = sub.add_parser(
@@ -139,6 +147,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=commands.codec_server)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8081)
+    p = sub.add_parser(
+        "serve", help="run the worker and the memory service (HTTP API, MCP, /metrics)"
+    )
+    p.set_defaults(run=service_commands.serve)
+    p.add_argument("--host", help="address to bind (env DREAMKEEPER_SERVE_HOST, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (env DREAMKEEPER_SERVE_PORT, 8780)")
+    p.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="take over a task queue claimed by another data directory",
+    )
+    p = sub.add_parser("mcp", help="the memory tools as an MCP server over stdio (--agent)")
+    p.set_defaults(run=service_commands.mcp_stdio)
+    p.add_argument("--session", default="mcp", help="the session id the tools work in")
+    p = sub.add_parser("export", help="write an agent's memories to a versioned JSON Lines file")
+    p.set_defaults(run=service_commands.export_cmd)
+    p.add_argument("--output", "-o", help="file to write (default: stdout)")
+    p.add_argument("--include-archived", action="store_true")
+    p.add_argument("--with-vectors", action="store_true", help="add each entry's stored vector")
+    p = sub.add_parser("import", help="bring memories from an export file into --agent's store")
+    p.set_defaults(run=service_commands.import_cmd)
+    p.add_argument("file", help="an export file (- for stdin)")
+    p.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.set_defaults(run=commands.demo)
     p.add_argument("--keep", action="store_true", help="keep the demo store afterwards")
@@ -167,7 +198,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         # Long-running commands report what they do; one-shot commands only what went wrong.
-        quiet = args.command not in ("worker", "dev", "codec-server", "embed-server", "demo")
+        quiet = args.command not in (
+            "worker",
+            "dev",
+            "serve",
+            "codec-server",
+            "embed-server",
+            "demo",
+        )
         configure_logging(verbose=args.verbose, quiet=quiet)
         run: Command = args.run
         return run(args, _settings(args))

@@ -12,11 +12,11 @@ import dataclasses
 import json
 import sys
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
 from dreamkeeper.core.errors import InvalidInput, Unavailable
-from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
 from dreamkeeper.core.settings import (
     StoreSettings,
     TemporalSettings,
@@ -36,6 +36,10 @@ from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.worker.service_commands import service_settings
+
+if TYPE_CHECKING:
+    from dreamkeeper.agent.remote import RemoteMemoryClient
 
 MAX_RETENTION_DAYS = 36_500
 
@@ -83,6 +87,22 @@ def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
     return FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
 
 
+# -- against a remote `dreamkeeper serve` (--url / DREAMKEEPER_URL) ----------------------
+
+
+def _remote(args: argparse.Namespace) -> RemoteMemoryClient | None:
+    """The remote client when --url or DREAMKEEPER_URL names a server; --direct then makes
+    no sense (the store is the server's)."""
+    service = service_settings(args)
+    if not service.url:
+        return None
+    if getattr(args, "direct", False):
+        raise InvalidInput("--direct writes a local store: it cannot be used with --url")
+    from dreamkeeper.agent.remote import RemoteMemoryClient
+
+    return RemoteMemoryClient(service.url, token=service.token)
+
+
 # -- through the worker (a workflow each, with a history) -------------------------------
 
 
@@ -102,7 +122,22 @@ async def _memory_client(settings: StoreSettings):
 def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     content = validate_content(read_content(args))
     parsed = parse_source(args.source)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        ack = asyncio.run(
+            remote.save_memory(
+                settings.agent_id,
+                content,
+                category=args.category,
+                tags=args.tags,
+                source=args.source,
+                importance=args.importance,
+                entry_id=args.entry_id,
+                idempotency_key=args.idempotency_key,
+            )
+        )
+        print(ack.entry_id)
+    elif args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         entry = _store(settings).create(
             content,
@@ -143,7 +178,10 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        entry_id = asyncio.run(remote.delete_memory(settings.agent_id, args.id)).entry_id
+    elif args.direct:
         entry_id = _store(settings).archive(args.id, "deleted by agent tool").id
     else:
 
@@ -158,7 +196,11 @@ def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    if args.direct:
+    remote = _remote(args)
+    if remote is not None:
+        result = remote.restore_memory(settings.agent_id, args.id, force=args.force)
+        entry_id = asyncio.run(result).entry_id
+    elif args.direct:
         entry_id = _store(settings).restore(args.id, force=args.force).id
     else:
 
@@ -187,6 +229,9 @@ def _metadata_args(pairs: list[str]) -> dict[str, str]:
 
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     metadata = _metadata_args(args.metadata)
+    remote = _remote(args)
+    if remote is not None:
+        return _remote_search(args, settings, remote, metadata)
     store = _store(settings, hybrid=True)
     hits = search(
         store,
@@ -213,6 +258,36 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
+def _remote_search(
+    args: argparse.Namespace,
+    settings: StoreSettings,
+    remote: RemoteMemoryClient,
+    metadata: dict[str, str],
+) -> int:
+    hits = remote.search_memory(
+        settings.agent_id,
+        args.query,
+        category=args.category,
+        tags=args.tags,
+        limit=args.limit,
+        include_archived=args.include_archived,
+        created_after=args.created_after,
+        created_before=args.created_before,
+        metadata=metadata,
+    )
+    if args.json:
+        print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
+        return 0
+    now = utc_now()
+    for hit in hits:
+        print(format_hit(hit.entry, now))
+    if args.query and args.query.strip() and not hits:
+        print(empty_result(SEARCH_MEMORY, args.query))
+    elif not hits:
+        print("No live memories in this scope.")
+    return 0
+
+
 def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
     found = _store(settings).tags()
     if args.json:
@@ -223,6 +298,15 @@ def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def show(args: argparse.Namespace, settings: StoreSettings) -> int:
+    remote = _remote(args)
+    if remote is not None:
+        entry = remote.get_memory(settings.agent_id, validate_entry_id(args.id))
+        if args.json:
+            print(json.dumps(_entry_json(entry), indent=2))
+        else:
+            print(format_hit(entry, utc_now()))
+            print(display_text(entry.content, keep_newlines=True))
+        return 0
     store = _store(settings)
     entry = store.require(args.id)
     if args.json:
@@ -234,14 +318,18 @@ def show(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def archived(args: argparse.Namespace, settings: StoreSettings) -> int:
-    store = _store(settings)
-    entries = store.archived()
+    remote = _remote(args)
+    entries = (
+        remote.archived(settings.agent_id) if remote is not None else _store(settings).archived()
+    )
     if args.json:
         print(json.dumps([_entry_json(e) for e in entries], indent=2))
     elif not entries:
         print("No archived memories.")
     else:
-        _print_entries(entries, store)
+        now = utc_now()
+        for entry in entries:
+            print(format_hit(entry, now))
     return 0
 
 
@@ -318,7 +406,14 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker import runtime
 
     try:
-        asyncio.run(runtime.run_dev(settings, TemporalSettings.from_env(), demo=args.demo))
+        asyncio.run(
+            runtime.run_dev(
+                settings,
+                TemporalSettings.from_env(),
+                demo=args.demo,
+                service=service_settings(args),
+            )
+        )
     except runtime.PortTaken as exc:
         raise InvalidInput(str(exc)) from None
     return 0

@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
@@ -31,6 +32,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
+    ServiceSettings,
     StoreSettings,
     TemporalSettings,
     WorkerSettings,
@@ -83,18 +85,20 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def run_worker(
+@contextlib.asynccontextmanager
+async def running_worker(
     store: StoreSettings,
     temporal: TemporalSettings,
-    on_ready: Callable[[Client], Coroutine[Any, Any, None]] | None = None,
     *,
     reclaim: bool = False,
-) -> None:
-    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
-    once the worker is polling (the dev demo); a signal cancels it too. Refuses to start
-    (InvalidInput, exit 2) on an unwritable data directory, or on a task queue another
-    store has claimed."""
-    stop = _stop_on_signals()
+    runtime: Runtime | None = None,
+) -> AsyncIterator[Client]:
+    """The worker polling, for as long as the block runs (yields its client); on exit,
+    in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
+    data directory, or on a task queue another store has claimed. `runtime`: a Temporal
+    runtime of the caller's (`serve` passes one exporting Prometheus metrics). With a
+    shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
+    routes elsewhere are refused (docs/scale.md)."""
     shard: tuple[ShardMap, str] | None = None
     if temporal.shard_map is not None and temporal.shard is not None:
         shards, name = ShardMap.load(temporal.shard_map), temporal.shard
@@ -107,7 +111,7 @@ async def run_worker(
         )
     probe_writable(store.data_dir)
     identity = ensure_identity(store.data_dir)
-    client = await connect(temporal, store.data_dir)
+    client = await connect(temporal, store.data_dir, runtime=runtime)
     log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
     claimed = await claim_task_queue(client, temporal.task_queue, identity, reclaim=reclaim)
@@ -151,17 +155,31 @@ async def run_worker(
                 temporal.task_queue,
                 store.data_dir,
             )
-            tour: asyncio.Task[None] | None = None
-            if on_ready is not None:
-                tour = asyncio.create_task(on_ready(client))
-                tour.add_done_callback(_report_failure)
-            await stop.wait()
-            if tour is not None and not tour.done():
-                tour.cancel()
-                print("stopping: the tour was interrupted")
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await tour  # a failure was logged by _report_failure
+            yield client
             log.info("shutting down: waiting for running activities")
+
+
+async def run_worker(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    on_ready: Callable[[Client], Coroutine[Any, Any, None]] | None = None,
+    *,
+    reclaim: bool = False,
+) -> None:
+    """Run until SIGINT/SIGTERM, then let in-flight activities finish. `on_ready` runs
+    once the worker is polling (the dev demo); a signal cancels it too."""
+    stop = _stop_on_signals()
+    async with running_worker(store, temporal, reclaim=reclaim) as client:
+        tour: asyncio.Task[None] | None = None
+        if on_ready is not None:
+            tour = asyncio.create_task(on_ready(client))
+            tour.add_done_callback(_report_failure)
+        await stop.wait()
+        if tour is not None and not tour.done():
+            tour.cancel()
+            print("stopping: the tour was interrupted")
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await tour  # a failure was logged by _report_failure
 
 
 def describe_embeddings(embeddings: EmbeddingSettings) -> str:
@@ -246,7 +264,14 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
         await asyncio.sleep(0.3)
 
 
-async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: bool = False) -> None:
+async def run_dev(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    *,
+    demo: bool = False,
+    service: ServiceSettings | None = None,
+) -> None:
+    """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
     from dreamkeeper.worker.codec_server import DevCodecServer
 
     codec = DevCodecServer(
@@ -276,7 +301,12 @@ async def run_dev(store: StoreSettings, temporal: TemporalSettings, *, demo: boo
             async def on_ready(client: Client) -> None:
                 await tour(client, store, dev.task_queue, ui=f"http://localhost:{DEV_UI_PORT}")
 
-        await run_worker(store, dev, on_ready)
+        if on_ready is None and service is not None:
+            from dreamkeeper.worker.service.runtime import run_serve
+
+            await run_serve(store, dev, service)  # the worker and the memory service
+        else:
+            await run_worker(store, dev, on_ready)
     finally:
         proc.terminate()
         try:

@@ -1,0 +1,324 @@
+"""`RemoteMemoryClient`: `MemoryClient`'s methods against a `dreamkeeper serve` over HTTP,
+for an agent in another container, on another host, or without the data volume. Same
+names, arguments and results (`search_memory` → `SearchHit`s, `save_memory` → `SaveAck`
+once durable, ...) and the same errors: the server's problem JSON carries the
+`core.errors` category, raised here as that exception.
+
+An agent moves between same-host and remote by configuration only:
+
+    memory = await connect_memory()      # DREAMKEEPER_URL set: remote; unset: local
+    me = memory.agent("a1")
+    await me.save("User lives in Chicago", category="user/location", source="user")
+    hits = me.search("where does the user live")
+
+Reads are synchronous (as the local client's, which reads files); writes are async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from dreamkeeper.agent.session import SessionContext
+from dreamkeeper.agent.tools import tool_specs
+from dreamkeeper.core.api import (
+    ContextResponse,
+    DreamStarted,
+    DreamStatus,
+    EntriesResponse,
+    SearchResponse,
+    ToolResult,
+)
+from dreamkeeper.core.dream_payloads import DreamResult
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, Unavailable, error_for
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.payloads import EntryOpResult, SaveAck
+from dreamkeeper.core.settings import ServiceSettings
+from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit
+
+DEFAULT_TIMEOUT = 60.0  # a save waits for the worker (the server's own save timeout)
+
+
+def _error(response: httpx.Response) -> DreamkeeperError:
+    try:
+        body = response.json()
+        category, detail = body.get("category"), body.get("detail") or response.text
+    except ValueError:
+        category, detail = None, response.text[:500]
+    if response.status_code == 401:
+        return InvalidInput(f"{detail} (set DREAMKEEPER_SERVE_TOKEN for this client)")
+    mapped = error_for(category, detail)
+    if mapped is not None:
+        return mapped
+    if response.status_code >= 500:
+        return Unavailable(f"the memory service answered {response.status_code}: {detail}")
+    return InvalidInput(
+        f"the memory service refused the request ({response.status_code}): {detail}"
+    )
+
+
+def _iso(value: datetime | str | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+class RemoteMemoryClient:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = headers
+        self._timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._async: httpx.AsyncClient | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_settings(cls, service: ServiceSettings | None = None) -> RemoteMemoryClient:
+        service = service or ServiceSettings.from_env()
+        if not service.url:
+            raise InvalidInput("no memory service configured: set DREAMKEEPER_URL")
+        return cls(service.url, token=service.token)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _path(self, agent_id: str, rest: str = "") -> str:
+        return f"/v1/agents/{validate_agent_id(agent_id)}{rest}"
+
+    def _checked(self, response: httpx.Response) -> Any:
+        if response.is_success:
+            return response.json()
+        raise _error(response)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return self._checked(self._http.request(method, path, **kwargs))
+        except httpx.TransportError as exc:
+            raise Unavailable(f"cannot reach the memory service at {self.url}: {exc}") from None
+
+    async def _arequest(self, method: str, path: str, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async_loop is not loop:
+            # One per event loop: a CLI runs each command in its own asyncio.run.
+            self._async = httpx.AsyncClient(
+                base_url=self.url, headers=self._headers, timeout=self._timeout
+            )
+            self._async_loop = loop
+        try:
+            return self._checked(await self._async.request(method, path, **kwargs))
+        except httpx.TransportError as exc:
+            raise Unavailable(f"cannot reach the memory service at {self.url}: {exc}") from None
+
+    def close(self) -> None:
+        self._http.close()
+
+    async def aclose(self) -> None:
+        self._http.close()
+        if self._async is not None:
+            await self._async.aclose()
+            self._async = None
+
+    def agent(self, agent_id: str) -> RemoteAgentMemory:
+        return RemoteAgentMemory(self, agent_id)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def search_memory(
+        self,
+        agent_id: str,
+        query: str | None = None,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        include_archived: bool = False,
+    ) -> list[SearchHit]:
+        body = {
+            "query": query,
+            "category": category,
+            "tags": tags or [],
+            "metadata": metadata or {},
+            "created_after": _iso(created_after),
+            "created_before": _iso(created_before),
+            "limit": limit,
+            "include_archived": include_archived,
+        }
+        found = SearchResponse.model_validate(
+            self._request("POST", self._path(agent_id, "/search"), json=body)
+        )
+        return [SearchHit(h.entry, h.score) for h in found.hits]
+
+    def get_memory(self, agent_id: str, entry_id: str) -> MemoryEntry:
+        return MemoryEntry.model_validate(
+            self._request("GET", self._path(agent_id, f"/memories/{entry_id}"))
+        )
+
+    def archived(self, agent_id: str) -> list[MemoryEntry]:
+        data = self._request("GET", self._path(agent_id, "/archived"))
+        return EntriesResponse.model_validate(data).entries
+
+    def context(self, agent_id: str, session: SessionContext, user_message: str) -> ContextResponse:
+        body = {"session": session.id, "kind": str(session.kind), "message": user_message}
+        return ContextResponse.model_validate(
+            self._request("POST", self._path(agent_id, "/context"), json=body)
+        )
+
+    # -- writes (through the server's workflows) ----------------------------------------
+
+    async def save_memory(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        source: str | None = None,
+        importance: float = 0.5,
+        entry_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> SaveAck:
+        body = {
+            "content": content,
+            "category": category,
+            "tags": tags,
+            "source": source,
+            "importance": importance,
+            "entry_id": entry_id,
+            "idempotency_key": idempotency_key,
+        }
+        data = await self._arequest("POST", self._path(agent_id, "/memories"), json=body)
+        return SaveAck.model_validate(data)
+
+    async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult:
+        data = await self._arequest("DELETE", self._path(agent_id, f"/memories/{entry_id}"))
+        return EntryOpResult.model_validate(data)
+
+    async def restore_memory(
+        self, agent_id: str, entry_id: str, *, force: bool = False
+    ) -> EntryOpResult:
+        path = self._path(agent_id, f"/memories/{entry_id}/restore")
+        return EntryOpResult.model_validate(
+            await self._arequest("POST", path, json={"force": force})
+        )
+
+    async def update_memory_importance(
+        self, agent_id: str, entry_id: str, importance: float
+    ) -> EntryOpResult:
+        path = self._path(agent_id, f"/memories/{entry_id}/importance")
+        return EntryOpResult.model_validate(
+            await self._arequest("PUT", path, json={"importance": importance})
+        )
+
+    async def start_dream(self, agent_id: str) -> DreamStarted:
+        """Start (or join) the agent's dream cycle; returns its workflow id."""
+        return DreamStarted.model_validate(
+            await self._arequest("POST", self._path(agent_id, "/dream"))
+        )
+
+    async def dream_status(self, agent_id: str) -> DreamStatus:
+        return DreamStatus.model_validate(
+            await self._arequest("GET", self._path(agent_id, "/dream"))
+        )
+
+    async def run_dream(self, agent_id: str, *, poll: float = 0.5) -> DreamResult:
+        """Run (or join) the agent's dream cycle and wait for its result."""
+        await self.start_dream(agent_id)
+        while True:
+            status = await self.dream_status(agent_id)
+            if status.status == "COMPLETED" and status.result is not None:
+                return DreamResult.model_validate(status.result)
+            if status.status not in ("RUNNING", "NONE"):
+                raise Unavailable(f"dream cycle {status.workflow_id} ended {status.status}")
+            await asyncio.sleep(poll)
+
+    async def call_tool(
+        self, agent_id: str, session: SessionContext, name: str, arguments: dict | None
+    ) -> str:
+        path = self._path(agent_id, f"/sessions/{session.id}/tools/{name}")
+        body = {"arguments": arguments or {}, "kind": str(session.kind)}
+        return ToolResult.model_validate(await self._arequest("POST", path, json=body)).text
+
+
+class RemoteMemoryTools:
+    """The 7 memory tools run by the server (`MemoryTools` there): same specs, same text."""
+
+    def __init__(self, client: RemoteMemoryClient, agent_id: str, session: SessionContext):
+        self.client = client
+        self.agent_id = agent_id
+        self.session = session
+
+    @property
+    def names(self) -> list[str]:
+        return [spec["function"]["name"] for spec in tool_specs()]
+
+    def specs(self) -> list[dict]:
+        return tool_specs()
+
+    async def call(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+        if isinstance(arguments, str):
+            import json
+
+            try:
+                arguments = json.loads(arguments or "{}")
+            except ValueError as exc:
+                return f"Error: the arguments are not usable JSON ({exc}); nothing was done."
+        if not isinstance(arguments, dict | None):
+            return "Error: arguments must be a JSON object; nothing was done."
+        try:
+            return await self.client.call_tool(self.agent_id, self.session, name, arguments)
+        except DreamkeeperError as exc:
+            return f"Error: {exc}; nothing was done."
+
+
+class RemoteAgentMemory:
+    """`AgentMemory`'s calls for one agent, over HTTP."""
+
+    def __init__(self, client: RemoteMemoryClient, agent_id: str) -> None:
+        self.client = client
+        self.agent_id = validate_agent_id(agent_id)
+
+    async def save(self, content: str, **options: Any) -> SaveAck:
+        return await self.client.save_memory(self.agent_id, content, **options)
+
+    def search(self, query: str | None = None, **filters: Any) -> list[SearchHit]:
+        return self.client.search_memory(self.agent_id, query, **filters)
+
+    async def delete(self, entry_id: str) -> EntryOpResult:
+        return await self.client.delete_memory(self.agent_id, entry_id)
+
+    async def restore(self, entry_id: str, *, force: bool = False) -> EntryOpResult:
+        return await self.client.restore_memory(self.agent_id, entry_id, force=force)
+
+    async def set_importance(self, entry_id: str, importance: float) -> EntryOpResult:
+        return await self.client.update_memory_importance(self.agent_id, entry_id, importance)
+
+    async def dream(self) -> DreamResult:
+        return await self.client.run_dream(self.agent_id)
+
+    def tools(self, session: SessionContext) -> RemoteMemoryTools:
+        return RemoteMemoryTools(self.client, self.agent_id, session)
+
+
+async def connect_memory(service: ServiceSettings | None = None) -> Any:
+    """A `RemoteMemoryClient` when DREAMKEEPER_URL (or `service.url`) is set, else the
+    local `MemoryClient.connect()`: the same calls either way."""
+    service = service or ServiceSettings.from_env()
+    if service.url:
+        return RemoteMemoryClient(service.url, token=service.token)
+    from dreamkeeper.agent.client import MemoryClient
+
+    return await MemoryClient.connect()

@@ -1,0 +1,1 @@
+"""`dreamkeeper serve`: the memory service (HTTP API, MCP, metrics) beside the worker."""

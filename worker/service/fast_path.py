@@ -1,0 +1,59 @@
+"""`POST /v1/agents/{agent}/search` answered ahead of the framework: the search is the
+hot path an agent calls every turn, and FastAPI's middleware, routing and dependency
+layers cost about as much as the search itself on a small store. Same function
+(`routes_memory.run_search`), same answers and problems as the documented route; it sits
+inside the guard, so the token and the body limit apply."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from dreamkeeper.core.errors import DreamkeeperError
+from dreamkeeper.worker.service.problems import problem, status_for
+from dreamkeeper.worker.service.routes_memory import run_search
+from dreamkeeper.worker.service.state import ServiceState
+
+log = logging.getLogger(__name__)
+
+_SEARCH = re.compile(r"/v1/agents/([^/]+)/search")
+_JSON = [(b"content-type", b"application/json")]
+
+
+class FastSearch:
+    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = (
+            _SEARCH.fullmatch(scope["path"])
+            if scope["type"] == "http" and scope["method"] == "POST"
+            else None
+        )
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        try:
+            answer = run_search(self.state, match.group(1), b"".join(chunks))
+        except DreamkeeperError as exc:
+            await problem(status_for(exc), exc.failure_type, str(exc))(scope, receive, send)
+            return
+        except Exception as exc:  # noqa: BLE001 - a problem, like every other route
+            log.exception("unexpected error in search")
+            response = problem(500, "DreamkeeperError", f"{type(exc).__name__}: {exc}")
+            await response(scope, receive, send)
+            return
+        headers = [*_JSON, (b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})

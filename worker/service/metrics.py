@@ -1,0 +1,167 @@
+"""The service's Prometheus metrics (prometheus-client), on their own registry so two
+apps in one process (tests) never share counters.
+
+Counted where `serve` sees them: saves by outcome as the caller got it, then what the
+SaveMemory workflow did with each (enriched / kept / deduplicated), search and context
+latency, and the dream cycles started through the API with what they merged, rejected,
+refused and pruned. Store sizes and the embedding backlog are read at scrape time. Dream
+cycles started by the schedule run in the same worker but are not seen here (their
+results are in Temporal's history).
+
+The Temporal SDK runtime's own metrics (worker polls, task latencies, ...) are exported by
+the runtime on its own address (`DREAMKEEPER_TEMPORAL_METRICS_ADDRESS`); `/metrics`
+appends that text, so one scrape sees both.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dreamkeeper.core.dream_payloads import DreamResult
+from dreamkeeper.stores.memory_store import FileMemoryStore
+
+log = logging.getLogger(__name__)
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class StoreSizes(Collector):
+    """Live and archived entries per agent, and (with embeddings configured) the live
+    entries that have no vector file yet — one directory listing per agent; a vector made
+    from older content is not counted."""
+
+    def __init__(
+        self,
+        agents: Callable[[], Iterable[str]],
+        store: Callable[[str], FileMemoryStore],
+        *,
+        embeddings: bool = False,
+    ) -> None:
+        self._agents = agents
+        self._store = store
+        self._embeddings = embeddings
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        sizes = GaugeMetricFamily(
+            "dreamkeeper_store_entries", "Entries in an agent's store", labels=["agent", "state"]
+        )
+        backlog = GaugeMetricFamily(
+            "dreamkeeper_embedding_backlog",
+            "Live entries without a vector file yet (embeddings configured)",
+            labels=["agent"],
+        )
+        for agent in self._agents():
+            try:
+                store = self._store(agent)
+                live = store.entries()
+                archived = len(store.archived())
+            except Exception as exc:  # noqa: BLE001 - a scrape reports what it can
+                log.warning("store sizes for %s: %s", agent, exc)
+                continue
+            sizes.add_metric([agent, "live"], len(live))
+            sizes.add_metric([agent, "archived"], archived)
+            if self._embeddings:
+                have = {n[:-4] for n in _listing(store.embeddings_dir) if n.endswith(".bin")}
+                backlog.add_metric([agent], sum(1 for e in live if e.id not in have))
+        yield sizes
+        if self._embeddings:
+            yield backlog
+
+
+class ServiceMetrics:
+    def __init__(self, temporal_metrics: str | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.temporal_metrics = temporal_metrics
+        r = self.registry
+        self.saves = Counter(
+            "dreamkeeper_saves",
+            "Save requests by the outcome the caller got (saved, repeated, invalid, "
+            "conflict, unavailable, error)",
+            ["outcome"],
+            registry=r,
+        )
+        self.save_results = Counter(
+            "dreamkeeper_save_results",
+            "What the SaveMemory workflow did with each save (enriched, kept, "
+            "deduplicated, failed)",
+            ["outcome"],
+            registry=r,
+        )
+        self.search_seconds = Histogram(
+            "dreamkeeper_search_seconds",
+            "Long-term memory search latency",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.context_seconds = Histogram(
+            "dreamkeeper_context_seconds",
+            "Per-turn context build latency",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "dreamkeeper_tool_calls", "Memory tool calls (HTTP and MCP)", ["tool"], registry=r
+        )
+        self.dreams = Counter(
+            "dreamkeeper_dream_cycles",
+            "Dream cycles started through serve",
+            ["outcome"],
+            registry=r,
+        )
+        self.dream_items = Counter(
+            "dreamkeeper_dream_items",
+            "What dream cycles did: merged, rejected, refused, pruned, purged",
+            ["what"],
+            registry=r,
+        )
+
+    def watch_stores(
+        self,
+        agents: Callable[[], Iterable[str]],
+        store: Callable[[str], FileMemoryStore],
+        *,
+        embeddings: bool = False,
+    ) -> None:
+        self.registry.register(StoreSizes(agents, store, embeddings=embeddings))
+
+    def dream_done(self, result: DreamResult) -> None:
+        c = result.consolidation
+        self.dreams.labels("completed").inc()
+        self.dream_items.labels("merged").inc(len(c.merged))
+        self.dream_items.labels("rejected").inc(len(c.rejected))
+        self.dream_items.labels("refused").inc(c.unsafe + len(c.refused_prunes))
+        self.dream_items.labels("pruned").inc(len(c.pruned))
+        self.dream_items.labels("purged").inc(len(result.purge.purged))
+
+    async def exposition(self) -> bytes:
+        text = generate_latest(self.registry)
+        if self.temporal_metrics:
+            try:
+                async with httpx.AsyncClient(timeout=2.0) as http:
+                    answer = await http.get(f"http://{self.temporal_metrics}/metrics")
+                text += answer.content
+            except httpx.HTTPError as exc:
+                log.warning("Temporal runtime metrics at %s: %s", self.temporal_metrics, exc)
+        return text
+
+
+def _listing(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def known_agents(data_dir: Path) -> list[str]:
+    root = Path(data_dir) / "agents"
+    if not root.is_dir():
+        return []
+    return sorted(child.name for child in root.iterdir() if (child / "memory").is_dir())

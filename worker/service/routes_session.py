@@ -1,0 +1,124 @@
+"""Per-session memory over HTTP: the per-turn context, working memory, conversation turns,
+and the 7 memory tools (`MemoryTools`: same text results as in-process and over MCP)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from dreamkeeper.agent.session import ContextKind, SessionContext
+from dreamkeeper.agent.tools import tool_specs
+from dreamkeeper.core.api import (
+    ContextRequest,
+    ContextResponse,
+    ConversationResponse,
+    ToolCallRequest,
+    ToolResult,
+    TurnOut,
+    TurnRequest,
+    WorkingEntryOut,
+    WorkingSaveRequest,
+    WorkingSearchRequest,
+    WorkingSearchResponse,
+)
+from dreamkeeper.core.errors import NotFound
+from dreamkeeper.stores.working_memory import WorkingEntry
+from dreamkeeper.worker.service.state import ServiceState, state_of
+
+router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["session"])
+State = Annotated[ServiceState, Depends(state_of)]
+
+
+def _out(entry: WorkingEntry, *, value: bool = True) -> WorkingEntryOut:
+    return WorkingEntryOut(
+        key=entry.key,
+        value=entry.value if value else None,
+        category=entry.category,
+        tags=entry.tags,
+        stored_at=entry.stored_at,
+        expires_at=entry.expires_at,
+    )
+
+
+@router.post("/context", response_model=ContextResponse)
+async def context(agent_id: str, body: ContextRequest, state: State) -> ContextResponse:
+    """What the agent's LLM sees of memory before this user message (reads only)."""
+    handle = state.agent(agent_id, write=True)
+    session = SessionContext(body.session, ContextKind(body.kind))
+    started = time.perf_counter()
+    built = handle.context.build(session, body.message)
+    state.metrics.context_seconds.observe(time.perf_counter() - started)
+    return ContextResponse(messages=built.messages, recalled=built.recalled, timings=built.timings)
+
+
+@router.put("/working", response_model=WorkingEntryOut)
+async def working_save(agent_id: str, body: WorkingSaveRequest, state: State) -> WorkingEntryOut:
+    handle = state.agent(agent_id, write=True)
+    ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
+    entry = handle.working.save(
+        body.namespace,
+        body.key,
+        body.value,
+        ttl=ttl,
+        background=body.background,
+        category=body.category,
+        tags=body.tags,
+    )
+    return _out(entry)
+
+
+@router.get("/working/{key:path}", response_model=WorkingEntryOut)
+async def working_get(agent_id: str, key: str, state: State) -> WorkingEntryOut:
+    entry = state.agent(agent_id).working.get(key)
+    if entry is None:
+        raise NotFound(f"no live working-memory entry at {key!r} (entries expire)")
+    return _out(entry)
+
+
+@router.post("/working/search", response_model=WorkingSearchResponse)
+async def working_search(
+    agent_id: str, body: WorkingSearchRequest, state: State
+) -> WorkingSearchResponse:
+    """With a query: BM25 hits with scores; without: the live entries, newest first."""
+    working = state.agent(agent_id).working
+    if body.query is None or not body.query.strip():
+        listing = working.list(body.prefix, category=body.category, tags=body.tags)
+        return WorkingSearchResponse(entries=[_out(e, value=False) for e in listing.entries])
+    hits = working.search(body.query, body.prefix, category=body.category, tags=body.tags)
+    return WorkingSearchResponse(entries=[_out(e) for e, _ in hits], scores=[s for _, s in hits])
+
+
+@router.post("/conversations/{session}/turns", response_model=TurnOut, status_code=201)
+async def add_turn(agent_id: str, session: str, body: TurnRequest, state: State) -> TurnOut:
+    turn = state.agent(agent_id, write=True).conversations.add_turn(
+        session, body.role, body.content
+    )
+    return TurnOut(role=turn.role, content=turn.content, at=turn.at)
+
+
+@router.get("/conversations/{session}", response_model=ConversationResponse)
+async def conversation(agent_id: str, session: str, state: State) -> ConversationResponse:
+    found = state.agent(agent_id).conversations.conversation(session)
+    turns = [TurnOut(role=t.role, content=t.content, at=t.at) for t in found.turns]
+    return ConversationResponse(session=session, turns=turns)
+
+
+@router.get("/tools", tags=["tools"])
+async def list_tools(agent_id: str, state: State) -> list[dict]:
+    """The tools' OpenAI function-calling definitions."""
+    state.agent(agent_id, write=True)
+    return tool_specs()
+
+
+@router.post("/sessions/{session}/tools/{name}", response_model=ToolResult, tags=["tools"])
+async def call_tool(
+    agent_id: str, session: str, name: str, body: ToolCallRequest, state: State
+) -> ToolResult:
+    """Run one memory tool for this session; every outcome, bad input included, is the
+    tool's text (as the model would see it)."""
+    tools = state.tools(agent_id, session, body.kind)
+    state.metrics.tool_calls.labels(name if name in tools.names else "unknown").inc()
+    return ToolResult(text=await tools.call(name, body.arguments))

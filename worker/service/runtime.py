@@ -1,0 +1,112 @@
+"""`dreamkeeper serve`: one process per data directory running the worker and the memory
+service (uvicorn) on one event loop, until SIGINT/SIGTERM; then the HTTP server stops
+taking requests and the worker lets running activities finish."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+
+import uvicorn
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.settings import (
+    ServiceSettings,
+    StoreSettings,
+    TemporalSettings,
+    embedding_settings,
+)
+from dreamkeeper.stores.embedding_client import embedding_client
+from dreamkeeper.worker.runtime import running_worker
+from dreamkeeper.worker.service.app import create_app
+from dreamkeeper.worker.service.metrics import ServiceMetrics
+from dreamkeeper.worker.service.state import ServiceState
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: it re-raises a caught signal after
+    stopping, which would end the process before the worker has shut down."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def temporal_runtime(service: ServiceSettings) -> Runtime | None:
+    """A Temporal runtime exporting the SDK's metrics in Prometheus format on its own
+    address (the SDK binds it; /metrics appends what it serves)."""
+    if not service.temporal_metrics:
+        return None
+    return Runtime(
+        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=service.temporal_metrics))
+    )
+
+
+async def run_serve(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    service: ServiceSettings,
+    *,
+    reclaim: bool = False,
+) -> None:
+    loop = asyncio.get_running_loop()
+    async with running_worker(
+        store, temporal, reclaim=reclaim, runtime=temporal_runtime(service)
+    ) as client:
+        memory = MemoryClient(
+            client,
+            store,
+            temporal.task_queue,
+            embedding_client(embedding_settings()),
+            save_timeout=store.save_timeout,
+        )
+        state = ServiceState(memory, service, ServiceMetrics(service.temporal_metrics))
+        config = uvicorn.Config(
+            create_app(state),
+            host=service.host,
+            port=service.port,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+        )
+        server = _Server(config)
+
+        def stop() -> None:
+            server.should_exit = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop)
+        announce = asyncio.create_task(_announce(server, service))
+        try:
+            await server.serve()
+        finally:
+            announce.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        if not server.started:
+            raise OSError(f"cannot listen on {service.host}:{service.port}")
+
+
+async def _announce(server: uvicorn.Server, service: ServiceSettings) -> None:
+    while not server.started:
+        await asyncio.sleep(0.05)
+    url = f"http://{service.host}:{service.port}"
+    auth = "bearer token required" if service.token else "no token (DREAMKEEPER_SERVE_TOKEN)"
+    print(
+        f"dreamkeeper serve: {url}  (API {url}/docs, MCP {url}/mcp, metrics {url}/metrics; {auth})",
+        flush=True,
+    )
+    if not service.token and service.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning(
+            "serving on %s without a token: anyone who can reach it reads and writes every "
+            "agent's memory (set DREAMKEEPER_SERVE_TOKEN)",
+            service.host,
+        )
+    if service.temporal_metrics:
+        print(f"Temporal runtime metrics: http://{service.temporal_metrics}/metrics", flush=True)

@@ -1,0 +1,128 @@
+"""What the service's routes share: the in-process `MemoryClient` (writes through the
+worker's workflows, reads straight from the store), one `AgentMemory` per agent (its
+context builder remembers what each session was shown), the metrics, and the rule for
+which agents this server answers for."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from temporalio.client import WorkflowHandle
+
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.agent.handle import AgentMemory
+from dreamkeeper.agent.session import ContextKind, SessionContext
+from dreamkeeper.agent.tools import MemoryTools
+from dreamkeeper.core import names
+from dreamkeeper.core.dream_payloads import DreamResult
+from dreamkeeper.core.errors import NotFound
+from dreamkeeper.core.payloads import SaveResult
+from dreamkeeper.core.settings import ServiceSettings
+from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.worker.service.metrics import ServiceMetrics, known_agents
+
+log = logging.getLogger(__name__)
+
+MAX_WATCHED_SAVES = 256  # background waits for save results, at most
+
+
+class ServiceState:
+    def __init__(
+        self, memory: MemoryClient, settings: ServiceSettings, metrics: ServiceMetrics
+    ) -> None:
+        self.memory = memory
+        self.settings = settings
+        self.metrics = metrics
+        self.data_dir = Path(memory.settings.data_dir)
+        self._handles: dict[str, AgentMemory] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._dreams: set[str] = set()
+        metrics.watch_stores(self.agents, memory.store, embeddings=memory.embeddings is not None)
+
+    def agents(self) -> list[str]:
+        found = known_agents(self.data_dir)
+        if self.settings.agents:
+            return [a for a in found if a in self.settings.agents]
+        return found
+
+    def agent(self, agent_id: str, *, write: bool = False) -> AgentMemory:
+        """The agent, if this server answers for it: one in DREAMKEEPER_SERVE_AGENTS when
+        that is set; otherwise any valid id for writes, and an agent with a store here
+        for reads (an unknown agent is refused, not answered with an empty store)."""
+        agent_id = validate_agent_id(agent_id)
+        if self.settings.agents and agent_id not in self.settings.agents:
+            raise NotFound(
+                f"unknown agent {agent_id!r}: this server answers for "
+                f"{', '.join(self.settings.agents)} (DREAMKEEPER_SERVE_AGENTS)"
+            )
+        if (
+            not write
+            and not self.settings.agents
+            and not (self.data_dir / "agents" / agent_id).is_dir()
+        ):
+            raise NotFound(f"unknown agent {agent_id!r}: it has no store here yet")
+        if agent_id not in self._handles:
+            self._handles[agent_id] = self.memory.agent(agent_id)
+        return self._handles[agent_id]
+
+    def tools(self, agent_id: str, session: str, kind: str = "user") -> MemoryTools:
+        handle = self.agent(agent_id, write=True)
+        return handle.tools(SessionContext(session, ContextKind(kind)))
+
+    # -- results the caller does not wait for, counted when they come ------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def watch_save(self, agent_id: str, entry_id: str) -> None:
+        if len(self._tasks) >= MAX_WATCHED_SAVES:
+            return
+        self._spawn(self._save_result(agent_id, entry_id))
+
+    async def _save_result(self, agent_id: str, entry_id: str) -> None:
+        handle = self.memory.client.get_workflow_handle(
+            names.save_workflow_id(agent_id, entry_id), result_type=SaveResult
+        )
+        try:
+            result = await handle.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - counted, the workflow's history has the rest
+            self.metrics.save_results.labels("failed").inc()
+            return
+        self.metrics.save_results.labels(result.outcome).inc()
+
+    def watch_dream(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
+        # Starting a running cycle joins it: count each run once.
+        run = handle.result_run_id or handle.id
+        if run in self._dreams:
+            return
+        self._dreams.add(run)
+        self._spawn(self._dream_result(handle))
+
+    async def _dream_result(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
+        try:
+            result: DreamResult = await handle.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            self.metrics.dreams.labels("failed").inc()
+            return
+        self.metrics.dream_done(result)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def state_of(request: Request) -> ServiceState:
+    # async: a plain function dependency would run on a worker thread (a hop per request).
+    return request.app.state.service
