@@ -17,6 +17,7 @@ from dreamkeeper.core.dream_plan import PlannedDecay
 from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
+from dreamkeeper.stores import snapshot
 from dreamkeeper.stores.dream_ledger import ledger_for, prune_ledgers
 from dreamkeeper.stores.journal import JournalAction
 
@@ -119,6 +120,10 @@ class MaintenanceActivities:
                     decayed += 1
                 if done % 500 == 0:
                     activity.heartbeat(done, len(live))
+            # The dream cycle's last store pass: refresh the index snapshot of a large
+            # store, so its next cold open replays only what comes after this cycle.
+            if len(live) >= snapshot.MIN_ENTRIES:
+                store.save_snapshot()
         activity.logger.info(
             "decay %s: %d of %d live entries decayed", inp.agent_id, decayed, len(live)
         )

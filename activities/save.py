@@ -61,6 +61,7 @@ def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) ->
     )
 
 
+NO_LLM_SKIP = "no LLM configured: the original is kept verbatim"
 FLAGGED_SKIP = "reads as an instruction to the memory system: kept verbatim, not enriched"
 
 
@@ -94,14 +95,24 @@ class SaveActivities:
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
         )
+        skipped = None
+        if not self._llm.configured:
+            skipped = NO_LLM_SKIP
+        elif flagged(metadata) or reads_as_instruction(inp.content):
+            skipped = FLAGGED_SKIP
         return SaveAck(
-            agent_id=inp.agent_id, entry_id=inp.entry_id, note=parsed.note, already_done=done
+            agent_id=inp.agent_id,
+            entry_id=inp.entry_id,
+            note=parsed.note,
+            already_done=done,
+            enrich_skipped=skipped,
+            embeddings=self._stores.embeddings is not None,
         )
 
     @activity.defn(name="enrich_memory")
     async def enrich_memory(self, inp: SaveInput) -> EnrichResult:
         if not self._llm.configured:
-            return EnrichResult(skipped="no LLM configured: the original is kept verbatim")
+            return EnrichResult(skipped=NO_LLM_SKIP)
         if reads_as_instruction(inp.content):
             return EnrichResult(skipped=FLAGGED_SKIP)  # never shown to an LLM that may obey
         messages = [

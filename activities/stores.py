@@ -1,6 +1,7 @@
-"""One long-lived store per agent in a worker process, used by one activity at a time.
+"""Long-lived stores per agent in a worker process, each used by one activity at a time.
 
-Keeping the store open spares every activity a cold open of the corpus; the lock keeps
+Keeping stores open (a bounded LRU: count and approximate memory) spares most
+activities a cold open of the corpus; the lock keeps
 two activity threads from refreshing or writing the same in-memory index at once
 (other processes are excluded by the store's own file lock).
 
@@ -18,15 +19,17 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import contextvars
+import dataclasses
 import errno
 import threading
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.core.errors import DreamkeeperError, StoreUnwritable
+from dreamkeeper.core.errors import DreamkeeperError, StoreMismatch, StoreUnwritable
 from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
@@ -64,24 +67,80 @@ def heartbeating() -> Iterator[None]:
         thread.join()
 
 
+@dataclasses.dataclass
+class _Open:
+    store: FileMemoryStore
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    users: int = 0  # activities holding or waiting for it: never evicted meanwhile
+
+
 class StoreRegistry:
+    """Open stores by agent, opened lazily (on first use) and kept in a bounded LRU: at
+    most `max_open` stores and about `max_memory_mb` of them (`approx_bytes`); the least
+    recently used store no activity holds is dropped first. Dropping one costs only its
+    next open — from its index snapshot, a blink for a store of any size."""
+
     def __init__(
         self,
         data_dir: Path,
         embeddings: Embedder | None = None,
         identity: StoreIdentity | None = None,
+        *,
+        max_open: int = 256,
+        max_memory_mb: int = 1_024,
+        misrouted: Callable[[str], str | None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.embeddings = embeddings
         self._identity = identity
-        self._stores: dict[str, tuple[FileMemoryStore, threading.Lock]] = {}
+        self._stores: OrderedDict[str, _Open] = OrderedDict()
         self._guard = threading.Lock()
+        self.max_open = max_open
+        self.max_bytes = max_memory_mb * 1_048_576
+        self.evicted = 0
+        # agent id -> why this worker must not serve it (another shard owns it), or None
+        self._misrouted = misrouted
 
     @property
     def identity(self) -> StoreIdentity:
         if self._identity is None:
             self._identity = ensure_identity(self.data_dir)
         return self._identity
+
+    def open_agents(self) -> list[str]:
+        """The agents whose stores are open, least recently used first."""
+        with self._guard:
+            return list(self._stores)
+
+    def approx_bytes(self) -> int:
+        with self._guard:
+            return sum(o.store.approx_bytes() for o in self._stores.values())
+
+    def _acquire(self, agent_id: str) -> _Open:
+        with self._guard:
+            opened = self._stores.get(agent_id)
+            if opened is None:
+                store = FileMemoryStore(self.data_dir, agent_id, embeddings=self.embeddings)
+                opened = self._stores[agent_id] = _Open(store)
+            self._stores.move_to_end(agent_id)
+            opened.users += 1
+            return opened
+
+    def _release(self, opened: _Open) -> None:
+        with self._guard:
+            opened.users -= 1
+            self._evict()
+
+    def _evict(self) -> None:
+        """Under the guard: drop idle stores, oldest first, until within both bounds."""
+        total = sum(o.store.approx_bytes() for o in self._stores.values())
+        for agent_id, opened in list(self._stores.items()):
+            if len(self._stores) <= self.max_open and total <= self.max_bytes:
+                return
+            if opened.users == 0:
+                total -= opened.store.approx_bytes()
+                del self._stores[agent_id]
+                self.evicted += 1
 
     @contextlib.contextmanager
     def using(
@@ -92,13 +151,14 @@ class StoreRegistry:
         with heartbeating() if heartbeat else contextlib.nullcontext():
             try:
                 check_same(store_id, self.identity, "the caller")
-                with self._guard:
-                    if agent_id not in self._stores:
-                        store = FileMemoryStore(self.data_dir, agent_id, embeddings=self.embeddings)
-                        self._stores[agent_id] = (store, threading.Lock())
-                    store, lock = self._stores[agent_id]
-                with lock:
-                    yield store
+                if self._misrouted is not None and (why := self._misrouted(agent_id)):
+                    raise StoreMismatch(why)
+                opened = self._acquire(agent_id)
+                try:
+                    with opened.lock:
+                        yield opened.store
+                finally:
+                    self._release(opened)
             except DreamkeeperError as exc:
                 raise ApplicationError(
                     str(exc), type=exc.failure_type, non_retryable=not exc.retryable

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,13 +39,22 @@ from dreamkeeper.client.connection import connect
 from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.errors import InvalidInput, StoreMismatch, Unavailable, error_for
-from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult, SaveAck, SaveInput, SaveResult
+from dreamkeeper.core.payloads import (
+    EntryOpInput,
+    EntryOpResult,
+    SaveAck,
+    SaveInput,
+    SaveResult,
+    SearchInput,
+    SearchOutput,
+)
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     StoreSettings,
     TemporalSettings,
     embedding_settings,
 )
+from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.validation import (
     new_entry_id,
     validate_agent_id,
@@ -132,10 +142,12 @@ class MemoryClient:
         embeddings: Embedder | None = None,
         *,
         save_timeout: float = DEFAULT_SAVE_TIMEOUT,
+        shards: ShardMap | None = None,
     ) -> None:
         self.client = client
         self.settings = store
         self.task_queue = task_queue
+        self.shards = shards  # route each agent to its shard's task queue (core/shards.py)
         self.embeddings = embeddings
         self.save_timeout = save_timeout
         self._identity: StoreIdentity | None = read_identity(store.data_dir)
@@ -158,6 +170,7 @@ class MemoryClient:
         temporal = temporal or TemporalSettings.from_env()
         client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
         embeddings = embeddings or embedding_settings()
+        shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
         memory = cls(
             client,
             store,
@@ -166,9 +179,15 @@ class MemoryClient:
             # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
             # chose one here.
             save_timeout=store.save_timeout if save_timeout is None else save_timeout,
+            shards=shards,
         )
-        await memory.check_store()
+        if shards is None:
+            await memory.check_store()  # sharded: each worker refuses agents not its own
         return memory
+
+    def queue_for(self, agent_id: str) -> str:
+        """The task queue of the worker that owns the agent."""
+        return self.shards.task_queue_for(agent_id) if self.shards else self.task_queue
 
     async def check_store(self) -> None:
         """Compare this client's data directory with the store its task queue serves."""
@@ -243,6 +262,41 @@ class MemoryClient:
             created_before=created_before,
         )
 
+    async def search_on_worker(
+        self,
+        agent_id: str,
+        query: str | None = None,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
+        created_after: str | None = None,
+        created_before: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> SearchOutput:
+        """`search_memory`, run by the worker that owns the agent (SearchMemory): for a
+        client without the agent's files, as in a sharded deployment. The result names
+        the store that served it."""
+        validate_agent_id(agent_id)
+        return await self.client.execute_workflow(
+            names.SEARCH_MEMORY,
+            SearchInput(
+                agent_id=agent_id,
+                query=query,
+                category=category,
+                tags=tags,
+                metadata=metadata,
+                created_after=created_after,
+                created_before=created_before,
+                limit=limit,
+            ),
+            id=f"search-{agent_id}-{uuid.uuid4().hex[:12]}",
+            task_queue=self.queue_for(agent_id),
+            result_type=SearchOutput,
+            static_summary=f"search memory of agent {agent_id}",
+            search_attributes=tagged(agent_id, "search"),
+        )
+
     async def _entry_op(self, workflow: str, op: str, inp: EntryOpInput) -> EntryOpResult:
         # Validated here too, so bad input never reaches a workflow history; an unknown
         # id gets the same answer `--direct` gives, without a failed workflow.
@@ -257,7 +311,7 @@ class MemoryClient:
                 inp,
                 id=names.entry_op_workflow_id(op, inp.agent_id, inp.entry_id),
                 result_type=EntryOpResult,
-                task_queue=self.task_queue,
+                task_queue=self.queue_for(inp.agent_id),
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"{op} memory {inp.entry_id} of agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, op),
@@ -336,7 +390,7 @@ class MemoryClient:
                 id=names.save_workflow_id(inp.agent_id, inp.entry_id),
                 result_type=SaveResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                task_queue=self.task_queue,
+                task_queue=self.queue_for(inp.agent_id),
                 static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, "save"),
             )
@@ -385,7 +439,7 @@ class MemoryClient:
             names.DREAM,
             DreamInput(agent_id=agent_id, store_id=self.store_id),
             id=names.dream_workflow_id(agent_id),
-            task_queue=self.task_queue,
+            task_queue=self.queue_for(agent_id),
             result_type=DreamResult,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"dream cycle for agent {agent_id}",

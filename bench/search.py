@@ -3,8 +3,11 @@
     .venv/bin/python bench/search.py [--sizes 1000,10000,100000] [--queries 200]
 
 For each corpus size (synthetic entries of realistic length over a Zipf vocabulary,
-written once under bench/.data/) it prints, each measured in a fresh process:
-  - cold open: constructing the store and loading every file into the index
+written once under bench/.data/) it prints two rows — the store opened from the files,
+and from its index snapshot (written in between, timed) — each measured in a fresh
+process:
+  - cold open: constructing the store and loading every file into the index (or the
+    snapshot, then the journal tail)
   - RSS after open (ru_maxrss)
   - search p50/p99 over the same queries
   - the same ranking done with `rank_bm25.BM25Okapi(...).get_scores` (given Lucene's idf,
@@ -138,15 +141,29 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure_dreamkeeper(size: int, nq: int) -> dict:
+def write_snapshot(size: int) -> dict:
+    """Open from the files and write the index snapshot (what a full open of a large store
+    does by itself): how long writing it takes."""
+    from dreamkeeper.stores.memory_store import FileMemoryStore
+
+    store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
+    store.index()
+    t0 = time.perf_counter()
+    store._snapshots = True
+    assert store.save_snapshot()
+    return {"write_s": time.perf_counter() - t0}
+
+
+def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
     from dreamkeeper.stores.memory_store import FileMemoryStore
     from dreamkeeper.stores.search import search
 
     root = corpus_dir(size)
     t0 = time.perf_counter()
-    store = FileMemoryStore(root, "bench")
+    store = FileMemoryStore(root, "bench", snapshots=cached)
     store.index()
     cold = time.perf_counter() - t0
+    assert store.opened_from_snapshot == cached
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     qs = queries(nq)
     for q in qs[:10]:
@@ -185,7 +202,7 @@ def measure_baseline(size: int, nq: int) -> dict:
     from dreamkeeper.stores.bm25 import has_phrase, query_phrases, query_terms, tokenize
     from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
 
-    store = FileMemoryStore(corpus_dir(size), "bench")
+    store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
     entries = store.entries()
     docs = [tokenize(document_text(e)) for e in entries]
     bm25 = lucene_bm25(docs)
@@ -225,27 +242,39 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--baseline-queries-100k", type=int, default=10)
-    parser.add_argument("--child", choices=["dreamkeeper", "baseline"])
+    parser.add_argument("--child", choices=["dreamkeeper", "snapshot", "write", "baseline"])
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
-        fn = measure_dreamkeeper if args.child == "dreamkeeper" else measure_baseline
-        print(json.dumps(fn(sizes[0], args.queries)))
+        size, nq = sizes[0], args.queries
+        if args.child == "write":
+            print(json.dumps(write_snapshot(size)))
+        elif args.child == "baseline":
+            print(json.dumps(measure_baseline(size, nq)))
+        else:
+            print(json.dumps(measure_dreamkeeper(size, nq, cached=args.child == "snapshot")))
         return
     print(
-        f"{'entries':>8} {'cold open':>10} {'RSS':>8} {'p50':>9} {'p99':>9} "
+        f"{'entries':>8} {'opened from':>12} {'cold open':>10} {'RSS':>8} {'p50':>9} {'p99':>9} "
         f"{'rank_bm25 p50':>14} {'speed-up':>9} {'same top-20':>12}"
     )
     for size in sizes:
         build_corpus(size)
-        ours = _child("dreamkeeper", size, args.queries)
         nq = args.queries if size <= 10_000 else args.baseline_queries_100k
         base = _child("baseline", size, nq)
-        same = sum(a == b for a, b in zip(ours["tops"], base["tops"], strict=False))
+        files = _child("dreamkeeper", size, args.queries)
+        wrote = _child("write", size, args.queries)
+        snap = _child("snapshot", size, args.queries)
+        for label, ours in (("files", files), ("snapshot", snap)):
+            same = sum(a == b for a, b in zip(ours["tops"], base["tops"], strict=False))
+            print(
+                f"{size:>8} {label:>12} {ours['cold_s']:>9.2f}s {ours['rss_mb']:>6.0f}MB "
+                f"{ours['p50_ms']:>7.2f}ms {ours['p99_ms']:>7.2f}ms {base['p50_ms']:>12.2f}ms "
+                f"{base['p50_ms'] / ours['p50_ms']:>8.1f}x {same:>5}/{len(base['tops'])}"
+            )
         print(
-            f"{size:>8} {ours['cold_s']:>9.2f}s {ours['rss_mb']:>6.0f}MB "
-            f"{ours['p50_ms']:>7.2f}ms {ours['p99_ms']:>7.2f}ms {base['p50_ms']:>12.2f}ms "
-            f"{base['p50_ms'] / ours['p50_ms']:>8.1f}x {same:>5}/{len(base['tops'])}"
+            f"{'':>8} snapshot written in {wrote['write_s']:.2f}s; cold open from it "
+            f"{files['cold_s'] / snap['cold_s']:.1f}x faster than from the files"
         )
 
 

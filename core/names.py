@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 SAVE_MEMORY = "SaveMemory"
+SEARCH_MEMORY = "SearchMemory"
 SAVE_UPDATE = "save"  # SaveMemory's update: returns once the original is durable
 DREAM = "Dream"
 DREAM_SWEEP = "DreamSweep"

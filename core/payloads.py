@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from dreamkeeper.core.dream_plan import PlannedDecay
+from dreamkeeper.core.models import MemoryEntry
 
 
 class DedupOutcome(StrEnum):
@@ -62,7 +63,12 @@ class DecayResult(BaseModel):
 
 
 class SweepInput(BaseModel):
-    pass
+    # Dream cycles run at once (None: the default, DEFAULT_SWEEP_PARALLELISM). The
+    # schedule carries the worker's DREAMKEEPER_SWEEP_PARALLELISM.
+    parallelism: int | None = Field(default=None, ge=1, le=10_000)
+
+
+DEFAULT_SWEEP_PARALLELISM = 8
 
 
 class SweepResult(BaseModel):
@@ -110,6 +116,11 @@ class SaveAck(BaseModel):
     # An earlier run of this save already finished with the entry (a retried call):
     # nothing more to do.
     already_done: bool = False
+    # What the worker that persisted it will do next (older workers: unset, so the
+    # workflow asks the activities as before): why enrichment is skipped (no LLM, or
+    # text flagged as an instruction), and whether an embedding model is configured.
+    enrich_skipped: str | None = None
+    embeddings: bool | None = None
 
 
 class FactProposal(BaseModel):
@@ -187,3 +198,26 @@ class SaveResult(BaseModel):
     replacements: list[SaveFactResult] = Field(default_factory=list)
     detail: str | None = None
     embeddings: EmbedResult | None = None  # None: the step failed (the backfill catches up)
+
+
+class SearchInput(BaseModel):
+    """A search run by the worker that owns the agent (a sharded client has no files)."""
+
+    agent_id: str
+    query: str | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    metadata: dict[str, str] | None = None
+    created_after: str | None = None
+    created_before: str | None = None
+    limit: int = Field(default=20, ge=1, le=1_000)
+
+
+class SearchHitPayload(BaseModel):
+    entry: MemoryEntry
+    score: float | None = None
+
+
+class SearchOutput(BaseModel):
+    hits: list[SearchHitPayload] = Field(default_factory=list)
+    served_by: str = ""  # the worker's store id: where the search ran

@@ -81,10 +81,49 @@ class TemporalSettings:
     namespace: str = "default"
     task_queue: str = "dreamkeeper"
     dream_cron: str = "0 */12 * * *"  # the dream schedule: twice a day by default
+    # A production Temporal service (docs/scale.md): TLS, client certificate, API key.
+    tls: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_server_name: str | None = None
+    api_key: str | None = None
+    # Sharding (core/shards.py): the map every client and worker reads, and which shard
+    # this worker serves (its task queue comes from the map).
+    shard_map: Path | None = None
+    shard: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TemporalSettings:
         return load_settings(env).temporal
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How much one worker process takes on at once (docs/scale.md)."""
+
+    activity_threads: int = 16  # threads running store steps (and local activities)
+    max_concurrent_activities: int = 64
+    max_concurrent_local_activities: int = 64
+    max_concurrent_workflow_tasks: int = 64
+    workflow_task_pollers: int = 8
+    activity_task_pollers: int = 8
+    max_open_stores: int = 256  # open agent stores kept in memory (least recently used go)
+    max_store_memory_mb: int = 1_024  # their approximate memory, all together
+    sweep_parallelism: int = 8  # dream cycles a DreamSweep runs at once
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
+        return load_settings(env).worker
+
+    def describe(self) -> str:
+        return (
+            f"{self.activity_threads} activity threads, {self.workflow_task_pollers}/"
+            f"{self.activity_task_pollers} workflow/activity pollers, up to "
+            f"{self.max_concurrent_workflow_tasks} workflow tasks, "
+            f"{self.max_concurrent_activities} activities, "
+            f"{self.max_concurrent_local_activities} local activities"
+        )
 
 
 @dataclass(frozen=True)
@@ -164,6 +203,7 @@ class Settings:
     embeddings: EmbeddingSettings
     codec: CodecSettings
     service: ServiceSettings = field(default_factory=ServiceSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
 
 
 # -- the environment, validated ----------------------------------------------------------
@@ -189,6 +229,14 @@ class Environment(BaseModel):
     DREAMKEEPER_SAVE_TIMEOUT_SECONDS: float = _range(30, 1, 3_600)
     TEMPORAL_ADDRESS: str = "localhost:7233"
     TEMPORAL_NAMESPACE: str = "default"
+    TEMPORAL_TLS: bool = False
+    TEMPORAL_TLS_CERT: Path | None = None
+    TEMPORAL_TLS_KEY: Path | None = None
+    TEMPORAL_TLS_CA: Path | None = None
+    TEMPORAL_TLS_SERVER_NAME: str | None = None
+    TEMPORAL_API_KEY: str | None = None
+    DREAMKEEPER_SHARD_MAP: Path | None = None
+    DREAMKEEPER_SHARD: str | None = None
     DREAMKEEPER_TASK_QUEUE: str = "dreamkeeper"
     DREAMKEEPER_DREAM_CRON: str = "0 */12 * * *"
     DREAMKEEPER_LLM_BASE_URL: str | None = None
@@ -207,6 +255,15 @@ class Environment(BaseModel):
     DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
     DREAMKEEPER_CODEC_TOKEN: str | None = None
     DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
+    DREAMKEEPER_WORKER_ACTIVITY_THREADS: int = _range(16, 1, 1_024)
+    DREAMKEEPER_WORKER_MAX_ACTIVITIES: int = _range(64, 1, 10_000)
+    DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES: int = _range(64, 1, 10_000)
+    DREAMKEEPER_WORKER_MAX_WORKFLOW_TASKS: int = _range(64, 2, 10_000)
+    DREAMKEEPER_WORKER_WORKFLOW_POLLERS: int = _range(8, 2, 1_000)
+    DREAMKEEPER_WORKER_ACTIVITY_POLLERS: int = _range(8, 1, 1_000)
+    DREAMKEEPER_MAX_OPEN_STORES: int = _range(256, 1, 1_000_000)
+    DREAMKEEPER_MAX_STORE_MEMORY_MB: int = _range(1_024, 16, 1_048_576)
+    DREAMKEEPER_SWEEP_PARALLELISM: int = _range(8, 1, 10_000)
     DREAMKEEPER_URL: str | None = None
     DREAMKEEPER_SERVE_TOKEN: str | None = None
     DREAMKEEPER_SERVE_HOST: str = "127.0.0.1"
@@ -313,7 +370,19 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         namespace=e.TEMPORAL_NAMESPACE,
         task_queue=e.DREAMKEEPER_TASK_QUEUE,
         dream_cron=e.DREAMKEEPER_DREAM_CRON,
+        tls=e.TEMPORAL_TLS,
+        tls_cert=e.TEMPORAL_TLS_CERT,
+        tls_key=e.TEMPORAL_TLS_KEY,
+        tls_ca=e.TEMPORAL_TLS_CA,
+        tls_server_name=e.TEMPORAL_TLS_SERVER_NAME,
+        api_key=e.TEMPORAL_API_KEY,
+        shard_map=e.DREAMKEEPER_SHARD_MAP,
+        shard=e.DREAMKEEPER_SHARD,
     )
+    if (temporal.tls_cert is None) != (temporal.tls_key is None):
+        raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
+    if temporal.shard is not None and temporal.shard_map is None:
+        raise SettingsError("DREAMKEEPER_SHARD needs DREAMKEEPER_SHARD_MAP")
     llm = LLMSettings(
         base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
         model=e.DREAMKEEPER_LLM_MODEL,
@@ -326,6 +395,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         server_token=e.DREAMKEEPER_CODEC_TOKEN,
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
     )
+    worker = WorkerSettings(
+        activity_threads=e.DREAMKEEPER_WORKER_ACTIVITY_THREADS,
+        max_concurrent_activities=e.DREAMKEEPER_WORKER_MAX_ACTIVITIES,
+        max_concurrent_local_activities=e.DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES,
+        max_concurrent_workflow_tasks=e.DREAMKEEPER_WORKER_MAX_WORKFLOW_TASKS,
+        workflow_task_pollers=e.DREAMKEEPER_WORKER_WORKFLOW_POLLERS,
+        activity_task_pollers=e.DREAMKEEPER_WORKER_ACTIVITY_POLLERS,
+        max_open_stores=e.DREAMKEEPER_MAX_OPEN_STORES,
+        max_store_memory_mb=e.DREAMKEEPER_MAX_STORE_MEMORY_MB,
+        sweep_parallelism=e.DREAMKEEPER_SWEEP_PARALLELISM,
+    )
     service = ServiceSettings(
         url=e.DREAMKEEPER_URL,
         token=e.DREAMKEEPER_SERVE_TOKEN,
@@ -335,7 +415,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         agents=tuple(a.strip() for a in e.DREAMKEEPER_SERVE_AGENTS.split(",") if a.strip()),
         temporal_metrics=e.DREAMKEEPER_TEMPORAL_METRICS_ADDRESS,
     )
-    return Settings(store, temporal, llm, _embeddings(e), codec, service)
+    return Settings(store, temporal, llm, _embeddings(e), codec, service, worker)
 
 
 def local_embeddings_installed() -> bool:
@@ -402,7 +482,7 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
         return str(value)
 
     out: dict[str, dict[str, str]] = {}
-    for section in ("store", "temporal", "llm", "embeddings", "codec", "service"):
+    for section in ("store", "temporal", "llm", "embeddings", "codec", "service", "worker"):
         values = getattr(settings, section).__dict__
         flat: dict[str, Any] = {}
         for name, value in values.items():

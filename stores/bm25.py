@@ -255,6 +255,10 @@ class BM25Index:
         self._live = _Grow(np.bool_)  # alive and not archived
         self._weight = _Grow(np.float64)  # caller's per-document multiplier (importance)
         self._group = _Grow(np.int64)  # caller's per-document group (category) for filters
+        # Caller's per-document values to rank ties and boosts by without the document
+        # itself (the store's importance and last-seen time).
+        self._importance = _Grow(np.float64)
+        self._stamp = _Grow(np.float64)
         self._token_id: dict[str, int] = {}
         self._post_slots: list[array] = []
         self._post_tf: list[array] = []
@@ -285,7 +289,15 @@ class BM25Index:
         return self._key_of[slot]
 
     def put(
-        self, key: str, tokens: list[str], *, archived: bool, weight: float = 1.0, group: int = 0
+        self,
+        key: str,
+        tokens: list[str],
+        *,
+        archived: bool,
+        weight: float = 1.0,
+        group: int = 0,
+        importance: float = 0.0,
+        stamp: float = 0.0,
     ) -> int:
         """Add or replace a document; returns its slot."""
         tids = self._ids(tokens)
@@ -295,6 +307,8 @@ class BM25Index:
                 self.set_archived(key, archived)
                 self._weight[old] = weight
                 self._group[old] = group
+                self._importance[old] = importance
+                self._stamp[old] = stamp
                 return old
             self.remove(key)
             # Removal may have compacted the index, renumbering every token.
@@ -309,6 +323,8 @@ class BM25Index:
         self._live.append(not archived)
         self._weight.append(weight)
         self._group.append(group)
+        self._importance.append(importance)
+        self._stamp.append(stamp)
         live = not archived
         post_slots, post_tf = self._post_slots, self._post_tf
         df_all, df_live = self._df_all, self._df_live
@@ -391,13 +407,23 @@ class BM25Index:
                 bool(self._live[slot]),
                 self._weight[slot],
                 self._group[slot],
+                self._importance[slot],
+                self._stamp[slot],
             )
             for slot, (key, toks) in enumerate(zip(self._key_of, self._tokens_of, strict=True))
             if key is not None and toks is not None
         ]
         self._reset()  # renumbers every slot: the generation moves on, caches refresh
-        for key, toks, live, weight, group in survivors:
-            self.put(key, toks, archived=not live, weight=float(weight), group=int(group))
+        for key, toks, live, weight, group, importance, stamp in survivors:
+            self.put(
+                key,
+                toks,
+                archived=not live,
+                weight=float(weight),
+                group=int(group),
+                importance=float(importance),
+                stamp=float(stamp),
+            )
 
     def phrase_slots(
         self, phrases: list[tuple[str, str]], among: np.ndarray | None = None
@@ -439,6 +465,14 @@ class BM25Index:
     @property
     def groups(self) -> np.ndarray:
         return self._group.view
+
+    @property
+    def importances(self) -> np.ndarray:
+        return self._importance.view
+
+    @property
+    def stamps(self) -> np.ndarray:
+        return self._stamp.view
 
     # -- scoring -----------------------------------------------------------------------
 

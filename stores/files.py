@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import mmap
 import os
 import re
 import stat
@@ -219,6 +220,23 @@ class AgentFiles:
             with os.fdopen(fd, "rb") as handle:
                 handle.seek(offset)
                 return handle.read() if limit is None else handle.read(limit)
+
+    def map(self, parts: Parts, *, private: bool = False) -> mmap.mmap:
+        """The file mapped read-only — or `private`: copy-on-write, writes never reach
+        the file — with the same refusals as `read`."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                raise FileNotFoundError(self.path(*parts))
+            fd = self._open_regular(dfd, name)
+            try:
+                access = mmap.ACCESS_COPY if private else mmap.ACCESS_READ
+                return mmap.mmap(fd, 0, access=access)
+            except ValueError as exc:
+                raise OSError(f"cannot map {name}: {exc}") from None
+            finally:
+                os.close(fd)
 
     @staticmethod
     def _open_regular(dfd: int, name: str) -> int:

@@ -32,7 +32,7 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -54,7 +54,7 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
-from dreamkeeper.stores import faults
+from dreamkeeper.stores import faults, snapshot, vector_pack
 from dreamkeeper.stores.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.entry_files import (
@@ -66,7 +66,7 @@ from dreamkeeper.stores.entry_files import (
     scan,
 )
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.journal import Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.journal import JOURNAL, Journal, JournalAction, JournalRecord
 from dreamkeeper.stores.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,7 @@ class FileMemoryStore:
         *,
         clock: Callable[[], datetime] = utc_now,
         embeddings: Embedder | None = None,
+        snapshots: bool = True,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.files = AgentFiles(data_dir, agent_id)
@@ -150,7 +151,7 @@ class FileMemoryStore:
         self.journal = Journal(self.files)
         self._lock = self.files.lock((".lock",))
         self._clock = clock
-        self._entries: dict[str, MemoryEntry] = {}
+        self._entries: MutableMapping[str, MemoryEntry] = {}
         self._parts: dict[str, Parts] = {}
         self._problems: dict[Path, str] = {}
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
@@ -160,6 +161,8 @@ class FileMemoryStore:
         self._offset = 0
         self._loaded = False
         self._hold_appended = False
+        self._snapshots = snapshots  # open from, and write, the index snapshot (a cache)
+        self.opened_from_snapshot = False
         self.embeddings = embeddings
         self._vectors = (
             EntryVectors(self.embeddings_dir, embeddings.model_key) if embeddings else None
@@ -180,18 +183,26 @@ class FileMemoryStore:
             self._refresh()
 
     def reload(self) -> None:
-        """Forget everything in memory and rescan the directory."""
-        self._full_load()
+        """Forget everything in memory and rescan the directory (not the snapshot)."""
+        self._full_load(use_snapshot=False)
 
-    def _full_load(self) -> None:
-        self._entries.clear()
-        self._parts.clear()
-        self._problems.clear()
+    def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._entries = {}
+        self._parts = {}
+        self._problems = {}
         self._pending.clear()
         self._ops = None
         self._index = BM25Index()
+        self._category_ids = {}
         if self._vectors is not None:
             self._vectors.reset()
+        self.opened_from_snapshot = False
+        if use_snapshot and self._snapshots and snapshot.load(self):
+            # The state as of the snapshot's offset: replay only the journal after it.
+            self.opened_from_snapshot = True
+            self._loaded = True
+            self._refresh()
+            return
         # Records appended from here on name every file that changes during the scan;
         # the write in flight right now began at the last hold marker: replay from there.
         end = self.journal.size()
@@ -204,6 +215,38 @@ class FileMemoryStore:
         self._offset = replay_from
         self._loaded = True
         self._refresh()
+        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            self.save_snapshot()
+
+    def save_snapshot(self) -> bool:
+        """Write the index snapshot (`stores.snapshot`) of the state as it is now, after
+        catching up with the journal; False when it could not be (a write is pending, or
+        the directory is not writable — logged: it is only a cache)."""
+        self._ensure_loaded()
+        try:
+            written = snapshot.write(self)
+            current = self._vectors.current if self._vectors is not None else None
+            if written and current is not None and self._vectors is not None:
+                index = self.vectors(current.dim)
+                if index is not None:
+                    vector_pack.write(self, index, self._vectors.model_key)
+            return written
+        except OSError as exc:
+            log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
+            return False
+
+    def approx_bytes(self) -> int:
+        """Roughly what this store holds in memory (for the worker's store cache): per
+        entry its index share and its entry (parsed or still JSON), plus the vectors."""
+        if not self._loaded:
+            return 4_096
+        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
+        vectors = self._vectors.current if self._vectors is not None else None
+        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
+        return 4_096 + per_entry * len(self._entries) + matrix
+
+    def _journal_bytes(self, start: int, length: int) -> bytes:
+        return self.files.read_from(JOURNAL, start, length) if length > 0 else b""
 
     def _load(self, parts: Parts, *, scanning: bool = False) -> MemoryEntry | None:
         loaded = load_entry(self.files, parts)
@@ -255,6 +298,8 @@ class FileMemoryStore:
             archived=entry.is_archived,
             weight=0.5 + 0.5 * entry.importance_score,
             group=self._category_id(entry.category),
+            importance=entry.importance_score,
+            stamp=entry.last_seen_at.timestamp(),
         )
         if self._vectors is not None:
             self._vectors.mark(entry.id)
@@ -443,7 +488,16 @@ class FileMemoryStore:
         if self._vectors is None:
             return None
         self._ensure_loaded()
-        return self._vectors.index(dim, lambda: self._entries)
+        full = self._vectors.needs_full(dim)
+        if full and self._snapshots and not self._pending:
+            packed = vector_pack.load(self, self._vectors.model_key, dim)
+            if packed is not None:
+                self._vectors.adopt(*packed)
+                full = False
+        index = self._vectors.index(dim, lambda: self._entries)
+        if full and self._snapshots and len(index) >= snapshot.MIN_ENTRIES:
+            vector_pack.write(self, index, self._vectors.model_key)
+        return index
 
     def categories_by_group(self) -> dict[int, str | None]:
         return {cid: cat for cat, cid in self._category_ids.items()}

@@ -301,14 +301,32 @@ def _order(hit: SearchHit) -> tuple:
     )
 
 
+def _cut(
+    index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The slots that can be in the top `limit` by `_order`: ranked by score, then last
+    seen (both held by the index), keeping every slot tied with the boundary on both —
+    only those need their entries read for the rest of the tie-break (content, id). An
+    entry is read only when it may be returned: a store opened from its snapshot parses
+    entries on first read."""
+    if slots.size <= limit:
+        return slots, final
+    kth = np.partition(final, slots.size - limit)[slots.size - limit]
+    keep = final >= kth
+    slots, final = slots[keep], final[keep]
+    if slots.size <= limit:
+        return slots, final
+    stamps = index.stamps[slots]
+    boundary = np.lexsort((-stamps, -final))[limit - 1]
+    score, stamp = final[boundary], stamps[boundary]
+    keep = (final > score) | ((final == score) & (stamps >= stamp))
+    return slots[keep], final[keep]
+
+
 def _top_hits(
     store: FileMemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
 ) -> list[SearchHit]:
-    if slots.size > limit:
-        # Keep ties at the boundary so the order is decided by the tie-break alone.
-        kth = np.partition(final, slots.size - limit)[slots.size - limit]
-        keep = final >= kth
-        slots, final = slots[keep], final[keep]
+    slots, final = _cut(index, slots, final, limit)
     hits = [
         SearchHit(entry, score)
         for slot, score in zip(slots.tolist(), final.tolist(), strict=True)
@@ -368,17 +386,13 @@ def _hybrid_hits(
         kth = np.partition(fused, slots.size - limit)[slots.size - limit]
         keep = fused * _BOOST_SPREAD >= kth
         slots, fused = slots[keep], fused[keep]
-    entries = [store.cached(key) if (key := index.key_at(s)) else None for s in slots.tolist()]
-    present = [i for i, e in enumerate(entries) if e is not None]
-    kept = [e for e in entries if e is not None]
-    importance = np.array([e.importance_score for e in kept])
-    last_seen = np.array([e.last_seen_at.timestamp() for e in kept])
-    final = fused[present] * boosts(
-        len(kept), importance=importance, last_seen=last_seen, now=store.now()
+    final = fused * boosts(
+        slots.size,
+        importance=index.importances[slots],
+        last_seen=index.stamps[slots],
+        now=store.now(),
     )
-    hits = [SearchHit(e, score) for e, score in zip(kept, final.tolist(), strict=True)]
-    hits.sort(key=_order)
-    return hits[:limit]
+    return _top_hits(store, index, slots, final, limit)
 
 
 def _browse(

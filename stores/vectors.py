@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +97,25 @@ class VectorIndex:
         self._live = np.zeros(64, dtype=np.bool_)
         self._free: list[int] = []
         self.version = 0  # bumped when a key gains or loses its row, or its live flag
+
+    @classmethod
+    def from_rows(
+        cls, dim: int, matrix: np.ndarray, ids: list[str | None], live: np.ndarray
+    ) -> VectorIndex:
+        """An index over existing unit rows (a mapped vector pack): `matrix` is used as
+        it is, so it must be writable (a private mapping) for later puts."""
+        index = cls(dim)
+        if matrix.shape != (len(ids), dim) or live.shape != (len(ids),):
+            raise ValueError("rows, ids and live flags disagree")
+        index._matrix = matrix
+        index._ids = list(ids)
+        index._row = {k: r for r, k in enumerate(ids) if k is not None}
+        if len(index._row) != sum(k is not None for k in ids):
+            raise ValueError("an id has two rows")
+        index._free = [r for r, k in enumerate(ids) if k is None]
+        index._live = live.copy()
+        index._live[[r for r, k in enumerate(ids) if k is None]] = False
+        return index
 
     def __len__(self) -> int:
         return len(self._row)
@@ -189,6 +208,20 @@ class EntryVectors:
     def mark(self, entry_id: str) -> None:
         self._dirty.add(entry_id)
 
+    def needs_full(self, dim: int) -> bool:
+        """Whether the next `index(dim)` reads every vector file."""
+        return self._index is None or self._index.dim != dim or self._all_dirty
+
+    @property
+    def current(self) -> VectorIndex | None:
+        return self._index
+
+    def adopt(self, index: VectorIndex, changed: Iterable[str]) -> None:
+        """Take an index built elsewhere (a vector pack); `changed` ids are re-read."""
+        self._index = index
+        self._all_dirty = False
+        self._dirty.update(changed)
+
     def reset(self) -> None:
         """Re-read every file on the next call (the store reloaded everything)."""
         self._all_dirty = True
@@ -200,13 +233,14 @@ class EntryVectors:
             self._index.remove(entry_id)
 
     def index(
-        self, dim: int, entries: Callable[[], dict], ids: Iterable[str] | None = None
+        self, dim: int, entries: Callable[[], Mapping], ids: Iterable[str] | None = None
     ) -> VectorIndex:
         """The index for vectors of `dim` components. `entries()` maps id → entry (with
         `fingerprint` and `is_archived`); switching dimension re-reads every file."""
         current = entries()
-        if self._index is None or self._index.dim != dim or self._all_dirty:
-            self._index = VectorIndex(dim)
+        index = self._index
+        if index is None or self.needs_full(dim):
+            index = self._index = VectorIndex(dim)
             todo: Iterable[str] = current.keys()
             self._all_dirty = False
         else:
@@ -222,11 +256,11 @@ class EntryVectors:
                     self.directory, entry_id, entry.fingerprint, self.model_key, dim
                 )
             if vector is None or entry is None:
-                self._index.remove(entry_id)
+                index.remove(entry_id)
             else:
-                self._index.put(entry_id, vector, live=not entry.is_archived)
+                index.put(entry_id, vector, live=not entry.is_archived)
         self._dirty.clear()
-        return self._index
+        return index
 
 
 def _existing_files(directory: Path) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import signal
@@ -28,18 +29,19 @@ from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.client.codec import describe_converter
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.names import DREAM_SCHEDULE_ID
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
     ServiceSettings,
     StoreSettings,
     TemporalSettings,
+    WorkerSettings,
     embedding_settings,
 )
+from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.stores.identity import ensure_identity, probe_writable
 from dreamkeeper.worker.claim import claim_task_queue
-from dreamkeeper.worker.schedules import ensure_dream_schedule
+from dreamkeeper.worker.schedules import ensure_dream_schedule, schedule_id_for
 from dreamkeeper.worker.temporal_worker import build_worker
 
 log = logging.getLogger(__name__)
@@ -94,7 +96,19 @@ async def running_worker(
     """The worker polling, for as long as the block runs (yields its client); on exit,
     in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
     data directory, or on a task queue another store has claimed. `runtime`: a Temporal
-    runtime of the caller's (`serve` passes one exporting Prometheus metrics)."""
+    runtime of the caller's (`serve` passes one exporting Prometheus metrics). With a
+    shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
+    routes elsewhere are refused (docs/scale.md)."""
+    shard: tuple[ShardMap, str] | None = None
+    if temporal.shard_map is not None and temporal.shard is not None:
+        shards, name = ShardMap.load(temporal.shard_map), temporal.shard
+        if name not in shards.shards:
+            raise InvalidInput(f"DREAMKEEPER_SHARD={name!r} is not in the shard map")
+        temporal = dataclasses.replace(temporal, task_queue=shards.shards[name])
+        shard = (shards, name)
+        log.info(
+            "shard %s of %d: task queue %s", temporal.shard, len(shards.shards), temporal.task_queue
+        )
     probe_writable(store.data_dir)
     identity = ensure_identity(store.data_dir)
     client = await connect(temporal, store.data_dir, runtime=runtime)
@@ -102,8 +116,17 @@ async def running_worker(
     await ensure_search_attributes(client, temporal.namespace)
     claimed = await claim_task_queue(client, temporal.task_queue, identity, reclaim=reclaim)
     log.info("task queue %s %s: %s", temporal.task_queue, claimed, identity.describe())
-    outcome = await ensure_dream_schedule(client, temporal.task_queue, temporal.dream_cron)
-    log.info("dream schedule %s %s (%s)", DREAM_SCHEDULE_ID, outcome, temporal.dream_cron)
+    tuning = WorkerSettings.from_env()
+    outcome = await ensure_dream_schedule(
+        client, temporal.task_queue, temporal.dream_cron, parallelism=tuning.sweep_parallelism
+    )
+    log.info(
+        "dream schedule %s %s (%s, at most %d dreams at once)",
+        schedule_id_for(temporal.task_queue),
+        outcome,
+        temporal.dream_cron,
+        tuning.sweep_parallelism,
+    )
     llm, embeddings = LLMSettings.from_env(), embedding_settings()
     log.info(
         "LLM: %s",
@@ -112,7 +135,8 @@ async def running_worker(
         else "none configured (saves kept verbatim; merges and preference inference skipped)",
     )
     log.info("embeddings: %s", describe_embeddings(embeddings))
-    with ThreadPoolExecutor(max_workers=8) as executor:
+    log.info("worker: %s", tuning.describe())
+    with ThreadPoolExecutor(max_workers=tuning.activity_threads) as executor:
         worker = build_worker(
             client,
             store,
@@ -120,6 +144,8 @@ async def running_worker(
             executor=executor,
             llm=llm,
             embeddings=embeddings,
+            tuning=tuning,
+            shard=shard,
         )
         async with worker:
             log.info(

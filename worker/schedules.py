@@ -22,13 +22,26 @@ from dreamkeeper.core.names import DREAM_SCHEDULE_ID
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.workflows.sweep import DreamSweep
 
+DEFAULT_TASK_QUEUE = "dreamkeeper"
 
-def dream_schedule(task_queue: str, cron: str) -> Schedule:
+
+def schedule_id_for(task_queue: str) -> str:
+    """One dream schedule per task queue (per shard: each host sweeps its own agents);
+    the default queue keeps the historical id."""
+    return (
+        DREAM_SCHEDULE_ID
+        if task_queue == DEFAULT_TASK_QUEUE
+        else f"{DREAM_SCHEDULE_ID}-{task_queue}"
+    )
+
+
+def dream_schedule(task_queue: str, cron: str, parallelism: int | None = None) -> Schedule:
+    suffix = "" if task_queue == DEFAULT_TASK_QUEUE else f"-{task_queue}"
     return Schedule(
         action=ScheduleActionStartWorkflow(
             DreamSweep.run,
-            SweepInput(),
-            id="dream-sweep",
+            SweepInput(parallelism=parallelism),
+            id=f"dream-sweep{suffix}",
             task_queue=task_queue,
             static_summary="dream cycle for every agent with a store",
             typed_search_attributes=tagged(None, "sweep"),
@@ -41,11 +54,17 @@ def dream_schedule(task_queue: str, cron: str) -> Schedule:
 
 
 async def ensure_dream_schedule(
-    client: Client, task_queue: str, cron: str, schedule_id: str = DREAM_SCHEDULE_ID
+    client: Client,
+    task_queue: str,
+    cron: str,
+    schedule_id: str | None = None,
+    *,
+    parallelism: int | None = None,
 ) -> str:
     """Create the schedule, or bring an existing one's action and spec up to date while
     keeping its state (paused, note). Returns "created" or "updated"."""
-    wanted = dream_schedule(task_queue, cron)
+    schedule_id = schedule_id or schedule_id_for(task_queue)
+    wanted = dream_schedule(task_queue, cron, parallelism)
     try:
         await client.create_schedule(schedule_id, wanted)
         return "created"

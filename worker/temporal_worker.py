@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
@@ -17,13 +17,17 @@ from dreamkeeper.activities.entry_ops import EntryActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
+from dreamkeeper.activities.search import SearchActivities
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
     StoreSettings,
+    WorkerSettings,
     embedding_settings,
 )
+from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
@@ -32,12 +36,14 @@ from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, Update
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
+from dreamkeeper.workflows.search import SearchMemory
 from dreamkeeper.workflows.store_claim import StoreClaim
 from dreamkeeper.workflows.sweep import DreamSweep
 
 DEFAULT_TASK_QUEUE = "dreamkeeper"
 WORKFLOWS = [
     SaveMemory,
+    SearchMemory,
     DreamSweep,
     Dream,
     Consolidation,
@@ -57,11 +63,22 @@ def worker_activities(
     settings: StoreSettings,
     llm: LLMSettings | None = None,
     embeddings: EmbeddingSettings | None = None,
+    tuning: WorkerSettings | None = None,
+    stores: StoreRegistry | None = None,
+    shard: tuple[ShardMap, str] | None = None,
 ) -> list[Callable]:
-    """Every activity, bound to one store registry (one open store per agent)."""
+    """Every activity, bound to one store registry (open stores kept in a bounded LRU)."""
     llm = llm if llm is not None else LLMSettings.from_env()
     embeddings = embeddings if embeddings is not None else embedding_settings()
-    stores = StoreRegistry(settings.data_dir, embedding_client(embeddings))
+    tuning = tuning if tuning is not None else WorkerSettings()
+    if stores is None:
+        stores = StoreRegistry(
+            settings.data_dir,
+            embedding_client(embeddings),
+            max_open=tuning.max_open_stores,
+            max_memory_mb=tuning.max_store_memory_mb,
+            misrouted=shard_guard(*shard) if shard is not None else None,
+        )
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm, settings.floor)
     maintenance = MaintenanceActivities(
@@ -108,7 +125,39 @@ def worker_activities(
         review.record_canaries,
         review.check_recall,
         UndoActivities(stores).undo_dream,
+        SearchActivities(stores).search_memory,
     ]
+
+
+def shard_guard(shards: ShardMap, shard: str) -> Callable[[str], str | None]:
+    """Why this worker (serving `shard`) must refuse an agent, or None when it owns it."""
+    if shard not in shards.shards:
+        raise InvalidInput(f"DREAMKEEPER_SHARD={shard!r} is not in the shard map")
+
+    def misrouted(agent_id: str) -> str | None:
+        owner = shards.shard_for(agent_id)
+        if owner == shard:
+            return None
+        return (
+            f"agent {agent_id!r} belongs to shard {owner!r} (task queue "
+            f"{shards.shards[owner]!r}), not to this worker's shard {shard!r}: the caller "
+            "routed it with another shard map"
+        )
+
+    return misrouted
+
+
+def worker_tuning() -> WorkerSettings:
+    """The worker's concurrency settings, from the environment."""
+    return WorkerSettings.from_env()
+
+
+def activity_slots(tuning: WorkerSettings, threads: int) -> int:
+    """Regular activities at once: at most the threads, less a quarter kept for local
+    activities — the save's persist step shares these threads, and must not queue
+    behind dedup, embedding and dream steps."""
+    reserve = max(1, threads // 4) if threads > 1 else 0
+    return max(1, min(tuning.max_concurrent_activities, threads - reserve))
 
 
 def build_worker(
@@ -120,14 +169,27 @@ def build_worker(
     llm: LLMSettings | None = None,
     embeddings: EmbeddingSettings | None = None,
     activities: list[Callable] | None = None,
+    tuning: WorkerSettings | None = None,
+    shard: tuple[ShardMap, str] | None = None,
 ) -> Worker:
-    """Store activities are synchronous file I/O, so they run on `executor`'s threads."""
+    """Store activities are synchronous file I/O, so they run on `executor`'s threads
+    (size it with `tuning.activity_threads`): local activities too — the save's persist
+    step — so too few threads queue saves behind background steps."""
+    tuning = tuning if tuning is not None else WorkerSettings()
+    threads = getattr(executor, "_max_workers", tuning.activity_threads)
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=(
-            activities if activities is not None else worker_activities(settings, llm, embeddings)
+            activities
+            if activities is not None
+            else worker_activities(settings, llm, embeddings, tuning, shard=shard)
         ),
         activity_executor=executor,
+        max_concurrent_activities=activity_slots(tuning, threads),
+        max_concurrent_local_activities=tuning.max_concurrent_local_activities,
+        max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.activity_task_pollers),
     )

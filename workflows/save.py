@@ -18,12 +18,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from dreamkeeper.activities.embeddings import EmbeddingActivities
+    from dreamkeeper.activities.embeddings import NOT_CONFIGURED, EmbeddingActivities
     from dreamkeeper.activities.save import SaveActivities
     from dreamkeeper.core import names
     from dreamkeeper.core.payloads import (
         DedupOutcome,
         EmbedInput,
+        EmbedResult,
         EnrichResult,
         MarkInput,
         RetireInput,
@@ -44,6 +45,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+SKIP_IDLE_STEPS = "save-skips-idle-steps"  # workflow.patched id (#18)
+
+
 def derived_id(entry_id: str, index: int) -> str:
     return hashlib.sha256(f"{entry_id}/enriched/{index}".encode()).hexdigest()[:12]
 
@@ -57,7 +61,7 @@ def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
     return ApplicationError(str(cause or exc), type="SaveFailed", non_retryable=True)
 
 
-@workflow.defn(name=names.SAVE_MEMORY)
+@workflow.defn(name=names.SAVE_MEMORY, sandboxed=False)
 class SaveMemory:
     def __init__(self) -> None:
         self._ack: SaveAck | None = None
@@ -82,7 +86,18 @@ class SaveMemory:
                 outcome=SaveOutcome.KEPT,
                 detail="already saved by an earlier run",
             )
-        result = await self._enrich_and_retire(inp)
+        # The persisting worker says what the next steps would only find out: with no
+        # LLM (or flagged text) the enrichment activity is skipped, with no embedding
+        # model the embeddings activity — two activity round trips fewer per save.
+        # Histories from before this change ask the activities, as they did.
+        told = workflow.patched(SKIP_IDLE_STEPS) and self._ack.embeddings is not None
+        if told and self._ack.enrich_skipped is not None:
+            result = await self._dedup_as_is(inp, self._ack.enrich_skipped)
+        else:
+            result = await self._enrich_and_retire(inp)
+        if told and not self._ack.embeddings:
+            result.embeddings = EmbedResult(skipped=NOT_CONFIGURED)
+            return result
         # Vectors last: the caller has its answer long since, and a failure here only
         # means keyword search until the dream cycle's backfill.
         ids = list(dict.fromkeys([inp.entry_id, *(r.entry_id for r in result.replacements)]))

@@ -1,4 +1,6 @@
-"""DreamSweep: what the schedule runs. Starts `dream-{agent}` for every agent with a store.
+"""DreamSweep: what the schedule runs. Starts `dream-{agent}` for every agent with a store,
+at most `parallelism` at once (a worker hosting a thousand agents does not start a
+thousand dreams together: each starts as an earlier one ends).
 
 Schedules append a timestamp to the ids they start, so the sweep — not the schedule —
 starts each agent's Dream under its fixed id: a dream already running for an agent (a
@@ -8,6 +10,7 @@ manual one, or a slow previous cycle) makes the start fail, and the sweep skips 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 from temporalio import workflow
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -18,51 +21,100 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.core import names
     from dreamkeeper.core.dream_payloads import DreamInput
     from dreamkeeper.core.names import DREAM_TIMEOUT, dream_workflow_id
-    from dreamkeeper.core.payloads import SweepInput, SweepResult
+    from dreamkeeper.core.payloads import DEFAULT_SWEEP_PARALLELISM, SweepInput, SweepResult
     from dreamkeeper.workflows.dream import Dream
     from dreamkeeper.workflows.options import STORE_STEP, with_summary
+
+
+PACED = "sweep-paced"  # workflow.patched id: bounded parallelism (#18)
 
 
 @workflow.defn(name=names.DREAM_SWEEP)
 class DreamSweep:
     @workflow.run
-    async def run(self, _: SweepInput) -> SweepResult:
+    async def run(self, inp: SweepInput) -> SweepResult:
         agents: list[str] = await workflow.execute_activity_method(
             AgentActivities.list_agents, **with_summary(STORE_STEP, "list agents with a store")
         )
+        if workflow.patched(PACED):
+            return await self._paced(agents, inp.parallelism or DEFAULT_SWEEP_PARALLELISM)
         result = SweepResult()
         as_of = workflow.now()
         handles = []
         for agent in agents:
-            try:
-                handle = await workflow.start_child_workflow(
-                    Dream.run,
-                    DreamInput(agent_id=agent, as_of=as_of),
-                    id=dream_workflow_id(agent),
-                    static_summary=f"scheduled dream for agent {agent}",
-                    search_attributes=tagged(agent, "dream"),
-                    execution_timeout=DREAM_TIMEOUT,
-                )
-            except WorkflowAlreadyStartedError:
-                result.already_running.append(agent)
-                continue
-            result.started.append(agent)
-            handles.append((agent, handle))
+            handle = await self._start(agent, as_of, result)
+            if handle is not None:
+                handles.append((agent, handle))
+        self._started_details(result)
+        outcomes = await asyncio.gather(*(h for _, h in handles), return_exceptions=True)
+        result.failed = [
+            a for (a, _), o in zip(handles, outcomes, strict=True) if isinstance(o, BaseException)
+        ]
+        return self._done(result)
+
+    async def _paced(self, agents: list[str], parallelism: int) -> SweepResult:
+        """Start dreams as earlier ones end, never more than `parallelism` running."""
+        result = SweepResult()
+        as_of = workflow.now()
+        running: set[asyncio.Task] = set()
+        names_of: dict[asyncio.Task, str] = {}
+        for number, agent in enumerate(agents, start=1):
+            while len(running) >= parallelism:
+                done, pending = await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                running = set(pending)
+                self._collect(done, names_of, result)
+            handle = await self._start(agent, as_of, result)
+            if handle is not None:
+                running.add(handle)  # a child's handle is its task
+                names_of[handle] = agent
+            workflow.set_current_details(
+                f"dreaming: {number}/{len(agents)} started, {len(running)} running "
+                f"(at most {parallelism} at once), {len(result.already_running)} already running"
+            )
+        if running:
+            done, _ = await workflow.wait(running)
+            self._collect(done, names_of, result)
+        result.failed.sort(key=agents.index)
+        return self._done(result)
+
+    @staticmethod
+    def _collect(done: Iterable[asyncio.Task], names_of: dict, result: SweepResult) -> None:
+        for task in done:
+            if task.cancelled() or task.exception() is not None:
+                result.failed.append(names_of[task])
+
+    async def _start(self, agent: str, as_of, result: SweepResult):  # noqa: ANN001, ANN202
+        try:
+            handle = await workflow.start_child_workflow(
+                Dream.run,
+                DreamInput(agent_id=agent, as_of=as_of),
+                id=dream_workflow_id(agent),
+                static_summary=f"scheduled dream for agent {agent}",
+                search_attributes=tagged(agent, "dream"),
+                execution_timeout=DREAM_TIMEOUT,
+            )
+        except WorkflowAlreadyStartedError:
+            result.already_running.append(agent)
+            return None
+        result.started.append(agent)
+        return handle
+
+    @staticmethod
+    def _started_details(result: SweepResult) -> None:
         running = ", ".join(result.already_running[:20])
         workflow.set_current_details(
             f"dreaming for {len(result.started)} agent(s); "
             f"{len(result.already_running)} already running" + (f" ({running})" if running else "")
         )
+
+    @staticmethod
+    def _done(result: SweepResult) -> SweepResult:
         if result.already_running:
             workflow.logger.warning(
                 "dream sweep: a cycle is still running for %s; skipped (each cycle ends within %s)",
-                running,
+                ", ".join(result.already_running[:20]),
                 DREAM_TIMEOUT,
             )
-        outcomes = await asyncio.gather(*(h for _, h in handles), return_exceptions=True)
-        result.failed = [
-            a for (a, _), o in zip(handles, outcomes, strict=True) if isinstance(o, BaseException)
-        ]
         workflow.set_current_details(
             f"done: {len(result.started) - len(result.failed)} dreamed, "
             f"{len(result.already_running)} skipped (running), {len(result.failed)} failed"

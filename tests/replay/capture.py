@@ -4,10 +4,10 @@ tests (`tests/replay/test_replay.py`).
     .venv/bin/python -m tests.replay.capture --label v1
 
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
-enriched save and a duplicate one, archive, restore, re-score, a full dream cycle (purge,
-consolidation with a merge and a prune, preferences, decay), its undo, a dry run, applying
-its plan and undoing that, a consolidation waiting on approval (#17), and a sweep — then
-writes each
+enriched save and a duplicate one, archive, restore, re-score, a search on the worker, a
+full dream cycle (purge, consolidation with a merge and a prune, preferences, decay), its
+undo, a dry run, applying its plan and undoing that, a consolidation waiting on approval
+(#17), and a paced sweep — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -114,6 +114,7 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
     await memory.delete_memory(AGENT, PAIR[0])
     await memory.restore_memory(AGENT, PAIR[0])
     await memory.update_memory_importance(AGENT, PAIR[0], 0.8)
+    await memory.search_on_worker(AGENT, "Trish Roberts PWOP")
     dream = await client.execute_workflow(
         Dream.run,
         DreamInput(agent_id=AGENT, as_of=T0 + timedelta(days=200)),
@@ -122,7 +123,9 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
         result_type=DreamResult,
     )
     await reversible(client, queue, dream)
-    await client.execute_workflow(DreamSweep.run, SweepInput(), id="dream-sweep", task_queue=queue)
+    await client.execute_workflow(
+        DreamSweep.run, SweepInput(parallelism=2), id="dream-sweep", task_queue=queue
+    )
 
 
 async def capture(label: str) -> dict[str, int]:

@@ -55,3 +55,25 @@ async def test_creating_the_schedule_twice_is_a_no_op_and_keeps_a_pause(temporal
     schedules = [s.id async for s in await client.list_schedules() if s.id == schedule_id]
     assert schedules == [schedule_id]
     await handle.delete()
+
+
+async def test_a_paced_sweep_never_runs_more_dreams_at_once_than_its_parallelism(worker):
+    client, queue, settings = worker
+    tag = uuid.uuid4().hex[:6]
+    agents = [f"paced-{tag}-{i}" for i in range(5)]
+    for agent in agents:
+        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+    result = await client.execute_workflow(
+        DreamSweep.run, SweepInput(parallelism=2), id=f"sweep-{tag}", task_queue=queue
+    )
+    assert result.started == agents and result.failed == []
+    spans = []
+    for agent in agents:
+        desc = await client.get_workflow_handle(dream_workflow_id(agent)).describe()
+        assert desc.status == WorkflowExecutionStatus.COMPLETED
+        spans.append((desc.start_time, desc.close_time))
+    # A dream starts only once an earlier one has closed: at any start, at most one
+    # other dream is still open (the server's own timestamps, not a timing guess).
+    for start, _ in spans:
+        open_then = [s for s in spans if s[0] <= start and (s[1] is None or s[1] > start)]
+        assert len(open_then) <= 2

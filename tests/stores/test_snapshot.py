@@ -1,0 +1,271 @@
+"""The index snapshot and the vector pack are caches: a store opened from them equals one
+opened from the files, and a missing, corrupt or stale cache is refused, never trusted."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreamkeeper.stores import faults, snapshot, vector_pack
+from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
+from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.search import search
+
+DIM = 8
+QUERIES = ["kalo zen", "fact 17", "late arrival", "mine ruza kalo"]
+
+
+def _embedder() -> EmbeddingClient:
+    # Never called: tests pass query vectors themselves. The model names the vectors.
+    return EmbeddingClient(EmbeddingSettings(base_url="http://127.0.0.1:9/v1", model="t"))
+
+
+def _fill(store: FileMemoryStore, n: int = 120) -> list:
+    categories = ["people/colleagues", "travel", None]
+    made = store.create_many(
+        NewEntry(f"fact {i} about kalo {i % 7} mine ruza {i % 3} zen", category=categories[i % 3])
+        for i in range(n)
+    )
+    store.archive(made[3].id, "test")
+    store.update_importance(made[4].id, 0.9)
+    return made
+
+
+def _state(store: FileMemoryStore) -> tuple:
+    entries = sorted(e.model_dump_json() for e in store.entries(include_archived=True))
+    ranked = [
+        [(h.entry.id, round(h.score, 9)) for h in search(store, q, include_archived=arch)]
+        for q in QUERIES
+        for arch in (False, True)
+    ]
+    return entries, ranked, store.categories(), store.tags()
+
+
+def _open(tmp_path, **kw) -> FileMemoryStore:
+    store = FileMemoryStore(tmp_path, "a", **kw)
+    store.index()  # stores open lazily
+    return store
+
+
+def _from_files(tmp_path, **kw) -> FileMemoryStore:
+    return FileMemoryStore(tmp_path, "a", snapshots=False, **kw)
+
+
+@pytest.fixture
+def snapped(tmp_path):
+    store = FileMemoryStore(tmp_path, "a")
+    made = _fill(store)
+    assert store.save_snapshot()
+    return store, made
+
+
+def test_a_store_opened_from_its_snapshot_equals_one_opened_from_the_files(tmp_path, snapped):
+    opened = _open(tmp_path)
+    search(opened, "fact 17")
+    assert opened.opened_from_snapshot
+    assert opened._entries.parsed < len(opened._entries)  # entries stay JSON until read
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_writes_after_the_snapshot_are_replayed_from_the_journal_tail(tmp_path, snapped):
+    store, made = snapped
+    late = store.create("a late arrival about kalo", category="travel")
+    store.archive(made[10].id, "gone")
+    store.update(made[11].id, content="fact eleven rewritten: late arrival zen")
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot
+    assert opened.get(late.id) == late
+    assert opened.require(made[10].id).is_archived
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_a_store_opened_from_a_snapshot_writes_correctly(tmp_path, snapped):
+    _, made = snapped
+    opened = _open(tmp_path)
+    opened.update(made[20].id, content="fact twenty, changed through the snapshot store")
+    opened.create("another late arrival", category="people/colleagues")
+    files = _from_files(tmp_path)
+    assert files.require(made[20].id).revision == 2
+    assert _state(opened) == _state(files)
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "flip", "garbage", "empty"])
+def test_a_missing_or_corrupt_snapshot_is_refused_and_the_files_are_read(tmp_path, snapped, damage):
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    data = bytearray(path.read_bytes())
+    if damage == "delete":
+        path.unlink()
+    elif damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        data[-100] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "garbage":
+        path.write_bytes(b"not a snapshot at all" * 10)
+    else:
+        path.write_bytes(b"")
+    opened = _open(tmp_path)
+    assert not opened.opened_from_snapshot
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(position=st.floats(0, 1, exclude_max=True), value=st.integers(1, 255))
+def test_any_changed_byte_in_the_snapshot_is_refused_or_harmless(tmp_path, position, value):
+    store = FileMemoryStore(tmp_path, "a")
+    if not store.entries():
+        _fill(store, 40)
+    assert store.save_snapshot()
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    data = bytearray(path.read_bytes())
+    data[int(position * len(data))] ^= value
+    path.write_bytes(bytes(data))
+    assert _state(FileMemoryStore(tmp_path, "a")) == _state(_from_files(tmp_path))
+
+
+def test_a_snapshot_of_a_replaced_journal_is_refused(tmp_path, snapped):
+    store, made = snapped
+    journal = store.journal.path
+    # Another journal of the same length or longer, with other bytes: another history.
+    journal.write_bytes(journal.read_bytes().replace(made[0].id.encode(), b"f" * 12))
+    opened = _open(tmp_path)
+    assert not opened.opened_from_snapshot
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_a_snapshot_past_a_truncated_journal_is_refused(tmp_path, snapped):
+    store, _ = snapped
+    store.journal.path.write_bytes(b"")
+    opened = _open(tmp_path)
+    assert not opened.opened_from_snapshot
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_no_snapshot_is_written_while_another_write_is_in_flight(tmp_path, snapped):
+    store, _ = snapped
+    writer = FileMemoryStore(tmp_path, "a")
+    reader = FileMemoryStore(tmp_path, "a", snapshots=False)
+    reader.index()
+    with pytest.raises(faults.SimulatedCrash), faults.armed(faults.JOURNAL_APPENDED):
+        writer.create("a write that never lands")
+    with writer._lock.hold():  # the crashed writer's lock is held again: a write in flight
+        assert not reader.save_snapshot()
+        assert reader._pending  # it saw the record whose file has not landed
+
+
+def test_a_full_open_of_a_large_store_writes_the_snapshot(tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 50)
+    _fill(FileMemoryStore(tmp_path, "a", snapshots=False), 60)
+    FileMemoryStore(tmp_path, "a").index()
+    assert FileMemoryStore(tmp_path, "a").index() is not None
+    opened = _open(tmp_path)
+    opened.index()
+    assert opened.opened_from_snapshot
+
+
+def test_reload_ignores_the_snapshot(tmp_path, snapped):
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot
+    opened.reload()
+    assert not opened.opened_from_snapshot
+
+
+# -- the vector pack -------------------------------------------------------------------
+
+
+@pytest.fixture
+def packed(tmp_path):
+    store = FileMemoryStore(tmp_path, "a", embeddings=_embedder())
+    made = _fill(store)
+    rng = np.random.default_rng(0)
+    for entry in made:
+        store.write_vector(entry.id, rng.standard_normal(DIM), entry.fingerprint)
+    store.vectors(DIM)
+    assert store.save_snapshot()
+    return store, made
+
+
+def _hybrid(store: FileMemoryStore) -> list:
+    """Hits per query: ids in order, and scores to float32 precision (the row order of
+    the matrix changes the last bits of a dot product)."""
+    rng = np.random.default_rng(7)
+    out = []
+    for q in QUERIES:
+        hits = search(store, q, query_vector=rng.standard_normal(DIM))
+        out.append([(h.entry.id, pytest.approx(h.score, rel=1e-5)) for h in hits])
+    return out
+
+
+def test_hybrid_search_from_the_vector_pack_equals_reading_every_vector_file(tmp_path, packed):
+    opened = _open(tmp_path, embeddings=_embedder())
+    assert vector_pack.load(opened, opened._vectors.model_key, DIM) is not None
+    assert _hybrid(opened) == _hybrid(_from_files(tmp_path, embeddings=_embedder()))
+
+
+def test_vectors_written_after_the_pack_are_read_from_their_files(tmp_path, packed):
+    store, made = packed
+    rng = np.random.default_rng(1)
+    late = store.create("a late arrival with its own vector")
+    store.write_vector(late.id, rng.standard_normal(DIM), late.fingerprint)
+    store.write_vector(made[5].id, rng.standard_normal(DIM), made[5].fingerprint)  # replaced
+    opened = FileMemoryStore(tmp_path, "a", embeddings=_embedder())
+    vectors = opened.vectors(DIM)
+    files = _from_files(tmp_path, embeddings=_embedder()).vectors(DIM)
+    assert late.id in vectors
+    assert np.allclose(vectors.get(made[5].id), files.get(made[5].id))
+    assert _hybrid(opened) == _hybrid(_from_files(tmp_path, embeddings=_embedder()))
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_corrupt_vector_pack_is_refused(tmp_path, packed, damage):
+    store, _ = packed
+    path = store.files.path(*vector_pack.pack_parts(store._vectors.model_key))
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[-5] ^= 0x40
+    else:
+        del data[-64:]
+    path.write_bytes(bytes(data))
+    opened = _open(tmp_path, embeddings=_embedder())
+    assert vector_pack.load(opened, opened._vectors.model_key, DIM) is None
+    assert _hybrid(opened) == _hybrid(_from_files(tmp_path, embeddings=_embedder()))
+
+
+def test_a_vector_pack_of_another_dimension_is_not_used(tmp_path, packed):
+    opened = _open(tmp_path, embeddings=_embedder())
+    assert vector_pack.load(opened, opened._vectors.model_key, DIM + 1) is None
+
+
+def test_the_dream_cycles_decay_step_refreshes_a_large_stores_snapshot(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    from temporalio.testing import ActivityEnvironment
+
+    from dreamkeeper.activities.maintenance import MaintenanceActivities
+    from dreamkeeper.activities.stores import StoreRegistry
+    from dreamkeeper.core.payloads import DecayInput
+    from dreamkeeper.core.settings import DecayParams, HighValueFloor
+
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 50)
+    _fill(FileMemoryStore(tmp_path, "a", snapshots=False), 60)
+    late = FileMemoryStore(tmp_path, "a", snapshots=False).create("written before the dream")
+    activities = MaintenanceActivities(
+        StoreRegistry(tmp_path),
+        retention=timedelta(days=90),
+        decay=DecayParams(),
+        floor=HighValueFloor(),
+    )
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    path.unlink(missing_ok=True)
+    as_of = datetime(2030, 1, 1, tzinfo=UTC)
+    ActivityEnvironment().run(activities.decay_importance, DecayInput(agent_id="a", as_of=as_of))
+    assert path.exists()
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot and opened.get(late.id) is not None
+    assert opened._offset == opened.journal.size()  # nothing left to replay
