@@ -46,6 +46,16 @@ BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
 STEP_TIMEOUT = timedelta(minutes=90)
 
 
+def _child_options(run_id: str, agent: str, op: str) -> dict:
+    """A pass's child workflow: named after the cycle, tagged, and bounded in time."""
+    return {
+        "id": f"{run_id}-{op}",
+        "static_summary": f"{op} for agent {agent}",
+        "search_attributes": tagged(agent, op),
+        "execution_timeout": STEP_TIMEOUT,
+    }
+
+
 @workflow.defn(name=names.DREAM)
 class Dream:
     @workflow.run
@@ -59,12 +69,7 @@ class Dream:
             return await dry_run(inp, as_of)
 
         def child(op: str) -> dict:
-            return {
-                "id": f"{run_id}-{op}",
-                "static_summary": f"{op} for agent {agent}",
-                "search_attributes": tagged(agent, op),
-                "execution_timeout": STEP_TIMEOUT,
-            }
+            return _child_options(run_id, agent, op)
 
         workflow.set_current_details("step 1/5: purging archived entries past retention")
         purge: PurgeResult = await workflow.execute_child_workflow(
@@ -98,15 +103,7 @@ class Dream:
             DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id, cycle_id=cycle_id),
             **child("decay"),
         )
-        summary = (
-            f"purged {len(purge.purged)}; {embeddings.embedded} vector(s) made; "
-            f"{consolidation.summary()}; "
-            f"{len(preferences.saved)} preference(s) inferred; "
-            f"decayed {decay.decayed} of {decay.considered}"
-        )
-        workflow.logger.info("dream cycle complete for %s — %s", agent, summary)
-        workflow.set_current_details(f"done: {summary}")
-        return DreamResult(
+        result = DreamResult(
             agent_id=agent,
             as_of=as_of,
             purge=purge,
@@ -116,6 +113,19 @@ class Dream:
             embeddings=embeddings,
             cycle_id=cycle_id,
         )
+        self._report(result)
+        return result
+
+    @staticmethod
+    def _report(result: DreamResult) -> None:
+        summary = (
+            f"purged {len(result.purge.purged)}; {result.embeddings.embedded} vector(s) made; "
+            f"{result.consolidation.summary()}; "
+            f"{len(result.preferences.saved)} preference(s) inferred; "
+            f"decayed {result.decay.decayed} of {result.decay.considered}"
+        )
+        workflow.logger.info("dream cycle complete for %s — %s", result.agent_id, summary)
+        workflow.set_current_details(f"done: {summary}")
 
     @staticmethod
     async def _backfill(agent: str) -> EmbedResult:

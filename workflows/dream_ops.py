@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ApplyPlanResult,
         ApplyPurgeInput,
         PlanCheckInput,
+        PlannedMerge,
         Refusal,
         UndoInput,
         UndoResult,
@@ -41,11 +42,41 @@ Activities = ConsolidationActivities
 
 @workflow.defn(name=names.APPLY_DREAM_PLAN)
 class ApplyDreamPlan:
+    """One method per step, in the cycle's order; each refuses the parts of the plan
+    whose entries moved on since it was made (`self.changed`)."""
+
+    def __init__(self) -> None:
+        self.changed: dict[str, str] = {}
+
     @workflow.run
     async def run(self, inp: ApplyPlanInput) -> ApplyPlanResult:
-        plan, cycle = inp.plan, workflow.info().run_id
-        agent, as_of = plan.agent_id, plan.as_of
-        res = ApplyPlanResult(agent_id=agent, cycle_id=cycle)
+        self.plan, self.cycle = inp.plan, workflow.info().run_id
+        self.res = ApplyPlanResult(agent_id=self.plan.agent_id, cycle_id=self.cycle)
+        await self._check_revisions()
+        await self._apply_folds()
+        for merge in self.plan.merges:
+            if not self._refuse(merge.sources, f"merge {merge.new_id}"):
+                await self._apply_merge(merge)
+        await self._apply_prunes()
+        await self._apply_purge()
+        await self._apply_decay()
+        res = self.res
+        workflow.set_current_details(
+            f"done: applied {len(res.merged)} merge(s), {len(res.pruned)} prune(s), "
+            f"{len(res.folded)} fold(s), purged {len(res.purged)}, decayed {res.decayed}; "
+            f"refused {len(res.refused)} part(s)"
+        )
+        return res
+
+    def _refuse(self, ids: list[str], what: str) -> bool:
+        moved = [i for i in ids if i in self.changed]
+        if moved:
+            detail = "; ".join(f"{i}: {self.changed[i]}" for i in moved)
+            self.res.refused.append(Refusal(ids=ids, reason=f"{what}: changed since ({detail})"))
+        return bool(moved)
+
+    async def _check_revisions(self) -> None:
+        plan = self.plan
         revisions: dict[str, int] = dict(plan.purge_revisions)
         for fold in plan.folds:
             revisions.update(fold.revisions)
@@ -56,109 +87,116 @@ class ApplyDreamPlan:
         workflow.set_current_details(f"checking {len(revisions)} planned entr(ies)")
         check = await workflow.execute_activity_method(
             DreamReviewActivities.check_plan_sources,
-            PlanCheckInput(agent_id=agent, revisions=revisions),
+            PlanCheckInput(agent_id=plan.agent_id, revisions=revisions),
             **with_summary(SCAN_STEP, "check the plan's revisions"),
         )
-        changed = check.changed
+        self.changed = check.changed
 
-        def refuse(ids: list[str], what: str) -> bool:
-            moved = [i for i in ids if i in changed]
-            if moved:
-                detail = "; ".join(f"{i}: {changed[i]}" for i in moved)
-                res.refused.append(Refusal(ids=ids, reason=f"{what}: changed since ({detail})"))
-            return bool(moved)
-
-        for fold in plan.folds:
-            if refuse([fold.survivor, *fold.copies], "fold"):
+    async def _apply_folds(self) -> None:
+        for fold in self.plan.folds:
+            if self._refuse([fold.survivor, *fold.copies], "fold"):
                 continue
             got = await workflow.execute_activity_method(
                 DreamReviewActivities.apply_fold,
-                ApplyFoldInput(agent_id=agent, as_of=as_of, fold=fold, cycle_id=cycle),
+                ApplyFoldInput(
+                    agent_id=self.plan.agent_id,
+                    as_of=self.plan.as_of,
+                    fold=fold,
+                    cycle_id=self.cycle,
+                ),
                 **with_summary(STORE_STEP, f"fold into {fold.survivor}"),
             )
-            res.folded += got.done
-            res.refused += [Refusal(ids=[i], reason=r) for i, r in got.refused.items()]
-        for merge in plan.merges:
-            if refuse(merge.sources, f"merge {merge.new_id}"):
-                continue
-            proposed = ProposedMerge(
-                content=merge.content,
-                category=merge.category,
-                tags=merge.tags,
-                source_ids=merge.sources,
-                importance=merge.importance,
-            )
-            check_ = MergeCheck(merge=proposed, shown=merge.shown)
-            saved = await workflow.execute_activity_method(
-                Activities.save_merged_entry,
-                SaveMergedInput(
-                    agent_id=agent,
-                    new_id=merge.new_id,
-                    check=check_,
-                    merged_at=as_of,
-                    cycle_id=cycle,
-                ),
-                **with_summary(STORE_STEP, f"save merge {merge.new_id}"),
-            )
-            if not saved.persisted:
-                reason = f"merge {merge.new_id}: {saved.detail}"
-                res.refused.append(Refusal(ids=merge.sources, reason=reason))
-                continue
-            archived = await workflow.execute_activity_method(
-                Activities.archive_merged_sources,
-                ArchiveSourcesInput(
-                    agent_id=agent,
-                    replacement_id=merge.new_id,
-                    expected=merge.shown,
-                    as_of=as_of,
-                    cycle_id=cycle,
-                ),
-                **with_summary(STORE_STEP, f"retire sources into {merge.new_id}"),
-            )
-            res.merged.append(merge.new_id)
-            res.archived += archived.archived
-        prunes = [p for p in plan.prunes if not refuse([p.id], "prune")]
-        if prunes:
-            pruned = await workflow.execute_activity_method(
-                Activities.prune_ephemeral,
-                PruneInput(
-                    agent_id=agent,
-                    expected={p.id: p.fingerprint for p in prunes},
-                    as_of=as_of,
-                    cycle_id=cycle,
-                ),
-                **with_summary(STORE_STEP, f"prune {len(prunes)}"),
-            )
-            res.pruned = pruned.archived
-            for entry in pruned.protected:
-                res.refused.append(Refusal(ids=[entry.id], reason="above the high-value floor"))
-        purge = {i: r for i, r in plan.purge_revisions.items() if i not in changed}
-        if len(purge) < len(plan.purge_revisions):
-            refuse([i for i in plan.purge_revisions if i in changed], "purge")
+            self.res.folded += got.done
+            self.res.refused += [Refusal(ids=[i], reason=r) for i, r in got.refused.items()]
+
+    async def _apply_merge(self, merge: PlannedMerge) -> None:
+        agent, as_of = self.plan.agent_id, self.plan.as_of
+        proposed = ProposedMerge(
+            content=merge.content,
+            category=merge.category,
+            tags=merge.tags,
+            source_ids=merge.sources,
+            importance=merge.importance,
+        )
+        saved = await workflow.execute_activity_method(
+            Activities.save_merged_entry,
+            SaveMergedInput(
+                agent_id=agent,
+                new_id=merge.new_id,
+                check=MergeCheck(merge=proposed, shown=merge.shown),
+                merged_at=as_of,
+                cycle_id=self.cycle,
+            ),
+            **with_summary(STORE_STEP, f"save merge {merge.new_id}"),
+        )
+        if not saved.persisted:
+            reason = f"merge {merge.new_id}: {saved.detail}"
+            self.res.refused.append(Refusal(ids=merge.sources, reason=reason))
+            return
+        archived = await workflow.execute_activity_method(
+            Activities.archive_merged_sources,
+            ArchiveSourcesInput(
+                agent_id=agent,
+                replacement_id=merge.new_id,
+                expected=merge.shown,
+                as_of=as_of,
+                cycle_id=self.cycle,
+            ),
+            **with_summary(STORE_STEP, f"retire sources into {merge.new_id}"),
+        )
+        self.res.merged.append(merge.new_id)
+        self.res.archived += archived.archived
+
+    async def _apply_prunes(self) -> None:
+        prunes = [p for p in self.plan.prunes if not self._refuse([p.id], "prune")]
+        if not prunes:
+            return
+        pruned = await workflow.execute_activity_method(
+            Activities.prune_ephemeral,
+            PruneInput(
+                agent_id=self.plan.agent_id,
+                expected={p.id: p.fingerprint for p in prunes},
+                as_of=self.plan.as_of,
+                cycle_id=self.cycle,
+            ),
+            **with_summary(STORE_STEP, f"prune {len(prunes)}"),
+        )
+        self.res.pruned = pruned.archived
+        for entry in pruned.protected:
+            self.res.refused.append(Refusal(ids=[entry.id], reason="above the high-value floor"))
+
+    async def _apply_purge(self) -> None:
+        planned = self.plan.purge_revisions
+        purge = {i: r for i, r in planned.items() if i not in self.changed}
+        if len(purge) < len(planned):
+            self._refuse([i for i in planned if i in self.changed], "purge")
         if purge:
             got = await workflow.execute_activity_method(
                 DreamReviewActivities.apply_purge,
-                ApplyPurgeInput(agent_id=agent, as_of=as_of, revisions=purge),
+                ApplyPurgeInput(
+                    agent_id=self.plan.agent_id, as_of=self.plan.as_of, revisions=purge
+                ),
                 **with_summary(SCAN_STEP, f"purge {len(purge)}"),
             )
-            res.purged = got.done
-        decay = [d for d in plan.decay if d.id not in changed]
-        if len(decay) < len(plan.decay):
-            moved = [d.id for d in plan.decay if d.id in changed]
-            res.refused.append(Refusal(ids=moved, reason="decay: changed since the plan"))
+            self.res.purged = got.done
+
+    async def _apply_decay(self) -> None:
+        decay = [d for d in self.plan.decay if d.id not in self.changed]
+        if len(decay) < len(self.plan.decay):
+            moved = [d.id for d in self.plan.decay if d.id in self.changed]
+            self.res.refused.append(Refusal(ids=moved, reason="decay: changed since the plan"))
         if decay:
             got = await workflow.execute_activity_method(
                 DreamReviewActivities.apply_decay,
-                ApplyDecayInput(agent_id=agent, as_of=as_of, decay=decay, cycle_id=cycle),
+                ApplyDecayInput(
+                    agent_id=self.plan.agent_id,
+                    as_of=self.plan.as_of,
+                    decay=decay,
+                    cycle_id=self.cycle,
+                ),
                 **with_summary(SCAN_STEP, f"decay {len(decay)}"),
             )
-            res.decayed = len(got.done)
-        workflow.set_current_details(
-            f"done: applied {len(res.merged)} merge(s), {len(res.pruned)} prune(s), "
-            f"{len(res.folded)} fold(s), purged {len(res.purged)}, decayed {res.decayed}; "
-            f"refused {len(res.refused)} part(s)"
-        )
-        return res
+            self.res.decayed = len(got.done)
 
 
 @workflow.defn(name=names.UNDO_DREAM)
