@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import re
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from dreamkeeper.core.errors import InvalidInput, MemoryNotFound, StoreConflict
+from dreamkeeper.core.errors import MemoryNotFound, StoreConflict
 from dreamkeeper.core.models import MAX_APPLIED_OPS, MemoryEntry, as_utc, utc_now
 from dreamkeeper.core.validation import (
     new_entry_id,
@@ -52,10 +49,15 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
-from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
-from dreamkeeper.policies.coverage import find_missing_specifics as _missing
-from dreamkeeper.stores import faults, snapshot, vector_pack
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores import (
+    faults,
+    snapshot,
+    store_bulk,
+    store_lifecycle,
+    store_loading,
+    vector_pack,
+)
+from dreamkeeper.stores.bm25 import BM25Index
 from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.entry_files import (
     EMBEDDINGS_DIR,
@@ -63,74 +65,34 @@ from dreamkeeper.stores.entry_files import (
     Parts,
     entry_parts,
     load_entry,
-    scan,
 )
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.journal import JOURNAL, Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.journal import Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.store_records import (
+    AppliedOp,
+    BulkReport,
+    Change,
+    NewEntry,
+    PurgeReport,
+    Retirement,
+    document_text,
+    retired_into,
+)
 from dreamkeeper.stores.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
 
 
-def document_text(entry: MemoryEntry) -> str:
-    """What BM25 indexes: content, tags, and the category with / and - as spaces."""
-    category = (entry.category or "").replace("/", " ").replace("-", " ")
-    return " ".join([entry.content, " ".join(entry.tags), category])
-
-
-@dataclass
-class PurgeReport:
-    considered: int = 0
-    purged: list[str] = field(default_factory=list)
-    kept_high_value: list[str] = field(default_factory=list)
-    kept_in_retention: int = 0
-
-
-@dataclass(frozen=True)
-class Retirement:
-    """What `retire_into` did: archived the entry into live replacements, or nothing."""
-
-    retired: bool
-    detail: str | None = None  # why nothing was done (or "already retired into them")
-    missing: tuple[str, ...] = ()  # specifics the replacements lack (debug logs only)
-
-
-@dataclass(frozen=True)
-class AppliedOp:
-    """An operation recorded in the entry it changed: what it did, and any detail a
-    retry needs (a fold's copies)."""
-
-    entry_id: str
-    action: str
-    detail: str = ""
-
-    @classmethod
-    def parse(cls, entry_id: str, value: str) -> AppliedOp:
-        action, _, detail = value.partition(":")
-        return cls(entry_id, action, detail)
-
-
-@dataclass(frozen=True)
-class _Change:
-    entry: MemoryEntry  # as it will be on disk, revision included
-    action: JournalAction
-    reason: str | None
-    op: str | None
-    parts: Parts
-    old_parts: Parts | None = None  # a category move: the file to remove afterwards
-
-
-_LEGACY_INTO = re.compile(r"^(?:merged into ([0-9a-f]{12})|enriched into \[([0-9a-f, ]+)\])$")
-
-
-def retired_into(entry: MemoryEntry) -> list[str]:
-    """The entries this one was archived into (legacy files: read from the reason)."""
-    if entry.retired_into:
-        return list(entry.retired_into)
-    match = _LEGACY_INTO.match(entry.archive_reason or "")
-    if match is None:
-        return []
-    return [match[1]] if match[1] else [i.strip() for i in match[2].split(",") if i.strip()]
+__all__ = [
+    "AppliedOp",
+    "BulkReport",
+    "FileMemoryStore",
+    "NewEntry",
+    "PurgeReport",
+    "Retirement",
+    "document_text",
+    "retired_into",
+]
 
 
 class FileMemoryStore:
@@ -176,246 +138,23 @@ class FileMemoryStore:
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return self.files.path(*entry_parts(entry_id, category))
 
-    def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self._full_load()
-        else:
-            self._refresh()
-
-    def reload(self) -> None:
-        """Forget everything in memory and rescan the directory (not the snapshot)."""
-        self._full_load(use_snapshot=False)
-
-    def _full_load(self, *, use_snapshot: bool = True) -> None:
-        self._entries = {}
-        self._parts = {}
-        self._problems = {}
-        self._pending.clear()
-        self._ops = None
-        self._index = BM25Index()
-        self._category_ids = {}
-        if self._vectors is not None:
-            self._vectors.reset()
-        self.opened_from_snapshot = False
-        if use_snapshot and self._snapshots and snapshot.load(self):
-            # The state as of the snapshot's offset: replay only the journal after it.
-            self.opened_from_snapshot = True
-            self._loaded = True
-            self._refresh()
-            return
-        # Records appended from here on name every file that changes during the scan;
-        # the write in flight right now began at the last hold marker: replay from there.
-        end = self.journal.size()
-        replay_from = self.journal.last_hold_start(end)
-        for parts, is_link in scan(self.files):
-            if is_link:
-                self._report(parts, "a symlink: refused (entries and categories are plain)")
-            else:
-                self._load(parts, scanning=True)
-        self._offset = replay_from
-        self._loaded = True
-        self._refresh()
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
-            self.save_snapshot()
-
-    def save_snapshot(self) -> bool:
-        """Write the index snapshot (`stores.snapshot`) of the state as it is now, after
-        catching up with the journal; False when it could not be (a write is pending, or
-        the directory is not writable — logged: it is only a cache)."""
-        self._ensure_loaded()
-        try:
-            written = snapshot.write(self)
-            current = self._vectors.current if self._vectors is not None else None
-            if written and current is not None and self._vectors is not None:
-                index = self.vectors(current.dim)
-                if index is not None:
-                    vector_pack.write(self, index, self._vectors.model_key)
-            return written
-        except OSError as exc:
-            log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
-            return False
-
-    def approx_bytes(self) -> int:
-        """Roughly what this store holds in memory (for the worker's store cache): per
-        entry its index share and its entry (parsed or still JSON), plus the vectors."""
-        if not self._loaded:
-            return 4_096
-        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
-        vectors = self._vectors.current if self._vectors is not None else None
-        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
-        return 4_096 + per_entry * len(self._entries) + matrix
-
-    def _journal_bytes(self, start: int, length: int) -> bytes:
-        return self.files.read_from(JOURNAL, start, length) if length > 0 else b""
-
-    def _load(self, parts: Parts, *, scanning: bool = False) -> MemoryEntry | None:
-        loaded = load_entry(self.files, parts)
-        entry = loaded.entry
-        if entry is None:
-            if loaded.problem is not None:
-                self._report(parts, loaded.problem)
-            return None
-        known = self._parts.get(entry.id)
-        if scanning and known is not None and known != parts:
-            # Two files for one id: a category move interrupted between writing the new
-            # file and removing the old. The later revision wins; the other is reported.
-            if _version(entry) < _version(self._entries[entry.id]):
-                self._report(parts, f"stale duplicate of {entry.id} at {'/'.join(known)}")
-                return None
-            self._report(known, f"stale duplicate of {entry.id} at {'/'.join(parts)}")
-        self._problems.pop(self.files.path(*parts), None)
-        self._install(entry, parts)
-        return entry
-
-    def _report(self, parts: Parts, reason: str) -> None:
-        key = self.files.path(*parts)
-        if self._problems.get(key) != reason:
-            log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
-        self._problems[key] = reason
-
-    def _category_id(self, category: str | None) -> int:
-        cid = self._category_ids.get(category)
-        if cid is None:
-            cid = len(self._category_ids)
-            self._category_ids[category] = cid
-        return cid
-
-    def _install(self, entry: MemoryEntry, parts: Parts) -> None:
-        previous = self._entries.get(entry.id)
-        if previous == entry and self._parts.get(entry.id) == parts:
-            return
-        self._entries[entry.id] = entry
-        self._parts[entry.id] = parts
-        if self._ops is not None:
-            if previous is not None:
-                for op in previous.applied_ops:
-                    self._ops.pop(op, None)
-            for op, value in entry.applied_ops.items():
-                self._ops[op] = AppliedOp.parse(entry.id, value)
-        self._index.put(
-            entry.id,
-            tokenize(document_text(entry)),
-            archived=entry.is_archived,
-            weight=0.5 + 0.5 * entry.importance_score,
-            group=self._category_id(entry.category),
-            importance=entry.importance_score,
-            stamp=entry.last_seen_at.timestamp(),
-        )
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        previous = self._entries.pop(entry_id, None)
-        self._parts.pop(entry_id, None)
-        if self._ops is not None and previous is not None:
-            for op in previous.applied_ops:
-                self._ops.pop(op, None)
-        self._index.remove(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
-
-    def _refresh(self) -> None:
-        size = self.journal.size()
-        if size < self._offset:  # journal replaced or truncated: trust nothing cached
-            self._full_load()
-            return
-        if size > self._offset:
-            records, self._offset = self.journal.read_from(self._offset)
-            for record in records:
-                self._apply_record(record)
-        if self._pending:
-            self._settle()
-
-    def _apply_record(self, record: JournalRecord) -> None:
-        if record.action is JournalAction.EMBEDDED:
-            if self._vectors is not None:
-                self._vectors.mark(record.id)  # only the vector file changed
-            return
-        try:
-            parts = entry_parts(record.id, record.category)
-        except InvalidInput as exc:
-            log.warning("journal of %s: a record names an invalid path (%s)", self.agent_id, exc)
-            return
-        if record.action is JournalAction.REPAIRED:
-            self._pending.pop(record.id, None)
-            self._adopt_disk(record.id, parts)
-            return
-        if record.action is JournalAction.PURGED:
-            known = self._parts.get(record.id, parts)
-            if any(os.path.lexists(self.files.path(*p)) for p in {parts, known}):
-                # Its file is still there: a purge in flight, or a record that does not
-                # match the files (then the disk wins when the lock is seen free).
-                self._pending[record.id] = (record.rev or 0, known)
-            else:
-                self._pending.pop(record.id, None)
-                self._forget(record.id)
-            return
-        entry = self._load(parts)
-        if record.rev is None:  # a legacy record: the file is all there is
-            if entry is None:
-                # Forget the entry only if its own file is gone: a record naming another
-                # category (a hostile or garbled line) must not hide a live entry.
-                self._adopt_disk(record.id, parts)
-            return
-        if entry is not None and entry.revision >= record.rev:
-            if self._pending.get(record.id, (0,))[0] <= entry.revision:
-                self._pending.pop(record.id, None)
-            return
-        self._pending[record.id] = (record.rev, parts)  # the file has not landed (yet)
-
-    def _adopt_disk(self, entry_id: str, parts: Parts) -> None:
-        """Take the entry as its file is now (or forget it when there is none)."""
-        if self._load(parts) is not None:
-            return
-        known = self._parts.get(entry_id)
-        if known is not None and known != parts and self._load(known) is not None:
-            return
-        self._forget(entry_id)
-
-    def _settle(self) -> None:
-        """Resolve pending records: landed files are taken; when no write can be in flight
-        (the lock is ours, or free) the disk wins — a writer repairs it in the journal."""
-        for entry_id, (rev, parts) in list(self._pending.items()):
-            entry = self._load(parts)
-            if entry is not None and entry.revision >= rev:
-                del self._pending[entry_id]
-        if not self._pending:
-            return
-        if self._lock.held:
-            self._repair()
-        elif self._lock.is_free():
-            for entry_id, (_, parts) in list(self._pending.items()):
-                self._adopt_disk(entry_id, parts)
-            self._pending.clear()
-
-    def _repair(self) -> None:
-        """Under the lock: every pending record is a write that died before its file
-        landed. Record that, so every reader converges on the file as it is."""
-        records = []
-        for entry_id, (rev, parts) in sorted(self._pending.items()):
-            self._adopt_disk(entry_id, parts)
-            current = self._entries.get(entry_id)
-            # `rev` names the revision that never landed (the disk keeps the one before).
-            records.append(
-                self._record(
-                    JournalAction.REPAIRED,
-                    entry_id,
-                    parts,
-                    current,
-                    rev=rev,
-                    reason=f"revision {rev} never landed; the file on disk stands",
-                )
-            )
-            log.warning(
-                "memory store %s: repaired %s (a write of revision %d did not complete)",
-                self.agent_id,
-                entry_id,
-                rev,
-            )
-        self._pending.clear()
-        self._append(records)
-
-    # -- reads -------------------------------------------------------------------------
+    # Loading and the change feed live in stores/store_loading.py; bound here as methods.
+    _ensure_loaded = store_loading.ensure_loaded
+    reload = store_loading.reload
+    _full_load = store_loading.full_load
+    save_snapshot = store_loading.save_snapshot
+    approx_bytes = store_loading.approx_bytes
+    _journal_bytes = store_loading.journal_bytes
+    _load = store_loading.load
+    _report = store_loading.report
+    _category_id = store_loading.category_id
+    _install = store_loading.install
+    _forget = store_loading.forget
+    _refresh = store_loading.refresh
+    _apply_record = store_loading.apply_record
+    _adopt_disk = store_loading.adopt_disk
+    _settle = store_loading.settle
+    _repair = store_loading.repair
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         """The entry, live or archived, or None."""
@@ -568,7 +307,7 @@ class FileMemoryStore:
         self._offset = self.journal.append(records)
         self._hold_appended = True
 
-    def _commit(self, changes: list[_Change]) -> None:
+    def _commit(self, changes: list[Change]) -> None:
         """Journal first, then each file (lock held by the caller)."""
         batch = len(changes) > 1
         self._append(
@@ -622,7 +361,7 @@ class FileMemoryStore:
         )
         parts = entry_parts(written.id, written.category)
         old = self._parts.get(written.id) if base is not None else None
-        self._commit([_Change(written, action, reason, op, parts, old)])
+        self._commit([Change(written, action, reason, op, parts, old)])
         return written
 
     # -- writes ------------------------------------------------------------------------
@@ -693,66 +432,10 @@ class FileMemoryStore:
             )
             return self._write(entry, None, JournalAction.CREATED, None)
 
-    def create_many(
-        self, items: Iterable[NewEntry], *, now: datetime | None = None
-    ) -> list[MemoryEntry]:
-        """Create many entries under one lock hold: per chunk one journal batch, the files
-        without a sync each, then one filesystem sync — with `create`'s guarantees (each
-        entry atomic; a crash anywhere is repaired like a single write's, and nothing is
-        durable-and-unjournaled). Every item is validated before anything is written; an
-        explicit id is idempotent as in `create`."""
-        at = as_utc(now) if now is not None else self.now()
-        items = list(items)
-        wanted = [_new_entry(item, at) for item in items]
-        fresh_ids = {e.id for e, item in zip(wanted, items, strict=True) if item.entry_id is None}
-        report = self._bulk_write(wanted, reason=None, redraw=fresh_ids, strict=True)
-        return report.entries
-
-    def import_entries(self, entries: Iterable[MemoryEntry]) -> BulkReport:
-        """Bring whole entries in as they are — ids, times, counts, archive state — on
-        `create_many`'s bulk path: idempotent by id (an entry already here with the same
-        content is left as it is), an id here with other content is a conflict, reported
-        and left alone. Every entry is validated before anything is written."""
-        wanted = [_imported(entry) for entry in entries]
-        return self._bulk_write(wanted, reason="imported", redraw=set(), strict=False)
-
-    def _bulk_write(
-        self, wanted: list[MemoryEntry], *, reason: str | None, redraw: set[str], strict: bool
-    ) -> BulkReport:
-        """One lock hold; per chunk a journal batch, the files, one sync (see `_commit`).
-        `redraw`: ids the store chose, drawn again if taken. `strict`: a conflict raises."""
-        report = BulkReport()
-        with self.writing():
-            taken: set[str] = set()
-            for start in range(0, len(wanted), BULK_CHUNK):
-                changes: list[_Change] = []
-                for entry in wanted[start : start + BULK_CHUNK]:
-                    if entry.id in redraw:
-                        while entry.id in self._entries or entry.id in taken:
-                            entry = entry.model_copy(update={"id": new_entry_id()})
-                    if entry.id in taken:
-                        raise StoreConflict(f"memory {entry.id} is given twice")
-                    taken.add(entry.id)
-                    existing = self._fresh(entry.id)
-                    if existing is not None:
-                        if existing.content == entry.content:
-                            report.entries.append(existing)
-                            report.unchanged.append(existing.id)
-                        elif strict:
-                            raise StoreConflict(
-                                f"memory {entry.id} already exists with other content"
-                            )
-                        else:
-                            report.conflicts.append(entry.id)
-                        continue
-                    written = entry.model_copy(update={"revision": 1})
-                    parts = entry_parts(written.id, written.category)
-                    changes.append(_Change(written, JournalAction.CREATED, reason, None, parts))
-                    report.entries.append(written)
-                    report.created.append(written.id)
-                if changes:
-                    self._commit(changes)
-        return report
+    # The bulk write path: stores/store_bulk.py.
+    create_many = store_bulk.create_many
+    import_entries = store_bulk.import_entries
+    _bulk_write = store_bulk.bulk_write
 
     def put(
         self,
@@ -842,171 +525,12 @@ class FileMemoryStore:
             reason=f"importance set to {importance:.2f}",
         )
 
-    def archive(self, entry_id: str, reason: str, *, now: datetime | None = None) -> MemoryEntry:
-        """Hide an entry from search, keeping it on disk. Archiving twice is a no-op and
-        the first reason is kept."""
-        if not reason or not reason.strip():
-            raise InvalidInput("an archive needs a reason")
-        self.require(entry_id)  # reject unknown ids before taking (creating) the lock
-        with self.writing():
-            current = self._fresh(entry_id)
-            if current is None:
-                raise MemoryNotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
-            if current.is_archived:
-                return current
-            at = as_utc(now) if now is not None else self.now()
-            archived = current.model_copy(update={"archived_at": at, "archive_reason": reason})
-            return self._write(archived, current, JournalAction.ARCHIVED, reason)
-
-    def retire_into(
-        self,
-        entry_id: str,
-        into: Iterable[str],
-        *,
-        reason: str,
-        expected_fingerprint: str | None = None,
-        vocabulary: Vocabulary = DEFAULT_VOCABULARY,
-        now: datetime | None = None,
-        check: Callable[[MemoryEntry, list[MemoryEntry]], str | None] | None = None,
-    ) -> Retirement:
-        """Archive `entry_id` *into* its replacements — one store operation, under the
-        lock — only if every replacement is live now and together they cover the entry's
-        specifics (and `check`, a stricter rule, has no objection); otherwise change
-        nothing and say why. Retiring again into the same replacements is a no-op."""
-        targets = list(dict.fromkeys(validate_entry_id(i) for i in into))
-        validate_entry_id(entry_id)
-        if not targets or entry_id in targets:
-            raise InvalidInput("an entry retires into one or more other entries")
-        with self.writing():
-            current = self._fresh(entry_id)
-            if current is None:
-                return Retirement(False, f"{entry_id} does not exist")
-            if current.is_archived:
-                if sorted(retired_into(current)) == sorted(targets):
-                    return Retirement(True, "already retired into them")
-                return Retirement(False, f"{entry_id} is already archived")
-            if expected_fingerprint is not None and current.fingerprint != expected_fingerprint:
-                return Retirement(False, f"{entry_id} changed since it was shown")
-            replacements = []
-            for target in targets:
-                replacement = self._fresh(target)
-                if replacement is None or replacement.is_archived:
-                    return Retirement(False, f"replacement {target} is not live")
-                replacements.append(replacement)
-            missing = _missing(
-                [Source(current.content, current.category)],
-                "\n\n".join(r.content for r in replacements),
-                vocabulary,
-            )
-            if missing:
-                return Retirement(
-                    False, f"the replacements miss {len(missing)} specific(s)", tuple(missing)
-                )
-            objection = check(current, replacements) if check is not None else None
-            if objection:
-                return Retirement(False, objection)
-            at = as_utc(now) if now is not None else self.now()
-            archived = current.model_copy(
-                update={
-                    "archived_at": at,
-                    "archive_reason": reason,
-                    "retired_into": sorted(targets),
-                }
-            )
-            self._write(archived, current, JournalAction.ARCHIVED, reason)
-            return Retirement(True)
-
-    def restore(self, entry_id: str, *, force: bool = False) -> MemoryEntry:
-        """Bring an archived entry back. An entry archived into others that are still
-        live is refused (they carry its content and reinforcements: restoring would count
-        them twice) unless `force`."""
-        self.require(entry_id)  # reject unknown ids before taking (creating) the lock
-        with self.writing():
-            current = self._fresh(entry_id)
-            if current is None:
-                raise MemoryNotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
-            if not current.is_archived:
-                return current
-            if not force:
-                live = [
-                    i
-                    for i in retired_into(current)
-                    if (e := self._fresh(i)) is not None and not e.is_archived
-                ]
-                if live:
-                    raise StoreConflict(
-                        f"memory {entry_id} was archived into {', '.join(live)}, which still "
-                        "carries its content and reinforcements: archive that first (then "
-                        "restore this), or restore with force to keep both"
-                    )
-            restored = current.model_copy(
-                update={"archived_at": None, "archive_reason": None, "retired_into": []}
-            )
-            return self._write(restored, current, JournalAction.RESTORED, "restored")
-
-    def purge(
-        self,
-        retention: timedelta,
-        *,
-        keep: Callable[[MemoryEntry], bool] = lambda _: False,
-        now: datetime | None = None,
-        on_progress: Callable[[int, int], None] | None = None,
-        dry_run: bool = False,
-        only: Callable[[MemoryEntry], bool] | None = None,
-    ) -> PurgeReport:
-        """Hard-delete entries archived before `now - retention`, except those `keep`
-        protects. A retention of zero or less keeps everything. `dry_run`: report what
-        would go, delete nothing; `only`: consider just the entries it accepts."""
-        report = PurgeReport()
-        if retention <= timedelta(0):
-            return report
-        with self.writing() if not dry_run else _reading(self):
-            cutoff = (as_utc(now) if now is not None else self.now()) - retention
-            archived = [
-                e for e in self._entries.values() if e.is_archived and (only is None or only(e))
-            ]
-            report.considered = len(archived)
-            doomed = []
-            for entry in archived:
-                assert entry.archived_at is not None
-                if entry.archived_at >= cutoff:
-                    report.kept_in_retention += 1
-                elif keep(entry):
-                    report.kept_high_value.append(entry.id)
-                else:
-                    doomed.append(entry)
-            if not dry_run:
-                self._delete(doomed, on_progress)
-            report.purged = [e.id for e in doomed]
-        return report
-
-    def _delete(
-        self, doomed: list[MemoryEntry], on_progress: Callable[[int, int], None] | None
-    ) -> None:
-        """Journal the purges first, then remove the files: a crash in between leaves
-        pending purges that the next writer repairs (the files stand; purge runs again)."""
-        records = []
-        for entry in doomed:
-            parts = self._parts[entry.id]
-            records.append(
-                self._record(
-                    JournalAction.PURGED,
-                    entry.id,
-                    parts,
-                    entry,
-                    reason=entry.archive_reason,
-                    rev=entry.revision + 1,
-                )
-            )
-            self._pending[entry.id] = (entry.revision + 1, parts)
-        self._append(records)
-        for done, entry in enumerate(doomed, start=1):
-            self.files.unlink(self._parts[entry.id])
-            self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-            self._forget(entry.id)
-            self._pending.pop(entry.id, None)
-            if on_progress is not None:
-                on_progress(done, len(doomed))
+    # Archive, retirement, restore and purge: stores/store_lifecycle.py.
+    archive = store_lifecycle.archive
+    retire_into = store_lifecycle.retire_into
+    restore = store_lifecycle.restore
+    purge = store_lifecycle.purge
+    _delete = store_lifecycle.delete
 
     def tags(self) -> list[str]:
         """The distinct tags of live entries, case-insensitively (as the tag filter
@@ -1017,62 +541,3 @@ class FileMemoryStore:
                 key = tag.lower()
                 spellings[key] = min(spellings.get(key, tag), tag)
         return [spellings[key] for key in sorted(spellings)]
-
-
-BULK_CHUNK = 1_000
-
-
-@contextmanager
-def _reading(store: FileMemoryStore) -> Iterator[None]:
-    """A dry run's view: caught up with the journal, no writer lock taken."""
-    store._ensure_loaded()
-    yield
-
-
-@dataclass
-class BulkReport:
-    entries: list[MemoryEntry] = field(default_factory=list)  # as they are now, in order
-    created: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)  # already here, same content
-    conflicts: list[str] = field(default_factory=list)  # already here, other content
-
-
-def _imported(entry: MemoryEntry) -> MemoryEntry:
-    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
-    (revision, applied ops) is this store's own, so it starts afresh."""
-    validate_entry_id(entry.id)
-    validate_content(entry.content)
-    validate_category(entry.category)
-    validate_tags(entry.tags)
-    validate_metadata(entry.metadata)
-    validate_importance(entry.importance_score)
-    return entry.model_copy(update={"revision": 0, "applied_ops": {}})
-
-
-@dataclass(frozen=True)
-class NewEntry:
-    """One entry for `create_many`: what `create` takes."""
-
-    content: str
-    category: str | None = None
-    tags: tuple[str, ...] = ()
-    metadata: dict[str, str] = field(default_factory=dict)
-    importance: float = 0.5
-    entry_id: str | None = None
-
-
-def _new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
-    return MemoryEntry(
-        id=validate_entry_id(item.entry_id) if item.entry_id is not None else new_entry_id(),
-        content=validate_content(item.content),
-        category=validate_category(item.category),
-        tags=validate_tags(item.tags),
-        metadata=validate_metadata(item.metadata),
-        importance_score=validate_importance(item.importance),
-        created_at=at,
-        last_seen_at=at,
-    )
-
-
-def _version(entry: MemoryEntry) -> tuple[int, datetime, datetime]:
-    return (entry.revision, entry.updated_at or entry.created_at, entry.last_seen_at)
