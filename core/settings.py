@@ -116,12 +116,23 @@ class WorkerSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> WorkerSettings:
         return load_settings(env).worker
 
-    def describe(self) -> str:
+    def activity_slots(self, threads: int | None = None) -> int:
+        """Regular activities at once: at most the threads, less a quarter kept for local
+        activities — the save's persist step shares these threads, and must not queue
+        behind dedup, embedding and dream steps."""
+        threads = self.activity_threads if threads is None else threads
+        reserve = max(1, threads // 4) if threads > 1 else 0
+        return max(1, min(self.max_concurrent_activities, threads - reserve))
+
+    def describe(self, threads: int | None = None) -> str:
+        """What the worker actually runs with (slots after the local-activity reserve)."""
+        threads = self.activity_threads if threads is None else threads
         return (
-            f"{self.activity_threads} activity threads, {self.workflow_task_pollers}/"
+            f"{threads} activity threads, {self.workflow_task_pollers}/"
             f"{self.activity_task_pollers} workflow/activity pollers, up to "
             f"{self.max_concurrent_workflow_tasks} workflow tasks, "
-            f"{self.max_concurrent_activities} activities, "
+            f"{self.activity_slots(threads)} activities "
+            f"(of {self.max_concurrent_activities} allowed), "
             f"{self.max_concurrent_local_activities} local activities"
         )
 
@@ -491,4 +502,9 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
             else:
                 flat[name] = value
         out[section] = {name: shown(name, value) for name, value in flat.items()}
+    # What the settings imply, as the worker and client apply them.
+    t = settings.temporal
+    if not t.tls and (t.tls_cert or t.tls_ca or t.api_key):
+        out["temporal"]["tls"] = "True (implied by the API key or a certificate)"
+    out["worker"]["activity_slots"] = str(settings.worker.activity_slots())
     return out

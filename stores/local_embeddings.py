@@ -135,6 +135,27 @@ def local_settings(settings: EmbeddingSettings | None = None) -> EmbeddingSettin
     )
 
 
+_SHARED: OnnxEncoder | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_encoder() -> OnnxEncoder:
+    """One loaded model per process: the worker's activities and an in-process client
+    (`dreamkeeper dev --demo`, `serve`) would otherwise each hold a copy. Encoding is
+    already concurrent within one instance (worker threads), so sharing adds no race."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            files = local_model_files()
+            if files is None:
+                raise LocalModelMissing(
+                    f"the local embedding model is not installed: {INSTALL_HINT}"
+                )
+            _SHARED = OnnxEncoder(*files)
+            log.info("embeddings: %s loaded in-process from %s", LOCAL_MODEL, files[0])
+        return _SHARED
+
+
 class LocalEmbeddings:
     """An in-process `EmbeddingClient`: the same methods, the bundled model behind them.
     The model loads on first use, so constructing one (a store, the worker) costs
@@ -155,13 +176,7 @@ class LocalEmbeddings:
     def _model(self) -> OnnxEncoder:
         with self._lock:
             if self._encoder is None:
-                files = local_model_files()
-                if files is None:
-                    raise LocalModelMissing(
-                        f"the local embedding model is not installed: {INSTALL_HINT}"
-                    )
-                self._encoder = OnnxEncoder(*files)
-                log.info("embeddings: %s loaded in-process from %s", LOCAL_MODEL, files[0])
+                self._encoder = _shared_encoder()
             return self._encoder
 
     def embed(

@@ -373,7 +373,13 @@ def stats(args: argparse.Namespace, settings: StoreSettings) -> int:
 def config(args: argparse.Namespace, settings: StoreSettings) -> int:
     """The effective settings (environment, then --data/--agent), secrets masked."""
     effective = dataclasses.replace(load_settings(), store=settings)
+    from dreamkeeper.client.codec import DATA_DIR_KEY_FILE  # only here: it loads crypto
+
     sections = describe(effective)
+    dev_key = settings.data_dir / DATA_DIR_KEY_FILE
+    codec = effective.codec
+    if codec.payload_key is None and codec.payload_key_file is None and dev_key.is_file():
+        sections["codec"]["payload_key_file"] = f"{dev_key} (the data directory's key)"
     if args.json:
         print(json.dumps(sections, indent=2))
         return 0

@@ -25,8 +25,15 @@ async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str
     print("\n== Demo for agent 'demo' (every step below is a workflow in the UI)")
     acks = []
     for content, category, importance in FACTS:
+        # The same key on every run: a second tour's saves are the first tour's (not new
+        # copies that dedup folds away), so archive and restore below act on a live entry.
         ack = await memory.save_memory(
-            AGENT, content, category=category, importance=importance, source="user"
+            AGENT,
+            content,
+            category=category,
+            importance=importance,
+            source="user",
+            idempotency_key=f"demo-tour:{category}",
         )
         acks.append(ack)
         print(

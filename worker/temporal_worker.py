@@ -152,14 +152,6 @@ def worker_tuning() -> WorkerSettings:
     return WorkerSettings.from_env()
 
 
-def activity_slots(tuning: WorkerSettings, threads: int) -> int:
-    """Regular activities at once: at most the threads, less a quarter kept for local
-    activities — the save's persist step shares these threads, and must not queue
-    behind dedup, embedding and dream steps."""
-    reserve = max(1, threads // 4) if threads > 1 else 0
-    return max(1, min(tuning.max_concurrent_activities, threads - reserve))
-
-
 def build_worker(
     client: Client,
     settings: StoreSettings,
@@ -187,7 +179,7 @@ def build_worker(
             else worker_activities(settings, llm, embeddings, tuning, shard=shard)
         ),
         activity_executor=executor,
-        max_concurrent_activities=activity_slots(tuning, threads),
+        max_concurrent_activities=tuning.activity_slots(threads),
         max_concurrent_local_activities=tuning.max_concurrent_local_activities,
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),

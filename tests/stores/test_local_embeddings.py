@@ -87,6 +87,7 @@ def test_without_the_model_embedding_fails_soft(monkeypatch):
     import dreamkeeper.stores.local_embeddings as local_module
 
     monkeypatch.setattr(local_module, "local_model_files", lambda: None)
+    monkeypatch.setattr(local_module, "_SHARED", None)  # as in a process that never loaded it
     backend = LocalEmbeddings(EmbeddingSettings())
     assert backend.embed(["text"]) == [None]  # logged; callers fall back to keywords
     assert backend.embed_query("text") is None
@@ -112,3 +113,9 @@ def test_embed_server_serves_the_local_model_over_http():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_every_instance_in_a_process_shares_one_loaded_model():
+    """The worker's activities and an in-process client must not each hold a copy."""
+    first, second = LocalEmbeddings(EmbeddingSettings()), LocalEmbeddings(EmbeddingSettings())
+    assert first._model() is second._model()

@@ -195,3 +195,17 @@ def test_config_refuses_an_out_of_range_setting_with_exit_2(cli, monkeypatch):
     monkeypatch.setenv("DREAMKEEPER_DECAY_FLOOR", "7")
     code, _, err = cli("config")
     assert code == 2 and "DREAMKEEPER_DECAY_FLOOR" in err
+
+
+def test_config_shows_what_the_settings_imply(cli, tmp_path, monkeypatch):
+    """The data directory's key in use, TLS implied by an API key, and the activity
+    slots the worker really gets (threads less the local-activity reserve)."""
+    (tmp_path / "payload-key").write_text("k1:" + "00" * 32 + "\n")
+    monkeypatch.setenv("TEMPORAL_API_KEY", "api-secret")
+    monkeypatch.setenv("DREAMKEEPER_WORKER_ACTIVITY_THREADS", "8")
+    code, out, _ = cli("config", "--json")
+    shown = json.loads(out)
+    assert code == 0 and "api-secret" not in out
+    assert shown["codec"]["payload_key_file"].startswith(str(tmp_path / "payload-key"))
+    assert shown["temporal"]["tls"].startswith("True")
+    assert shown["worker"]["activity_slots"] == "6"

@@ -17,3 +17,18 @@ async def test_the_quickstart_tour_runs_every_step(worker, capsys):
     assert "Friday works for me" not in context  # the inventory never shows content
     assert "archived [" in out and "restored [" in out
     assert "dream cycle: purged 0; reviewed 3 of 3" in out
+
+
+async def test_a_second_tour_on_the_same_data_runs_every_step_too(worker, capsys):
+    """README: a second run finds the first run's memories. Its saves are the same saves
+    (same keys), so its archive and restore act on live entries, not dedup's leftovers."""
+    client, queue, settings = worker
+    await tour(client, settings, queue, ui="http://localhost:8233")
+    first = capsys.readouterr().out
+    await tour(client, settings, queue, ui="http://localhost:8233")
+    second = capsys.readouterr().out
+    ids = [
+        line.split("[", 1)[1].split("]", 1)[0] for line in first.splitlines() if "saved [" in line
+    ]
+    assert all(f"saved [{i}]" in second for i in ids)
+    assert "restored [" in second and "dream cycle: purged 0;" in second
