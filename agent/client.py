@@ -47,6 +47,7 @@ from dreamkeeper.core.payloads import (
     SaveResult,
     SearchInput,
     SearchOutput,
+    content_sha256,
 )
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
@@ -397,6 +398,7 @@ class MemoryClient:
             try:
                 return await self.client.execute_update_with_start_workflow(
                     names.SAVE_UPDATE,
+                    content_sha256(inp.content),
                     start_workflow_operation=start,
                     result_type=SaveAck,
                     rpc_timeout=timedelta(seconds=max(0.5, left)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 
@@ -94,6 +95,11 @@ class EntryOpResult(BaseModel):
     archived: bool
     archive_reason: str | None = None
     importance: float
+
+
+def content_sha256(content: str) -> str:
+    """How a save's update names the content it means (SaveMemory refuses another)."""
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class SaveInput(BaseModel):

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.activities.embeddings import NOT_CONFIGURED, EmbeddingActivities
     from dreamkeeper.activities.save import SaveActivities
     from dreamkeeper.core import names
+    from dreamkeeper.core.errors import Conflict
     from dreamkeeper.core.payloads import (
         DedupOutcome,
         EmbedInput,
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SaveInput,
         SaveOutcome,
         SaveResult,
+        content_sha256,
     )
     from dreamkeeper.workflows.options import (
         EMBED_STEP,
@@ -63,17 +65,33 @@ def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
 
 @workflow.defn(name=names.SAVE_MEMORY, sandboxed=False)
 class SaveMemory:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: SaveInput) -> None:
         self._ack: SaveAck | None = None
         self._failure: ApplicationError | None = None
+        self._content_sha = content_sha256(inp.content)
 
     @workflow.update
-    async def save(self) -> SaveAck:
+    async def save(self, content_sha256: str | None = None) -> SaveAck:
+        """The caller's answer once the original is durable. `content_sha256` is what the
+        caller means to save under this id (older clients send nothing)."""
         await workflow.wait_condition(lambda: self._ack is not None or self._failure is not None)
         if self._ack is None:
             assert self._failure is not None
             raise self._failure
         return self._ack
+
+    @save.validator
+    def _same_save(self, content_sha256: str | None = None) -> None:
+        # The same id with other content is not a retry: refused as the store refuses it
+        # once this run has finished (StoreConflict), never answered with another save's
+        # id. A rejected update leaves no trace in the history.
+        if content_sha256 is not None and content_sha256 != self._content_sha:
+            raise ApplicationError(
+                "this memory id is already being saved with other content",
+                type=Conflict.failure_type,
+                non_retryable=True,
+            )
 
     @workflow.run
     async def run(self, inp: SaveInput) -> SaveResult:

@@ -204,18 +204,24 @@ def test_invalid_and_unknown_agents_are_refused(served):
         assert missing.status_code == 404
 
 
-def test_unknown_entry_is_not_found_and_a_repeated_id_changes_nothing(served):
+def test_unknown_entry_is_not_found_and_a_reused_id_changes_nothing(served):
     agent = _agent()
     with served.client() as client:
         entry_id = _save(client, agent, "first version of the fact")
         gone = client.delete(f"/v1/agents/{agent}/memories/abcdef123456")
         assert gone.status_code == 404 and gone.json()["category"] == "NotFound"
-        # The same id names the same save (a retry): the first one's entry, nothing new.
-        again = client.post(
+        # The same id with the same content is a retry: the first one's entry.
+        retry = client.post(
+            f"/v1/agents/{agent}/memories",
+            json={"content": "first version of the fact", "entry_id": entry_id},
+        )
+        assert retry.status_code == 201 and retry.json()["entry_id"] == entry_id
+        # With other content it is a conflict, whether the first save still runs or not.
+        other = client.post(
             f"/v1/agents/{agent}/memories",
             json={"content": "another fact entirely", "entry_id": entry_id},
         )
-        assert again.status_code == 201 and again.json()["entry_id"] == entry_id
+        assert other.status_code == 409 and other.json()["category"] == "Conflict"
     assert [e.content for e in _on_disk(served, agent)] == ["first version of the fact"]
 
 

@@ -148,3 +148,28 @@ async def test_bad_input_is_refused_before_anything_is_written(memory):
     with pytest.raises(InvalidInput):
         await memory.save_memory("a1", "fact", category="../etc")
     assert not (memory.settings.data_dir / "agents" / "a1").exists()
+
+
+async def test_an_id_reused_with_other_content_is_a_conflict_while_running_and_after(memory, llm):
+    """The same id is the same save only for the same content: while the first save is
+    still enriching (its workflow running) and after it finished, other content under
+    that id is refused (Conflict) and never answered with the first save's ack."""
+    from dreamkeeper.core.errors import Conflict
+
+    agent = _agent()
+    release = threading.Event()
+    llm.replies += [Reply(json.dumps(FACTS), hold=release)]
+    ack = await memory.save_memory(agent, ORIGINAL, entry_id="0123456789ab")
+    with pytest.raises(Conflict, match="other content"):
+        await memory.save_memory(agent, "another fact entirely", entry_id="0123456789ab")
+    again = await memory.save_memory(agent, ORIGINAL, entry_id="0123456789ab")  # a retry
+    assert again.entry_id == ack.entry_id
+    release.set()
+    await _result(memory, agent, ack.entry_id)
+    with pytest.raises(Conflict, match="other content"):
+        await memory.save_memory(agent, "another fact entirely", entry_id="0123456789ab")
+    contents = [
+        e.content
+        for e in FileMemoryStore(memory.settings.data_dir, agent).entries(include_archived=True)
+    ]
+    assert "another fact entirely" not in contents
