@@ -233,17 +233,7 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     if remote is not None:
         return _remote_search(args, settings, remote, metadata)
     store = _store(settings, hybrid=True)
-    hits = search(
-        store,
-        args.query,
-        category=args.category,
-        tags=args.tags,
-        limit=args.limit,
-        include_archived=args.include_archived,
-        created_after=args.created_after,
-        created_before=args.created_before,
-        metadata=metadata,
-    )
+    hits = search(store, args.query, **_search_filters(args, metadata))
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0
@@ -258,23 +248,26 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
+def _search_filters(args: argparse.Namespace, metadata: dict[str, str]) -> dict[str, Any]:
+    """`search`'s filters, the same for the store and a remote serve."""
+    return {
+        "category": args.category,
+        "tags": args.tags,
+        "limit": args.limit,
+        "include_archived": args.include_archived,
+        "created_after": args.created_after,
+        "created_before": args.created_before,
+        "metadata": metadata,
+    }
+
+
 def _remote_search(
     args: argparse.Namespace,
     settings: StoreSettings,
     remote: RemoteMemoryClient,
     metadata: dict[str, str],
 ) -> int:
-    hits = remote.search_memory(
-        settings.agent_id,
-        args.query,
-        category=args.category,
-        tags=args.tags,
-        limit=args.limit,
-        include_archived=args.include_archived,
-        created_after=args.created_after,
-        created_before=args.created_before,
-        metadata=metadata,
-    )
+    hits = remote.search_memory(settings.agent_id, args.query, **_search_filters(args, metadata))
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0
