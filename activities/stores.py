@@ -6,8 +6,9 @@ two activity threads from refreshing or writing the same in-memory index at once
 (other processes are excluded by the store's own file lock).
 
 Every store activity goes through `using()`, which also:
-- heartbeats from a helper thread while the activity holds the store, so a worker killed
-  mid-step is noticed within the heartbeat timeout (seconds), not the start-to-close one;
+- heartbeats (from the worker's one `Heartbeats` thread) while the activity holds the
+  store, so a worker killed mid-step is noticed within the heartbeat timeout (seconds),
+  not the start-to-close one;
 - checks the caller's store identity (a client on another data directory fails loudly);
 - sorts failures for Temporal: bad input, not found, conflicts and store mismatches are
   non-retryable; an unwritable store is retried a few times, then fails for good with
@@ -22,6 +23,7 @@ import contextvars
 import dataclasses
 import errno
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,32 +41,82 @@ UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT
 UNWRITABLE_ATTEMPTS = 3  # then the failure is final: retrying a read-only disk is noise
 
 
+class Heartbeats:
+    """One daemon thread per worker process that heartbeats every store activity in
+    progress, started by the worker before any activity runs.
+
+    Why not a thread per activity: the worker cancels a sync activity by raising an
+    exception asynchronously in its thread, and one that lands inside `Thread.start()`
+    leaves a half-born thread and an activity thread blocked forever waiting for it to
+    start, which hangs the worker's shutdown. An activity here only adds and removes
+    itself from a dict, shielded from that exception.
+    """
+
+    def __init__(self, every_seconds: float = HEARTBEAT_EVERY_SECONDS) -> None:
+        self.every_seconds = every_seconds
+        self._active: dict[int, contextvars.Context] = {}
+        self._guard = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._next_key = 0
+
+    def start(self) -> None:
+        """Start the thread (idempotent). Call it outside any activity."""
+        with self._guard:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="dk-heartbeat", daemon=True)
+                self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def add(self, context: contextvars.Context) -> int:
+        with self._guard:
+            self._next_key += 1
+            self._active[self._next_key] = context
+            return self._next_key
+
+    def discard(self, key: int) -> None:
+        with self._guard:
+            self._active.pop(key, None)
+
+    def active(self) -> int:
+        with self._guard:
+            return len(self._active)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.every_seconds)
+            with self._guard:
+                beating = list(self._active.items())
+            for key, context in beating:
+                try:
+                    context.run(activity.heartbeat)
+                except concurrent.futures.TimeoutError:
+                    continue  # the worker's event loop was busy for 10 s: try next tick
+                except Exception:  # noqa: BLE001 - the activity is gone: stop beating it
+                    self.discard(key)
+
+
+HEARTBEATS = Heartbeats()
+
+
 @contextlib.contextmanager
 def heartbeating() -> Iterator[None]:
-    """Heartbeat every couple of seconds from a helper thread while the block runs (sync,
-    non-local activities only; elsewhere it does nothing)."""
-    if not activity.in_activity() or activity.info().is_local:
+    """Heartbeat every couple of seconds while the block runs (sync, non-local activities
+    of a process whose worker started `HEARTBEATS`; elsewhere it does nothing)."""
+    heartbeats = HEARTBEATS
+    if not heartbeats.running or not activity.in_activity() or activity.info().is_local:
         yield
         return
-    stop = threading.Event()
-    context = contextvars.copy_context()
-
-    def beat() -> None:
-        while not stop.wait(HEARTBEAT_EVERY_SECONDS):
-            try:
-                context.run(activity.heartbeat)
-            except concurrent.futures.TimeoutError:
-                continue  # the worker's event loop was busy for 10 s: try again next tick
-            except Exception:  # noqa: BLE001 - an async activity's heartbeat; stop quietly
-                return
-
-    thread = threading.Thread(target=beat, name="dk-heartbeat", daemon=True)
-    thread.start()
+    # Shielded: a cancellation landing between the add and the try would leave a finished
+    # activity registered (harmless, dropped on its first failed beat, but noisy).
+    with activity.shield_thread_cancel_exception():
+        key = heartbeats.add(contextvars.copy_context())
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
+        heartbeats.discard(key)
 
 
 @dataclasses.dataclass

@@ -18,7 +18,7 @@ from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
 from dreamkeeper.activities.search import SearchActivities
-from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.activities.stores import HEARTBEATS, StoreRegistry
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
@@ -71,6 +71,7 @@ def worker_activities(
     llm = llm if llm is not None else LLMSettings.from_env()
     embeddings = embeddings if embeddings is not None else embedding_settings()
     tuning = tuning if tuning is not None else WorkerSettings()
+    HEARTBEATS.start()  # here, never inside an activity: see Heartbeats
     if stores is None:
         stores = StoreRegistry(
             settings.data_dir,
