@@ -9,6 +9,10 @@ email addresses, URLs, @handles and phone numbers. The check is deliberately bia
 toward rejection: a false rejection keeps a duplicate one more cycle, a false acceptance
 destroys the only record of a detail.
 
+Save-time dedup asks a different question ("is this the same fact?") and reads with
+`every_number=True`: one-digit numbers and ordinals are specifics too, whatever the
+category's numeric exemption.
+
 A capitalized word is not a specific when the same word also appears all-lowercase in
 the sources or the merged text, or when it is a common word in sentence-initial position
 — unless the vocabulary lists it in `always_specific`, which wins over everything (a
@@ -49,6 +53,7 @@ _PHONE = re.compile(
     r"(?<![\w+])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])\d{2,4}[ .\-]\d{3,4}(?!\w)"
 )
 _NUMBER = re.compile(r"\d(?:[.,:/\-]?\d)+")
+_ANY_NUMBER = re.compile(r"\d(?:[.,:/\-]?\d)*")
 # A run of letters and digits mixing both ("Meridian27", "2FA", "B2B", "gpt4o") is one
 # specific, matched whole. Its parts are not specifics of their own: "27" alone can never
 # be found whole inside "Meridian27", so an identical copy would fail its own check.
@@ -161,9 +166,10 @@ def _dates(text: str) -> tuple[list[_Date], str]:
     return found, "".join(chars)
 
 
-def _identifiers(text: str) -> tuple[list[str], str]:
+def _identifiers(text: str, every_number: bool = False) -> tuple[list[str], str]:
     """Letter-digit runs ("Falcon64", "2FA"), and the text with them blanked out. A
-    single-digit ordinal ("3rd") is not one, as "top 3" is not a number specific."""
+    single-digit ordinal ("3rd") is not one, as "top 3" is not a number specific —
+    unless `every_number`."""
     found: list[str] = []
 
     def take(m: re.Match[str]) -> str:
@@ -171,7 +177,7 @@ def _identifiers(text: str) -> tuple[list[str], str]:
         mixed = any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
         if not mixed:
             return run
-        if not _SINGLE_DIGIT_ORDINAL.match(run):
+        if every_number or not _SINGLE_DIGIT_ORDINAL.match(run):
             found.append(run)
         return " " * len(run)
 
@@ -223,8 +229,14 @@ class Specifics:
 
 
 def extract_specifics(
-    source: Source, vocabulary: Vocabulary, lowercase_twins: set[str] | None = None
+    source: Source,
+    vocabulary: Vocabulary,
+    lowercase_twins: set[str] | None = None,
+    *,
+    every_number: bool = False,
 ) -> Specifics:
+    """`every_number`: one-digit numbers and ordinals count too, in any category (see
+    `find_missing_specifics`)."""
     text = source.content
     dates, text = _dates(text)
     emails, text = _take(_EMAIL, text)
@@ -232,9 +244,9 @@ def extract_specifics(
     handles, text = _take(_HANDLE, text)
     phones, text = _take(_PHONE, text)
     phone_digits = {re.sub(r"\D", "", p) for p in phones}
-    identifiers, text = _identifiers(text)
-    numbers = set(_NUMBER.findall(text))
-    if vocabulary.numbers_exempt(source.category):
+    identifiers, text = _identifiers(text, every_number)
+    numbers = set((_ANY_NUMBER if every_number else _NUMBER).findall(text))
+    if vocabulary.numbers_exempt(source.category) and not every_number:
         numbers.clear()
     twins = lowercase_twins if lowercase_twins is not None else _lowercase_words([text])
     words: set[str] = set()
@@ -282,8 +294,15 @@ def find_missing_specifics(
     sources: Sequence[Source | str],
     merged: str,
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
+    *,
+    every_number: bool = False,
 ) -> list[str]:
-    """Specifics of any source absent from `merged`, sorted; empty means covered."""
+    """Specifics of any source absent from `merged`, sorted; empty means covered.
+
+    `every_number=True` is save-time dedup's stricter reading: there the question is not
+    "did a merge keep the detail" but "is this the same fact", and "a team of 3" is not
+    "a team of 20" — so one-digit numbers and ordinals are specifics too, and a
+    category's numeric exemption does not apply."""
     items = [s if isinstance(s, Source) else Source(s) for s in sources]
     twins = _lowercase_words([s.content for s in items] + [merged])
     merged_lower = merged.lower()
@@ -292,7 +311,7 @@ def find_missing_specifics(
     merged_phones = {re.sub(r"\D", "", p) for p in _PHONE.findall(merged)}
     missing: set[str] = set()
     for source in items:
-        found = extract_specifics(source, vocabulary, twins)
+        found = extract_specifics(source, vocabulary, twins, every_number=every_number)
         for value in found.words | found.numbers | found.exact:
             if not _contains(merged_lower, value):
                 missing.add(value)

@@ -20,7 +20,13 @@ import numpy as np
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
-from dreamkeeper.policies.dedup import Candidate, DedupOutcome, closest, content_tokens, decide
+from dreamkeeper.policies.dedup import (
+    Candidate,
+    DedupOutcome,
+    content_tokens,
+    decide_best,
+    near_duplicates,
+)
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
 from dreamkeeper.stores.journal import JournalAction
@@ -64,20 +70,19 @@ def save_fact(
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
-        match, similarity, threshold = _closest(
-            store,
+        match, decision = decide_best(
             candidate,
-            candidate_vector,
-            lambda e: e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata),
-        )
-        decision = decide(
-            candidate,
-            match,
-            similarity,
+            _near(
+                store,
+                candidate,
+                candidate_vector,
+                lambda e: (
+                    e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata)
+                ),
+            ),
             at,
-            threshold=threshold,
             vocabulary=vocabulary,
-            count=match is None or match.id not in touched,
+            touched=touched,
         )
         if decision.outcome is DedupOutcome.CREATED:
             created = store.create(
@@ -99,15 +104,15 @@ def save_fact(
         return SavedFact(decision.outcome, match.id)
 
 
-def _closest(
+def _near(
     store: FileMemoryStore,
     candidate: Candidate,
     candidate_vector: np.ndarray | None,
     eligible: Callable[[MemoryEntry], bool],
-) -> tuple[MemoryEntry | None, float, float]:
+) -> list[tuple[MemoryEntry, float, float]]:
     cache: dict[str, frozenset[str]] = {}
     vectors = store.vectors(candidate_vector.size) if candidate_vector is not None else None
-    return closest(
+    return near_duplicates(
         candidate,
         (e for e in store.entries() if eligible(e)),
         tokens_of=lambda e: cache.setdefault(e.id, content_tokens(e.content)),
@@ -160,18 +165,15 @@ def dedup_existing(
             tuple(original.metadata.items()),
             original.importance_score,
         )
-        match, similarity, threshold = _closest(
-            store,
+        match, decision = decide_best(
             candidate,
-            candidate_vector,
-            lambda e: e.id != entry_id and not flagged(e.metadata),
-        )
-        decision = decide(
-            candidate,
-            match,
-            similarity,
+            _near(
+                store,
+                candidate,
+                candidate_vector,
+                lambda e: e.id != entry_id and not flagged(e.metadata),
+            ),
             now or store.now(),
-            threshold=threshold,
             vocabulary=vocabulary,
         )
         if decision.outcome is DedupOutcome.CREATED or match is None:

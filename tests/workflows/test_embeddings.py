@@ -47,15 +47,21 @@ async def test_a_save_gets_its_vector_after_the_ack_and_hybrid_search_finds_it(
     assert [h.entry.id for h in search(store, "puppy")] == [entry_id]
 
 
-async def test_cosine_dedup_reinforces_a_paraphrase_jaccard_would_have_kept(memory, embedder):
+async def test_cosine_dedup_reinforces_a_restatement_jaccard_would_have_kept(memory, embedder):
     agent = f"e-{uuid.uuid4().hex[:6]}"
-    first, _ = await _save(memory, agent, "The family hound is called Biscuit", "pets")
-    second, result = await _save(memory, agent, "Our dog's name: Biscuit", "pets")
+    first, _ = await _save(
+        memory, agent, "The family hound, a beagle from Ohio, is called Biscuit", "pets"
+    )
+    # Three content tokens of seven in common: only cosine finds the entry it repeats.
+    second, result = await _save(memory, agent, "The hound is called Biscuit", "pets")
     assert result.outcome == "deduplicated"
     assert [r.entry_id for r in result.replacements] == [first]
     store = FileMemoryStore(memory.settings.data_dir, agent)
     assert store.require(first).reinforcement_count == 2
     assert store.require(second).archive_reason == f"merged into {first}"
+    # A paraphrase in other words is as close by cosine, but not proof of the same fact.
+    third, result = await _save(memory, agent, "Our dog's name: Biscuit", "pets")
+    assert result.outcome == "kept" and store.require(first).reinforcement_count == 2
 
 
 async def test_the_dream_backfill_embeds_what_lacks_a_vector_and_clusters_by_cosine(
