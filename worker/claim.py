@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from dreamkeeper.client.attributes import tagged
@@ -39,7 +41,13 @@ async def claim_task_queue(
             args=[identity.store_id, identity.location],
             id=claim_workflow_id(task_queue),
             task_queue=task_queue,
-            memo={STORE_ID: identity.store_id, LOCATION: identity.location},
+            # Plain, never sealed: a store id and a path (no memory content), which a
+            # client or second worker without this store's payload key must read to
+            # say which store it mismatches (client.claims).
+            memo={
+                STORE_ID: _plain(identity.store_id),
+                LOCATION: _plain(identity.location),
+            },
             static_summary=f"task queue {task_queue} serves {identity.describe()}",
             search_attributes=tagged(None, "claim"),
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -48,3 +56,8 @@ async def claim_task_queue(
         # Another worker of some store claimed it in between: check which.
         return await claim_task_queue(client, task_queue, identity, reclaim=False)
     return "reclaimed" if held is not None else "claimed"
+
+
+def _plain(text: str) -> Payload:
+    # A Payload memo value is stored as-is: the client's codec is not applied.
+    return pydantic_data_converter.payload_converter.to_payloads([text])[0]
