@@ -298,6 +298,13 @@ def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
     )
 
 
+def plain_payload(value: object) -> Payload:
+    """A value as a payload no codec seals: for ids and fixed text (never memory content)
+    that a process without the key must read. The SDK stores a Payload memo value or
+    summary as given, past the client's codec."""
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
 def missing_key_note(converter: DataConverter) -> str:
     """For a store-mismatch message: where a process without keys looked for one."""
     codec = converter.payload_codec

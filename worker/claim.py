@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
+from dreamkeeper.client.codec import plain_payload
 from dreamkeeper.core.errors import StoreMismatch
 from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
 from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
@@ -45,8 +44,8 @@ async def claim_task_queue(
             # client or second worker without this store's payload key must read to
             # say which store it mismatches (client.claims).
             memo={
-                STORE_ID: _plain(identity.store_id),
-                LOCATION: _plain(identity.location),
+                STORE_ID: plain_payload(identity.store_id),
+                LOCATION: plain_payload(identity.location),
             },
             static_summary=f"task queue {task_queue} serves {identity.describe()}",
             search_attributes=tagged(None, "claim"),
@@ -56,8 +55,3 @@ async def claim_task_queue(
         # Another worker of some store claimed it in between: check which.
         return await claim_task_queue(client, task_queue, identity, reclaim=False)
     return "reclaimed" if held is not None else "claimed"
-
-
-def _plain(text: str) -> Payload:
-    # A Payload memo value is stored as-is: the client's codec is not applied.
-    return pydantic_data_converter.payload_converter.to_payloads([text])[0]

@@ -288,6 +288,9 @@ async def run_dev(
         print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
         print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
         print(codec.banner)
+        if codec.fallback:
+            print(codec.fallback)
+        print(codec.cli_hint(schedule_id_for(temporal.task_queue)))
         dev = TemporalSettings(
             address=address,
             namespace="default",
