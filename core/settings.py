@@ -183,6 +183,7 @@ class CodecSettings:
     payload_key_file: Path | None = None
     server_token: str | None = None
     cors_origins: tuple[str, ...] = ("http://localhost:8233",)
+    dev_port: int = 8234  # `dreamkeeper dev`'s codec server: next to the UI's 8233
 
 
 DEFAULT_SERVE_PORT = 8780
@@ -266,6 +267,7 @@ class Environment(BaseModel):
     DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
     DREAMKEEPER_CODEC_TOKEN: str | None = None
     DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
+    DREAMKEEPER_DEV_CODEC_PORT: int = _range(8234, 1, 65_535)
     DREAMKEEPER_WORKER_ACTIVITY_THREADS: int = _range(16, 1, 1_024)
     DREAMKEEPER_WORKER_MAX_ACTIVITIES: int = _range(64, 1, 10_000)
     DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES: int = _range(64, 1, 10_000)
@@ -405,6 +407,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
         server_token=e.DREAMKEEPER_CODEC_TOKEN,
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
+        dev_port=e.DREAMKEEPER_DEV_CODEC_PORT,
     )
     worker = WorkerSettings(
         activity_threads=e.DREAMKEEPER_WORKER_ACTIVITY_THREADS,

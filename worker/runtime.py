@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
+from temporalio.worker import Interceptor
 
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.client.codec import describe_converter
@@ -92,11 +93,13 @@ async def running_worker(
     *,
     reclaim: bool = False,
     runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Client]:
     """The worker polling, for as long as the block runs (yields its client); on exit,
     in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
     data directory, or on a task queue another store has claimed. `runtime`: a Temporal
-    runtime of the caller's (`serve` passes one exporting Prometheus metrics). With a
+    runtime of the caller's (`serve` passes one exporting Prometheus metrics), and
+    `interceptors` for the worker (`serve`'s counts workflow outcomes). With a
     shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
     routes elsewhere are refused (docs/scale.md)."""
     shard: tuple[ShardMap, str] | None = None
@@ -146,6 +149,7 @@ async def running_worker(
             embeddings=embeddings,
             tuning=tuning,
             shard=shard,
+            interceptors=interceptors,
         )
         async with worker:
             log.info(
@@ -288,6 +292,9 @@ async def run_dev(
         print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
         print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
         print(codec.banner)
+        if codec.fallback:
+            print(codec.fallback)
+        print(codec.cli_hint(schedule_id_for(temporal.task_queue)))
         dev = TemporalSettings(
             address=address,
             namespace="default",
