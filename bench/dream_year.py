@@ -3,7 +3,9 @@
 .venv/bin/python bench/dream_year.py [--cycles 730]
 """
 
-from dreamkeeper.testing.dream_year import cli
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
+
+from tests.harness.dream_year import cli
 
 if __name__ == "__main__":
     raise SystemExit(cli())

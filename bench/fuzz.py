@@ -21,9 +21,10 @@ import sys
 import time
 from collections import Counter
 
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from dreamkeeper.testing.hostile import SURFACES, Outcome, Surface, check
+from tests.harness.hostile import SURFACES, Outcome, Surface, check
 
 
 def fuzz(surface: Surface, n: int, seed_value: int, failures: list[str]) -> Counter:

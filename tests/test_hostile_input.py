@@ -11,7 +11,7 @@ import logging
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dreamkeeper.testing import hostile
+from tests.harness import hostile
 
 pytestmark = pytest.mark.slow  # generated inputs per surface: ~40 s
 
