@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.validation import MAX_METADATA_KEYS, MAX_TAGS
 from dreamkeeper.stores.memory_store import FileMemoryStore
 
 AGENT = "a1"
@@ -42,7 +43,7 @@ SEEDED = {
     "aaaaaaaaaaa3": ("Deploy window for project Falcon is Tuesday 14:00 UTC, ticket FAL-42.", None),
 }
 ARCHIVED = "aaaaaaaaaaa3"
-FULL_TAGS = [f"tag{n}" for n in range(32)]  # an entry already at the store's limit
+FULL_TAGS = [f"tag{n}" for n in range(MAX_TAGS)]  # an entry already at the store's limit
 BAIT = "the bait outside the agent's directory"
 
 
@@ -120,7 +121,9 @@ class Sandbox:
                 category=category,
                 entry_id=entry_id,
                 tags=FULL_TAGS if entry_id == "aaaaaaaaaaa1" else ["seed"],
-                metadata={f"k{n}": "v" for n in range(31)} if entry_id == "aaaaaaaaaaa1" else None,
+                metadata={f"k{n}": "v" for n in range(MAX_METADATA_KEYS - 1)}
+                if entry_id == "aaaaaaaaaaa1"
+                else None,
                 importance=0.5,
                 now=T0 - timedelta(days=400),
             )

@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 
 from hypothesis import strategies as st
 
+from dreamkeeper.core.validation import (
+    MAX_CATEGORY_CHARS,
+    MAX_CONTENT_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+)
+from dreamkeeper.stores.safe_json import DEFAULT_MAX_DEPTH
 from tests.harness.hostile.sandbox import SEEDED
 
 # -- text ---------------------------------------------------------------------------------
@@ -49,7 +56,7 @@ hostile_text = st.one_of(
             " 12 ",
         ]
     ),
-    st.integers(1, 5).map(lambda n: "x" * (20_000 + n)),
+    st.integers(1, 5).map(lambda n: "x" * (MAX_CONTENT_CHARS + n)),
     st.integers(1, 300).map(lambda n: " " * (n * 1_000) + "x"),
 )
 number_text = st.one_of(
@@ -95,8 +102,8 @@ categories = st.one_of(
             "/abs",
             "a/../b",
             "a//b",
-            "x" * 201,
-            "a" * 200,
+            "x" * (MAX_CATEGORY_CHARS + 1),
+            "a" * MAX_CATEGORY_CHARS,
         ]
     ),
     hostile_text,
@@ -105,8 +112,8 @@ tags_lists = st.one_of(
     st.lists(
         st.one_of(st.sampled_from(["t", "seed", "tag1", " spaced "]), hostile_text), max_size=5
     ),
-    st.integers(30, 40).map(lambda n: [f"x{i}" for i in range(n)]),
-    st.just(["y" * 65]),
+    st.integers(MAX_TAGS - 2, MAX_TAGS + 8).map(lambda n: [f"x{i}" for i in range(n)]),
+    st.just(["y" * (MAX_TAG_CHARS + 1)]),
 )
 times = st.one_of(
     st.sampled_from(
@@ -133,8 +140,8 @@ def deep(n: int, kind: str = "[") -> str:
 
 garbage = st.one_of(
     st.binary(max_size=200),
-    st.integers(33, 200_000).map(deep),
-    st.integers(33, 50_000).map(lambda n: deep(n, "{")),
+    st.integers(DEFAULT_MAX_DEPTH + 1, 200_000).map(deep),
+    st.integers(DEFAULT_MAX_DEPTH + 1, 50_000).map(lambda n: deep(n, "{")),
     st.sampled_from(
         [
             "",

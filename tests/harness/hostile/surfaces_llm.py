@@ -8,23 +8,52 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 
+from dreamkeeper.activities.consolidation import ConsolidationActivities
 from dreamkeeper.activities.dream_prompts import (
     parse_consolidation,
     parse_preferences,
     parse_repair,
 )
-from dreamkeeper.activities.llm import MAX_FACTS_PER_REPLY, MalformedLLMOutput, parse_enrichment
-from dreamkeeper.activities.save import enrichment_result
-from dreamkeeper.core.dream_payloads import ProposedMerge, ProposeResult
-from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.payloads import FactProposal
-from dreamkeeper.policies.consolidation import prune_candidates, review_merge
-from dreamkeeper.policies.dedup import Candidate
-from dreamkeeper.policies.merge import MergeProposal, merge_category, merged_entry, valid_tags
-from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.entry_files import entry_parts
-from dreamkeeper.stores.journal import JournalAction
-from tests.harness.hostile.sandbox import SEEDED, T0, Sandbox, Surface, Violation, mark_after
+from dreamkeeper.activities.llm import (
+    MAX_FACTS_PER_REPLY,
+    MAX_REPLY_BYTES,
+    MalformedLLMOutput,
+    parse_enrichment,
+)
+from dreamkeeper.activities.save import SaveActivities, enrichment_result
+from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.dream_payloads import (
+    MergeCheck,
+    ProposedMerge,
+    ProposeResult,
+    ReviewInput,
+    SaveMergedInput,
+)
+from dreamkeeper.core.models import SOURCE_KEY
+from dreamkeeper.core.payloads import FactProposal, RetireInput, SaveFactInput
+from dreamkeeper.core.settings import HighValueFloor, LLMSettings
+from dreamkeeper.core.validation import MAX_METADATA_VALUE_CHARS, MAX_TAGS
+from dreamkeeper.policies.consolidation import (
+    Verdict,
+    prune_candidates,
+    resolve_ids,
+    without_overlaps,
+)
+from dreamkeeper.policies.coverage import vocabulary_payload
+from dreamkeeper.policies.preferences import INFERRED_CATEGORY, PERMISSION_KEY, needs_permission
+from dreamkeeper.policies.provenance import INFERRED
+from dreamkeeper.stores.identity import StoreIdentity
+from dreamkeeper.stores.vocabulary import load_vocabulary
+from dreamkeeper.workflows.save import derived_id
+from tests.harness.hostile.sandbox import (
+    AGENT,
+    SEEDED,
+    T0,
+    Sandbox,
+    Surface,
+    Violation,
+    mark_after,
+)
 from tests.harness.hostile.strategies import (
     categories,
     entry_ids,
@@ -41,6 +70,13 @@ from tests.harness.hostile.strategies import (
 )
 
 # -- surfaces: LLM replies ----------------------------------------------------------------
+
+
+def product_stores(sandbox: Sandbox) -> StoreRegistry:
+    """The worker's store registry on the sandbox, so a reply is applied by the product's
+    own activities. Its identity is given: reading it would write one beside the data,
+    outside the agent's directory."""
+    return StoreRegistry(sandbox.data, identity=StoreIdentity("fuzz", str(sandbox.data)))
 
 
 def _reply_text(value: object, fence: str) -> str:
@@ -63,7 +99,7 @@ _fact_fields = st.fixed_dictionaries(
         ),
         "metadata": maybe(
             st.one_of(
-                st.just({"subjectTime": "z" * 2_001}),
+                st.just({"subjectTime": "z" * (MAX_METADATA_VALUE_CHARS + 1)}),
                 st.just({"subjectTime": "2026-01-01"}),
                 st.just({"subjectTime": 5}),
                 json_values,
@@ -78,9 +114,12 @@ _fences = st.sampled_from(["", "", "json", "JSON", "python"])
 def llm_replies(item: st.SearchStrategy, wrap: Callable[[list], object]) -> st.SearchStrategy:
     items = st.one_of(
         st.lists(item, max_size=4),
-        st.integers(21, 2_000).map(lambda n: [{"content": f"fact {i}"} for i in range(n)]),
+        st.integers(MAX_FACTS_PER_REPLY + 1, 2_000).map(
+            lambda n: [{"content": f"fact {i}"} for i in range(n)]
+        ),
         st.just(
-            [{"content": SEEDED["aaaaaaaaaaa1"][0], "tags": [f"new{n}" for n in range(32)]}] * 5
+            [{"content": SEEDED["aaaaaaaaaaa1"][0], "tags": [f"new{n}" for n in range(MAX_TAGS)]}]
+            * 5
         ),
     )
     well_formed = st.tuples(items.map(wrap), _fences).map(lambda v: _reply_text(*v))
@@ -89,7 +128,7 @@ def llm_replies(item: st.SearchStrategy, wrap: Callable[[list], object]) -> st.S
         garbage.map(lambda g: g.decode("utf-8", "replace") if isinstance(g, bytes) else g),
         json_values.map(jsonable),
         st.integers(1, 40).map(lambda n: "[" + " " * (n * 25_000) + "]"),
-        st.just("x" * 600_000),
+        st.just("x" * (MAX_REPLY_BYTES + 1)),
         hostile_text,
     )
 
@@ -99,7 +138,6 @@ ORIGINAL = "aaaaaaaaaaa2"
 
 
 def run_enrichment(sandbox: Sandbox, text: str) -> bool:
-    store = sandbox.store
     try:
         reply = parse_enrichment(text)
     except MalformedLLMOutput:
@@ -109,29 +147,29 @@ def run_enrichment(sandbox: Sandbox, text: str) -> bool:
         raise Violation(f"{len(reply.facts)} facts passed the cap")
     result = enrichment_result(reply, "notes", ORIGINAL)
     result.model_dump_json()  # it must travel as a Temporal payload
+    saves = SaveActivities(product_stores(sandbox), LLMSettings(), HighValueFloor())
     saved: list[str] = []
-    # Every fact the parser passes must save, as the workflow saves them (the store's
-    # lock, dedup, one reinforcement per entry per save): never a save failing half-way.
+    # Every fact the parser passes must save, through the save_fact activity as the Save
+    # workflow calls it (ids, exclusions, one reinforcement per entry per save): never a
+    # save failing half-way.
     for index, fact in enumerate(result.facts):
-        outcome = save_fact(
-            store,
-            Candidate(
-                fact.content,
-                fact.category,
-                tuple(fact.tags),
-                tuple(fact.metadata.items()),
-                fact.importance,
-            ),
-            new_id=f"{index + 1:012x}",
-            op_id=f"{ORIGINAL}-{index}",
-            exclude=[ORIGINAL],
-            touched=sorted(set(saved)),
+        outcome = saves.save_fact(
+            SaveFactInput(
+                agent_id=AGENT,
+                new_id=derived_id(ORIGINAL, index),
+                op_id=f"{ORIGINAL}-{index}",
+                fact=fact,
+                exclude=[ORIGINAL],
+                touched=sorted(set(saved)),
+            )
         )
         saved.append(outcome.entry_id)
     into = sorted(set(saved) - {ORIGINAL})
     if into:
-        store.retire_into(ORIGINAL, into, reason="fuzz enrichment")
-    entry = store.get("aaaaaaaaaaa1")
+        saves.retire_original(
+            RetireInput(agent_id=AGENT, entry_id=ORIGINAL, into=into, reason="fuzz enrichment")
+        )
+    entry = sandbox.fresh_store().get("aaaaaaaaaaa1")
     if entry is not None and entry.reinforcement_count > 2:
         raise Violation(f"one save reinforced an entry {entry.reinforcement_count - 1} times")
     return not result.facts
@@ -178,7 +216,7 @@ def run_consolidation(sandbox: Sandbox, text: str) -> bool:
         return True
     mark_after(sandbox)
     shown = {e.id: e.fingerprint for e in store.entries()}
-    ProposeResult(
+    proposal = ProposeResult(
         shown=shown,
         to_delete=reply.to_delete,
         to_save=[
@@ -191,41 +229,53 @@ def run_consolidation(sandbox: Sandbox, text: str) -> bool:
             )
             for m in reply.to_save
         ],
-    ).model_dump_json()  # it must travel as a Temporal payload
-    applied = 0
-    for merge in reply.to_save:
-        review = review_merge(
-            merge.content,
-            merge.source_ids,
-            {i: store.get(i) if _is_id(i) else None for i in merge.source_ids},
-            shown,
-        )
-        if review.accepted:
-            sources = [store.require(i) for i in dict.fromkeys(merge.source_ids)]
-            proposal = MergeProposal(
-                merge.content,
-                merge_category(merge.category, sources),
-                tuple(valid_tags(merge.tags)),
-                merge.importance,
+    )
+    proposal.model_dump_json()  # it must travel as a Temporal payload
+    # As the Consolidation workflow goes on: every id resolved against what was shown,
+    # then the review and save activities.
+    checks = []
+    for merge in proposal.to_save:
+        sources, _ = resolve_ids(merge.source_ids, shown)
+        checks.append(
+            MergeCheck(
+                merge=merge.model_copy(update={"source_ids": sources}),
+                shown={s: shown[s] for s in sources},
             )
-            merged = merged_entry(f"{applied + 1:012x}", proposal, sources, T0)
-            store.put(merged, action=JournalAction.MERGED)
-            applied += 1
+        )
+    applied = len(_apply_merges(sandbox, checks))
+    to_delete, _ = resolve_ids(proposal.to_delete, shown)
     prune_candidates(
-        reply.to_delete,
+        to_delete,
         shown=shown,
         merge_only=[],
-        merge_sources=[s for m in reply.to_save for s in m.source_ids],
+        merge_sources=[s for c in checks for s in c.merge.source_ids],
     )
-    return applied == 0 and not reply.to_delete
+    return applied == 0 and not to_delete
 
 
-def _is_id(value: str) -> bool:
-    try:
-        entry_parts(value, None)
-    except InvalidInput:
-        return False
-    return True
+def _apply_merges(sandbox: Sandbox, checks: list[MergeCheck]) -> list[str]:
+    """The review_merges and save_merged_entry activities on `checks`, keeping the
+    accepted merges that share no source with an earlier one (as the workflow does).
+    Returns the merged entries' ids."""
+    if not checks:
+        return []
+    activities = ConsolidationActivities(product_stores(sandbox), LLMSettings(), HighValueFloor())
+    vocabulary = vocabulary_payload(load_vocabulary(sandbox.agent_dir).vocabulary)
+    reviews = activities.review_merges(
+        ReviewInput(agent_id=AGENT, checks=checks, vocabulary=vocabulary)
+    ).reviews
+    accepted = [i for i, r in enumerate(reviews) if r.verdict == Verdict.ACCEPTED]
+    keep = without_overlaps([checks[i].merge.source_ids for i in accepted])
+    merged = []
+    for number, index in enumerate(accepted[k] for k in keep):
+        saved = activities.save_merged_entry(
+            SaveMergedInput(
+                agent_id=AGENT, new_id=f"{number + 1:012x}", check=checks[index], merged_at=T0
+            )
+        )
+        if saved.persisted:
+            merged.append(saved.new_id)
+    return merged
 
 
 CONSOLIDATION = Surface("LLM consolidation reply", consolidation_replies, run_consolidation)
@@ -250,22 +300,20 @@ repair_replies = st.one_of(
 
 
 def run_repair(sandbox: Sandbox, text: str) -> bool:
-    store = sandbox.store
     try:
         reply = parse_repair(text)
     except MalformedLLMOutput:
         return True
     mark_after(sandbox)
-    source = store.require("aaaaaaaaaaa1")
-    review = review_merge(
-        reply.content, [source.id], {source.id: source}, {source.id: source.fingerprint}
+    source = sandbox.store.require("aaaaaaaaaaa1")
+    # A repaired text goes through the same review and save as the merge it repairs.
+    check = MergeCheck(
+        merge=ProposedMerge(
+            content=reply.content, category=source.category, source_ids=[source.id]
+        ),
+        shown={source.id: source.fingerprint},
     )
-    if review.accepted:
-        merged = merged_entry(
-            "0000000000f1", MergeProposal(reply.content, source.category), [source], T0
-        )
-        store.put(merged, action=JournalAction.MERGED)
-    return not review.accepted
+    return not _apply_merges(sandbox, [check])
 
 
 REPAIR = Surface("LLM repair reply", repair_replies, run_repair)
@@ -276,7 +324,8 @@ _preference_fields = st.fixed_dictionaries(
             st.one_of(hostile_text, json_values), sane_text.map(lambda t: f"The user prefers {t}")
         ),
         "tags": maybe(
-            st.one_of(tags_lists, st.just([f"p{n}" for n in range(32)]), json_values), sane_tags
+            st.one_of(tags_lists, st.just([f"p{n}" for n in range(MAX_TAGS)]), json_values),
+            sane_tags,
         ),
         "importance": maybe(
             st.one_of(st.floats(allow_nan=True, allow_infinity=True), json_values), sane_importance
@@ -292,25 +341,24 @@ def run_preferences(sandbox: Sandbox, text: str) -> bool:
     except MalformedLLMOutput:
         return True
     mark_after(sandbox)
+    saves = SaveActivities(product_stores(sandbox), LLMSettings(), HighValueFloor())
+    # The proposal as the PreferenceInference workflow shapes it (its category, tag and
+    # source, the host's permission flag), saved by the save_fact activity.
     for index, pref in enumerate(reply.to_save):
+        metadata = {SOURCE_KEY: INFERRED}
+        if needs_permission(pref.content):
+            metadata[PERMISSION_KEY] = "true"
         fact = FactProposal(
             content=pref.content,
-            category="user-preferences/inferred",
-            tags=list(dict.fromkeys([*pref.tags, "inferred"])),
+            category=INFERRED_CATEGORY,
+            tags=list(dict.fromkeys([*pref.tags, INFERRED])),
             importance=pref.importance,
-            metadata={"source": "inferred"},
+            metadata=metadata,
         )
-        save_fact(
-            sandbox.store,
-            Candidate(
-                fact.content,
-                fact.category,
-                tuple(fact.tags),
-                tuple(fact.metadata.items()),
-                fact.importance,
-            ),
-            new_id=f"{index + 1:012x}",
-            op_id=f"pref-{index}",
+        saves.save_fact(
+            SaveFactInput(
+                agent_id=AGENT, new_id=f"{index + 1:012x}", op_id=f"pref-{index}", fact=fact
+            )
         )
     return not reply.to_save
 

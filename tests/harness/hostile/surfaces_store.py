@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import (
+    MAX_METADATA_KEYS,
+    MAX_METADATA_VALUE_CHARS,
+    MAX_TAGS,
     validate_category,
     validate_content,
     validate_metadata,
@@ -23,11 +26,11 @@ from dreamkeeper.policies.dedup import Candidate, content_tokens
 from dreamkeeper.policies.gating import GateEntry, gate
 from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.entry_files import entry_parts
-from dreamkeeper.stores.journal import JournalRecord
+from dreamkeeper.stores.entry_files import MAX_ENTRY_FILE_BYTES, entry_parts
+from dreamkeeper.stores.journal import MAX_LINE_BYTES, JournalRecord
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vocabulary import FILE_NAME as VOCABULARY_FILE
-from dreamkeeper.stores.vocabulary import load_vocabulary
+from dreamkeeper.stores.vocabulary import MAX_FILE_BYTES, MAX_WORD_CHARS, MAX_WORDS, load_vocabulary
 from tests.harness.hostile.sandbox import (
     SEEDED,
     T0,
@@ -72,8 +75,8 @@ _entry_fields = st.fixed_dictionaries(
         "lastSeenAt": maybe(st.one_of(times, json_values), sane_time),
         "metadata": maybe(
             st.one_of(
-                st.just({f"k{n}": "v" for n in range(33)}),
-                st.just({"subjectTime": "y" * 2_001}),
+                st.just({f"k{n}": "v" for n in range(MAX_METADATA_KEYS + 1)}),
+                st.just({"subjectTime": "y" * (MAX_METADATA_VALUE_CHARS + 1)}),
                 st.just({"bad key": "v"}),
                 json_values,
             ),
@@ -131,7 +134,7 @@ def run_entry_files(sandbox: Sandbox, plants) -> bool:
         elif kind == "bytes":
             sandbox.plant(rel, "bytes", junk if isinstance(junk, bytes) else junk.encode())
         elif kind == "huge":
-            sandbox.plant(rel, "bytes", b'{"id": "' + b"a" * 1_100_000 + b'"}')
+            sandbox.plant(rel, "bytes", b'{"id": "' + b"a" * (MAX_ENTRY_FILE_BYTES + 1) + b'"}')
         elif kind == "deep":
             sandbox.plant(rel, "bytes", deep(100_000).encode())
         else:
@@ -159,7 +162,7 @@ def run_entry_files(sandbox: Sandbox, plants) -> bool:
             functools.partial(
                 save_fact,
                 store,
-                Candidate(entry.content, entry.category, tuple(f"n{n}" for n in range(32))),
+                Candidate(entry.content, entry.category, tuple(f"n{n}" for n in range(MAX_TAGS))),
                 new_id="bbbbbbbbbbb1",
                 op_id=f"fuzz-{entry.id}",
             )
@@ -213,7 +216,7 @@ journal_lines = st.lists(
     st.one_of(
         _record_fields.map(lambda r: jsonable(r).encode("utf-8", "surrogatepass") + b"\n"),
         garbage.map(lambda g: (g if isinstance(g, bytes) else g.encode()) + b"\n"),
-        st.just(b'{"a": "' + b"x" * 20_000 + b'"}\n'),
+        st.just(b'{"a": "' + b"x" * (MAX_LINE_BYTES + 1) + b'"}\n'),
         st.just(b'{"at": "2026-01-01T00:00:00Z", "action": "created"'),  # torn, no newline
         st.just(b"\x00\x00\x00\n"),
     ),
@@ -257,8 +260,12 @@ JOURNAL = Surface("journal lines", journal_lines, run_journal)
 
 _vocab_values = st.fixed_dictionaries(
     {
-        "extraCommonWords": maybe(st.one_of(json_values, st.just(["w"] * 1_001)), ["acme"]),
-        "alwaysSpecificWords": maybe(st.one_of(json_values, st.just(["y" * 65])), []),
+        "extraCommonWords": maybe(
+            st.one_of(json_values, st.just(["w"] * (MAX_WORDS + 1))), ["acme"]
+        ),
+        "alwaysSpecificWords": maybe(
+            st.one_of(json_values, st.just(["y" * (MAX_WORD_CHARS + 1)])), []
+        ),
         "numericExemptCategories": maybe(
             st.one_of(json_values, categories.map(lambda c: [c])), ["metrics"]
         ),
@@ -276,7 +283,7 @@ vocabulary_files = st.one_of(
             ("fifo", b""),
             ("directory", b""),
             ("bytes", b"[" * 100_000 + b"]" * 100_000),
-            ("bytes", b'{"extraCommonWords": ["' + b"w" * 300_000 + b'"]}'),
+            ("bytes", b'{"extraCommonWords": ["' + b"w" * (MAX_FILE_BYTES + 1) + b'"]}'),
         ]
     ),
 )
