@@ -1,4 +1,4 @@
-"""A year of dream cycles against an adversarial LLM: see dreamkeeper.testing.dream_year.
+"""A year of dream cycles against an adversarial LLM: see tests/harness/dream_year.py.
 
 .venv/bin/python bench/dream_year.py [--cycles 730]
 """

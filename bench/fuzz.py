@@ -1,6 +1,6 @@
 """Fuzz every surface that reads hostile input, and count what happened.
 
-Runs generated inputs (the hypothesis strategies of `tests/hostile.py`, seeded, without
+Runs generated inputs (the hypothesis strategies of `tests/harness/hostile/`, seeded, without
 shrinking) through each surface — CLI argv, entry files on disk (with links, FIFOs and
 hostile JSON), journal lines, the vocabulary file, environment settings, LLM replies to
 enrichment, consolidation, repair and preference inference, working-memory segment
