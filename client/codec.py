@@ -1,4 +1,4 @@
-"""Payload encryption for Temporal (DESIGN invariant 18: content stays private).
+"""Payload encryption for Temporal (docs/design.md, invariant 18: content stays private).
 
 With a key configured, every payload a Dreamkeeper client or worker hands Temporal —
 workflow and activity inputs and results, update and query values, failure messages —

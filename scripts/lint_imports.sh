@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layer contract (pyproject's [tool.importlinter]) checked on a regular install of
-# this checkout: the repository keeps DESIGN.md's top-level folders and maps them into
+# this checkout: the repository keeps docs/design.md's top-level folders and maps them into
 # `dreamkeeper.*`, which import-linter cannot follow in an editable install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
