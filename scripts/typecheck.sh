@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(mktemp -d)
 trap 'rm -rf "$target"' EXIT
+# setuptools copies into ./build and never empties it: a module moved or deleted since
+# the last build would still be installed and checked.
+rm -rf build
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
   --target "$target" . >/dev/null 2>&1
 mkdir -p "$target/tests"
