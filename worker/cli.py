@@ -50,25 +50,27 @@ def _global_options(parser: argparse.ArgumentParser, *, after: bool = False) -> 
     """--data, --agent, --url and -v: before the subcommand, and again after it (as
     `dreamkeeper mcp --agent A`). After it they default to SUPPRESS, so an option given
     only before the subcommand is not reset by the subcommand's parser."""
-    default: dict[str, object] = {"default": argparse.SUPPRESS} if after else {}
+    unset: str | None = argparse.SUPPRESS if after else None
     parser.add_argument(
-        "--data", help="data directory (env DREAMKEEPER_DATA, default ./.dreamkeeper)", **default
+        "--data",
+        default=unset,
+        help="data directory (env DREAMKEEPER_DATA, default ./.dreamkeeper)",
     )
     parser.add_argument(
-        "--agent", help="agent id (env DREAMKEEPER_AGENT, default 'default')", **default
+        "--agent", default=unset, help="agent id (env DREAMKEEPER_AGENT, default 'default')"
     )
     parser.add_argument(
         "--url",
+        default=unset,
         help="a `dreamkeeper serve` to read and write through (env DREAMKEEPER_URL); "
         "--data is then that server's",
-        **default,
     )
     parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
+        default=argparse.SUPPRESS if after else False,
         help="log at debug level; an error prints its traceback",
-        **default,
     )
 
 
