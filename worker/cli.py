@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ACTION",
         help="undo RUN_ID | pending | approve [KEY...] | reject [KEY...] (no KEY: all)",
     )
-    # dest run_id: the parser's own `handler` default must not be overwritten by it.
+    # Not dest `run`: parsed options share one namespace with the handler main() calls.
     p.add_argument(
         "--run", dest="run_id", help="approve/reject/pending: the Consolidation workflow id"
     )
