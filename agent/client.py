@@ -318,6 +318,10 @@ class MemoryClient:
         validate_entry_id(inp.entry_id)
         if self._identity is not None:
             self.store(inp.agent_id).require(inp.entry_id)
+            if op == "restore":
+                # A refusal found here starts no workflow: a restore the worker refused
+                # would leave a failed run (and a stack trace) for a user error.
+                self.store(inp.agent_id).check_restorable(inp.entry_id, force=inp.force)
         inp = inp.model_copy(update={"store_id": self.store_id})
         try:
             return await self.client.execute_workflow(

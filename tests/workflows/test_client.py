@@ -96,3 +96,27 @@ async def test_connect_takes_the_save_timeout_from_the_settings(worker):
     assert (await MemoryClient.connect(configured, temporal)).save_timeout == 7.5
     chosen = await MemoryClient.connect(configured, temporal, save_timeout=3)
     assert chosen.save_timeout == 3
+
+
+async def test_a_refused_restore_starts_no_workflow(memory):
+    """Restoring an entry merged into one still live is refused (without force) before
+    any run starts: no failed workflow for a user error."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from dreamkeeper.core.errors import StoreConflict
+    from dreamkeeper.stores.identity import ensure_identity
+
+    agent = f"r-{uuid.uuid4().hex[:6]}"
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    merged = store.create("User lives in Chicago")
+    into = store.create("User lives in Chicago near the Loop")
+    assert store.retire_into(merged.id, [into.id], reason=f"merged into {into.id}").retired
+    memory._identity = ensure_identity(memory.settings.data_dir)  # a client on the store
+    with pytest.raises(StoreConflict, match="restore with force"):
+        await memory.restore_memory(agent, merged.id)
+    with pytest.raises(RPCError) as missing:
+        await memory.client.get_workflow_handle(f"restore-{agent}-{merged.id}").describe()
+    assert missing.value.status is RPCStatusCode.NOT_FOUND
+    statuses = [e.status.name async for e in memory.client.list_workflows(f'AgentId = "{agent}"')]
+    assert "FAILED" not in statuses
+    assert not (await memory.restore_memory(agent, merged.id, force=True)).archived
