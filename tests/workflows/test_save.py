@@ -9,6 +9,7 @@ import uuid
 import pytest
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
@@ -247,3 +248,13 @@ async def test_a_retried_save_whose_run_finished_is_answered_by_that_run(memory)
     again = await memory.save_memory(agent, "User prefers tea over coffee", idempotency_key="k1")
     assert again.entry_id == ack.entry_id and again.already_done
     assert (await handle.describe()).run_id == first.run_id  # no second run was started
+
+
+async def test_a_finished_save_shows_done_not_a_stale_step(memory):
+    agent = _agent()
+    ack = await memory.save_memory(agent, "User prefers tea over coffee")
+    handle = memory.client.get_workflow_handle(save_workflow_id(agent, ack.entry_id))
+    await handle.result()
+    # What the UI reads as the run's current details.
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert meta.current_details == "done: kept as saved"
