@@ -60,7 +60,12 @@ def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
     was scheduled in surfaces it bare, not wrapped in an ActivityError."""
     cause = exc.cause if isinstance(exc, ActivityError) else exc
     if isinstance(cause, ApplicationError):
-        return ApplicationError(cause.message, type=cause.type or "SaveFailed", non_retryable=True)
+        return ApplicationError(
+            cause.message,
+            type=cause.type or "SaveFailed",
+            non_retryable=True,
+            category=cause.category,  # a caller's mistake stays benign (activities.stores)
+        )
     return ApplicationError(str(cause or exc), type="SaveFailed", non_retryable=True)
 
 

@@ -120,3 +120,20 @@ async def test_a_refused_restore_starts_no_workflow(memory):
     statuses = [e.status.name async for e in memory.client.list_workflows(f'AgentId = "{agent}"')]
     assert "FAILED" not in statuses
     assert not (await memory.restore_memory(agent, merged.id, force=True)).archived
+
+
+async def test_a_callers_mistake_is_not_logged_as_a_worker_fault(memory, caplog):
+    """A user error raised in an activity (here: no such entry, asked of the worker by a
+    client without the store's files) is benign: the SDK logs it at DEBUG, without the
+    warning and traceback an operator would chase."""
+    import logging
+
+    from dreamkeeper.core.errors import MemoryNotFound
+
+    caplog.set_level(logging.DEBUG, logger="temporalio.activity")
+    agent = f"n-{uuid.uuid4().hex[:6]}"
+    assert memory._identity is None  # so the client cannot check the id itself
+    with pytest.raises(MemoryNotFound):
+        await memory.delete_memory(agent, "0123456789ab")
+    failed = [r for r in caplog.records if r.getMessage().startswith("Completing activity as")]
+    assert failed and all(r.levelno == logging.DEBUG for r in failed)
