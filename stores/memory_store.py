@@ -529,6 +529,7 @@ class FileMemoryStore:
     archive = store_lifecycle.archive
     retire_into = store_lifecycle.retire_into
     restore = store_lifecycle.restore
+    check_restorable = store_lifecycle.check_restorable
     purge = store_lifecycle.purge
     _delete = store_lifecycle.delete
 

@@ -120,21 +120,29 @@ def restore(store: FileMemoryStore, entry_id: str, *, force: bool = False) -> Me
         if not current.is_archived:
             return current
         if not force:
-            live = [
-                i
-                for i in retired_into(current)
-                if (e := store._fresh(i)) is not None and not e.is_archived
-            ]
-            if live:
-                raise StoreConflict(
-                    f"memory {entry_id} was archived into {', '.join(live)}, which still "
-                    "carries its content and reinforcements: archive that first (then "
-                    "restore this), or restore with force to keep both"
-                )
+            _refuse_restore(current, store._fresh)
         restored = current.model_copy(
             update={"archived_at": None, "archive_reason": None, "retired_into": []}
         )
         return store._write(restored, current, JournalAction.RESTORED, "restored")
+
+
+def check_restorable(store: FileMemoryStore, entry_id: str, *, force: bool = False) -> None:
+    """Raise what `restore` would refuse, writing nothing: a client asks before it starts
+    a restore workflow, so a refused restore leaves no failed run behind."""
+    entry = store.require(entry_id)
+    if entry.is_archived and not force:
+        _refuse_restore(entry, store.get)
+
+
+def _refuse_restore(entry: MemoryEntry, lookup: Callable[[str], MemoryEntry | None]) -> None:
+    live = [i for i in retired_into(entry) if (e := lookup(i)) is not None and not e.is_archived]
+    if live:
+        raise StoreConflict(
+            f"memory {entry.id} was archived into {', '.join(live)}, which still "
+            "carries its content and reinforcements: archive that first (then "
+            "restore this), or restore with force to keep both"
+        )
 
 
 def purge(
