@@ -398,6 +398,10 @@ class MemoryClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.save_timeout
         attempt = 0
+        # A completed run of this id answers the save, unless it saved into another store
+        # sharing the namespace (same agent and id, another data directory or database):
+        # then this store still needs the save, by a new run.
+        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
         while True:
             left = deadline - loop.time()
             if left <= 0:
@@ -410,7 +414,7 @@ class MemoryClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 # A save whose run completed is answered from that run (`_finished`), never
                 # by a new one; a run that failed may be retried by a new run.
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                id_reuse_policy=reuse,
                 task_queue=self.queue_for(inp.agent_id),
                 static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, "save"),
@@ -432,7 +436,11 @@ class MemoryClient:
                         )
                     except WorkflowAlreadyStartedError as exc:
                         _retrieve_start_error(start)
-                        return await self._finished(inp, exc.run_id)
+                        answer = await self._finished(inp, exc.run_id)
+                        if answer is not None:
+                            return answer
+                        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+                        continue
             except WorkflowUpdateFailedError as exc:
                 raise self._with_location(_as_dreamkeeper_error(exc)) from None
             except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError, TimeoutError) as exc:
@@ -460,10 +468,11 @@ class MemoryClient:
                 attempt += 1
                 await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
 
-    async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck:
+    async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck | None:
         """The answer for a save whose workflow already completed: the same save if that
         run saved the same content, else a Conflict — refused here, so no run starts (and
-        fails) with the other content, which never reaches a history."""
+        fails) with the other content, which never reaches a history. None: that run
+        saved into another store, so it answers nothing for this one."""
         handle = self.client.get_workflow_handle(
             names.save_workflow_id(inp.agent_id, inp.entry_id), run_id=run_id
         )
@@ -475,6 +484,13 @@ class MemoryClient:
                     started.input.payloads, [SaveInput]
                 )
             break
+        if (
+            first is not None
+            and first.store_id is not None
+            and inp.store_id is not None
+            and first.store_id != inp.store_id
+        ) or not self._holds(inp.agent_id, inp.entry_id):
+            return None
         if first is None or content_sha256(first.content) != content_sha256(inp.content):
             raise Conflict(
                 f"memory {inp.entry_id} of agent {inp.agent_id} was already saved with other "
@@ -486,6 +502,16 @@ class MemoryClient:
             note=parse_source(first.source).note,
             already_done=True,
         )
+
+    def _holds(self, agent_id: str, entry_id: str) -> bool:
+        """Whether this client's store has the entry (live or archived); True when this
+        client has no local store to look in. A completed run of a save whose entry is
+        not here saved into another store of the same namespace (an older worker
+        recorded no store id)."""
+        agent_dir = self.settings.data_dir / "agents" / agent_id
+        if not agent_dir.is_dir():
+            return not self.settings.data_dir.is_dir()
+        return self.store(agent_id).get(entry_id) is not None
 
     def _queued(self, inp: SaveInput) -> Unavailable:
         return Unavailable(
