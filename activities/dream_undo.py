@@ -15,9 +15,10 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_plan import UndoInput, UndoResult
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.dream_ledger import DreamLedger, EntryHistory
 from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
+from dreamkeeper.stores.store_records import retired_into
 
 # What an undo puts back: the memory, not the store's bookkeeping.
 _KEPT = {"id", "revision", "applied_ops"}
@@ -86,7 +87,7 @@ class UndoActivities:
 
     def _put_back(
         self,
-        store: FileMemoryStore,
+        store: MemoryStore,
         history: EntryHistory,
         before: MemoryEntry,
         op: str,
@@ -116,5 +117,5 @@ class UndoActivities:
         result.restored.append(history.id)
 
     @staticmethod
-    def _write(store: FileMemoryStore, entry: MemoryEntry, op: str, action: JournalAction) -> None:
+    def _write(store: MemoryStore, entry: MemoryEntry, op: str, action: JournalAction) -> None:
         store.put(entry, action=action, reason="dream undone", op=op)

@@ -32,7 +32,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.core.errors import DreamkeeperError, StoreMismatch, StoreUnwritable
-from dreamkeeper.stores.embedding_client import Embedder
+from dreamkeeper.stores.embedder import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
 from dreamkeeper.stores.memory_store import FileMemoryStore
 

@@ -132,7 +132,7 @@ class Conversation:
         return len(self.archived) + len(self.retained)
 
 
-class ConversationMemory:
+class FileConversationStore:
     def __init__(
         self,
         data_dir: Path | str,

@@ -16,19 +16,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
 
 import httpx
 import numpy as np
 
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.embedder import BATCH_SIZE, QUERY_CACHE, RETRIES, Embedder
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 64
-RETRIES = 2
-QUERY_CACHE = 256
 QUERY_BACKOFF_SECONDS = 30.0
 MAX_REPLY_BYTES = (
     256 * 1_048_576
@@ -131,24 +128,6 @@ class EmbeddingClient:
 
     def close(self) -> None:
         self._http.close()
-
-
-class Embedder(Protocol):
-    """What the stores need of an embedding backend: `EmbeddingClient` (HTTP) and
-    `LocalEmbeddings` (in-process) both provide it."""
-
-    settings: EmbeddingSettings
-
-    @property
-    def model_key(self) -> bytes: ...
-
-    def embed(
-        self, texts: Sequence[str], *, timeout: float | None = None, retries: int = RETRIES
-    ) -> list[np.ndarray | None]: ...
-
-    def embed_query(self, text: str) -> np.ndarray | None: ...
-
-    def close(self) -> None: ...
 
 
 def embedding_client(settings: EmbeddingSettings) -> Embedder | None:

@@ -29,6 +29,7 @@ from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category
 from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.fusion import (
     IMPORTANCE_SPAN,
     RECENCY_SPAN,
@@ -36,7 +37,6 @@ from dreamkeeper.stores.fusion import (
     lexical_evidence,
     semantic_evidence,
 )
-from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors import VectorIndex
 
 DEFAULT_LIMIT = 20
@@ -144,7 +144,7 @@ def _has_tags(entry: MemoryEntry, wanted: list[str]) -> bool:
 
 
 def search(
-    store: FileMemoryStore,
+    store: MemoryStore,
     query: str | None = None,
     *,
     category: str | None = None,
@@ -259,7 +259,7 @@ def _semantic(
 
 
 def _candidates(
-    store: FileMemoryStore,
+    store: MemoryStore,
     index: BM25Index,
     filters: _Filters,
     base: np.ndarray,
@@ -284,7 +284,7 @@ def _candidates(
     return slots
 
 
-def _admitted(store: FileMemoryStore, index: BM25Index, slot: int, filters: _Filters) -> bool:
+def _admitted(store: MemoryStore, index: BM25Index, slot: int, filters: _Filters) -> bool:
     key = index.key_at(slot)
     entry = store.cached(key) if key is not None else None
     return entry is not None and filters.admits(entry)
@@ -324,7 +324,7 @@ def _cut(
 
 
 def _top_hits(
-    store: FileMemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
+    store: MemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
 ) -> list[SearchHit]:
     slots, final = _cut(index, slots, final, limit)
     hits = [
@@ -359,7 +359,7 @@ _BOOST_SPREAD = (1 + IMPORTANCE_SPAN / 2) / ((1 - IMPORTANCE_SPAN / 2) * (1 - RE
 
 
 def _hybrid_hits(
-    store: FileMemoryStore,
+    store: MemoryStore,
     index: BM25Index,
     tokens: list[str],
     base: np.ndarray,
@@ -396,7 +396,7 @@ def _hybrid_hits(
 
 
 def _browse(
-    store: FileMemoryStore, filters: _Filters, limit: int, include_archived: bool
+    store: MemoryStore, filters: _Filters, limit: int, include_archived: bool
 ) -> list[SearchHit]:
     entries = [
         e

@@ -20,6 +20,9 @@ Like a long-lived reader, a store opened from a snapshot does not notice an entr
 edited by hand outside the journal since; every write re-reads its target file first
 (and takes the hand edit), and `reload()` rescans everything.
 
+The store hands its state over explicitly (`SnapshotState`) and gets one back: this
+module knows the file format, never the store's insides.
+
 Layout: `DKSNAP1\\n`, the header length (uint64 LE), the header (JSON: version, agent,
 offset, journal hashes, CRC, counts, the category order, the index's scalars, and each
 section's offset and length), then the sections, each 8-byte aligned.
@@ -27,100 +30,71 @@ section's offset and length), then the sections, each 8-byte aligned.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import mmap
 import struct
 import zlib
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores import packing
 from dreamkeeper.stores.bm25 import BM25Index
+from dreamkeeper.stores.entry_files import Parts
 from dreamkeeper.stores.entry_table import EntryTable
-
-if TYPE_CHECKING:
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.journal import Journal
+from dreamkeeper.stores.store_records import AppliedOp
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT = ("index-snapshot.bin",)
 MAGIC = b"DKSNAP1\n"
 VERSION = 1
-HASHED_BYTES = 4_096  # journal bytes hashed at its start and just before the offset
 MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
 
 
-def journal_marks(read: Callable[[int, int], bytes], offset: int) -> dict[str, str]:
-    """Hashes of the journal's first bytes and of the bytes just before `offset`: a
-    journal that still has them is the one the snapshot was taken from."""
-    head = read(0, min(offset, HASHED_BYTES))
-    start = max(0, offset - HASHED_BYTES)
-    tail = read(start, offset - start)
-    return {
-        "head": hashlib.sha256(head).hexdigest(),
-        "tail": hashlib.sha256(tail).hexdigest(),
-        "lengths": f"{len(head)},{len(tail)}",
-    }
+@dataclass
+class SnapshotState:
+    """What a full open builds, as of journal byte `offset`: the entries, the file each
+    came from, the skipped files, the applied-operation map (None: not built yet), the
+    BM25 index and the category groups it uses."""
+
+    entries: MutableMapping[str, MemoryEntry]
+    parts: dict[str, Parts]
+    problems: dict[Path, str]
+    ops: dict[str, AppliedOp] | None
+    index: BM25Index
+    category_ids: dict[str | None, int]
+    offset: int
 
 
-def _strings(values: list[str]) -> bytes:
-    return "\n".join(values).encode("utf-8")
-
-
-def _flat(arrays: Sequence[array | None], typecode: str) -> tuple[bytes, np.ndarray]:
-    lengths = np.fromiter((len(a) if a is not None else 0 for a in arrays), np.int64, len(arrays))
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    empty = array(typecode).tobytes()
-    return b"".join(a.tobytes() if a is not None else empty for a in arrays), offsets
-
-
-def encode(store: FileMemoryStore) -> bytes | None:
-    """The snapshot of the store's current state, or None when a write is pending (the
-    state is then not exactly what the journal says up to the offset)."""
-    if store._pending or not store._loaded:
-        return None
-    entries = store._entries
+def encode(agent_id: str, state: SnapshotState, journal: Journal) -> bytes:
+    """The snapshot of `state` (which must have no pending record: every journaled write
+    up to its offset on disk and in it)."""
+    entries = state.entries
     ids = list(entries)
     raw = [entries.raw(i) if isinstance(entries, EntryTable) else _json(entries[i]) for i in ids]
     lengths = np.fromiter((len(r) for r in raw), np.int64, len(raw))
     entry_off = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(lengths, out=entry_off[1:])
-    index = store._index
-    tokens, token_off = _flat(index._tokens_of, "I")
-    post_slots, post_off = _flat(index._post_slots, "I")
-    post_tf, _ = _flat(index._post_tf, "f")
-    ops = store._ops if store._ops is not None else None
+    index_sections, shape = state.index.to_sections()
+    ops = state.ops
     sections: dict[str, bytes] = {
         "entry_json": b"".join(raw),
         "entry_off": entry_off.tobytes(),
-        "entry_ids": _strings(ids),
-        "entry_paths": _strings(["/".join(store._parts[i]) for i in ids]),
-        "problems": json.dumps({str(k): v for k, v in store._problems.items()}).encode(),
+        "entry_ids": packing.strings(ids),
+        "entry_paths": packing.strings(["/".join(state.parts[i]) for i in ids]),
+        "problems": json.dumps({str(k): v for k, v in state.problems.items()}).encode(),
         "ops": json.dumps(
             None if ops is None else {k: [v.entry_id, v.action, v.detail] for k, v in ops.items()}
         ).encode(),
-        "slot_keys": _strings([k or "" for k in index._key_of]),
-        "tokens": tokens,
-        "token_off": token_off.tobytes(),
-        "doc_len": index._doc_len.view.tobytes(),
-        "alive": index._alive.view.tobytes(),
-        "live": index._live.view.tobytes(),
-        "weight": index._weight.view.tobytes(),
-        "group": index._group.view.tobytes(),
-        "importance": index._importance.view.tobytes(),
-        "stamp": index._stamp.view.tobytes(),
-        "token_str": _strings(index._token_str),
-        "post_slots": post_slots,
-        "post_tf": post_tf,
-        "post_off": post_off.tobytes(),
-        "df_all": np.asarray(index._df_all, dtype=np.int64).tobytes(),
-        "df_live": np.asarray(index._df_live, dtype=np.int64).tobytes(),
+        **index_sections,
     }
     layout: dict[str, list[int]] = {}
     body = bytearray()
@@ -128,24 +102,17 @@ def encode(store: FileMemoryStore) -> bytes | None:
         body += b"\0" * (-len(body) % 8)
         layout[name] = [len(body), len(data)]
         body += data
-    offset = store._offset
     header = {
         "version": VERSION,
-        "agent": store.agent_id,
-        "offset": offset,
-        "journal": journal_marks(store._journal_bytes, offset),
+        "agent": agent_id,
+        "offset": state.offset,
+        "journal": journal.marks(state.offset),
         "crc": zlib.crc32(body),
         "entries": len(ids),
-        "slots": len(index._key_of),
-        "terms": len(index._token_str),
-        "categories": [[c, cid] for c, cid in store._category_ids.items()],
-        "scalars": [
-            index._n_all,
-            index._n_live,
-            index._len_all,
-            index._len_live,
-            index._dead,
-        ],
+        "slots": shape["slots"],
+        "terms": shape["terms"],
+        "categories": [[c, cid] for c, cid in state.category_ids.items()],
+        "scalars": shape["scalars"],
         "sections": layout,
     }
     head = json.dumps(header, separators=(",", ":")).encode()
@@ -157,43 +124,38 @@ def _json(entry: Any) -> bytes:
     return entry.model_dump_json(by_alias=True).encode("utf-8")
 
 
-def write(store: FileMemoryStore) -> bool:
-    """Write the snapshot atomically; False (nothing written) while a write is pending."""
-    data = encode(store)
-    if data is None:
-        return False
-    store.files.write(SNAPSHOT, data)
-    return True
+def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
+    """Write the snapshot of `state` atomically (the caller checked nothing is pending)."""
+    files.write(SNAPSHOT, encode(agent_id, state, journal))
 
 
 class Refused(ValueError):
     """The snapshot cannot be used (the reason is logged; the store opens from files)."""
 
 
-def load(store: FileMemoryStore) -> bool:
-    """Install the snapshot into a store about to open; False (store untouched) when
-    there is none or it is refused."""
+def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | None:
+    """The state the agent's snapshot holds, or None when there is none or it is
+    refused (logged)."""
     try:
-        mapped = store.files.map(SNAPSHOT)
+        mapped = files.map(SNAPSHOT)
     except FileNotFoundError:
-        return False
+        return None
     except OSError as exc:
-        log.warning("memory store %s: index snapshot unreadable (%s)", store.agent_id, exc)
-        return False
+        log.warning("memory store %s: index snapshot unreadable (%s)", agent_id, exc)
+        return None
     try:
         with mapped:
-            _install(store, mapped)
-        return True
+            return _read(agent_id, journal, mapped)
     except Refused as exc:
-        log.warning("memory store %s: index snapshot not used (%s)", store.agent_id, exc)
+        log.warning("memory store %s: index snapshot not used (%s)", agent_id, exc)
     except Exception as exc:  # noqa: BLE001 - a cache: anything wrong with it means "rescan"
         log.warning(
             "memory store %s: index snapshot not used (%s: %s)",
-            store.agent_id,
+            agent_id,
             type(exc).__name__,
             exc,
         )
-    return False
+    return None
 
 
 def _header(data: mmap.mmap) -> tuple[dict[str, Any], int]:
@@ -210,20 +172,22 @@ def _header(data: mmap.mmap) -> tuple[dict[str, Any], int]:
     return header, body + (-body % 8)
 
 
-def _install(store: FileMemoryStore, data: mmap.mmap) -> None:
+def _read(agent_id: str, journal: Journal, data: mmap.mmap) -> SnapshotState:
     header, base = _header(data)
-    if header.get("version") != VERSION or header.get("agent") != store.agent_id:
+    if header.get("version") != VERSION or header.get("agent") != agent_id:
         raise Refused("another version or agent")
     offset = header["offset"]
-    if not isinstance(offset, int) or offset < 0 or store.journal.size() < offset:
+    if not isinstance(offset, int) or offset < 0 or journal.size() < offset:
         raise Refused("the journal is shorter than the snapshot's offset")
-    if journal_marks(store._journal_bytes, offset) != header["journal"]:
+    if journal.marks(offset) != header["journal"]:
         raise Refused("the journal is not the one the snapshot was taken from")
     body = memoryview(data)[base:]
     try:
         if zlib.crc32(body) != header["crc"]:
             raise Refused("checksum mismatch (a corrupt or torn file)")
-        _restore(store, header, body)
+        return _restore(header, body)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
     finally:
         body.release()
 
@@ -235,24 +199,11 @@ def _section(body: memoryview, header: dict[str, Any], name: str) -> memoryview:
     return body[start : start + length]
 
 
-def _array(body: memoryview, header: dict[str, Any], name: str, dtype: Any) -> np.ndarray:
-    return np.frombuffer(_section(body, header, name), dtype=dtype).copy()
-
-
-def _split(view: memoryview, count: int) -> list[str]:
-    if count == 0:
-        return []
-    values = bytes(view).decode("utf-8").split("\n")
-    if len(values) != count:
-        raise Refused("a string table has the wrong length")
-    return values
-
-
-def _restore(store: FileMemoryStore, header: dict[str, Any], body: memoryview) -> None:
-    n, slots, terms = header["entries"], header["slots"], header["terms"]
-    ids = _split(_section(body, header, "entry_ids"), n)
-    paths = _split(_section(body, header, "entry_paths"), n)
-    entry_off = _array(body, header, "entry_off", np.int64)
+def _restore(header: dict[str, Any], body: memoryview) -> SnapshotState:
+    n = header["entries"]
+    ids = packing.split(_section(body, header, "entry_ids"), n)
+    paths = packing.split(_section(body, header, "entry_paths"), n)
+    entry_off = np.frombuffer(_section(body, header, "entry_off"), dtype=np.int64).copy()
     blob = bytes(_section(body, header, "entry_json"))
     if len(entry_off) != n + 1 or (n and entry_off[-1] != len(blob)):
         raise Refused("entry offsets do not match")
@@ -261,84 +212,22 @@ def _restore(store: FileMemoryStore, header: dict[str, Any], body: memoryview) -
     for i, entry_id in enumerate(ids):
         table.put_raw(entry_id, blob[bounds[i] : bounds[i + 1]])
     parts = {entry_id: tuple(path.split("/")) for entry_id, path in zip(ids, paths, strict=True)}
-    index = _index(body, header, slots, terms)
-    missing = [k for k in index._slot_of if k not in parts]
-    if missing or len(index._slot_of) != n:
+    index = BM25Index.from_sections(
+        lambda name: _section(body, header, name),
+        header["slots"],
+        header["terms"],
+        header["scalars"],
+    )
+    if len(parts) != n or len(index) != n or any(index.slot(k) is None for k in parts):
         raise Refused("the index and the entries disagree")
     problems = json.loads(bytes(_section(body, header, "problems")))
     ops = json.loads(bytes(_section(body, header, "ops")))
-    from dreamkeeper.stores.memory_store import AppliedOp
-
-    store._entries = table
-    store._parts = parts
-    store._problems = {Path(k): v for k, v in problems.items()}
-    store._ops = None if ops is None else {k: AppliedOp(v[0], v[1], v[2]) for k, v in ops.items()}
-    store._index = index
-    store._category_ids = {c: cid for c, cid in header["categories"]}
-    store._offset = header["offset"]
-
-
-def _arrays(
-    flat: memoryview, offsets: np.ndarray, typecode: str, count: int, itemsize: int = 4
-) -> list[array]:
-    if len(offsets) != count + 1 or (count and offsets[-1] * itemsize != len(flat)):
-        raise Refused("a postings table does not match its offsets")
-    out = []
-    bounds = (offsets * itemsize).tolist()
-    raw = bytes(flat)
-    for i in range(count):
-        a = array(typecode)
-        a.frombytes(raw[bounds[i] : bounds[i + 1]])
-        out.append(a)
-    return out
-
-
-def _grown(target: Any, values: np.ndarray) -> None:
-    target._data = np.concatenate([values, np.zeros(64, dtype=values.dtype)])
-    target.size = len(values)
-
-
-def _index(body: memoryview, header: dict[str, Any], slots: int, terms: int) -> BM25Index:
-    index = BM25Index()
-    keys = _split(_section(body, header, "slot_keys"), slots)
-    index._key_of = [k or None for k in keys]
-    index._slot_of = {k: i for i, k in enumerate(keys) if k}
-    tokens_of: list[array | None] = list(
-        _arrays(
-            _section(body, header, "tokens"),
-            _array(body, header, "token_off", np.int64),
-            "I",
-            slots,
-        )
+    return SnapshotState(
+        entries=table,
+        parts=parts,
+        problems={Path(k): v for k, v in problems.items()},
+        ops=None if ops is None else {k: AppliedOp(v[0], v[1], v[2]) for k, v in ops.items()},
+        index=index,
+        category_ids={c: cid for c, cid in header["categories"]},
+        offset=header["offset"],
     )
-    for i, k in enumerate(keys):
-        if not k:
-            tokens_of[i] = None
-    index._tokens_of = tokens_of
-    index._token_str = _split(_section(body, header, "token_str"), terms)
-    index._token_id = {t: i for i, t in enumerate(index._token_str)}
-    if len(index._token_id) != terms:
-        raise Refused("duplicate terms")
-    post_off = _array(body, header, "post_off", np.int64)
-    index._post_slots = _arrays(_section(body, header, "post_slots"), post_off, "I", terms)
-    index._post_tf = _arrays(_section(body, header, "post_tf"), post_off, "f", terms)
-    for name, dtype in (
-        ("doc_len", np.float64),
-        ("alive", np.bool_),
-        ("live", np.bool_),
-        ("weight", np.float64),
-        ("group", np.int64),
-        ("importance", np.float64),
-        ("stamp", np.float64),
-    ):
-        values = _array(body, header, name, dtype)
-        if len(values) != slots:
-            raise Refused(f"{name} has the wrong length")
-        _grown(getattr(index, f"_{name}"), values)
-    index._df_all = _array(body, header, "df_all", np.int64).tolist()
-    index._df_live = _array(body, header, "df_live", np.int64).tolist()
-    if len(index._df_all) != terms or len(index._df_live) != terms:
-        raise Refused("document frequencies have the wrong length")
-    index._n_all, index._n_live, index._len_all, index._len_live, index._dead = header["scalars"]
-    index.generation += 1
-    return index

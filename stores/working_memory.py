@@ -45,7 +45,7 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.embedding_client import Embedder
+from dreamkeeper.stores.embedder import Embedder
 from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
 from dreamkeeper.stores.fusion import fuse
 from dreamkeeper.stores.working_vectors import WorkingVectors
@@ -161,7 +161,7 @@ class Listing:
         return self.total > len(self.entries)
 
 
-class WorkingMemoryStore:
+class FileWorkingMemoryStore:
     def __init__(
         self,
         data_dir: Path | str,

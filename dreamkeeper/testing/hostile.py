@@ -61,14 +61,14 @@ from dreamkeeper.policies.gating import GateEntry, gate
 from dreamkeeper.policies.merge import MergeProposal, merge_category, merged_entry, valid_tags
 from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import ConversationMemory
+from dreamkeeper.stores.conversation_memory import FileConversationStore
 from dreamkeeper.stores.dedup_save import save_fact
 from dreamkeeper.stores.entry_files import entry_parts
 from dreamkeeper.stores.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vocabulary import FILE_NAME as VOCABULARY_FILE
 from dreamkeeper.stores.vocabulary import load_vocabulary
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
 from dreamkeeper.worker import cli
 
 AGENT = "a1"
@@ -1249,7 +1249,7 @@ def run_working(sandbox: Sandbox, example) -> bool:
     else:
         sandbox.plant(os.path.join("working-memory", name), kind, payload)
     mark_before(sandbox)
-    memory = WorkingMemoryStore(sandbox.data, AGENT, clock=lambda: T0)
+    memory = FileWorkingMemoryStore(sandbox.data, AGENT, clock=lambda: T0)
     listing = memory.list()
     memory.search("scratch value")
     for entry in listing.entries:
@@ -1325,7 +1325,7 @@ def run_conversation(sandbox: Sandbox, example) -> bool:
         os.path.join("conversations", "archive", "s1.jsonl"), "bytes", b"\n".join(archive) + b"\n"
     )
     mark_before(sandbox)
-    memory = ConversationMemory(sandbox.data, AGENT, clock=lambda: T0)
+    memory = FileConversationStore(sandbox.data, AGENT, clock=lambda: T0)
     conversation = memory.conversation("s1")
     memory.sessions()
     memory.sessions(include_expired=True)

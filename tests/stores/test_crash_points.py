@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from dreamkeeper.core.errors import StoreConflict
+from dreamkeeper.core.errors import Conflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
@@ -194,7 +194,7 @@ def test_a_stale_writer_never_overwrites_newer_state(tmp_path):
     entry = old_view.create(NOTE, category="people")
     stale = old_view.get(entry.id)
     _open(tmp_path).archive(entry.id, "deleted by agent tool")
-    with pytest.raises(StoreConflict, match="changed since it was read"):
+    with pytest.raises(Conflict, match="changed since it was read"):
         old_view.put(
             stale.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED
         )
@@ -254,7 +254,7 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
     keeper = store.create(NOTE, category="people")
     copy = store.create(SIMILAR, category="people")
     dedup_existing(store, copy.id)
-    with pytest.raises(StoreConflict, match=keeper.id):
+    with pytest.raises(Conflict, match=keeper.id):
         store.restore(copy.id)
     # Once the merge is archived, the copy comes back without double counting.
     store.archive(keeper.id, "deleted by agent tool")
@@ -280,7 +280,7 @@ def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
     assert len(fresh.entries()) == 2_500
     again = store.create_many([NewEntry(made[0].content, category="bulk", entry_id=made[0].id)])
     assert again == [made[0]] and len(_open(tmp_path).entries()) == 2_500
-    with pytest.raises(StoreConflict):
+    with pytest.raises(Conflict):
         store.create_many([NewEntry("other text", entry_id=made[0].id)])
     _consistent(tmp_path)
 

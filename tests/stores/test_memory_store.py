@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from dreamkeeper.core.errors import StoreConflict
+from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
@@ -36,7 +36,7 @@ def test_create_with_explicit_id_is_idempotent(store):
     again = store.create("a fact", entry_id="00000000000a")
     assert again == first
     assert len(store.journal.read_all()) == 1
-    with pytest.raises(StoreConflict):
+    with pytest.raises(Conflict):
         store.create("different text", entry_id="00000000000a")
 
 
@@ -116,7 +116,7 @@ def test_malformed_file_is_skipped_with_a_warning_and_never_overwritten(store, t
     assert [e.id for e in fresh.entries()] == [good.id]
     assert str(bad) in caplog.text
     assert bad in fresh.problems()
-    with pytest.raises(StoreConflict, match="could not be read"):
+    with pytest.raises(Conflict, match="could not be read"):
         fresh.create("new text", category="facts", entry_id="badbadbadbad")
     assert bad.read_text() == "{ not json"
 

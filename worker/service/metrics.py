@@ -16,7 +16,6 @@ appends that text, so one scrape sees both.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dreamkeeper.core.dream_payloads import DreamResult
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ class StoreSizes(Collector):
     def __init__(
         self,
         agents: Callable[[], Iterable[str]],
-        store: Callable[[str], FileMemoryStore],
+        store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
     ) -> None:
@@ -69,8 +68,7 @@ class StoreSizes(Collector):
             sizes.add_metric([agent, "live"], len(live))
             sizes.add_metric([agent, "archived"], archived)
             if self._embeddings:
-                have = {n[:-4] for n in _listing(store.embeddings_dir) if n.endswith(".bin")}
-                backlog.add_metric([agent], sum(1 for e in live if e.id not in have))
+                backlog.add_metric([agent], store.unembedded())
         yield sizes
         if self._embeddings:
             yield backlog
@@ -126,7 +124,7 @@ class ServiceMetrics:
     def watch_stores(
         self,
         agents: Callable[[], Iterable[str]],
-        store: Callable[[str], FileMemoryStore],
+        store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
     ) -> None:
@@ -151,13 +149,6 @@ class ServiceMetrics:
             except httpx.HTTPError as exc:
                 log.warning("Temporal runtime metrics at %s: %s", self.temporal_metrics, exc)
         return text
-
-
-def _listing(directory: Path) -> list[str]:
-    try:
-        return os.listdir(directory)
-    except OSError:
-        return []
 
 
 def known_agents(data_dir: Path) -> list[str]:
