@@ -35,6 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
+from dreamkeeper.client.codec import missing_key_note
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
@@ -203,6 +204,7 @@ class MemoryClient:
                 f"this client reads {here}, but task queue {self.task_queue!r} is served by a "
                 f"worker using store {held[0]} at {held[1]}: use the same data directory "
                 "(--data / DREAMKEEPER_DATA), or another task queue"
+                + missing_key_note(self.client.data_converter)
             )
 
     def _with_location(self, exc: Exception) -> Exception:

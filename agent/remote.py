@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -33,6 +33,7 @@ from dreamkeeper.core.api import (
     ToolResult,
 )
 from dreamkeeper.core.dream_payloads import DreamResult
+from dreamkeeper.core.dream_plan import ApprovalState
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, Unavailable, error_for
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
@@ -244,6 +245,16 @@ class RemoteMemoryClient:
             if status.status not in ("RUNNING", "NONE"):
                 raise Unavailable(f"dream cycle {status.workflow_id} ended {status.status}")
             await asyncio.sleep(poll)
+
+    async def dream_approval(
+        self, agent_id: str, action: Literal["pending", "approve", "reject"], keys: list[str]
+    ) -> ApprovalState:
+        """What the agent's current cycle waits on (`pending`), or approve/reject items by
+        key (none: all)."""
+        path = self._path(agent_id, f"/dream/{action}")
+        if action == "pending":
+            return ApprovalState.model_validate(await self._arequest("GET", path))
+        return ApprovalState.model_validate(await self._arequest("POST", path, json={"keys": keys}))
 
     async def call_tool(
         self, agent_id: str, session: SessionContext, name: str, arguments: dict | None

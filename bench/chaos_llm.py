@@ -31,7 +31,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from dreamkeeper.testing.adversary import parse_prompt
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
+
+from tests.harness.adversary import parse_prompt
 
 ENRICH_PREFIX = "You turn a raw note"
 CONSOLIDATE_PREFIX = "You maintain an AI agent's long-term memory"

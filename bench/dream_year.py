@@ -1,9 +1,11 @@
-"""A year of dream cycles against an adversarial LLM: see dreamkeeper.testing.dream_year.
+"""A year of dream cycles against an adversarial LLM: see tests/harness/dream_year.py.
 
 .venv/bin/python bench/dream_year.py [--cycles 730]
 """
 
-from dreamkeeper.testing.dream_year import cli
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
+
+from tests.harness.dream_year import cli
 
 if __name__ == "__main__":
     raise SystemExit(cli())

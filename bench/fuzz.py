@@ -1,6 +1,6 @@
 """Fuzz every surface that reads hostile input, and count what happened.
 
-Runs generated inputs (the hypothesis strategies of `tests/hostile.py`, seeded, without
+Runs generated inputs (the hypothesis strategies of `tests/harness/hostile/`, seeded, without
 shrinking) through each surface — CLI argv, entry files on disk (with links, FIFOs and
 hostile JSON), journal lines, the vocabulary file, environment settings, LLM replies to
 enrichment, consolidation, repair and preference inference, working-memory segment
@@ -21,9 +21,10 @@ import sys
 import time
 from collections import Counter
 
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from dreamkeeper.testing.hostile import SURFACES, Outcome, Surface, check
+from tests.harness.hostile import SURFACES, Outcome, Surface, check
 
 
 def fuzz(surface: Surface, n: int, seed_value: int, failures: list[str]) -> Counter:

@@ -54,6 +54,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
 from chaos_llm import ChaosLLM
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -61,8 +62,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import new_entry_id
-from dreamkeeper.testing.adversary import CHATTER, Fact, new_fact, variant
-from dreamkeeper.testing.audit import (
+from tests.harness.adversary import CHATTER, Fact, new_fact, variant
+from tests.harness.audit import (
     AckedSave,
     StoreAudit,
     WorkflowAudit,

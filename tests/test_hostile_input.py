@@ -1,5 +1,5 @@
 """Property tests: generated hostile input on every surface (strategies and surfaces in
-`tests/hostile.py`). For each: no uncaught exception, nothing outside `agents/{agent}/`
+`tests/harness/hostile/`). For each: no uncaught exception, nothing outside `agents/{agent}/`
 ever changes (the whole temp root is compared: the data directory's parent, a sibling
 directory with bait for planted links, another agent), and a refused input leaves the
 agent's directory as it was. `bench/fuzz.py` runs the same surfaces at volume."""
@@ -11,7 +11,7 @@ import logging
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dreamkeeper.testing import hostile
+from tests.harness import hostile
 
 pytestmark = pytest.mark.slow  # generated inputs per surface: ~40 s
 

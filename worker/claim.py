@@ -8,6 +8,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
+from dreamkeeper.client.codec import plain_payload
 from dreamkeeper.core.errors import StoreMismatch
 from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
 from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
@@ -39,7 +40,13 @@ async def claim_task_queue(
             args=[identity.store_id, identity.location],
             id=claim_workflow_id(task_queue),
             task_queue=task_queue,
-            memo={STORE_ID: identity.store_id, LOCATION: identity.location},
+            # Plain, never sealed: a store id and a path (no memory content), which a
+            # client or second worker without this store's payload key must read to
+            # say which store it mismatches (client.claims).
+            memo={
+                STORE_ID: plain_payload(identity.store_id),
+                LOCATION: plain_payload(identity.location),
+            },
             static_summary=f"task queue {task_queue} serves {identity.describe()}",
             search_attributes=tagged(None, "claim"),
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,

@@ -41,6 +41,10 @@ from dreamkeeper.core.settings import load_settings
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8081
+# `dreamkeeper dev`'s: stable across restarts, so the `--codec-endpoint` a user copied
+# (and the UI's codec setting) keeps working; next to the dev UI's 8233.
+DEV_PORT = 8234
+DEV_PORT_ENV = "DREAMKEEPER_DEV_CODEC_PORT"
 DEFAULT_ORIGINS = ("http://localhost:8233",)
 CORS_ENV = "DREAMKEEPER_CODEC_CORS_ORIGINS"
 TOKEN_ENV = "DREAMKEEPER_CODEC_TOKEN"
@@ -53,12 +57,15 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 class CodecServerSettings:
     origins: tuple[str, ...] = DEFAULT_ORIGINS
     token: str | None = None
+    dev_port: int = DEV_PORT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CodecServerSettings:
         configured = load_settings(env).codec  # read and checked in core.settings
         return cls(
-            origins=configured.cors_origins or DEFAULT_ORIGINS, token=configured.server_token
+            origins=configured.cors_origins or DEFAULT_ORIGINS,
+            token=configured.server_token,
+            dev_port=configured.dev_port,
         )
 
 
@@ -201,9 +208,13 @@ def serve_cli(host: str, port: int, data_dir: Path | None) -> int:
 
 
 class DevCodecServer:
-    """`dreamkeeper dev`'s codec server, on a free loopback port in a daemon thread."""
+    """`dreamkeeper dev`'s codec server on a loopback port in a daemon thread:
+    DREAMKEEPER_DEV_CODEC_PORT (8234) unless `port` is given; if that port is busy, a
+    free one, and the banner says so."""
 
-    def __init__(self, data_dir: Path, ui_origins: tuple[str, ...]) -> None:
+    def __init__(
+        self, data_dir: Path, ui_origins: tuple[str, ...], *, port: int | None = None
+    ) -> None:
         data_dir = data_dir.resolve()
         generated = False
         if not PayloadKeys.from_env(data_dir=data_dir).configured:
@@ -211,9 +222,20 @@ class DevCodecServer:
             generated = True
         codec, self.keys = load_codec(data_dir)
         env = CodecServerSettings.from_env()
+        wanted = env.dev_port if port is None else port
         # No token here: the bundled dev UI cannot send one; the port is loopback-only.
         origins = tuple(dict.fromkeys((*ui_origins, *env.origins)))
-        self._server = make_server(codec, "127.0.0.1", 0, CodecServerSettings(origins=origins))
+        chosen = CodecServerSettings(origins=origins)
+        self.fallback: str | None = None
+        try:
+            self._server = make_server(codec, "127.0.0.1", wanted, chosen)
+        except OSError as exc:
+            self._server = make_server(codec, "127.0.0.1", 0, chosen)
+            self.fallback = (
+                f"port {wanted} for the codec server is busy ({exc.strerror or exc}), so it "
+                f"took {self._server.server_address[1]} for this run: set {DEV_PORT_ENV} to "
+                "keep one that is free"
+            )
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="dreamkeeper-codec-server", daemon=True
@@ -223,6 +245,13 @@ class DevCodecServer:
         self.banner = (
             f"Payloads encrypted with key {codec.key_id} from {where}; the UI decodes them "
             f"through the codec server at {self.endpoint}"
+        )
+
+    def cli_hint(self, schedule_id: str) -> str:
+        """The `temporal` command line that reads sealed payloads through this server."""
+        return (
+            f"Temporal CLI: temporal schedule describe --schedule-id {schedule_id} "
+            f"--codec-endpoint {self.endpoint}  (the same option for workflow show/describe)"
         )
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
-from dreamkeeper.core.errors import InvalidInput, Unavailable
+from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
 from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
 from dreamkeeper.core.settings import (
     StoreSettings,
@@ -51,18 +51,28 @@ def read_content(args: argparse.Namespace) -> str:
     if args.file is not None:
         try:
             with open(args.file, "rb") as handle:
-                data = handle.read(MAX_CONTENT_CHARS * 4 + 1)
+                data = handle.read(_READ_CAP)
         except OSError as exc:
             raise InvalidInput(f"cannot read {args.file}: {exc.strerror or exc}") from None
         return _decode(data, args.file)
     if args.content == "-":
-        return _decode(sys.stdin.buffer.read(MAX_CONTENT_CHARS * 4 + 1), "stdin")
+        return _decode(sys.stdin.buffer.read(_READ_CAP), "stdin")
     if args.content is None:
         raise InvalidInput("save needs CONTENT, '-' (stdin) or --file PATH")
     return args.content
 
 
+# At most 4 bytes a character: a read this long holds more characters than the limit.
+_READ_CAP = MAX_CONTENT_CHARS * 4 + 1
+
+
 def _decode(data: bytes, where: str) -> str:
+    if len(data) >= _READ_CAP:
+        # Only the first bytes were read: their count is not the size, so name the limit.
+        raise InvalidInput(
+            f"{where} holds more than {MAX_CONTENT_CHARS} characters: the limit is "
+            f"{MAX_CONTENT_CHARS}; split it into focused entries"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -101,6 +111,39 @@ def _remote(args: argparse.Namespace) -> RemoteMemoryClient | None:
     from dreamkeeper.agent.remote import RemoteMemoryClient
 
     return RemoteMemoryClient(service.url, token=service.token)
+
+
+def refuse_url(args: argparse.Namespace, what: str) -> None:
+    """`what` works on the local store only: refuse rather than act on another store than
+    the one --url (or DREAMKEEPER_URL) names."""
+    url = service_settings(args).url
+    if not url:
+        return
+    given = "--url" if getattr(args, "url", None) is not None else "DREAMKEEPER_URL"
+    raise InvalidInput(
+        f"{what} works on a local data directory, not through a serve: {given} is set "
+        f"({url}); run it where that server's data directory is, without {given}"
+    )
+
+
+def require_store(settings: StoreSettings, agent_id: str | None = None) -> None:
+    """The data directory and the agent's store must exist: a read of a mistyped path or
+    agent would otherwise answer "nothing matched", and opening the store creates its
+    directory and lock file. Like serve, an agent exists once it has a directory."""
+    data_dir = settings.data_dir
+    agent = agent_id or settings.agent_id
+    if not data_dir.is_dir():
+        raise NotFound(
+            f"data directory {data_dir} does not exist (--data or DREAMKEEPER_DATA; "
+            "`save` or `import` creates it)"
+        )
+    agents = data_dir / "agents"
+    if not (agents / agent).is_dir():
+        known = sorted(p.name for p in agents.iterdir() if p.is_dir()) if agents.is_dir() else []
+        raise NotFound(
+            f"unknown agent {agent!r}: it has no store in {data_dir} "
+            f"(agents there: {', '.join(known) if known else 'none'})"
+        )
 
 
 # -- through the worker (a workflow each, with a history) -------------------------------
@@ -331,7 +374,15 @@ def purge(args: argparse.Namespace, settings: StoreSettings) -> int:
     if days is not None and not -1 <= days <= MAX_RETENTION_DAYS:
         raise InvalidInput(f"--retention-days {days} is out of range (-1 to {MAX_RETENTION_DAYS})")
     retention = settings.archive_retention if days is None else timedelta(days=days)
-    report = _store(settings).purge(retention, keep=settings.floor.protects)
+    store = _store(settings)
+    if retention <= timedelta(0):
+        # Zero or less turns purging off: the store keeps everything and counts nothing.
+        print(
+            f"purge is off (retention {retention.days} days): kept all "
+            f"{len(store.archived())} archived"
+        )
+        return 0
+    report = store.purge(retention, keep=settings.floor.protects)
     print(
         f"purged {len(report.purged)} of {report.considered} archived "
         f"({report.kept_in_retention} within retention, "
@@ -403,14 +454,23 @@ def worker(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker import runtime
+    from dreamkeeper.worker.service_commands import require_free_port
 
+    service = service_settings(args)
+    for port in (args.temporal_port, args.ui_port):
+        if port is not None and not 0 < port < 65_536:
+            raise InvalidInput(f"port {port} is out of range (1-65535)")
+    if not args.demo:  # `serve` runs on the dev server: its port too, before starting it
+        require_free_port(service.host, service.port)
     try:
         asyncio.run(
             runtime.run_dev(
                 settings,
                 TemporalSettings.from_env(),
                 demo=args.demo,
-                service=service_settings(args),
+                service=service,
+                grpc_port=args.temporal_port,
+                ui_port=args.ui_port,
             )
         )
     except runtime.PortTaken as exc:

@@ -116,7 +116,7 @@ def _approval(
     from dreamkeeper.agent import dream_ops
     from dreamkeeper.worker.commands import _memory_client
 
-    workflow_id = args.run or dream_ops.consolidation_workflow_id(settings.agent_id)
+    workflow_id = args.run_id or dream_ops.consolidation_workflow_id(settings.agent_id)
 
     async def go() -> ApprovalState:
         memory = await _memory_client(settings)
@@ -129,12 +129,62 @@ def _approval(
     return 0
 
 
-def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.agent import dream_ops
-    from dreamkeeper.worker.commands import _memory_client
+def _remote_dream(args: argparse.Namespace, settings: StoreSettings, url: str) -> int:
+    """Through a serve: what its routes do (run a cycle; pending, approve, reject of the
+    agent's current cycle). The rest needs the worker's client here, so it is refused."""
+    from dreamkeeper.worker.commands import _remote
 
     words = list(args.words)
+    action = words[0] if words else None
+    refused = [
+        name
+        for name, given in (
+            ("--dry-run", args.dry_run),
+            ("--apply", args.apply is not None),
+            ("--set-approval", args.set_approval is not None),
+            ("--run", args.run_id is not None),
+            ("undo", action == "undo"),
+        )
+        if given
+    ]
+    if refused:
+        raise InvalidInput(
+            f"dream {refused[0]} cannot go through a serve ({url}): run it without --url "
+            "(and DREAMKEEPER_URL) where the worker's data directory is"
+        )
+    if action not in (None, "approve", "reject", "pending"):
+        raise InvalidInput(
+            f"unknown dream action {action!r} (expected: undo, approve, reject, pending)"
+        )
+    remote = _remote(args)
+    assert remote is not None
     agent = settings.agent_id
+    if action is None:
+        result = asyncio.run(remote.run_dream(agent))
+        if args.json:
+            print(result.model_dump_json(indent=2))
+        else:
+            print(
+                f"dream cycle {result.cycle_id} for agent {agent}: {result.consolidation.summary()}"
+            )
+        return 0
+    state = asyncio.run(remote.dream_approval(agent, action, words[1:]))
+    print(state.model_dump_json(indent=2) if args.json else format_approval(state))
+    return 0
+
+
+def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.agent import dream_ops
+    from dreamkeeper.worker.commands import _memory_client, require_store
+    from dreamkeeper.worker.service_commands import service_settings
+
+    url = service_settings(args).url
+    if url:
+        return _remote_dream(args, settings, url)
+    words = list(args.words)
+    agent = settings.agent_id
+    if args.apply is None or args.agent is not None:
+        require_store(settings)  # with --apply and no --agent: the plan's agent, below
     if args.set_approval is not None:
         root = FileMemoryStore(settings.data_dir, agent).root
         write_approval(root, args.set_approval)
@@ -160,8 +210,9 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         raise InvalidInput("give --dry-run or --apply, not both")
     if args.apply is not None:
         plan = read_plan(args.apply)
-        if plan.agent_id != agent and getattr(args, "dream_agent", None) is not None:
+        if plan.agent_id != agent and args.agent is not None:
             raise InvalidInput(f"the plan is for agent {plan.agent_id!r}, not {agent!r}")
+        require_store(settings, plan.agent_id)
 
         async def apply() -> ApplyPlanResult:
             return await dream_ops.apply_plan(await _memory_client(settings), plan)

@@ -4,12 +4,13 @@ The Temporal SDK appends its whole context dict to every workflow and activity m
 (a 200-character tail on most lines) and logs activity failures with a traceback. Here
 the context becomes a few short `key=value` fields (`wf=SaveMemory id=save-a1-…`,
 `act=save_fact attempt=2`), an exception becomes `err=Type: message` on the same line
-(the traceback only with -v), and colour is used only on a terminal.
+(the traceback only with -v), and colour is used only on a terminal (never with NO_COLOR set).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import IO, Any
 
@@ -62,13 +63,24 @@ class LineFormatter(logging.Formatter):
         return line
 
 
+def use_colour(stream: IO[str]) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (https://no-color.org): a
+    log file or pipe gets plain text."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or file-like stream without a tty
+        return False
+
+
 def configure_logging(
     *, verbose: bool = False, quiet: bool = False, stream: IO[str] | None = None
 ) -> None:
     """Install the one handler (idempotent: a second call replaces it, never doubles it)."""
     stream = stream or sys.stderr
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(LineFormatter(colour=stream.isatty(), tracebacks=verbose))
+    handler.setFormatter(LineFormatter(colour=use_colour(stream), tracebacks=verbose))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
+from temporalio.worker import Interceptor
 
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.client.codec import describe_converter
@@ -77,11 +78,21 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         ) from None
 
 
-def _stop_on_signals() -> asyncio.Event:
-    stop = asyncio.Event()
+class _Stop(asyncio.Event):
+    """Set by SIGINT or SIGTERM; remembers which."""
+
+    signal: int | None = None
+
+    def on(self, sig: int) -> None:
+        self.signal = sig
+        self.set()
+
+
+def _stop_on_signals() -> _Stop:
+    stop = _Stop()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop.on, sig)
     return stop
 
 
@@ -92,11 +103,13 @@ async def running_worker(
     *,
     reclaim: bool = False,
     runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> AsyncIterator[Client]:
     """The worker polling, for as long as the block runs (yields its client); on exit,
     in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
     data directory, or on a task queue another store has claimed. `runtime`: a Temporal
-    runtime of the caller's (`serve` passes one exporting Prometheus metrics). With a
+    runtime of the caller's (`serve` passes one exporting Prometheus metrics), and
+    `interceptors` for the worker (`serve`'s counts workflow outcomes). With a
     shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
     routes elsewhere are refused (docs/scale.md)."""
     shard: tuple[ShardMap, str] | None = None
@@ -146,6 +159,7 @@ async def running_worker(
             embeddings=embeddings,
             tuning=tuning,
             shard=shard,
+            interceptors=interceptors,
         )
         async with worker:
             log.info(
@@ -180,6 +194,10 @@ async def run_worker(
             print("stopping: the tour was interrupted")
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await tour  # a failure was logged by _report_failure
+    if stop.signal == signal.SIGINT:
+        # Stopped cleanly, but by Ctrl-C: the CLI exits 130 as for any interrupt (as
+        # `serve` does); SIGTERM, a supervisor's normal stop, exits 0.
+        raise KeyboardInterrupt
 
 
 def describe_embeddings(embeddings: EmbeddingSettings) -> str:
@@ -215,9 +233,18 @@ class PortTaken(RuntimeError):
     pass
 
 
-def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> subprocess.Popen:
-    """The real Temporal dev server, persisted to SQLite under the data directory."""
-    for port, what in ((DEV_GRPC_PORT, "Temporal gRPC"), (DEV_UI_PORT, "Temporal UI")):
+def start_dev_server(
+    data_dir: Path,
+    ui_codec_endpoint: str | None = None,
+    *,
+    grpc_port: int | None = None,
+    ui_port: int | None = None,
+) -> subprocess.Popen:
+    """The real Temporal dev server, persisted to SQLite under the data directory, on
+    `grpc_port` and `ui_port` (default 7233 and 8233)."""
+    grpc_port = grpc_port or DEV_GRPC_PORT
+    ui_port = ui_port or DEV_UI_PORT
+    for port, what in ((grpc_port, "Temporal gRPC"), (ui_port, "Temporal UI")):
         if port_in_use(port):
             raise PortTaken(
                 f"port {port} ({what}) is already in use: stop whatever holds it, or run "
@@ -233,9 +260,9 @@ def start_dev_server(data_dir: Path, ui_codec_endpoint: str | None = None) -> su
             "--db-filename",
             str(data_dir / "temporal-dev.sqlite"),
             "--port",
-            str(DEV_GRPC_PORT),
+            str(grpc_port),
             "--ui-port",
-            str(DEV_UI_PORT),
+            str(ui_port),
             "--log-level",
             "warn",
             "--color",
@@ -270,24 +297,33 @@ async def run_dev(
     *,
     demo: bool = False,
     service: ServiceSettings | None = None,
+    grpc_port: int | None = None,
+    ui_port: int | None = None,
 ) -> None:
     """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
     from dreamkeeper.worker.codec_server import DevCodecServer
 
+    grpc_port = grpc_port or DEV_GRPC_PORT
+    ui_port = ui_port or DEV_UI_PORT
     codec = DevCodecServer(
-        store.data_dir, (f"http://localhost:{DEV_UI_PORT}", f"http://127.0.0.1:{DEV_UI_PORT}")
+        store.data_dir, (f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}")
     )
     try:
-        proc = start_dev_server(store.data_dir, ui_codec_endpoint=codec.endpoint)
+        proc = start_dev_server(
+            store.data_dir, ui_codec_endpoint=codec.endpoint, grpc_port=grpc_port, ui_port=ui_port
+        )
     except BaseException:
         codec.close()
         raise
     try:
-        address = f"127.0.0.1:{DEV_GRPC_PORT}"
+        address = f"127.0.0.1:{grpc_port}"
         await wait_for_server(address, proc)
-        print(f"Temporal dev server: {address}  (UI http://localhost:{DEV_UI_PORT})")
+        print(f"Temporal dev server: {address}  (UI http://localhost:{ui_port})")
         print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
         print(codec.banner)
+        if codec.fallback:
+            print(codec.fallback)
+        print(codec.cli_hint(schedule_id_for(temporal.task_queue)))
         dev = TemporalSettings(
             address=address,
             namespace="default",
@@ -299,7 +335,7 @@ async def run_dev(
             from dreamkeeper.worker.temporal_demo import tour
 
             async def on_ready(client: Client) -> None:
-                await tour(client, store, dev.task_queue, ui=f"http://localhost:{DEV_UI_PORT}")
+                await tour(client, store, dev.task_queue, ui=f"http://localhost:{ui_port}")
 
         if on_ready is None and service is not None:
             from dreamkeeper.worker.service.runtime import run_serve

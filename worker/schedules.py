@@ -18,6 +18,7 @@ from temporalio.client import (
 )
 
 from dreamkeeper.client.attributes import tagged
+from dreamkeeper.client.codec import plain_payload
 from dreamkeeper.core.names import DREAM_SCHEDULE_ID
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.workflows.sweep import DreamSweep
@@ -35,17 +36,23 @@ def schedule_id_for(task_queue: str) -> str:
     )
 
 
+SWEEP_SUMMARY = "dream cycle for every agent with a store"
+
+
 def dream_schedule(task_queue: str, cron: str, parallelism: int | None = None) -> Schedule:
     suffix = "" if task_queue == DEFAULT_TASK_QUEUE else f"-{task_queue}"
+    action = ScheduleActionStartWorkflow(
+        DreamSweep.run,
+        SweepInput(parallelism=parallelism),
+        id=f"dream-sweep{suffix}",
+        task_queue=task_queue,
+        typed_search_attributes=tagged(None, "sweep"),
+    )
+    # Fixed text, no content: left unsealed, so `temporal schedule describe` reads the
+    # schedule without a codec (a sealed summary makes it fail outright).
+    action.static_summary = plain_payload(SWEEP_SUMMARY)
     return Schedule(
-        action=ScheduleActionStartWorkflow(
-            DreamSweep.run,
-            SweepInput(parallelism=parallelism),
-            id=f"dream-sweep{suffix}",
-            task_queue=task_queue,
-            static_summary="dream cycle for every agent with a store",
-            typed_search_attributes=tagged(None, "sweep"),
-        ),
+        action=action,
         spec=ScheduleSpec(cron_expressions=[cron]),
         policy=SchedulePolicy(
             overlap=ScheduleOverlapPolicy.SKIP, catchup_window=timedelta(minutes=10)

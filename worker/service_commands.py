@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import socket
 import sys
 from dataclasses import replace
 from typing import Any
@@ -37,10 +39,32 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
     return replace(service, **overrides) if overrides else service
 
 
+def require_free_port(host: str, port: int) -> None:
+    """Refuse a port something already listens on, before anything starts: `serve` would
+    otherwise start a worker on the live task queue first, then fail to listen."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InvalidInput(f"cannot serve on {host}:{port}: {exc}") from None
+    with socket.socket(family, kind, proto) as probe:
+        # As uvicorn binds: a port left in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise InvalidInput(
+                    f"port {port} (memory service) is already in use: stop whatever holds "
+                    "it, or choose another with --port or DREAMKEEPER_SERVE_PORT"
+                ) from None
+            raise InvalidInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker.service.runtime import run_serve
 
     service = service_settings(args)
+    require_free_port(service.host, service.port)
     try:
         asyncio.run(run_serve(settings, TemporalSettings.from_env(), service, reclaim=args.reclaim))
     except OSError as exc:

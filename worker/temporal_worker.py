@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import Interceptor, PollerBehaviorSimpleMaximum, Worker
 
 from dreamkeeper.activities.agents import AgentActivities
 from dreamkeeper.activities.consolidation import ConsolidationActivities
@@ -164,6 +164,7 @@ def build_worker(
     activities: list[Callable] | None = None,
     tuning: WorkerSettings | None = None,
     shard: tuple[ShardMap, str] | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Worker:
     """Store activities are synchronous file I/O, so they run on `executor`'s threads
     (size it with `tuning.activity_threads`): local activities too — the save's persist
@@ -185,4 +186,5 @@ def build_worker(
         max_concurrent_workflow_tasks=tuning.max_concurrent_workflow_tasks,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.workflow_task_pollers),
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(tuning.activity_task_pollers),
+        interceptors=interceptors,
     )

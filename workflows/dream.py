@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.workflows.options import EMBED_STEP, with_summary
     from dreamkeeper.workflows.preferences import PreferenceInference
 
+TAGS_ITSELF = "dream-tags-itself"  # workflow.patched id: search attributes when started bare
 BACKFILL_BATCH = 512
 BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
 STEP_TIMEOUT = timedelta(minutes=90)
@@ -56,6 +57,17 @@ def _child_options(run_id: str, agent: str, op: str) -> dict:
     }
 
 
+def tag_if_untagged(agent: str | None, op: str) -> None:
+    """Add AgentId / MemoryOp when the run was started without them (the documented
+    `temporal workflow start --type Dream`), so `AgentId = 'a1'` finds it as it finds
+    the runs Dreamkeeper starts. Only a bare start records the patch marker: the runs
+    that carry their tags, and the histories of older bare runs, replay unchanged."""
+    have = workflow.info().typed_search_attributes
+    missing = [pair for pair in tagged(agent, op) if have.get(pair.key) is None]
+    if missing and workflow.patched(TAGS_ITSELF):
+        workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in missing])
+
+
 @workflow.defn(name=names.DREAM)
 class Dream:
     @workflow.run
@@ -65,6 +77,7 @@ class Dream:
         agent = inp.agent_id
         run_id = workflow.info().workflow_id
         cycle_id = workflow.info().run_id  # names this cycle's ledger: what undo takes
+        tag_if_untagged(agent, "dream")
         if inp.dry_run:
             return await dry_run(inp, as_of)
 

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.core.dream_payloads import DreamInput
     from dreamkeeper.core.names import DREAM_TIMEOUT, dream_workflow_id
     from dreamkeeper.core.payloads import DEFAULT_SWEEP_PARALLELISM, SweepInput, SweepResult
-    from dreamkeeper.workflows.dream import Dream
+    from dreamkeeper.workflows.dream import Dream, tag_if_untagged
     from dreamkeeper.workflows.options import STORE_STEP, with_summary
 
 
@@ -33,6 +33,7 @@ PACED = "sweep-paced"  # workflow.patched id: bounded parallelism (#18)
 class DreamSweep:
     @workflow.run
     async def run(self, inp: SweepInput) -> SweepResult:
+        tag_if_untagged(None, "sweep")
         agents: list[str] = await workflow.execute_activity_method(
             AgentActivities.list_agents, **with_summary(STORE_STEP, "list agents with a store")
         )

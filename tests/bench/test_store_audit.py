@@ -10,7 +10,7 @@ import pytest
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.testing.audit import AckedSave, audit_store
+from tests.harness.audit import AckedSave, audit_store
 
 AGENT = "audit"
 NOTE = "Trish Roberts's email is trish@contoso.com. Trish Roberts works at Contoso since 2014."

@@ -314,3 +314,44 @@ def test_generated_bad_saves_are_refused_with_nothing_written(served, body):
     assert answer.status_code == 400, (body, answer.text)
     assert answer.json()["category"] == "InvalidInput"
     assert _on_disk(served, agent) == []
+
+
+def test_a_working_memory_entry_is_read_back_with_the_key_it_was_saved_with(served):
+    agent = _agent()
+    with served.client() as client:
+        for session, value in (("s1", "three unread emails"), ("s2", "one unread email")):
+            saved = client.put(
+                f"/v1/agents/{agent}/working",
+                json={"namespace": f"session/{session}", "key": "inbox", "value": value},
+            )
+            assert saved.status_code == 200
+        client.put(
+            f"/v1/agents/{agent}/working",
+            json={"namespace": "session/s1", "key": "draft", "value": "Dear Bob"},
+        )
+        base = f"/v1/agents/{agent}/working"
+        # The namespace and key the save took (before: 404, only the full key worked).
+        got = client.get(f"{base}/inbox", params={"namespace": "session/s2"})
+        assert got.status_code == 200 and got.json()["value"] == "one unread email"
+        assert got.json()["key"] == "session/s2/inbox"
+        # A plain key one namespace holds; one several hold is refused naming them.
+        assert client.get(f"{base}/draft").json()["value"] == "Dear Bob"
+        ambiguous = client.get(f"{base}/inbox")
+        assert ambiguous.status_code == 400
+        assert "session/s1, session/s2" in ambiguous.json()["detail"]
+        # The full key still works; a missing one is 404.
+        assert client.get(f"{base}/session/s1/inbox").json()["value"] == "three unread emails"
+        assert client.get(f"{base}/nothing", params={"namespace": "session/s1"}).status_code == 404
+        assert client.get(f"{base}/inbox", params={"namespace": "bad"}).status_code == 400
+
+
+def test_docs_work_offline_and_load_nothing_from_another_host(served):
+    with served.client() as client:
+        page = client.get("/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "openapi.json" in page.text and "/v1/agents/{agent_id}/search" in page.text
+        # Before: Swagger UI's script and CSS from a CDN (blank offline).
+        assert "http://" not in page.text and "https://" not in page.text
+        assert "<script" not in page.text
+        assert client.get("/redoc").status_code == 404  # FastAPI's CDN page is off
+        assert client.get("/openapi.json").status_code == 200

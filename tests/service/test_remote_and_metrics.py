@@ -166,3 +166,46 @@ def test_temporal_runtime_metrics_are_appended_to_the_scrape(temporal_env, tmp_p
     for name in ("temporal_worker_start", "temporal_num_pollers", "temporal_request"):
         assert f"\n{name}{{" in own, own[:300]
         assert f"\n{name}{{" in text
+
+
+async def test_the_worker_counts_saves_from_any_client_and_dreams_the_sweep_started(
+    temporal_env, tmp_path
+):
+    """Outcomes are counted by serve's worker, not its routes: a save an agent made with
+    its own MemoryClient and a dream the schedule's sweep started both show up."""
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.core.names import save_workflow_id
+    from dreamkeeper.core.payloads import SaveResult, SweepInput
+    from dreamkeeper.core.settings import StoreSettings
+    from dreamkeeper.workflows.sweep import DreamSweep
+    from tests.service.conftest import start_serve, stop_serve
+
+    served = start_serve(temporal_env, tmp_path)
+    try:
+        async with httpx.AsyncClient(base_url=served.url, headers=served.headers) as http:
+            before = (await http.get("/metrics")).text
+            agent = _agent()
+            memory = MemoryClient(
+                temporal_env.client, StoreSettings(data_dir=served.data_dir), served.queue
+            )
+            ack = await memory.save_memory(agent, "The staging database is on port 5433")
+            saved = await temporal_env.client.get_workflow_handle(
+                save_workflow_id(agent, ack.entry_id), result_type=SaveResult
+            ).result()
+            # What the schedule runs, on the schedule's task queue: a dream per agent.
+            swept = await temporal_env.client.execute_workflow(
+                DreamSweep.run,
+                SweepInput(),
+                id=f"dream-sweep-{served.queue}",
+                task_queue=served.queue,
+            )
+            assert swept.started == [agent]
+            after = (await http.get("/metrics")).text
+    finally:
+        stop_serve(served)
+    outcome = f'dreamkeeper_save_results_total{{outcome="{saved.outcome}"}}'
+    assert _value(after, outcome) - _value(before, outcome) == 1
+    serve_saves = 'dreamkeeper_saves_total{outcome="saved"}'
+    assert _value(after, serve_saves) == _value(before, serve_saves)  # not through serve
+    completed = 'dreamkeeper_dream_cycles_total{outcome="completed"}'
+    assert _value(after, completed) - _value(before, completed) == 1

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -177,7 +178,8 @@ def test_search_filters_by_metadata(cli):
 
 def test_config_prints_the_effective_settings_with_secrets_hidden(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("DREAMKEEPER_LLM_API_KEY", "sk-very-secret")
-    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", "base64-key-material")
+    key = base64.b64encode(b"k" * 32).decode()
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", key)
     monkeypatch.setenv("DREAMKEEPER_DECAY_HALF_LIFE_DAYS", "12")
     code, out, _ = cli("config", "--json")
     shown = json.loads(out)
@@ -188,7 +190,7 @@ def test_config_prints_the_effective_settings_with_secrets_hidden(cli, tmp_path,
         shown["llm"]["api_key"] == "set (hidden)"
         and shown["codec"]["payload_key"] == "set (hidden)"
     )
-    assert "sk-very-secret" not in out and "base64-key-material" not in out
+    assert "sk-very-secret" not in out and key not in out
 
 
 def test_config_refuses_an_out_of_range_setting_with_exit_2(cli, monkeypatch):

@@ -18,13 +18,14 @@ from dreamkeeper.client.codec import (
     EncryptionCodec,
     PayloadDecodeError,
     PayloadKey,
+    PayloadKeyMismatch,
     PayloadKeys,
     data_converter,
     derived_key_id,
     generate_key_file,
     parse_key,
 )
-from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.core.errors import SettingsError, StoreMismatch
 from dreamkeeper.core.payloads import SaveInput
 from dreamkeeper.worker.cli import main
 
@@ -125,11 +126,26 @@ async def test_failure_messages_are_sealed_too():
     assert SECRET in str(error)
 
 
-def test_no_key_means_the_plain_pydantic_converter(tmp_path):
+async def test_no_key_seals_nothing_and_refuses_a_sealed_payload_saying_where_it_looked(
+    tmp_path,
+):
     settings = PayloadKeys.from_env({}, data_dir=tmp_path)
     assert not settings.configured
-    assert data_converter(settings) is pydantic_data_converter
-    assert data_converter(None) is pydantic_data_converter
+    keyless = data_converter(settings)
+    assert keyless.payload_converter_class is pydantic_data_converter.payload_converter_class
+    plain = await keyless.encode(["store 1234"])
+    assert plain == await pydantic_data_converter.encode(["store 1234"])  # nothing sealed
+    assert await keyless.decode(plain, [str]) == ["store 1234"]
+    sealed = await data_converter(PayloadKeys((_key(),), "test")).encode(["store 1234"])
+    # Before: the SDK's KeyError 'Unknown payload encoding binary/encrypted'.
+    with pytest.raises(PayloadKeyMismatch) as refused:
+        await keyless.decode(sealed, [str])
+    assert isinstance(refused.value, StoreMismatch) and refused.value.exit_code == 2
+    message = str(refused.value)
+    assert "DREAMKEEPER_PAYLOAD_KEY and DREAMKEEPER_PAYLOAD_KEY_FILE are unset" in message
+    assert str(tmp_path / "payload-key") in message and "--data" in message
+    with pytest.raises(PayloadKeyMismatch, match="PAYLOAD_KEY_FILE are unset"):
+        await data_converter(None).decode(sealed, [str])
 
 
 def test_key_forms_base64_hex_urlsafe_and_named():

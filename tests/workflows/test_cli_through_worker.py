@@ -118,7 +118,8 @@ async def test_a_save_with_no_worker_exits_1_naming_the_entry(temporal_env, tmp_
 
 async def test_no_server_exits_1_with_one_line(tmp_path):
     env = {**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1", "DREAMKEEPER_DATA": str(tmp_path)}
-    done = await _cli(env, "delete", "0123456789ab")
+    FileMemoryStore(tmp_path, "a1").create("a fact")  # a known agent: the server is asked
+    done = await _cli(env, "--agent", "a1", "delete", "0123456789ab")
     assert done.returncode == 1 and "cannot reach Temporal" in done.stderr
     assert done.stderr.count("\n") == 1
 

@@ -186,7 +186,7 @@ async def test_clients_connect_with_the_configured_key(temporal_env, tmp_path, m
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY", raising=False)
     temporal = TemporalSettings(address=temporal_env.client.service_client.config.target_host)
     plain = await runtime.connect(temporal, tmp_path)
-    assert plain.data_converter.payload_codec is None
+    assert not isinstance(plain.data_converter.payload_codec, EncryptionCodec)
     dev_key = generate_key_file(tmp_path / "payload-key")
     memory = await MemoryClient.connect(StoreSettings(data_dir=tmp_path), temporal)
     assert memory.client.data_converter.payload_codec.key_id == dev_key.key_id

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from dreamkeeper.core.settings import LLMSettings, StoreSettings
-from dreamkeeper.testing.adversary import Adversary
-from dreamkeeper.testing.dream_year import run_year
 from dreamkeeper.testing.scripted_llm import ScriptedLLM
 from dreamkeeper.worker.temporal_worker import build_worker
+from tests.harness.adversary import Adversary
+from tests.harness.dream_year import run_year
 
 pytestmark = pytest.mark.slow  # twenty dream cycles
 

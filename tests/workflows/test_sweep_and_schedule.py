@@ -77,3 +77,29 @@ async def test_a_paced_sweep_never_runs_more_dreams_at_once_than_its_parallelism
     for start, _ in spans:
         open_then = [s for s in spans if s[0] <= start and (s[1] is None or s[1] > start)]
         assert len(open_then) <= 2
+
+
+async def test_a_dream_and_a_sweep_started_without_search_attributes_tag_themselves(worker):
+    """`temporal workflow start --type Dream` (docs/operations.md) passes no search
+    attributes: the run adds them, so the documented AgentId query finds it."""
+    from dreamkeeper.client.attributes import AGENT_ID, MEMORY_OP
+
+    client, queue, settings = worker
+    agent = f"bare-{uuid.uuid4().hex[:6]}"
+    FileMemoryStore(settings.data_dir, agent).create("The build uses make")
+    dream = await client.start_workflow(
+        Dream.run, DreamInput(agent_id=agent), id=f"dream-{agent}", task_queue=queue
+    )
+    await dream.result()
+    attributes = (await dream.describe()).typed_search_attributes
+    assert attributes.get(AGENT_ID) == agent and attributes.get(MEMORY_OP) == "dream"
+    found = [
+        e.id async for e in client.list_workflows(f"AgentId = '{agent}' AND MemoryOp = 'dream'")
+    ]
+    assert found == [f"dream-{agent}"]  # before: nothing (the children were tagged)
+
+    sweep = await client.start_workflow(
+        DreamSweep.run, SweepInput(), id=f"sweep-{queue}", task_queue=queue
+    )
+    assert (await sweep.result()).started == [agent]
+    assert (await sweep.describe()).typed_search_attributes.get(MEMORY_OP) == "sweep"

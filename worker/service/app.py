@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from html import escape
 from typing import Any, cast
 
 from fastapi import FastAPI
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 from mcp.server.context import ServerRequestContext
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -61,6 +62,11 @@ def create_app(state: ServiceState) -> Guard:
         description="Long-term, working and conversation memory for LLM agents. Errors are "
         "problem JSON whose `category` is Dreamkeeper's error type (InvalidInput, "
         "NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable).",
+        # FastAPI's Swagger UI and ReDoc pages load their scripts from a CDN: blank on a
+        # machine without internet, and no package here ships the assets. /docs is
+        # served by docs_page below instead, from nothing but the OpenAPI schema.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = state
     problems.install(app)
@@ -76,6 +82,10 @@ def create_app(state: ServiceState) -> Guard:
     async def agents() -> dict[str, list[str]]:
         return {"agents": state.agents()}
 
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(docs_page(app.openapi()))
+
     @app.get("/metrics", tags=["service"], include_in_schema=False)
     async def metrics() -> Response:
         return Response(await state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
@@ -89,4 +99,34 @@ def create_app(state: ServiceState) -> Guard:
         FastSearch(app, state),
         token=state.settings.token,
         max_body_bytes=state.settings.max_body_bytes,
+    )
+
+
+def docs_page(schema: dict[str, Any]) -> str:
+    """A self-contained page listing every operation of the schema, linking the schema
+    itself: no script, style sheet or font from another host."""
+    rows = []
+    for path, operations in schema.get("paths", {}).items():
+        for method, op in operations.items():
+            summary = op.get("summary") or ""
+            detail = (op.get("description") or "").strip().split("\n\n", 1)[0]
+            rows.append(
+                f"<tr><td><code>{escape(method.upper())}</code></td>"
+                f"<td><code>{escape(path)}</code></td>"
+                f"<td>{escape(summary)}{'<br>' if summary and detail else ''}"
+                f"{escape(detail)}</td></tr>"
+            )
+    info = schema.get("info", {})
+    title = escape(str(info.get("title", "API")))
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>"
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
+        "td{padding:.3em .8em;vertical-align:top;border-bottom:1px solid #ddd}"
+        "</style></head><body>"
+        f"<h1>{title}</h1><p>{escape(str(info.get('description', '')))}</p>"
+        "<p>The full schema: <a href='openapi.json'>openapi.json</a> (OpenAPI "
+        f"{escape(str(schema.get('openapi', '')))}; load it into any OpenAPI viewer or "
+        "client generator).</p>"
+        f"<table>{''.join(rows)}</table></body></html>"
     )

@@ -1,12 +1,12 @@
 """The service's Prometheus metrics (prometheus-client), on their own registry so two
 apps in one process (tests) never share counters.
 
-Counted where `serve` sees them: saves by outcome as the caller got it, then what the
-SaveMemory workflow did with each (enriched / kept / deduplicated), search and context
-latency, and the dream cycles started through the API with what they merged, rejected,
-refused and pruned. Store sizes and the embedding backlog are read at scrape time. Dream
-cycles started by the schedule run in the same worker but are not seen here (their
-results are in Temporal's history).
+Counted where `serve` sees them: saves by outcome as the caller got it, search and
+context latency. Counted in serve's worker (`WorkflowOutcomes`, a worker interceptor):
+what every SaveMemory it runs did (enriched / kept / deduplicated / failed), whoever
+started it — serve, an agent's MemoryClient, the CLI — and every dream cycle it runs,
+the schedule's included, with what it merged, rejected, refused and pruned. Store sizes
+and the embedding backlog are read at scrape time.
 
 The Temporal SDK runtime's own metrics (worker polls, task latencies, ...) are exported by
 the runtime on its own address (`DREAMKEEPER_TEMPORAL_METRICS_ADDRESS`); `/metrics`
@@ -23,7 +23,16 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+from temporalio.worker import (
+    ExecuteWorkflowInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
 
+from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.stores.contract import MemoryStore
 
@@ -88,7 +97,7 @@ class ServiceMetrics:
         )
         self.save_results = Counter(
             "dreamkeeper_save_results",
-            "What the SaveMemory workflow did with each save (enriched, kept, "
+            "What each SaveMemory workflow this worker ran did (enriched, kept, "
             "deduplicated, failed)",
             ["outcome"],
             registry=r,
@@ -110,7 +119,8 @@ class ServiceMetrics:
         )
         self.dreams = Counter(
             "dreamkeeper_dream_cycles",
-            "Dream cycles started through serve",
+            "Dream cycles this worker ran, the schedule's included (completed, planned: "
+            "a dry run, failed)",
             ["outcome"],
             registry=r,
         )
@@ -130,7 +140,25 @@ class ServiceMetrics:
     ) -> None:
         self.registry.register(StoreSizes(agents, store, embeddings=embeddings))
 
+    def interceptor(self) -> Interceptor:
+        """For the worker: counts the outcome of every SaveMemory and Dream it runs."""
+        return WorkflowOutcomes(self)
+
+    def workflow_done(self, workflow_type: str, result: object | None) -> None:
+        """A SaveMemory or Dream run ended: `result` is its result, None if it failed."""
+        if workflow_type == names.SAVE_MEMORY:
+            outcome = getattr(result, "outcome", None) if result is not None else "failed"
+            self.save_results.labels(str(outcome or "failed")).inc()
+        elif workflow_type == names.DREAM:
+            if isinstance(result, DreamResult):
+                self.dream_done(result)
+            else:
+                self.dreams.labels("failed").inc()
+
     def dream_done(self, result: DreamResult) -> None:
+        if result.plan is not None:  # a dry run: nothing was done
+            self.dreams.labels("planned").inc()
+            return
         c = result.consolidation
         self.dreams.labels("completed").inc()
         self.dream_items.labels("merged").inc(len(c.merged))
@@ -149,6 +177,50 @@ class ServiceMetrics:
             except httpx.HTTPError as exc:
                 log.warning("Temporal runtime metrics at %s: %s", self.temporal_metrics, exc)
         return text
+
+
+COUNTED = (names.SAVE_MEMORY, names.DREAM)
+
+
+class WorkflowOutcomes(Interceptor):
+    """Counts how SaveMemory and Dream runs end, on the worker that runs them: the only
+    place that sees every run, however it was started. A replay (a worker picking up a
+    run after a restart, a query on a finished run) returns the result again, so only a
+    run's first, live ending is counted."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._metrics = metrics
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor]:
+        metrics = self._metrics
+
+        def record(workflow_type: str, result: object | None) -> None:
+            if workflow.unsafe.is_replaying():
+                return
+            # The counters live outside the workflow sandbox; counting is not workflow
+            # logic and issues no command, so replays stay deterministic.
+            with workflow.unsafe.sandbox_unrestricted():
+                try:
+                    metrics.workflow_done(workflow_type, result)
+                except Exception as exc:  # noqa: BLE001 - metrics never fail a workflow
+                    log.warning("counting %s: %s", workflow_type, exc)
+
+        class Counted(WorkflowInboundInterceptor):
+            async def execute_workflow(self, input: ExecuteWorkflowInput) -> object:
+                workflow_type = workflow.info().workflow_type
+                if workflow_type not in COUNTED:
+                    return await super().execute_workflow(input)
+                try:
+                    result = await super().execute_workflow(input)
+                except FailureError:  # the run fails (a bug instead retries its task)
+                    record(workflow_type, None)
+                    raise
+                record(workflow_type, result)
+                return result
+
+        return Counted
 
 
 def known_agents(data_dir: Path) -> list[str]:

@@ -124,8 +124,6 @@ async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck
         count.labels(outcome).inc()
         raise
     count.labels("repeated" if ack.already_done else "saved").inc()
-    if not ack.already_done:
-        state.watch_save(ack.agent_id, ack.entry_id)
     return ack
 
 
@@ -157,7 +155,6 @@ async def start_dream(agent_id: str, state: State) -> DreamStarted:
     """Start (or join, if one is running) the agent's dream cycle."""
     handle = state.agent(agent_id)
     workflow = await state.memory.start_dream(handle.agent_id)
-    state.watch_dream(workflow)
     return DreamStarted(workflow_id=workflow.id, run_id=workflow.result_run_id)
 
 

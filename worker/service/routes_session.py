@@ -24,9 +24,16 @@ from dreamkeeper.core.api import (
     WorkingSearchRequest,
     WorkingSearchResponse,
 )
-from dreamkeeper.core.errors import NotFound
-from dreamkeeper.stores.working_memory import WorkingEntry
+from dreamkeeper.core.errors import InvalidInput, NotFound
+from dreamkeeper.stores.contract import WorkingMemoryStore
+from dreamkeeper.stores.working_memory import (
+    WorkingEntry,
+    validate_key,
+    validate_namespace,
+)
 from dreamkeeper.worker.service.state import ServiceState, state_of
+
+MAX_NAMESPACE_SCAN = 100_000  # live entries looked through for a plain key
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["session"])
 State = Annotated[ServiceState, Depends(state_of)]
@@ -71,11 +78,34 @@ async def working_save(agent_id: str, body: WorkingSaveRequest, state: State) ->
 
 
 @router.get("/working/{key:path}", response_model=WorkingEntryOut)
-async def working_get(agent_id: str, key: str, state: State) -> WorkingEntryOut:
-    entry = state.agent(agent_id).working.get(key)
+async def working_get(
+    agent_id: str, key: str, state: State, namespace: str | None = None
+) -> WorkingEntryOut:
+    """The key as `PUT /working` took it: with `?namespace=session/s1` a plain key is
+    looked up in that namespace; without, a full key (`session/s1/inbox`) as returned
+    by the save, or a plain key that exactly one namespace holds."""
+    working = state.agent(agent_id).working
+    full = working.resolve(validate_namespace(namespace), key) if namespace else key
+    entry = working.get(full)
+    if entry is None and not namespace and "/" not in key.strip("/"):
+        entry = _the_one_namespace_holding(working, key)
     if entry is None:
-        raise NotFound(f"no live working-memory entry at {key!r} (entries expire)")
+        raise NotFound(f"no live working-memory entry at {full!r} (entries expire)")
     return _out(entry)
+
+
+def _the_one_namespace_holding(working: WorkingMemoryStore, key: str) -> WorkingEntry | None:
+    # A plain key is what the caller saved (`{"namespace", "key"}`): found in one
+    # namespace it is that entry; in several, the caller must say which.
+    suffix = "/" + validate_key(key)
+    holders = [e for e in working.list(cap=MAX_NAMESPACE_SCAN).entries if e.key.endswith(suffix)]
+    if len(holders) > 1:
+        raise InvalidInput(
+            f"working-memory key {key!r} is in {len(holders)} namespaces "
+            f"({', '.join(sorted(e.namespace for e in holders))}): add ?namespace=… or "
+            "give the full key"
+        )
+    return holders[0] if holders else None
 
 
 @router.post("/working/search", response_model=WorkingSearchResponse)

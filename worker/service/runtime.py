@@ -56,8 +56,13 @@ async def run_serve(
     reclaim: bool = False,
 ) -> None:
     loop = asyncio.get_running_loop()
+    metrics = ServiceMetrics(service.temporal_metrics)
     async with running_worker(
-        store, temporal, reclaim=reclaim, runtime=temporal_runtime(service)
+        store,
+        temporal,
+        reclaim=reclaim,
+        runtime=temporal_runtime(service),
+        interceptors=[metrics.interceptor()],
     ) as client:
         memory = MemoryClient(
             client,
@@ -66,7 +71,7 @@ async def run_serve(
             embedding_client(embedding_settings()),
             save_timeout=store.save_timeout,
         )
-        state = ServiceState(memory, service, ServiceMetrics(service.temporal_metrics))
+        state = ServiceState(memory, service, metrics)
         config = uvicorn.Config(
             create_app(state),
             host=service.host,

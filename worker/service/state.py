@@ -5,30 +5,21 @@ which agents this server answers for."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 from fastapi import Request
-from temporalio.client import WorkflowHandle
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.tools import MemoryTools
-from dreamkeeper.core import names
-from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.core.errors import NotFound
-from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.worker.service.metrics import ServiceMetrics, known_agents
 
 log = logging.getLogger(__name__)
-
-MAX_WATCHED_SAVES = 256  # background waits for save results, at most
 
 
 class ServiceState:
@@ -40,8 +31,6 @@ class ServiceState:
         self.metrics = metrics
         self.data_dir = Path(memory.settings.data_dir)
         self._handles: dict[str, AgentMemory] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._dreams: set[str] = set()
         metrics.watch_stores(self.agents, memory.store, embeddings=memory.embeddings is not None)
 
     def agents(self) -> list[str]:
@@ -74,53 +63,8 @@ class ServiceState:
         handle = self.agent(agent_id, write=True)
         return handle.tools(SessionContext(session, ContextKind(kind)))
 
-    # -- results the caller does not wait for, counted when they come ------------------
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def watch_save(self, agent_id: str, entry_id: str) -> None:
-        if len(self._tasks) >= MAX_WATCHED_SAVES:
-            return
-        self._spawn(self._save_result(agent_id, entry_id))
-
-    async def _save_result(self, agent_id: str, entry_id: str) -> None:
-        handle = self.memory.client.get_workflow_handle(
-            names.save_workflow_id(agent_id, entry_id), result_type=SaveResult
-        )
-        try:
-            result = await handle.result()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - counted, the workflow's history has the rest
-            self.metrics.save_results.labels("failed").inc()
-            return
-        self.metrics.save_results.labels(result.outcome).inc()
-
-    def watch_dream(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
-        # Starting a running cycle joins it: count each run once.
-        run = handle.result_run_id or handle.id
-        if run in self._dreams:
-            return
-        self._dreams.add(run)
-        self._spawn(self._dream_result(handle))
-
-    async def _dream_result(self, handle: WorkflowHandle[Any, DreamResult]) -> None:
-        try:
-            result: DreamResult = await handle.result()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001
-            self.metrics.dreams.labels("failed").inc()
-            return
-        self.metrics.dream_done(result)
-
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Nothing to release: outcomes are counted by the worker (metrics.WorkflowOutcomes)."""
 
 
 async def state_of(request: Request) -> ServiceState:

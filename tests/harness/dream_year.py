@@ -47,9 +47,9 @@ from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.testing.adversary import Adversary, Fact, new_fact, variant
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_gate import RECALL_REGRESSION
+from tests.harness.adversary import Adversary, Fact, new_fact, variant
 
 AGENT = "year"
 START = datetime(2026, 1, 1, 6, 0, tzinfo=UTC)
