@@ -75,12 +75,12 @@ from dreamkeeper.policies.merge import (
     valid_tags,
 )
 from dreamkeeper.policies.merge_safety import context_problems
-from dreamkeeper.stores.consolidation_state import ClusterState
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
-from dreamkeeper.stores.dream_ledger import ledger_for
-from dreamkeeper.stores.dream_settings import read_approval
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.vocabulary import load_vocabulary
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
+from dreamkeeper.stores.dream_state.dream_settings import read_approval
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.search.vocabulary import load_vocabulary
 
 FEEDBACK_SHOWN = 5
 

@@ -1,6 +1,6 @@
 """Reversible-dream activities (#17): a plan's revisions, checking and applying a plan's
 parts, and the recall gate's canaries. Every write records its intent in the cycle's
-ledger first (`stores.dream_ledger`), so the cycle can be undone."""
+ledger first (`stores.dream_state.dream_ledger`), so the cycle can be undone."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ from dreamkeeper.policies.recall_gate import (
     matching_token,
     ordinary_terms,
 )
-from dreamkeeper.stores.bm25 import tokenize
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
-from dreamkeeper.stores.dream_ledger import ledger_for
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.store_records import document_text, retired_into
+from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import document_text, retired_into
+from dreamkeeper.stores.search.bm25 import tokenize
 
 RECALL_REJECTED = "rejected: recall regression"
 # The source's rarest specifics join its canary query, as a user's query would name the

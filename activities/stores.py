@@ -32,9 +32,9 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.core.errors import DreamkeeperError, StoreMismatch, StoreUnwritable
-from dreamkeeper.stores.embedder import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.vectors.embedder import Embedder
 
 HEARTBEAT_EVERY_SECONDS = 2.0
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)

@@ -67,12 +67,12 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.conversation_memory import FileConversationStore
-from dreamkeeper.stores.embedding_client import Embedder, embedding_client
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.identity import StoreIdentity, read_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
-from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import DEFAULT_LIMIT, SearchHit, search
+from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 from dreamkeeper.agent.out_of_window import OutOfWindowRecall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search import format_hit, search
-from dreamkeeper.stores.working_memory import WorkingEntry
+from dreamkeeper.stores.search.query import format_hit, search
+from dreamkeeper.stores.working.working_memory import WorkingEntry
 
 RECALL_LIMIT = 8
 FIRST_TURN_FALLBACK = 5

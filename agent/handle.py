@@ -22,7 +22,7 @@ from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search import SearchHit
+from dreamkeeper.stores.search.query import SearchHit
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.client import MemoryClient

@@ -41,8 +41,8 @@ from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id, validate_importance
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search import format_hit, format_taxonomy, search
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
+from dreamkeeper.stores.working.working_memory import (
     PREVIEW_CHARS,
     STASH_ROOT,
     WorkingEntry,

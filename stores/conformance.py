@@ -6,9 +6,9 @@ backend adds its own three lines here."""
 from __future__ import annotations
 
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.conversation_memory import FileConversationStore
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 
 def long_term(store: FileMemoryStore) -> MemoryStore:

@@ -52,11 +52,9 @@ import numpy as np
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.coverage import Vocabulary
 from dreamkeeper.policies.merge import Fold
-from dreamkeeper.stores.bm25 import BM25Index
-from dreamkeeper.stores.conversation_memory import Conversation, Turn
-from dreamkeeper.stores.embedder import Embedder
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.store_records import (
+from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import (
     AppliedOp,
     BulkReport,
     NewEntry,
@@ -64,13 +62,15 @@ from dreamkeeper.stores.store_records import (
     Retirement,
     StoredVector,
 )
-from dreamkeeper.stores.vectors import VectorIndex
-from dreamkeeper.stores.working_memory import Listing, WorkingEntry
+from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.vectors.vectors import VectorIndex
+from dreamkeeper.stores.working.working_memory import Listing, WorkingEntry
 
 
 class IntentLog(Protocol):
     """Where a dream cycle records each write's intent (the entry before it) first, so
-    the cycle can be undone (`stores.dream_ledger`)."""
+    the cycle can be undone (`stores.dream_state.dream_ledger`)."""
 
     def note(self, step: str, befores: Iterable[tuple[str, MemoryEntry | None]]) -> None: ...
 

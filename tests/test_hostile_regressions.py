@@ -32,15 +32,15 @@ from dreamkeeper.policies.dedup import Candidate, DedupOutcome
 from dreamkeeper.policies.gating import SettledCluster, gate, reopen_delay
 from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import FileConversationStore
-from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vocabulary import FILE_NAME, load_vocabulary
-from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.longterm.dedup_save import save_fact
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from dreamkeeper.worker import cli
 from tests.helpers import tree_snapshot
 
@@ -489,7 +489,7 @@ def test_settings_raise_settings_errors_only():
 
 
 def test_working_memory_refuses_to_write_a_segment_its_reader_would_refuse(tmp_path, monkeypatch):
-    from dreamkeeper.stores import working_memory
+    from dreamkeeper.stores.working import working_memory
 
     monkeypatch.setattr(working_memory, "MAX_SEGMENT_FILE_BYTES", 2_000)
     memory = FileWorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)

@@ -23,9 +23,9 @@ from dreamkeeper.stores.contract import (
     MemoryStore,
     WorkingMemoryStore,
 )
-from dreamkeeper.stores.conversation_memory import FileConversationStore
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

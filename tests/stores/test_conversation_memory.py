@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import (
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
     FileConversationStore,

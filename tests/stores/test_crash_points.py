@@ -17,9 +17,9 @@ import pytest
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 AGENT = "crash"
 NOTE = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605."
@@ -263,7 +263,7 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
 
 
 def _notes(n: int, tag: str = "") -> list:
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     return [
         NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)
@@ -271,7 +271,7 @@ def _notes(n: int, tag: str = "") -> list:
 
 
 def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     store = _open(tmp_path)
     made = store.create_many(_notes(2_500))
@@ -288,7 +288,7 @@ def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("point", [faults.BATCH_JOURNALED, faults.BATCH_HALF_WRITTEN])
 def test_create_many_crashed_mid_batch_is_repaired_and_retried(tmp_path, how, point):
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     writer = _open(tmp_path)
     reader = _open(tmp_path)

@@ -11,9 +11,9 @@ import pytest
 
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.settings import DEFAULT_FLOOR
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 
 
 def test_create_writes_one_camel_case_file_per_entry(store, tmp_path):
@@ -156,7 +156,7 @@ def test_journal_records_every_mutation_without_content(store, clock):
 CRASH_WRITER = textwrap.dedent(
     """
     import os, signal, sys
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
     store = FileMemoryStore(sys.argv[1], "agent-1")
     real_fsync = os.fsync
     calls = []

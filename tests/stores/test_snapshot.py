@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.stores import faults, snapshot, vector_pack
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
-from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.longterm import snapshot, vector_pack
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
 
 DIM = 8
 QUERIES = ["kalo zen", "fact 17", "late arrival", "mine ruza kalo"]

@@ -4,8 +4,8 @@ import pytest
 
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 from tests.helpers import tree_snapshot
 
 

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.search import search
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.working.working_memory import (
     BACKGROUND_MIN_TTL,
     DEFAULT_TTL,
     MAX_PER_NAMESPACE,
@@ -163,7 +163,7 @@ def test_search_ranks_by_content_within_a_prefix(working):
 
 _WRITER = """
 import sys
-from dreamkeeper.stores.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 store = FileWorkingMemoryStore(sys.argv[1], "a1")
 for i in range(int(sys.argv[3])):
     store.save(sys.argv[2], f"k{i}", f"from {sys.argv[2]} #{i}")

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):

@@ -25,7 +25,7 @@ from dreamkeeper.core.settings import LLMSettings, StoreSettings
 from dreamkeeper.policies.coverage import find_missing_specifics
 from dreamkeeper.stores import files
 from dreamkeeper.stores.identity import StoreIdentity, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities

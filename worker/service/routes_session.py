@@ -26,7 +26,7 @@ from dreamkeeper.core.api import (
 )
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.stores.contract import WorkingMemoryStore
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.working.working_memory import (
     WorkingEntry,
     validate_key,
     validate_namespace,

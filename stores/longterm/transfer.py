@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.store_records import BulkReport
+from dreamkeeper.stores.longterm.records import BulkReport
 
 FORMAT = "dreamkeeper-export"
 FORMAT_VERSION = 1

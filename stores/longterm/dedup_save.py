@@ -30,8 +30,8 @@ from dreamkeeper.policies.dedup import (
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.store_records import retired_into
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import retired_into
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ live flag. The first hybrid search maps it (copy-on-write: a row changed later l
 this process only) and re-reads, from the per-entry files, only the vectors of entries
 named by journal records after that offset — instead of opening one file per entry.
 
-Like the index snapshot it is a cache, with the same rules (`stores.snapshot`): written
+Like the index snapshot it is a cache, with the same rules (`stores.longterm.snapshot`): written
 atomically from a state with no pending record, refused — and the vectors read from
 their files — when it is missing, of another model, dimension or version, when its
 CRC-32 fails, when the journal no longer holds what it held at the offset, or when the
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from dreamkeeper.stores.entry_files import EMBEDDINGS_DIR, MEMORY
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.journal import Journal
-from dreamkeeper.stores.vectors import VectorIndex
+from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
+from dreamkeeper.stores.longterm.journal import Journal
+from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 

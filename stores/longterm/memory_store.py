@@ -25,7 +25,7 @@ The class is kept whole, in one file: loading, the change feed, the writes and a
 end of life share one state (the entries, their files, the pending records, the index),
 and one class owning it beats modules reaching into each other's insides. The index
 snapshot and the vector pack are caches written and read with explicit arguments
-(`stores.snapshot`, `stores.vector_pack`). The operations and their guarantees, shared
+(`stores.longterm.snapshot`, `stores.longterm.vector_pack`). The operations and their guarantees, shared
 with any other backend, are `stores.contract.MemoryStore`.
 
 Exactly once: a write made on behalf of an operation (a dedup save, a fold, an absorb)
@@ -61,11 +61,11 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
-from dreamkeeper.stores import faults, snapshot, vector_pack
-from dreamkeeper.stores.bm25 import BM25Index, tokenize
+from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import IntentLog
-from dreamkeeper.stores.embedder import Embedder
-from dreamkeeper.stores.entry_files import (
+from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.longterm import snapshot, vector_pack
+from dreamkeeper.stores.longterm.entry_files import (
     EMBEDDINGS_DIR,
     MEMORY,
     Parts,
@@ -73,9 +73,8 @@ from dreamkeeper.stores.entry_files import (
     load_entry,
     scan,
 )
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.journal import Journal, JournalAction, JournalRecord
-from dreamkeeper.stores.store_records import (
+from dreamkeeper.stores.longterm.journal import Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.longterm.records import (
     AppliedOp,
     BulkReport,
     NewEntry,
@@ -88,7 +87,9 @@ from dreamkeeper.stores.store_records import (
     new_entry,
     retired_into,
 )
-from dreamkeeper.stores.vectors import (
+from dreamkeeper.stores.search.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
     VectorIndex,
     decode_any_model,
@@ -250,7 +251,7 @@ class FileMemoryStore:
         )
 
     def save_snapshot(self) -> bool:
-        """Write the index snapshot (`stores.snapshot`) of the state as it is now, after
+        """Write the index snapshot (`stores.longterm.snapshot`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
         the directory is not writable — logged: it is only a cache)."""
         self._ensure_loaded()

@@ -1,4 +1,4 @@
-"""Flat binary sections for the on-disk caches (`stores.snapshot`, the BM25 index's own
+"""Flat binary sections for the on-disk caches (`stores.longterm.snapshot`, the BM25 index's own
 part of it): string tables and ragged arrays stored as one blob plus offsets. A table
 that does not match its offsets raises `ValueError` (the cache is then refused)."""
 

@@ -7,7 +7,7 @@ the content. It is the store's write-ahead log and its change feed:
 - A writer appends the record *before* it replaces the entry file (write-ahead), so no
   file version ever exists without a record naming it; a crash in between leaves a
   record whose file has an older revision, which the next writer repairs (`REPAIRED`)
-  and every reader converges to (see `stores.memory_store`).
+  and every reader converges to (see `stores.longterm.memory_store`).
 - A reader notices other processes' writes by reading the journal's new lines and
   re-reading just the files they name.
 - The first record a writer appends in one hold of the writer lock carries `first`, so a
@@ -141,7 +141,7 @@ class Journal:
     def marks(self, offset: int) -> dict[str, str]:
         """Hashes of the journal's first bytes and of the bytes just before `offset`: a
         journal that still has them is the one a cache written at `offset` was taken from
-        (`stores.snapshot`, `stores.vector_pack`)."""
+        (`stores.longterm.snapshot`, `stores.longterm.vector_pack`)."""
         head = self._bytes(0, min(offset, HASHED_BYTES))
         start = max(0, offset - HASHED_BYTES)
         tail = self._bytes(start, offset - start)

@@ -5,7 +5,7 @@ JSON), its path, the skipped files, the applied-operation map, the BM25 index (s
 token ids, postings, statistics) — and the journal offset it reflects. Opening a store
 with a valid snapshot maps it, installs it, and replays only the journal after that
 offset (the records since, re-reading just the files they name), like a reader that
-had been open all along. Entries stay JSON until read (`stores.entry_table`).
+had been open all along. Entries stay JSON until read (`stores.longterm.entry_table`).
 
 It is only a cache; the entry files and the journal stay the truth:
 - it is written only from a state with no pending record (every journaled write up to
@@ -43,13 +43,13 @@ from typing import Any
 import numpy as np
 
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores import packing
-from dreamkeeper.stores.bm25 import BM25Index
-from dreamkeeper.stores.entry_files import Parts
-from dreamkeeper.stores.entry_table import EntryTable
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.journal import Journal
-from dreamkeeper.stores.store_records import AppliedOp
+from dreamkeeper.stores.longterm.entry_files import Parts
+from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.journal import Journal
+from dreamkeeper.stores.longterm.records import AppliedOp
+from dreamkeeper.stores.search import packing
+from dreamkeeper.stores.search.bm25 import BM25Index
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ content fingerprint the vector was made from (8 bytes), the model key (4 bytes),
 dimension (uint32 LE) — then the vector as raw float32 little-endian. The header keys
 the vector to the text and the model: after an edit, or with another model, the file is
 stale and never used; a file whose length disagrees with its dimension is ignored. Stale
-or missing vectors are regenerated in the background (`stores.embeddings`).
+or missing vectors are regenerated in the background (`stores.vectors.backfill`).
 
 In memory, `VectorIndex` keeps unit-length rows in one contiguous float32 matrix, so a
 query's cosine against every entry is one matrix-vector product. `EntryVectors` keeps

@@ -34,7 +34,7 @@ import numpy as np
 import snowballstemmer
 
 from dreamkeeper.policies.stopwords import STOPWORDS
-from dreamkeeper.stores import packing
+from dreamkeeper.stores.search import packing
 
 K1 = 1.5
 B = 0.75
@@ -280,7 +280,7 @@ class BM25Index:
         # onto slots compare it.
         self.generation = getattr(self, "generation", 0) + 1
 
-    # -- the index snapshot's part (`stores.snapshot`) -----------------------------------
+    # -- the index snapshot's part (`stores.longterm.snapshot`) -----------------------------------
 
     _COLUMNS = (
         ("doc_len", np.float64),

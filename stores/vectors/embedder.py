@@ -1,6 +1,6 @@
 """What the stores need of an embedding backend (`Embedder`), and the limits every
-backend shares. The HTTP client (`stores.embedding_client`) and the in-process model
-(`stores.local_embeddings`) both implement it; neither imports the other."""
+backend shares. The HTTP client (`stores.vectors.embedding_client`) and the in-process model
+(`stores.vectors.local_embeddings`) both implement it; neither imports the other."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM, llama.cpp server, OpenAI),
 and `embedding_client()`, which picks it or the in-process local model
-(`stores.local_embeddings`).
+(`stores.vectors.local_embeddings`).
 
 Embeddings are an optional improvement, never a dependency: every failure — endpoint
 down, a 4xx, a malformed reply, a vector of the wrong length — means "no vector" for
@@ -22,7 +22,7 @@ import numpy as np
 
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.embedder import BATCH_SIZE, QUERY_CACHE, RETRIES, Embedder
+from dreamkeeper.stores.vectors.embedder import BATCH_SIZE, QUERY_CACHE, RETRIES, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def embedding_client(settings: EmbeddingSettings) -> Embedder | None:
     if settings.base_url:
         return EmbeddingClient(settings)
     if settings.local:
-        from dreamkeeper.stores.local_embeddings import LocalEmbeddings
+        from dreamkeeper.stores.vectors.local_embeddings import LocalEmbeddings
 
         return LocalEmbeddings(settings)
     return None

@@ -6,7 +6,7 @@ result-line format.
 BM25 only: base score × 2 with a query phrase × (0.5 + 0.5 · importance), the
 reference's rule. Hybrid: the candidates are the entries sharing a query term plus those
 whose vector reaches the minimum similarity; both legs score all of them, as evidence in
-nats that adds up, with bounded importance and recency boosts (`stores.fusion`). Entries
+nats that adds up, with bounded importance and recency boosts (`stores.search.fusion`). Entries
 without a current vector still rank by keywords, and with no query vector (endpoint
 down, no model) the search is exactly the BM25 one. Equal scores are ordered by last
 seen (newest first), then content, then id — never by the random id alone.
@@ -28,16 +28,16 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category
-from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.fusion import (
+from dreamkeeper.stores.search.bm25 import BM25Index, query_phrases, query_terms
+from dreamkeeper.stores.search.fusion import (
     IMPORTANCE_SPAN,
     RECENCY_SPAN,
     boosts,
     lexical_evidence,
     semantic_evidence,
 )
-from dreamkeeper.stores.vectors import VectorIndex
+from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.embedder import BATCH_SIZE, Embedder
+from dreamkeeper.stores.vectors.embedder import BATCH_SIZE, Embedder
 
 PROBE_TEXT = "dimension probe"
 DEFAULT_LIMIT = 512
