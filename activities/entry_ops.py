@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.models import MemoryEntry
@@ -42,6 +42,9 @@ class EntryActivities:
         importance = inp.importance
         if importance is None:
             raise ApplicationError(
-                "importance is required", type="InvalidInput", non_retryable=True
+                "importance is required",
+                type="InvalidInput",
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,  # a caller's mistake: logged quietly
             )
         return self._run(inp, lambda s: s.update_importance(inp.entry_id, importance))

@@ -11,7 +11,8 @@ Every store activity goes through `using()`, which also:
   not the start-to-close one;
 - checks the caller's store identity (a client on another data directory fails loudly);
 - sorts failures for Temporal: bad input, not found, conflicts and store mismatches are
-  non-retryable; an unwritable store is retried a few times, then fails for good with
+  non-retryable (the first three benign: logged quietly, as a caller's mistake); an
+  unwritable store is retried a few times, then fails for good with
   the reason in the workflow.
 """
 
@@ -29,9 +30,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from dreamkeeper.core.errors import DreamkeeperError, StoreMismatch, StoreUnwritable
+from dreamkeeper.core.errors import (
+    Conflict,
+    DreamkeeperError,
+    InvalidInput,
+    NotFound,
+    StoreMismatch,
+    StoreUnwritable,
+)
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors.embedder import Embedder
@@ -126,6 +134,16 @@ class _Open:
     users: int = 0  # activities holding or waiting for it: never evicted meanwhile
 
 
+def failure_category(exc: DreamkeeperError) -> ApplicationErrorCategory:
+    """A caller's mistake (bad input, no such entry, a conflicting write) is an answer,
+    not a fault of the worker: benign, so the SDK logs it at DEBUG instead of a warning
+    with a traceback ("Completing activity as failed") that an operator would chase. A
+    store mismatch is a deployment fault and stays loud."""
+    if isinstance(exc, InvalidInput | NotFound | Conflict) and not isinstance(exc, StoreMismatch):
+        return ApplicationErrorCategory.BENIGN
+    return ApplicationErrorCategory.UNSPECIFIED
+
+
 class StoreRegistry:
     """Open stores by agent, opened lazily (on first use) and kept in a bounded LRU: at
     most `max_open` stores and about `max_memory_mb` of them (`approx_bytes`); the least
@@ -213,7 +231,10 @@ class StoreRegistry:
                     self._release(opened)
             except DreamkeeperError as exc:
                 raise ApplicationError(
-                    str(exc), type=exc.failure_type, non_retryable=not exc.retryable
+                    str(exc),
+                    type=exc.failure_type,
+                    non_retryable=not exc.retryable,
+                    category=failure_category(exc),
                 ) from None
             except OSError as exc:
                 if exc.errno not in UNWRITABLE:

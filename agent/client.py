@@ -5,7 +5,8 @@ made by the worker).
 
 Writes are safe to retry. `save_memory` takes a caller-chosen `entry_id` (or an
 `idempotency_key` it derives one from): the same id names the same workflow, so a retry
-never makes a second original. The client itself retries what Temporal refuses for a
+never makes a second original, and once that workflow has completed a retry is answered
+from it without a new run. The client itself retries what Temporal refuses for a
 while (a workflow task retried after a worker was killed), and gives up after
 `save_timeout` seconds with an `Unavailable` that names the entry id: the save is
 queued and completes when a worker polls the task queue.
@@ -28,8 +29,13 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.agent.handle import AgentMemory
@@ -39,7 +45,13 @@ from dreamkeeper.client.codec import missing_key_note
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
-from dreamkeeper.core.errors import InvalidInput, StoreMismatch, Unavailable, error_for
+from dreamkeeper.core.errors import (
+    Conflict,
+    InvalidInput,
+    StoreMismatch,
+    Unavailable,
+    error_for,
+)
 from dreamkeeper.core.payloads import (
     EntryOpInput,
     EntryOpResult,
@@ -66,6 +78,7 @@ from dreamkeeper.core.validation import (
     validate_importance,
     validate_tags,
 )
+from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.identity import StoreIdentity, read_identity
@@ -308,6 +321,10 @@ class MemoryClient:
         validate_entry_id(inp.entry_id)
         if self._identity is not None:
             self.store(inp.agent_id).require(inp.entry_id)
+            if op == "restore":
+                # A refusal found here starts no workflow: a restore the worker refused
+                # would leave a failed run (and a stack trace) for a user error.
+                self.store(inp.agent_id).check_restorable(inp.entry_id, force=inp.force)
         inp = inp.model_copy(update={"store_id": self.store_id})
         try:
             return await self.client.execute_workflow(
@@ -379,8 +396,6 @@ class MemoryClient:
         return await self._save(inp)
 
     async def _save(self, inp: SaveInput) -> SaveAck:
-        # The deadline is kept here, not by cancelling the call: the SDK reports its own
-        # cancellation as an RPC timeout, which this loop must not mistake for a refusal.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.save_timeout
         attempt = 0
@@ -394,26 +409,43 @@ class MemoryClient:
                 id=names.save_workflow_id(inp.agent_id, inp.entry_id),
                 result_type=SaveResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # A save whose run completed is answered from that run (`_finished`), never
+                # by a new one; a run that failed may be retried by a new run.
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
                 task_queue=self.queue_for(inp.agent_id),
                 static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
                 search_attributes=tagged(inp.agent_id, "save"),
             )
+            # The rpc_timeout alone is no deadline: while no worker takes the update, the
+            # server answers the long poll before it expires and the SDK polls again, for
+            # ever. The whole call runs under the deadline; the SDK reports that
+            # cancellation as an RPC timeout, told apart from a refusal by `timer`.
+            timer = asyncio.timeout_at(deadline)
             try:
-                return await self.client.execute_update_with_start_workflow(
-                    names.SAVE_UPDATE,
-                    content_sha256(inp.content),
-                    start_workflow_operation=start,
-                    result_type=SaveAck,
-                    rpc_timeout=timedelta(seconds=max(0.5, left)),
-                )
+                async with timer:
+                    try:
+                        return await self.client.execute_update_with_start_workflow(
+                            names.SAVE_UPDATE,
+                            content_sha256(inp.content),
+                            start_workflow_operation=start,
+                            result_type=SaveAck,
+                            rpc_timeout=timedelta(seconds=max(0.5, left)),
+                        )
+                    except WorkflowAlreadyStartedError as exc:
+                        _retrieve_start_error(start)
+                        return await self._finished(inp, exc.run_id)
             except WorkflowUpdateFailedError as exc:
                 raise self._with_location(_as_dreamkeeper_error(exc)) from None
-            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as exc:
+            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError, TimeoutError) as exc:
                 _retrieve_start_error(start)
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     # The SDK reports our own cancellation as an RPC timeout: pass it on.
                     raise asyncio.CancelledError from None
+                if timer.expired():
+                    raise self._queued(inp) from None
+                if isinstance(exc, TimeoutError):
+                    raise
                 mapped = _as_dreamkeeper_error(exc)
                 if mapped is not exc or (
                     isinstance(exc, RPCError) and exc.status not in _TRANSIENT
@@ -428,6 +460,33 @@ class MemoryClient:
                 )
                 attempt += 1
                 await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck:
+        """The answer for a save whose workflow already completed: the same save if that
+        run saved the same content, else a Conflict — refused here, so no run starts (and
+        fails) with the other content, which never reaches a history."""
+        handle = self.client.get_workflow_handle(
+            names.save_workflow_id(inp.agent_id, inp.entry_id), run_id=run_id
+        )
+        first: SaveInput | None = None
+        async for event in handle.fetch_history_events(page_size=1):
+            started = event.workflow_execution_started_event_attributes
+            if started.input.payloads:
+                [first] = await self.client.data_converter.decode(
+                    started.input.payloads, [SaveInput]
+                )
+            break
+        if first is None or content_sha256(first.content) != content_sha256(inp.content):
+            raise Conflict(
+                f"memory {inp.entry_id} of agent {inp.agent_id} was already saved with other "
+                "content: a new memory needs a new id (or idempotency key)"
+            )
+        return SaveAck(
+            agent_id=inp.agent_id,
+            entry_id=inp.entry_id,
+            note=parse_source(first.source).note,
+            already_done=True,
+        )
 
     def _queued(self, inp: SaveInput) -> Unavailable:
         return Unavailable(

@@ -25,11 +25,9 @@ never the SDK's bare "Unknown payload encoding".
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import hashlib
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +44,7 @@ from temporalio.converter import (
 )
 
 from dreamkeeper.core.errors import SettingsError, StoreMismatch
+from dreamkeeper.core.payload_keys import KEY_BYTES, read_key_text
 from dreamkeeper.core.settings import load_settings
 
 KEY_ENV = "DREAMKEEPER_PAYLOAD_KEY"
@@ -55,12 +54,8 @@ DATA_DIR_KEY_FILE = "payload-key"
 ENCODING = "encoding"
 ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
-KEY_BYTES = 32  # AES-256
 NONCE_BYTES = 12  # 96-bit, random per payload
 TAG_BYTES = 16
-
-_KEY_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class PayloadDecodeError(RuntimeError):
@@ -83,37 +78,13 @@ def derived_key_id(secret: bytes) -> str:
     return hashlib.sha256(b"dreamkeeper payload key id\0" + secret).hexdigest()[:16]
 
 
-def _decode_material(material: str) -> bytes | None:
-    if _HEX_KEY.fullmatch(material):
-        return bytes.fromhex(material)
-    text = material.replace("-", "+").replace("_", "/")  # url-safe base64 too
-    text += "=" * (-len(text) % 4)
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
 def parse_key(text: str, where: str) -> PayloadKey:
-    """`key` or `id:key`, the key 32 bytes in base64 or hex. `where` names the variable
-    (and line) in the error; the error never repeats the key material."""
-    text = text.strip()
-    key_id: str | None = None
-    if ":" in text:
-        key_id, text = (part.strip() for part in text.split(":", 1))
-        if not _KEY_ID_PATTERN.fullmatch(key_id):
-            raise SettingsError(
-                f"{where}: key id {key_id!r} must be 1-64 characters of A-Za-z0-9._-"
-            )
-    secret = _decode_material(text)
-    if secret is None:
-        raise SettingsError(f"{where}: the key is neither base64 nor 64 hex digits")
-    if len(secret) != KEY_BYTES:
-        raise SettingsError(
-            f"{where}: the key is {len(secret)} bytes; AES-256 needs exactly {KEY_BYTES} "
-            "(generate one with: python -c 'import os,base64; "
-            "print(base64.b64encode(os.urandom(32)).decode())')"
-        )
+    """`key` or `id:key` (core.payload_keys). `where` names the variable (and line) in
+    the error; the error never repeats the key material."""
+    try:
+        key_id, secret = read_key_text(text)
+    except ValueError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
     return PayloadKey(key_id or derived_key_id(secret), secret)
 
 

@@ -9,8 +9,6 @@ config` prints: the effective settings, secrets masked.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import importlib.metadata
 import os
@@ -26,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dreamkeeper.core.errors import InvalidInput, SettingsError
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.payload_keys import read_key_text
 from dreamkeeper.core.validation import validate_agent_id
 
 DEFAULT_EMBEDDING_MODEL = "nomic-embed-text"
@@ -45,8 +44,6 @@ _CRON_FIELDS = (
     ("month", 1, 12, _MONTHS, 3),
     ("day of week", 0, 7, _DAYS, 2),
 )
-_HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
-_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,199}")
 
 
@@ -326,23 +323,11 @@ class Environment(BaseModel):
     @field_validator("DREAMKEEPER_PAYLOAD_KEY")
     @classmethod
     def _payload_key(cls, value: str | None) -> str | None:
-        # The format client.codec.parse_key reads, checked here so that every command
+        # The format the codec reads, checked here so that every command
         # (`config` too) refuses a bad key before anything starts; the key is never shown.
         if value is None:
             return value
-        key_id, sep, material = value.partition(":")
-        if not sep:
-            material = key_id
-        elif not _KEY_ID.fullmatch(key_id.strip()):
-            raise ValueError(f"key id {key_id.strip()!r} must be 1-64 characters of A-Za-z0-9._-")
-        secret = _key_bytes(material.strip())
-        if secret is None:
-            raise ValueError("the key is neither base64 nor 64 hex digits")
-        if len(secret) != 32:
-            raise ValueError(
-                f"the key is {len(secret)} bytes; AES-256 needs exactly 32 (base64 or 64 hex "
-                "digits, optionally id:key)"
-            )
+        read_key_text(value)  # raises ValueError saying what is wrong
         return value
 
     @field_validator("DREAMKEEPER_SERVE_AGENTS")
@@ -428,17 +413,6 @@ def _cron_field_ok(text: str, lo: int, hi: int, names: tuple[str, ...], shortest
             if last is None or last < first:
                 return False
     return True
-
-
-def _key_bytes(material: str) -> bytes | None:
-    if _HEX_KEY.fullmatch(material):
-        return bytes.fromhex(material)
-    text = material.replace("-", "+").replace("_", "/")  # url-safe base64 too
-    text += "=" * (-len(text) % 4)
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
 
 
 def _origins(value: str) -> tuple[str, ...]:

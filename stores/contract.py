@@ -289,6 +289,10 @@ class MemoryStore(Protocol):
         `Conflict` unless `force`."""
         ...
 
+    def check_restorable(self, entry_id: str, *, force: bool = False) -> None:
+        """Raise what `restore` would refuse (`NotFound`, `Conflict`), writing nothing."""
+        ...
+
     def purge(
         self,
         retention: timedelta,

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 SKIP_IDLE_STEPS = "save-skips-idle-steps"  # workflow.patched id (#18)
+ALREADY_SAVED = "already saved by an earlier run"
 
 
 def derived_id(entry_id: str, index: int) -> str:
@@ -59,8 +60,25 @@ def _root_failure(exc: ActivityError | ApplicationError) -> ApplicationError:
     was scheduled in surfaces it bare, not wrapped in an ActivityError."""
     cause = exc.cause if isinstance(exc, ActivityError) else exc
     if isinstance(cause, ApplicationError):
-        return ApplicationError(cause.message, type=cause.type or "SaveFailed", non_retryable=True)
+        return ApplicationError(
+            cause.message,
+            type=cause.type or "SaveFailed",
+            non_retryable=True,
+            category=cause.category,  # a caller's mistake stays benign (activities.stores)
+        )
     return ApplicationError(str(cause or exc), type="SaveFailed", non_retryable=True)
+
+
+def _done(result: SaveResult) -> str:
+    """The closed run's current details: the outcome, never any memory content."""
+    if result.detail == ALREADY_SAVED:
+        return "done: an earlier run of this save finished it"
+    if result.outcome is SaveOutcome.ENRICHED:
+        return f"done: enriched into {len({r.entry_id for r in result.replacements})} entr(ies)"
+    if result.outcome is SaveOutcome.DEDUPLICATED:
+        into = result.replacements[0].entry_id if result.replacements else "an existing entry"
+        return f"done: merged into {into}"
+    return "done: kept as saved"
 
 
 @workflow.defn(name=names.SAVE_MEMORY, sandboxed=False)
@@ -95,14 +113,20 @@ class SaveMemory:
 
     @workflow.run
     async def run(self, inp: SaveInput) -> SaveResult:
+        result = await self._save(inp)
+        # What the UI shows for a closed run is the last detail set: without this, a
+        # finished save still read "step 1/3" (or "step 3/3").
+        workflow.set_current_details(_done(result))
+        return result
+
+    async def _save(self, inp: SaveInput) -> SaveResult:
         self._ack = await self._persist(inp)
         if self._ack.already_done:
-            workflow.set_current_details("done: an earlier run of this save finished it")
             return SaveResult(
                 agent_id=inp.agent_id,
                 entry_id=inp.entry_id,
                 outcome=SaveOutcome.KEPT,
-                detail="already saved by an earlier run",
+                detail=ALREADY_SAVED,
             )
         # The persisting worker says what the next steps would only find out: with no
         # LLM (or flagged text) the enrichment activity is skipped, with no embedding
@@ -145,6 +169,7 @@ class SaveMemory:
             )
         except (ActivityError, ApplicationError) as exc:
             self._failure = _root_failure(exc)
+            workflow.set_current_details(f"failed: {self._failure.message}"[:300])
             # Deliver the failure through the waiting update first: a run that fails in the
             # same workflow task as the update's answer loses the answer (the caller would
             # see "workflow completed before the update completed").
@@ -187,7 +212,6 @@ class SaveMemory:
             done.detail = f"kept: {retired.detail}"
             await self._mark(inp, done.detail)
             return done
-        workflow.set_current_details(f"done: enriched into {len(ids)} entr(ies)")
         done.outcome = SaveOutcome.ENRICHED
         return done
 

@@ -1063,21 +1063,18 @@ class FileMemoryStore:
             if not current.is_archived:
                 return current
             if not force:
-                live = [
-                    i
-                    for i in retired_into(current)
-                    if (e := self._fresh(i)) is not None and not e.is_archived
-                ]
-                if live:
-                    raise Conflict(
-                        f"memory {entry_id} was archived into {', '.join(live)}, which still "
-                        "carries its content and reinforcements: archive that first (then "
-                        "restore this), or restore with force to keep both"
-                    )
+                _refuse_restore(current, self._fresh)
             restored = current.model_copy(
                 update={"archived_at": None, "archive_reason": None, "retired_into": []}
             )
             return self._write(restored, current, JournalAction.RESTORED, "restored")
+
+    def check_restorable(self, entry_id: str, *, force: bool = False) -> None:
+        """Raise what `restore` would refuse, writing nothing: a client asks before it
+        starts a restore workflow, so a refused restore leaves no failed run behind."""
+        entry = self.require(entry_id)
+        if entry.is_archived and not force:
+            _refuse_restore(entry, self.get)
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -1160,3 +1157,13 @@ class FileMemoryStore:
                 key = tag.lower()
                 spellings[key] = min(spellings.get(key, tag), tag)
         return [spellings[key] for key in sorted(spellings)]
+
+
+def _refuse_restore(entry: MemoryEntry, lookup: Callable[[str], MemoryEntry | None]) -> None:
+    live = [i for i in retired_into(entry) if (e := lookup(i)) is not None and not e.is_archived]
+    if live:
+        raise Conflict(
+            f"memory {entry.id} was archived into {', '.join(live)}, which still "
+            "carries its content and reinforcements: archive that first (then "
+            "restore this), or restore with force to keep both"
+        )

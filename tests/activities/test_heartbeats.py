@@ -5,6 +5,7 @@ cannot shut down, a test session that never exits)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -60,9 +61,10 @@ def test_cancelling_store_activities_at_any_moment_never_hangs_or_leaks(tmp_path
     outcomes = {"done": 0, "cancelled": 0}
     for attempt in range(200):
         env = ActivityEnvironment()
-        inside = threading.Event()
+        started, inside = threading.Event(), threading.Event()
 
-        def step(warmups: int = attempt % 7, inside: threading.Event = inside) -> None:
+        def step(warmups: int = attempt % 7, started=started, inside=inside) -> None:
+            started.set()
             for _ in range(warmups):
                 with registry.using("a1") as store:
                     store.entries()
@@ -83,9 +85,13 @@ def test_cancelling_store_activities_at_any_moment_never_hangs_or_leaks(tmp_path
 
         runner = threading.Thread(target=run)
         runner.start()
+        started.wait(30)  # ActivityEnvironment.cancel() races with run() registering it
         if attempt % 2:
             inside.wait(30)
-        env.cancel()
+        with contextlib.suppress(RuntimeError):
+            # ActivityEnvironment.cancel() iterates a set that run() empties when the
+            # activity ends: an activity that finished first simply was not cancelled.
+            env.cancel()
         runner.join(30)
         assert not runner.is_alive(), f"attempt {attempt}: the activity never finished"
         assert runner_error == []

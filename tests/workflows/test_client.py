@@ -96,3 +96,44 @@ async def test_connect_takes_the_save_timeout_from_the_settings(worker):
     assert (await MemoryClient.connect(configured, temporal)).save_timeout == 7.5
     chosen = await MemoryClient.connect(configured, temporal, save_timeout=3)
     assert chosen.save_timeout == 3
+
+
+async def test_a_refused_restore_starts_no_workflow(memory):
+    """Restoring an entry merged into one still live is refused (without force) before
+    any run starts: no failed workflow for a user error."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from dreamkeeper.core.errors import Conflict
+    from dreamkeeper.stores.identity import ensure_identity
+
+    agent = f"r-{uuid.uuid4().hex[:6]}"
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    merged = store.create("User lives in Chicago")
+    into = store.create("User lives in Chicago near the Loop")
+    assert store.retire_into(merged.id, [into.id], reason=f"merged into {into.id}").retired
+    memory._identity = ensure_identity(memory.settings.data_dir)  # a client on the store
+    with pytest.raises(Conflict, match="restore with force"):
+        await memory.restore_memory(agent, merged.id)
+    with pytest.raises(RPCError) as missing:
+        await memory.client.get_workflow_handle(f"restore-{agent}-{merged.id}").describe()
+    assert missing.value.status is RPCStatusCode.NOT_FOUND
+    statuses = [e.status.name async for e in memory.client.list_workflows(f'AgentId = "{agent}"')]
+    assert "FAILED" not in statuses
+    assert not (await memory.restore_memory(agent, merged.id, force=True)).archived
+
+
+async def test_a_callers_mistake_is_not_logged_as_a_worker_fault(memory, caplog):
+    """A user error raised in an activity (here: no such entry, asked of the worker by a
+    client without the store's files) is benign: the SDK logs it at DEBUG, without the
+    warning and traceback an operator would chase."""
+    import logging
+
+    from dreamkeeper.core.errors import NotFound
+
+    caplog.set_level(logging.DEBUG, logger="temporalio.activity")
+    agent = f"n-{uuid.uuid4().hex[:6]}"
+    assert memory._identity is None  # so the client cannot check the id itself
+    with pytest.raises(NotFound):
+        await memory.delete_memory(agent, "0123456789ab")
+    failed = [r for r in caplog.records if r.getMessage().startswith("Completing activity as")]
+    assert failed and all(r.levelno == logging.DEBUG for r in failed)

@@ -207,6 +207,42 @@ async def test_a_save_with_no_worker_polling_fails_in_bounded_time_naming_its_id
     )
 
 
+async def test_a_save_with_no_worker_gives_up_at_the_default_timeout_and_completes_later(
+    temporal_env, tmp_path
+):
+    """At the default DREAMKEEPER_SAVE_TIMEOUT_SECONDS (30) the server answers the
+    update's long poll before each attempt's RPC deadline, so a deadline kept only per
+    attempt never ran out. The save stays queued: its run completes once a worker polls,
+    and a retry with the same id is answered by that run, not a new one."""
+    settings = StoreSettings(data_dir=tmp_path)
+    queue, agent = f"nobody-{uuid.uuid4().hex[:6]}", _agent()
+    memory = MemoryClient(temporal_env.client, settings, queue)
+    assert memory.save_timeout == StoreSettings().save_timeout == 30
+    with pytest.raises(Unavailable, match="queued but not yet durable") as queued:
+        # The margin turns a hang into this test's failure instead of the suite's.
+        await asyncio.wait_for(
+            memory.save_memory(agent, "User lives in Chicago", entry_id="0123456789ab"),
+            timeout=memory.save_timeout + 30,
+        )
+    assert "completes when a worker polls" in str(queued.value)
+    handle = temporal_env.client.get_workflow_handle(
+        save_workflow_id(agent, "0123456789ab"), result_type=SaveResult
+    )
+    first = await handle.describe()
+    assert first.status.name == "RUNNING"
+    with ThreadPoolExecutor(4) as pool:
+        async with build_worker(temporal_env.client, settings, task_queue=queue, executor=pool):
+            assert (await handle.result()).entry_id == "0123456789ab"
+            again = await memory.save_memory(
+                agent, "User lives in Chicago", entry_id="0123456789ab"
+            )
+    assert again.entry_id == "0123456789ab" and again.already_done
+    assert (await handle.describe()).run_id == first.run_id  # still the one run
+    assert FileMemoryStore(tmp_path, agent).require("0123456789ab").content == (
+        "User lives in Chicago"
+    )
+
+
 async def test_a_store_that_cannot_be_written_fails_for_good_with_the_reason(
     temporal_env, tmp_path, monkeypatch
 ):

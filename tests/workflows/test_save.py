@@ -7,6 +7,9 @@ import threading
 import uuid
 
 import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
@@ -173,3 +176,85 @@ async def test_an_id_reused_with_other_content_is_a_conflict_while_running_and_a
         for e in FileMemoryStore(memory.settings.data_dir, agent).entries(include_archived=True)
     ]
     assert "another fact entirely" not in contents
+
+
+async def _payload_texts(memory: MemoryClient, agent: str, *known) -> list[str]:
+    """Every payload in the histories of the agent's workflows (those listed, and the
+    `known` descriptions, as listing may lag), decoded with the client's converter."""
+    found: list[Payload] = []
+
+    def walk(message: Message) -> None:
+        if isinstance(message, Payload):
+            found.append(message)
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if field.message_type.GetOptions().map_entry:
+                items = list(value.values())
+            else:
+                items = [value] if isinstance(value, Message) else list(value)
+            for item in items:
+                if isinstance(item, Message):
+                    walk(item)
+
+    runs = {(r.id, r.run_id) for r in known}
+    async for execution in memory.client.list_workflows(f'AgentId = "{agent}"'):
+        runs.add((execution.id, execution.run_id))
+    for workflow_id, run_id in runs:
+        history = await memory.client.get_workflow_handle(
+            workflow_id, run_id=run_id
+        ).fetch_history()
+        for event in history.events:
+            walk(event)
+    return [repr(v) for v in await memory.client.data_converter.decode(found)]
+
+
+async def _statuses(memory: MemoryClient, agent: str) -> list[str]:
+    return [
+        e.status.name if e.status else "?"
+        async for e in memory.client.list_workflows(f'AgentId = "{agent}"')
+    ]
+
+
+async def test_an_id_reused_with_other_content_after_the_save_finished_leaves_no_failed_run(
+    memory,
+):
+    """Refused before any run starts: no failed workflow, and the rejected content in no
+    history (nor the store)."""
+    from dreamkeeper.core.errors import Conflict
+
+    agent = _agent()
+    ack = await memory.save_memory(agent, "User's dog is called Rex", entry_id="0123456789ab")
+    handle = memory.client.get_workflow_handle(save_workflow_id(agent, ack.entry_id))
+    await handle.result()
+    first = await handle.describe()
+    with pytest.raises(Conflict, match="other content"):
+        await memory.save_memory(agent, "User's cat is called Tom", entry_id="0123456789ab")
+    latest = await handle.describe()  # the id's newest run, read consistently
+    assert latest.run_id == first.run_id and latest.status.name == "COMPLETED"
+    assert "FAILED" not in await _statuses(memory, agent)
+    texts = await _payload_texts(memory, agent, latest)
+    assert any("Rex" in t for t in texts)  # the decoding sees content
+    assert not any("Tom" in t for t in texts)
+
+
+async def test_a_retried_save_whose_run_finished_is_answered_by_that_run(memory):
+    agent = _agent()
+    ack = await memory.save_memory(agent, "User prefers tea over coffee", idempotency_key="k1")
+    handle = memory.client.get_workflow_handle(save_workflow_id(agent, ack.entry_id))
+    await handle.result()
+    first = await handle.describe()
+    again = await memory.save_memory(agent, "User prefers tea over coffee", idempotency_key="k1")
+    assert again.entry_id == ack.entry_id and again.already_done
+    assert (await handle.describe()).run_id == first.run_id  # no second run was started
+
+
+async def test_a_finished_save_shows_done_not_a_stale_step(memory):
+    agent = _agent()
+    ack = await memory.save_memory(agent, "User prefers tea over coffee")
+    handle = memory.client.get_workflow_handle(save_workflow_id(agent, ack.entry_id))
+    await handle.result()
+    # What the UI reads as the run's current details.
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert meta.current_details == "done: kept as saved"

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
@@ -72,14 +73,7 @@ async def run_serve(
             save_timeout=store.save_timeout,
         )
         state = ServiceState(memory, service, metrics)
-        config = uvicorn.Config(
-            create_app(state),
-            host=service.host,
-            port=service.port,
-            log_level="warning",
-            lifespan="on",
-            access_log=False,
-        )
+        config = uvicorn_config(create_app(state), service)
         server = _Server(config)
 
         def stop() -> None:
@@ -115,3 +109,19 @@ async def _announce(server: uvicorn.Server, service: ServiceSettings) -> None:
         )
     if service.temporal_metrics:
         print(f"Temporal runtime metrics: http://{service.temporal_metrics}/metrics", flush=True)
+
+
+def uvicorn_config(app: Any, service: ServiceSettings) -> uvicorn.Config:
+    """uvicorn with no logging setup of its own (`log_config=None`): its records go
+    through Dreamkeeper's handler, which colours only a terminal. uvicorn's formatter
+    decides colour from stdout but writes to stderr, so `serve 2>log` from a terminal
+    wrote escape codes into the log."""
+    return uvicorn.Config(
+        app,
+        host=service.host,
+        port=service.port,
+        log_config=None,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+    )
