@@ -75,12 +75,12 @@ from dreamkeeper.policies.merge import (
     valid_tags,
 )
 from dreamkeeper.policies.merge_safety import context_problems
-from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.dream_ledger import ledger_for
-from dreamkeeper.stores.dream_settings import read_approval
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vocabulary import load_vocabulary
+from dreamkeeper.stores.contract import IntentLog, MemoryStore
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
+from dreamkeeper.stores.dream_state.dream_settings import read_approval
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.search.vocabulary import load_vocabulary
 
 FEEDBACK_SHOWN = 5
 
@@ -88,6 +88,18 @@ FEEDBACK_SHOWN = 5
 def fold_op(as_of, survivor_id: str) -> str:
     """One fold per survivor per cycle: the op a retry finds in the survivor."""
     return f"fold-{as_of:%Y%m%dT%H%M%S}-{survivor_id}"
+
+
+def fold_duplicates(store: MemoryStore, fold: Fold, as_of, ledger: IntentLog) -> list[str]:
+    """The store's exactly-once fold, one op per survivor per cycle (the dream's own fold
+    and a reviewed plan's `apply_fold` share it)."""
+    return store.fold(
+        fold,
+        op=fold_op(as_of, fold.survivor.id),
+        reason=merged_reason(fold.survivor.id),
+        ledger=ledger,
+        now=as_of,
+    )
 
 
 def consolidatable(entry: MemoryEntry, as_of) -> bool:
@@ -122,7 +134,8 @@ class ConsolidationActivities:
                     result.planned.append(planned_fold(store, fold))
                     result.archived += list(fold.copies)
                 else:
-                    result.archived += self._fold(store, fold, inp.as_of, inp.cycle_id)
+                    ledger = ledger_for(store.files, inp.cycle_id)
+                    result.archived += fold_duplicates(store, fold, inp.as_of, ledger)
                 result.groups += 1
         if result.groups:
             activity.logger.info(
@@ -132,33 +145,6 @@ class ConsolidationActivities:
                 result.groups,
             )
         return result
-
-    @staticmethod
-    def _fold(store: FileMemoryStore, fold: Fold, as_of, cycle_id: str | None = None) -> list[str]:
-        """Save the survivor with the group's arithmetic (once: the op and the copies it
-        summed are recorded in it), then retire exactly those copies into it."""
-        op = fold_op(as_of, fold.survivor.id)
-        done = store.applied(op)
-        ledger = ledger_for(store.files, cycle_id)
-        if done is not None:
-            copies = [c for c in done.detail.split(",") if c]
-        else:
-            copies = list(fold.copies)
-            ledger.note("fold", [(fold.survivor.id, store.get(fold.survivor.id))])
-            store.put(
-                fold.survivor,
-                action=JournalAction.MERGED,
-                op=op,
-                op_detail=",".join(copies),
-                reason=f"folded {len(copies)} exact duplicate(s)",
-            )
-        reason = merged_reason(fold.survivor.id)
-        ledger.note("fold", [(c, e) for c in copies if (e := store.get(c)) and not e.is_archived])
-        return [
-            copy
-            for copy in copies
-            if store.retire_into(copy, [fold.survivor.id], reason=reason, now=as_of).retired
-        ]
 
     def _gate_entry(self, entry: MemoryEntry) -> GateEntry:
         cached = self._tokens.get(entry.id)
@@ -374,8 +360,8 @@ class ConsolidationActivities:
                         result.archived.append(sid)
                     else:
                         result.skipped.append(sid)
-                elif _archive_if_unchanged(
-                    store, sid, fingerprint, EPHEMERAL_REASON, inp.as_of, ledger
+                elif store.archive_if_unchanged(
+                    sid, fingerprint, EPHEMERAL_REASON, ledger=ledger, now=inp.as_of
                 ):
                     result.archived.append(sid)
                     activity.logger.info(
@@ -474,28 +460,10 @@ class ConsolidationActivities:
         return RepairResult(content=reply.content, prompt_tokens=prompt_tokens(messages))
 
 
-def planned_fold(store: FileMemoryStore, fold: Fold) -> PlannedFold:
+def planned_fold(store: MemoryStore, fold: Fold) -> PlannedFold:
     ids = [fold.survivor.id, *fold.copies]
     return PlannedFold(
         survivor=fold.survivor.id,
         copies=list(fold.copies),
         revisions={i: e.revision for i in ids if (e := store.get(i)) is not None},
     )
-
-
-def _archive_if_unchanged(
-    store: FileMemoryStore, entry_id: str, fingerprint: str, reason: str, as_of, ledger
-) -> bool:
-    """Archive unless the entry changed since it was shown. True when it is archived for
-    this reason now (a retry finds it already done)."""
-    with store.writing():
-        entry = store.get(entry_id)
-        if entry is None:
-            return False
-        if entry.is_archived:
-            return entry.archive_reason == reason
-        if entry.fingerprint != fingerprint:
-            return False
-        ledger.note("prune", [(entry_id, entry)])
-        store.archive(entry_id, reason, now=as_of)
-        return True

@@ -1,6 +1,6 @@
 """Reversible-dream activities (#17): a plan's revisions, checking and applying a plan's
 parts, and the recall gate's canaries. Every write records its intent in the cycle's
-ledger first (`stores.dream_ledger`), so the cycle can be undone."""
+ledger first (`stores.dream_state.dream_ledger`), so the cycle can be undone."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from datetime import timedelta
 import numpy as np
 from temporalio import activity
 
+from dreamkeeper.activities.consolidation import fold_duplicates
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_plan import (
     ApplyCountResult,
@@ -37,10 +38,11 @@ from dreamkeeper.policies.recall_gate import (
     matching_token,
     ordinary_terms,
 )
-from dreamkeeper.stores.bm25 import tokenize
-from dreamkeeper.stores.dream_ledger import ledger_for
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, document_text, retired_into
+from dreamkeeper.stores.contract import IntentLog, MemoryStore
+from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import document_text, retired_into
+from dreamkeeper.stores.search.bm25 import tokenize
 
 RECALL_REJECTED = "rejected: recall regression"
 # The source's rarest specifics join its canary query, as a user's query would name the
@@ -48,7 +50,7 @@ RECALL_REJECTED = "rejected: recall regression"
 ANCHOR_TERMS = 2
 
 
-def _ranked(store: FileMemoryStore, terms: list[str], top_k: int) -> list[tuple[str, frozenset]]:
+def _ranked(store: MemoryStore, terms: list[str], top_k: int) -> list[tuple[str, frozenset]]:
     """The top k live entries for the terms by BM25, each with its index terms."""
     index = store.index()
     scores = index.scores(terms)
@@ -108,8 +110,6 @@ class DreamReviewActivities:
 
     @activity.defn(name="apply_fold")
     def apply_fold(self, inp: ApplyFoldInput) -> ApplyCountResult:
-        from dreamkeeper.activities.consolidation import ConsolidationActivities
-
         with self._stores.using(inp.agent_id) as store, store.writing():
             members = [store.get(i) for i in [inp.fold.survivor, *inp.fold.copies]]
             live = [e for e in members if e is not None and not e.is_archived]
@@ -117,7 +117,7 @@ class DreamReviewActivities:
             fold = next((f for f in folds if f.survivor.id == inp.fold.survivor), None)
             if fold is None or sorted(fold.copies) != sorted(inp.fold.copies):
                 return ApplyCountResult(refused={inp.fold.survivor: "no longer exact duplicates"})
-            done = ConsolidationActivities._fold(store, fold, inp.as_of, inp.cycle_id)
+            done = fold_duplicates(store, fold, inp.as_of, ledger_for(store.files, inp.cycle_id))
         return ApplyCountResult(done=done)
 
     @activity.defn(name="apply_decay")
@@ -213,7 +213,7 @@ class DreamReviewActivities:
                 if not carrier_rank(ranked, canary.merge, terms):
                     result.regressed.setdefault(canary.merge, []).append(canary.source)
             for new_id in result.regressed:
-                if self._revert(store, new_id, inp):
+                if self._revert(store, new_id, inp, ledger_for(store.files, inp.cycle_id)):
                     result.reverted.append(new_id)
             # A retry after the revert landed: report the merges already undone too.
             for new_id in inp.merged:
@@ -228,9 +228,8 @@ class DreamReviewActivities:
         return result
 
     @staticmethod
-    def _revert(store: FileMemoryStore, new_id: str, inp: RecallCheckInput) -> bool:
+    def _revert(store: MemoryStore, new_id: str, inp: RecallCheckInput, ledger: IntentLog) -> bool:
         """Archive the merged entry, then restore exactly the sources retired into it."""
-        ledger = ledger_for(store.files, inp.cycle_id)
         merged = store.get(new_id)
         if merged is None or merged.is_archived:
             return False

@@ -1,4 +1,4 @@
-"""Undoing one dream cycle (#17) from its ledger (`stores.dream_ledger`).
+"""Undoing one dream cycle (#17) from its ledger (`stores.dream_state.dream_ledger`).
 
 Per entry the cycle wrote: as the cycle left it (its revision is the one the cycle's last
 write produced) → put back as it was before the cycle (an archive restored, importance
@@ -15,9 +15,10 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_plan import UndoInput, UndoResult
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.dream_ledger import DreamLedger, EntryHistory
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger, EntryHistory
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import retired_into
 
 # What an undo puts back: the memory, not the store's bookkeeping.
 _KEPT = {"id", "revision", "applied_ops"}
@@ -86,7 +87,7 @@ class UndoActivities:
 
     def _put_back(
         self,
-        store: FileMemoryStore,
+        store: MemoryStore,
         history: EntryHistory,
         before: MemoryEntry,
         op: str,
@@ -116,5 +117,5 @@ class UndoActivities:
         result.restored.append(history.id)
 
     @staticmethod
-    def _write(store: FileMemoryStore, entry: MemoryEntry, op: str, action: JournalAction) -> None:
+    def _write(store: MemoryStore, entry: MemoryEntry, op: str, action: JournalAction) -> None:
         store.put(entry, action=action, reason="dream undone", op=op)

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.payloads import EmbedInput, EmbedResult
-from dreamkeeper.stores.embeddings import embed_entries
+from dreamkeeper.stores.vectors.backfill import embed_entries
 
 NOT_CONFIGURED = "no embedding model configured: keyword search only"
 

@@ -11,16 +11,14 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract import MemoryStore
 
 
 class EntryActivities:
     def __init__(self, stores: StoreRegistry) -> None:
         self._stores = stores
 
-    def _run(
-        self, inp: EntryOpInput, op: Callable[[FileMemoryStore], MemoryEntry]
-    ) -> EntryOpResult:
+    def _run(self, inp: EntryOpInput, op: Callable[[MemoryStore], MemoryEntry]) -> EntryOpResult:
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             entry = op(store)
         return EntryOpResult(

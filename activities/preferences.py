@@ -20,7 +20,7 @@ from dreamkeeper.core.dream_payloads import (
 )
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.policies.preferences import needs_permission
-from dreamkeeper.stores.conversation_log import ConversationLog, LoggedTurn
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog, LoggedTurn
 
 MAX_TRANSCRIPT_CHARS = 60_000
 

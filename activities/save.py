@@ -30,7 +30,7 @@ from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
-from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
 
 
 def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:

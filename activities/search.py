@@ -6,7 +6,7 @@ from temporalio import activity
 
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.payloads import SearchHitPayload, SearchInput, SearchOutput
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.search.query import search
 
 
 class SearchActivities:

@@ -40,9 +40,9 @@ from dreamkeeper.core.errors import (
     StoreMismatch,
     StoreUnwritable,
 )
-from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.vectors.embedder import Embedder
 
 HEARTBEAT_EVERY_SECONDS = 2.0
 UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)

@@ -79,12 +79,13 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.embedding_client import Embedder, embedding_client
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.identity import StoreIdentity, read_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit, search
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import DEFAULT_LIMIT, SearchHit, search
+from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +168,8 @@ class MemoryClient:
         self.save_timeout = save_timeout
         self._identity: StoreIdentity | None = read_identity(store.data_dir)
         self._stores: dict[str, FileMemoryStore] = {}
-        self._working: dict[str, WorkingMemoryStore] = {}
-        self._conversations: dict[str, ConversationMemory] = {}
+        self._working: dict[str, FileWorkingMemoryStore] = {}
+        self._conversations: dict[str, FileConversationStore] = {}
 
     @classmethod
     async def connect(
@@ -233,7 +234,7 @@ class MemoryClient:
     def store_id(self) -> str | None:
         return self._identity.store_id if self._identity else None
 
-    def store(self, agent_id: str) -> FileMemoryStore:
+    def store(self, agent_id: str) -> MemoryStore:
         """The agent's long-term memory, opened once and kept current by every read."""
         if agent_id not in self._stores:
             self._stores[agent_id] = FileMemoryStore(
@@ -243,14 +244,14 @@ class MemoryClient:
 
     def working_memory(self, agent_id: str) -> WorkingMemoryStore:
         if agent_id not in self._working:
-            self._working[agent_id] = WorkingMemoryStore(
+            self._working[agent_id] = FileWorkingMemoryStore(
                 self.settings.data_dir, agent_id, embeddings=self.embeddings
             )
         return self._working[agent_id]
 
-    def conversations(self, agent_id: str) -> ConversationMemory:
+    def conversations(self, agent_id: str) -> ConversationStore:
         if agent_id not in self._conversations:
-            self._conversations[agent_id] = ConversationMemory(self.settings.data_dir, agent_id)
+            self._conversations[agent_id] = FileConversationStore(self.settings.data_dir, agent_id)
         return self._conversations[agent_id]
 
     def search_memory(
@@ -347,7 +348,7 @@ class MemoryClient:
     async def restore_memory(
         self, agent_id: str, entry_id: str, *, force: bool = False
     ) -> EntryOpResult:
-        """Bring an archived entry back. Refused (`StoreConflict`) while what it was
+        """Bring an archived entry back. Refused (`Conflict`) while what it was
         archived into is live, unless `force`."""
         inp = EntryOpInput(agent_id=agent_id, entry_id=entry_id, force=force)
         return await self._entry_op(names.RESTORE_MEMORY, "restore", inp)

@@ -24,10 +24,9 @@ from datetime import datetime, timedelta
 
 from dreamkeeper.agent.out_of_window import OutOfWindowRecall
 from dreamkeeper.agent.session import ContextKind, SessionContext
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import format_hit, search
-from dreamkeeper.stores.working_memory import WorkingEntry, WorkingMemoryStore
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.search.query import format_hit, search
+from dreamkeeper.stores.working.working_memory import WorkingEntry
 
 RECALL_LIMIT = 8
 FIRST_TURN_FALLBACK = 5
@@ -87,9 +86,9 @@ def inventory_line(entry: WorkingEntry, now: datetime) -> str:
 class ContextBuilder:
     def __init__(
         self,
-        memory: FileMemoryStore,
+        memory: MemoryStore,
         working: WorkingMemoryStore,
-        conversations: ConversationMemory,
+        conversations: ConversationStore,
         *,
         recall: OutOfWindowRecall | None = None,
         replayed_turns: int = REPLAYED_TURNS,

@@ -21,10 +21,8 @@ from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import SearchHit
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.search.query import SearchHit
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.client import MemoryClient
@@ -37,7 +35,7 @@ class AgentMemory:
         self._context: ContextBuilder | None = None
 
     @property
-    def store(self) -> FileMemoryStore:
+    def store(self) -> MemoryStore:
         return self.client.store(self.agent_id)
 
     @property
@@ -45,7 +43,7 @@ class AgentMemory:
         return self.client.working_memory(self.agent_id)
 
     @property
-    def conversations(self) -> ConversationMemory:
+    def conversations(self) -> ConversationStore:
         return self.client.conversations(self.agent_id)
 
     @property

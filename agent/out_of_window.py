@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 
 MAX_QUOTED_TURNS = 3
 MAX_QUOTED_CHARS = 800

@@ -39,7 +39,7 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.search import DEFAULT_LIMIT, SearchHit
+from dreamkeeper.stores.search.query import DEFAULT_LIMIT, SearchHit
 
 DEFAULT_TIMEOUT = 60.0  # a save waits for the worker (the server's own save timeout)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dreamkeeper.stores.conversation_memory import validate_session_segment
-from dreamkeeper.stores.working_memory import STASH_ROOT
+from dreamkeeper.stores.conversation.conversation_memory import validate_session_segment
+from dreamkeeper.stores.working.working_memory import STASH_ROOT
 
 
 class ContextKind(StrEnum):

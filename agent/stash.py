@@ -13,7 +13,8 @@ import re
 from datetime import timedelta
 
 from dreamkeeper.agent.session import SessionContext
-from dreamkeeper.stores.working_memory import MAX_VALUE_CHARS, WorkingMemoryStore
+from dreamkeeper.stores.contract import WorkingMemoryStore
+from dreamkeeper.stores.working.working_memory import MAX_VALUE_CHARS
 
 STASH_TTL = timedelta(minutes=60)
 ELIDE_OVER_CHARS = 8_000

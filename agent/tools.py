@@ -40,13 +40,12 @@ from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id, validate_importance
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import format_hit, format_taxonomy, search
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.contract import MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
+from dreamkeeper.stores.working.working_memory import (
     PREVIEW_CHARS,
     STASH_ROOT,
     WorkingEntry,
-    WorkingMemoryStore,
     resolve_ttl,
 )
 
@@ -90,7 +89,7 @@ class MemoryTools:
         agent_id: str,
         session: SessionContext,
         *,
-        memory: FileMemoryStore,
+        memory: MemoryStore,
         working: WorkingMemoryStore,
         writer: MemoryWriter | None = None,
         stash: ToolResultStash | None = None,

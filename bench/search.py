@@ -144,7 +144,7 @@ def _percentile(values: list[float], q: float) -> float:
 def write_snapshot(size: int) -> dict:
     """Open from the files and write the index snapshot (what a full open of a large store
     does by itself): how long writing it takes."""
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
     store.index()
@@ -155,8 +155,8 @@ def write_snapshot(size: int) -> dict:
 
 
 def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
-    from dreamkeeper.stores.memory_store import FileMemoryStore
-    from dreamkeeper.stores.search import search
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.search.query import search
 
     root = corpus_dir(size)
     t0 = time.perf_counter()
@@ -199,8 +199,8 @@ def lucene_bm25(docs: list[list[str]]):
 
 def measure_baseline(size: int, nq: int) -> dict:
     """The same ranking with rank_bm25 doing the scoring, the obvious way."""
-    from dreamkeeper.stores.bm25 import has_phrase, query_phrases, query_terms, tokenize
-    from dreamkeeper.stores.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.search.bm25 import has_phrase, query_phrases, query_terms, tokenize
 
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
     entries = store.entries()

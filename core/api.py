@@ -32,7 +32,7 @@ class SearchRequest(_Body):
     metadata: dict[str, str] = Field(default_factory=dict)
     created_after: str | None = None
     created_before: str | None = None
-    limit: int = Field(20, ge=1, le=MAX_API_SEARCH_LIMIT)  # stores.search.DEFAULT_LIMIT
+    limit: int = Field(20, ge=1, le=MAX_API_SEARCH_LIMIT)  # stores.search.query.DEFAULT_LIMIT
     include_archived: bool = False
 
 

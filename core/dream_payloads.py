@@ -66,7 +66,7 @@ class GateResult(BaseModel):
     vocabulary_summary: str = ""
     llm_configured: bool = False
     held_back: int = 0  # saves still in flight, or text that reads as an instruction
-    approval: str | None = None  # the agent's own setting (stores.dream_settings)
+    approval: str | None = None  # the agent's own setting (stores.dream_state.dream_settings)
 
 
 class ProposeInput(BaseModel):

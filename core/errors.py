@@ -41,17 +41,11 @@ class NotFound(DreamkeeperError, LookupError):
     failure_type = "NotFound"
 
 
-MemoryNotFound = NotFound
-
-
 class Conflict(DreamkeeperError):
     """The write would clobber something that is not what the caller expects."""
 
     exit_code = 2
     failure_type = "Conflict"
-
-
-StoreConflict = Conflict
 
 
 class StoreMismatch(Conflict):

@@ -176,7 +176,7 @@ class EmbeddingSettings:
     query_timeout_seconds: float = 5.0  # a search waits at most this long for its vector
     min_similarity: float = MIN_SIMILARITY
     max_input_chars: int = MAX_EMBEDDING_INPUT_CHARS
-    local: bool = False  # the in-process model (no base URL): stores.local_embeddings
+    local: bool = False  # the in-process model (no base URL): stores.vectors.local_embeddings
 
     @property
     def configured(self) -> bool:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     )
     from dreamkeeper.core.models import MemoryEntry
     from dreamkeeper.core.settings import Settings, load_settings
-    from dreamkeeper.stores.search import SearchHit
+    from dreamkeeper.stores.search.query import SearchHit
 
 # Loaded on first use (PEP 562): `import dreamkeeper` costs nothing — the workflow
 # sandbox imports this package for every workflow it runs — and `from dreamkeeper import
@@ -53,7 +53,7 @@ _EXPORTS = {
     "MemoryTools": "dreamkeeper.agent.tools",
     "NotFound": "dreamkeeper.core.errors",
     "RemoteMemoryClient": "dreamkeeper.agent.remote",
-    "SearchHit": "dreamkeeper.stores.search",
+    "SearchHit": "dreamkeeper.stores.search.query",
     "SessionContext": "dreamkeeper.agent.session",
     "Settings": "dreamkeeper.core.settings",
     "SettingsError": "dreamkeeper.core.errors",

@@ -89,7 +89,7 @@ ABBREVIATIONS = frozenset(
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """What counts as ordinary English here; see `stores.vocabulary` for the file."""
+    """What counts as ordinary English here; see `stores.search.vocabulary` for the file."""
 
     extra_common: frozenset[str] = frozenset()
     always_specific: frozenset[str] = frozenset()

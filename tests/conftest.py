@@ -13,7 +13,7 @@ import pytest
 # embeddings configure them explicitly.
 os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.clock import FakeClock
 
 
@@ -39,7 +39,7 @@ def embedder():
 @pytest.fixture
 def embedding_client(embedder):
     from dreamkeeper.core.settings import EmbeddingSettings
-    from dreamkeeper.stores.embedding_client import EmbeddingClient
+    from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
 
     client = EmbeddingClient(
         EmbeddingSettings(

@@ -32,15 +32,15 @@ from dreamkeeper.policies.dedup import Candidate, DedupOutcome
 from dreamkeeper.policies.gating import SettledCluster, gate, reopen_delay
 from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vocabulary import FILE_NAME, load_vocabulary
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.longterm.dedup_save import save_fact
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from dreamkeeper.worker import cli
 from tests.helpers import tree_snapshot
 
@@ -406,7 +406,7 @@ def test_naive_times_in_working_and_conversation_files_compare(tmp_path):
         )
     )
     (root / "working-memory" / "patrol.json").write_text('{"no": "entries"}')  # KeyError
-    working = WorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)
+    working = FileWorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)
     assert [e.key for e in working.list().entries] == ["session/s1/k"]  # TypeError before
     (root / "conversations" / "sessions").mkdir(parents=True)
     (root / "conversations" / "sessions" / "s1.json").write_text(
@@ -419,7 +419,7 @@ def test_naive_times_in_working_and_conversation_files_compare(tmp_path):
             }
         )
     )
-    conversation = ConversationMemory(tmp_path, "a1", clock=lambda: T0).conversation("s1")
+    conversation = FileConversationStore(tmp_path, "a1", clock=lambda: T0).conversation("s1")
     assert [t.content for t in conversation.turns] == ["hi"]  # TypeError before
 
 
@@ -433,9 +433,11 @@ def test_a_linked_store_directory_is_never_written_through(tmp_path, directory):
     root.mkdir(parents=True)
     (root / directory).symlink_to(outside, target_is_directory=True)
     with contextlib.suppress(OSError, InvalidInput):
-        WorkingMemoryStore(tmp_path / "data", "a1", clock=lambda: T0).save("session/s1", "k", "v")
+        FileWorkingMemoryStore(tmp_path / "data", "a1", clock=lambda: T0).save(
+            "session/s1", "k", "v"
+        )
     with contextlib.suppress(OSError, InvalidInput):
-        ConversationMemory(tmp_path / "data", "a1", clock=lambda: T0).add_turn("s1", "user", "x")
+        FileConversationStore(tmp_path / "data", "a1", clock=lambda: T0).add_turn("s1", "user", "x")
     with contextlib.suppress(OSError):
         ClusterState(root).save([SettledCluster(("a", "b"), 1, T0)])
     assert list(outside.iterdir()) == []
@@ -487,10 +489,10 @@ def test_settings_raise_settings_errors_only():
 
 
 def test_working_memory_refuses_to_write_a_segment_its_reader_would_refuse(tmp_path, monkeypatch):
-    from dreamkeeper.stores import working_memory
+    from dreamkeeper.stores.working import working_memory
 
     monkeypatch.setattr(working_memory, "MAX_SEGMENT_FILE_BYTES", 2_000)
-    memory = WorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)
+    memory = FileWorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)
     memory.save("session/s1", "a", "x" * 1_000)
     with pytest.raises(InvalidInput):
         memory.save("session/s1", "b", "y" * 1_500)

@@ -23,7 +23,7 @@ from typing import NoReturn
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.search import DEFAULT_LIMIT
+from dreamkeeper.stores.search.query import DEFAULT_LIMIT
 from dreamkeeper.worker import commands, dream_cli, service_commands
 from dreamkeeper.worker.logs import configure_logging
 

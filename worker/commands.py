@@ -33,9 +33,9 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.worker.service_commands import service_settings
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import format_hit, format_taxonomy, search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
 
 FACTS = [
     ("User lives in Chicago (America/Chicago, UTC-6).", "user-preferences/timezone", 0.9),

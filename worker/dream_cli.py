@@ -14,9 +14,9 @@ from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPla
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.dream_settings import write_approval
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import display_text
+from dreamkeeper.stores.dream_state.dream_settings import write_approval
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import display_text
 
 MAX_PLAN_BYTES = 64 * 1_048_576
 SNIPPET = 160

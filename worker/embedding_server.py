@@ -1,5 +1,5 @@
 """A local OpenAI-compatible `/v1/embeddings` endpoint: `dreamkeeper embed-server`, serving
-the in-process model of `stores.local_embeddings` (all-MiniLM-L6-v2, int8 ONNX, 384
+the in-process model of `stores.vectors.local_embeddings` (all-MiniLM-L6-v2, int8 ONNX, 384
 dimensions; no PyTorch, no download) over HTTP for processes that talk only HTTP — other
 hosts, other languages, or an agent whose store lives elsewhere.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.local_embeddings import (
+from dreamkeeper.stores.vectors.local_embeddings import (
     INSTALL_HINT,
     LOCAL_MODEL,
     LocalModelMissing,

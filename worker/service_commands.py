@@ -18,8 +18,8 @@ from dreamkeeper.core.settings import (
     TemporalSettings,
     embedding_settings,
 )
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.vectors.embedding_client import embedding_client
 
 
 def service_settings(args: argparse.Namespace) -> ServiceSettings:
@@ -84,7 +84,7 @@ def mcp_stdio(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import write_export
+    from dreamkeeper.stores.longterm.transfer import write_export
 
     store = FileMemoryStore(settings.data_dir, settings.agent_id)
     options = {"include_archived": args.include_archived, "with_vectors": args.with_vectors}
@@ -101,7 +101,7 @@ def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def import_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import apply_import, plan_import
+    from dreamkeeper.stores.longterm.transfer import apply_import, plan_import
     from dreamkeeper.worker.transfer_progress import read_with_progress
 
     parsed = read_with_progress(args.file)

@@ -9,8 +9,8 @@ from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.settings import StoreSettings, embedding_settings
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.search import format_hit
+from dreamkeeper.stores.search.query import format_hit
+from dreamkeeper.stores.vectors.embedding_client import embedding_client
 
 AGENT = "demo"
 FACTS = [

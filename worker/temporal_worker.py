@@ -28,7 +28,7 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.shards import ShardMap
-from dreamkeeper.stores.embedding_client import embedding_client
+from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from typing import IO
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.transfer import ImportFile, read_export
+from dreamkeeper.stores.longterm.transfer import ImportFile, read_export
 
 
 def _lines(handle: IO[str]) -> Iterator[str]:

@@ -102,7 +102,7 @@ class SaveMemory:
     @save.validator
     def _same_save(self, content_sha256: str | None = None) -> None:
         # The same id with other content is not a retry: refused as the store refuses it
-        # once this run has finished (StoreConflict), never answered with another save's
+        # once this run has finished (Conflict), never answered with another save's
         # id. A rejected update leaves no trace in the history.
         if content_sha256 is not None and content_sha256 != self._content_sha:
             raise ApplicationError(

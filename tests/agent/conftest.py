@@ -3,18 +3,18 @@ from __future__ import annotations
 import pytest
 
 from dreamkeeper.agent.context import ContextBuilder
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 
 @pytest.fixture
-def working(tmp_path, clock) -> WorkingMemoryStore:
-    return WorkingMemoryStore(tmp_path, "agent-1", clock=clock)
+def working(tmp_path, clock) -> FileWorkingMemoryStore:
+    return FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock)
 
 
 @pytest.fixture
-def conversations(tmp_path, clock) -> ConversationMemory:
-    return ConversationMemory(tmp_path, "agent-1", clock=clock)
+def conversations(tmp_path, clock) -> FileConversationStore:
+    return FileConversationStore(tmp_path, "agent-1", clock=clock)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from dreamkeeper.agent.tool_args import TOOLS
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 S1 = SessionContext.user("s1")
 FAMILY = {
@@ -306,7 +306,7 @@ async def test_whatever_arguments_arrive_a_call_returns_text_and_the_schema_agre
     """Generated calls: the reply is always text; when the schema rejects the
     arguments the model rejects them too (the schema and the validation are one)."""
     with tempfile.TemporaryDirectory() as tmp:
-        working = WorkingMemoryStore(tmp, "agent-1")
+        working = FileWorkingMemoryStore(tmp, "agent-1")
         tools = MemoryTools(
             "agent-1", S1, memory=FileMemoryStore(Path(tmp), "agent-1"), working=working
         )

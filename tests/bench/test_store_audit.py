@@ -8,8 +8,8 @@ import json
 import pytest
 
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from tests.harness.audit import AckedSave, audit_store
 
 AGENT = "audit"
@@ -151,7 +151,7 @@ def test_a_prune_reached_through_a_late_retirement_is_not_deliberate(tmp_path):
 def test_a_write_that_never_landed_and_its_retry_count_once(tmp_path):
     from dreamkeeper.policies.dedup import Candidate
     from dreamkeeper.stores import faults
-    from dreamkeeper.stores.dedup_save import save_fact
+    from dreamkeeper.stores.longterm.dedup_save import save_fact
 
     store = FileMemoryStore(tmp_path, AGENT)
     target = store.create(NOTE, category="people")

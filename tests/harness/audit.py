@@ -42,7 +42,7 @@ from pathlib import Path
 from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
-from dreamkeeper.stores.memory_store import EMBEDDINGS_DIR, FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import EMBEDDINGS_DIR, FileMemoryStore
 from dreamkeeper.workflows.save import derived_id
 
 _ENRICHED = re.compile(r"^enriched into \[([0-9a-f, ]*)\]$")

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from dreamkeeper.policies.coverage import Source, Vocabulary, find_missing_specifics
-from dreamkeeper.stores.vocabulary import FILE_NAME, load_vocabulary
+from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 
 IDENTITY = (
     "Rocky Lhotka's accounts: GitHub rockfordlhotka, Bluesky rocky.bsky. "

@@ -37,9 +37,9 @@ from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInp
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
-from dreamkeeper.stores.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 
 PROBLEM = "application/problem+json"
 

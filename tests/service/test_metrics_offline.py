@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.worker.service.metrics import ServiceMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dreamkeeper.json"
@@ -42,7 +42,7 @@ def test_every_dreamkeeper_metric_on_the_dashboard_is_exported(tmp_path):
 
 
 def test_embedding_backlog_counts_live_entries_without_a_vector(tmp_path, embedding_client):
-    from dreamkeeper.stores.embeddings import embed_entries
+    from dreamkeeper.stores.vectors.backfill import embed_entries
 
     store = FileMemoryStore(tmp_path, "a1", embeddings=embedding_client)
     first = store.create("first fact about cats")

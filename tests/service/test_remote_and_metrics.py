@@ -15,8 +15,8 @@ from dreamkeeper.agent.remote import RemoteMemoryClient, connect_memory
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.settings import ServiceSettings
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 from tests.service.conftest import DREAMKEEPER
 
 

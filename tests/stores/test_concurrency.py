@@ -6,13 +6,13 @@ import subprocess
 import sys
 import textwrap
 
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
     data, tag, shared, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     store = FileMemoryStore(data, "agent-1")
     for i in range(n):
@@ -59,7 +59,7 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_file
     monkeypatch.setattr(FileMemoryStore, "_load", counting)
     script = textwrap.dedent(
         f"""
-        from dreamkeeper.stores.memory_store import FileMemoryStore
+        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
         s = FileMemoryStore({str(tmp_path)!r}, "agent-1")
         s.create("a brand new zebra fact", category="bulk")
         s.update({ids[0]!r}, content="background fact zero, now about a giraffe")

@@ -5,20 +5,20 @@ from __future__ import annotations
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import (
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
-    ConversationMemory,
+    FileConversationStore,
 )
 
 
 @pytest.fixture
-def conversations(tmp_path, clock) -> ConversationMemory:
-    return ConversationMemory(tmp_path, "a1", clock=clock)
+def conversations(tmp_path, clock) -> FileConversationStore:
+    return FileConversationStore(tmp_path, "a1", clock=clock)
 
 
-def _talk(memory: ConversationMemory, session: str, n: int, clock=None) -> None:
+def _talk(memory: FileConversationStore, session: str, n: int, clock=None) -> None:
     for i in range(n):
         if clock is not None:
             clock.advance(seconds=30)
@@ -39,7 +39,7 @@ def test_turns_past_retention_move_to_the_archive_in_order(conversations, tmp_pa
 
 
 def test_the_archive_keeps_its_newest_turns_only(tmp_path, clock):
-    memory = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5, max_archived=20)
+    memory = FileConversationStore(tmp_path, "a1", clock=clock, max_retained=5, max_archived=20)
     _talk(memory, "s1", 300)
     conv = memory.conversation("s1")
     assert len(conv.archived) == 20 and conv.turns[0].content == "turn 276"
@@ -82,14 +82,14 @@ def test_a_turn_archived_twice_by_a_crash_is_read_once(conversations, tmp_path):
     archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
     lines = archive.read_text().splitlines()
     archive.write_text("\n".join(lines + lines[-1:]) + "\n{torn")
-    fresh = ConversationMemory(tmp_path, "a1", clock=conversations._clock)
+    fresh = FileConversationStore(tmp_path, "a1", clock=conversations._clock)
     assert [t.content for t in fresh.conversation("s1").turns][:3] == ["turn 1", "turn 2", "turn 3"]
     assert len(fresh.conversation("s1")) == 52
 
 
 def test_another_instance_sees_new_turns(tmp_path, clock):
-    writer = ConversationMemory(tmp_path, "a1", clock=clock)
-    reader = ConversationMemory(tmp_path, "a1", clock=clock)
+    writer = FileConversationStore(tmp_path, "a1", clock=clock)
+    reader = FileConversationStore(tmp_path, "a1", clock=clock)
     _talk(writer, "s1", 55)
     assert len(reader.conversation("s1")) == 55
     writer.add_turn("s1", "user", "one more")
@@ -136,23 +136,23 @@ def test_bad_input_is_refused_and_writes_nothing(conversations, tmp_path, sessio
 def test_a_nested_session_id_persists_across_a_restart_in_nested_directories(
     tmp_path, clock, session
 ):
-    first = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5)
+    first = FileConversationStore(tmp_path, "a1", clock=clock, max_retained=5)
     _talk(first, session, 8)
     root = tmp_path / "agents" / "a1" / "conversations"
     *dirs, name = session.split("/")
     assert root.joinpath("sessions", *dirs, f"{name}.json").is_file()
     assert root.joinpath("archive", *dirs, f"{name}.jsonl").is_file()
-    restarted = ConversationMemory(tmp_path, "a1", clock=clock, max_retained=5)
+    restarted = FileConversationStore(tmp_path, "a1", clock=clock, max_retained=5)
     conv = restarted.conversation(session)
     assert [t.content for t in conv.turns] == [f"turn {i}" for i in range(1, 9)]
     assert len(conv.archived) == 3
 
 
 def test_sessions_lists_every_live_session_nested_ones_too(tmp_path, clock):
-    first = ConversationMemory(tmp_path, "a1", clock=clock)
+    first = FileConversationStore(tmp_path, "a1", clock=clock)
     for session in ("s2", "session/blazor-session", "s1", "session/other"):
         first.add_turn(session, "user", "hello")
-    restarted = ConversationMemory(tmp_path, "a1", clock=clock)
+    restarted = FileConversationStore(tmp_path, "a1", clock=clock)
     assert restarted.sessions() == ["s1", "s2", "session/blazor-session", "session/other"]
     restarted.clear("session/other")
     assert first.sessions() == ["s1", "s2", "session/blazor-session"]
@@ -164,7 +164,7 @@ def test_sessions_leaves_out_expired_ones_unless_asked(conversations, clock):
     conversations.add_turn("new", "user", "hello")
     assert conversations.sessions() == ["new"]
     assert conversations.sessions(include_expired=True) == ["new", "old"]
-    assert ConversationMemory(conversations.root.parents[2], "a2").sessions() == []
+    assert FileConversationStore(conversations.root.parents[2], "a2").sessions() == []
 
 
 def test_sessions_skips_files_that_are_not_sessions(conversations):

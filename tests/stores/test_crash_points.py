@@ -14,12 +14,12 @@ import json
 
 import pytest
 
-from dreamkeeper.core.errors import StoreConflict
+from dreamkeeper.core.errors import Conflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 AGENT = "crash"
 NOTE = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605."
@@ -194,7 +194,7 @@ def test_a_stale_writer_never_overwrites_newer_state(tmp_path):
     entry = old_view.create(NOTE, category="people")
     stale = old_view.get(entry.id)
     _open(tmp_path).archive(entry.id, "deleted by agent tool")
-    with pytest.raises(StoreConflict, match="changed since it was read"):
+    with pytest.raises(Conflict, match="changed since it was read"):
         old_view.put(
             stale.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED
         )
@@ -254,7 +254,7 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
     keeper = store.create(NOTE, category="people")
     copy = store.create(SIMILAR, category="people")
     dedup_existing(store, copy.id)
-    with pytest.raises(StoreConflict, match=keeper.id):
+    with pytest.raises(Conflict, match=keeper.id):
         store.restore(copy.id)
     # Once the merge is archived, the copy comes back without double counting.
     store.archive(keeper.id, "deleted by agent tool")
@@ -263,7 +263,7 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_pa
 
 
 def _notes(n: int, tag: str = "") -> list:
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     return [
         NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)
@@ -271,7 +271,7 @@ def _notes(n: int, tag: str = "") -> list:
 
 
 def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     store = _open(tmp_path)
     made = store.create_many(_notes(2_500))
@@ -280,7 +280,7 @@ def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
     assert len(fresh.entries()) == 2_500
     again = store.create_many([NewEntry(made[0].content, category="bulk", entry_id=made[0].id)])
     assert again == [made[0]] and len(_open(tmp_path).entries()) == 2_500
-    with pytest.raises(StoreConflict):
+    with pytest.raises(Conflict):
         store.create_many([NewEntry("other text", entry_id=made[0].id)])
     _consistent(tmp_path)
 
@@ -288,7 +288,7 @@ def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("point", [faults.BATCH_JOURNALED, faults.BATCH_HALF_WRITTEN])
 def test_create_many_crashed_mid_batch_is_repaired_and_retried(tmp_path, how, point):
-    from dreamkeeper.stores.memory_store import NewEntry
+    from dreamkeeper.stores.longterm.memory_store import NewEntry
 
     writer = _open(tmp_path)
     reader = _open(tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from dreamkeeper.policies.gating import SettledCluster
-from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.conversation_log import KEEP_ROTATED, ConversationLog
+from dreamkeeper.stores.conversation.conversation_log import KEEP_ROTATED, ConversationLog
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 
 T = datetime(2026, 4, 1, tzinfo=UTC)
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.bm25 import K1, query_terms
-from dreamkeeper.stores.embedding_client import EmbeddingClient
-from dreamkeeper.stores.embeddings import embed_entries
-from dreamkeeper.stores.fusion import semantic_evidence
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
-from dreamkeeper.stores.vectors import HEADER_BYTES, read_vector, vector_path, write_vector
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.bm25 import K1, query_terms
+from dreamkeeper.stores.search.fusion import semantic_evidence
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.vectors.backfill import embed_entries
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
+from dreamkeeper.stores.vectors.vectors import HEADER_BYTES, read_vector, vector_path, write_vector
 
 
 @pytest.fixture
@@ -164,16 +164,16 @@ def test_an_unreachable_endpoint_is_no_vector(tmp_path, clock):
 def test_working_memory_search_is_hybrid_and_vectors_follow_their_entries(
     tmp_path, clock, embedding_client, embedder
 ):
-    from dreamkeeper.stores.working_memory import WorkingMemoryStore
-    from dreamkeeper.stores.working_vectors import vector_name
+    from dreamkeeper.stores.vectors.working_vectors import vector_name
+    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
-    working = WorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+    working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
     working.save("session/s1", "pets", "Biscuit the puppy needs a vet visit on Tuesday")
     working.save("session/s1", "bills", "Contoso quarterly statement, 4 pages")
     working.wait_for_embeddings(timeout=10)
     assert [e.key for e, _ in working.search("canine")] == ["session/s1/pets"]
     assert [e.key for e, _ in working.search("contoso")] == ["session/s1/bills"]
-    keywords_only = WorkingMemoryStore(tmp_path, "agent-1", clock=clock)
+    keywords_only = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock)
     assert keywords_only.search("canine") == []
     vector = working.root / ".embeddings" / f"{vector_name('session/s1/pets')}.bin"
     assert vector.exists()
@@ -321,9 +321,9 @@ def test_ties_prefer_the_entry_seen_last(store, clock):
 
 
 def test_working_memory_fuses_with_the_same_rule(tmp_path, clock, embedding_client):
-    from dreamkeeper.stores.working_memory import WorkingMemoryStore
+    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
-    working = WorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+    working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
     for i in range(6):
         working.save("session/s1", f"note{i}", f"weekly status note {i}")
     working.save("session/s1", "pet", "Biscuit the puppy has a weekly vet visit")

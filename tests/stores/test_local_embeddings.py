@@ -8,8 +8,10 @@ import pytest
 
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.core.settings import EmbeddingSettings, embedding_settings
-from dreamkeeper.stores.embedding_client import EmbeddingClient, embedding_client
-from dreamkeeper.stores.local_embeddings import (
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, embedding_client
+from dreamkeeper.stores.vectors.local_embeddings import (
     DIMENSION,
     LOCAL_MODEL,
     LocalEmbeddings,
@@ -17,8 +19,6 @@ from dreamkeeper.stores.local_embeddings import (
     local_available,
     local_model_files,
 )
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
 
 needs_model = pytest.mark.skipif(
     not local_available(), reason="local-embeddings extra not installed"
@@ -49,7 +49,7 @@ def test_vectors_are_unit_length_and_close_in_meaning(local):
 
 @needs_model
 def test_a_store_with_the_local_backend_searches_hybrid(tmp_path, clock, local):
-    from dreamkeeper.stores.embeddings import embed_entries
+    from dreamkeeper.stores.vectors.backfill import embed_entries
 
     store = FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=local)
     dog = store.create("Our dog Rex sleeps on the sofa all afternoon", category="pets")
@@ -84,7 +84,7 @@ def test_backend_settings_are_checked(monkeypatch):
 
 
 def test_without_the_model_embedding_fails_soft(monkeypatch):
-    import dreamkeeper.stores.local_embeddings as local_module
+    import dreamkeeper.stores.vectors.local_embeddings as local_module
 
     monkeypatch.setattr(local_module, "local_model_files", lambda: None)
     monkeypatch.setattr(local_module, "_SHARED", None)  # as in a process that never loaded it

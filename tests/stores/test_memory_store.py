@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from dreamkeeper.core.errors import StoreConflict
+from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.settings import DEFAULT_FLOOR
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 
 
 def test_create_writes_one_camel_case_file_per_entry(store, tmp_path):
@@ -36,7 +36,7 @@ def test_create_with_explicit_id_is_idempotent(store):
     again = store.create("a fact", entry_id="00000000000a")
     assert again == first
     assert len(store.journal.read_all()) == 1
-    with pytest.raises(StoreConflict):
+    with pytest.raises(Conflict):
         store.create("different text", entry_id="00000000000a")
 
 
@@ -116,7 +116,7 @@ def test_malformed_file_is_skipped_with_a_warning_and_never_overwritten(store, t
     assert [e.id for e in fresh.entries()] == [good.id]
     assert str(bad) in caplog.text
     assert bad in fresh.problems()
-    with pytest.raises(StoreConflict, match="could not be read"):
+    with pytest.raises(Conflict, match="could not be read"):
         fresh.create("new text", category="facts", entry_id="badbadbadbad")
     assert bad.read_text() == "{ not json"
 
@@ -156,7 +156,7 @@ def test_journal_records_every_mutation_without_content(store, clock):
 CRASH_WRITER = textwrap.dedent(
     """
     import os, signal, sys
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
     store = FileMemoryStore(sys.argv[1], "agent-1")
     real_fsync = os.fsync
     calls = []

@@ -10,9 +10,9 @@ from rank_bm25 import BM25Okapi
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.memory_store import document_text
-from dreamkeeper.stores.search import format_age, format_hit, format_taxonomy, search
+from dreamkeeper.stores.longterm.memory_store import document_text
+from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
+from dreamkeeper.stores.search.query import format_age, format_hit, format_taxonomy, search
 from tests.helpers import LuceneBM25
 
 CORPUS = [
@@ -301,7 +301,7 @@ def test_taxonomy_lists_counts():
 def test_phrase_detection_on_packed_ids_ignores_misaligned_byte_matches():
     from array import array
 
-    from dreamkeeper.stores.bm25 import _adjacent_ids
+    from dreamkeeper.stores.search.bm25 import _adjacent_ids
 
     # ids 0x01000000 and 0x00000002 pack so that bytes of (1, 2) appear misaligned.
     tokens = array("I", [0x00000100, 0x00000200, 7])

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.stores import faults, snapshot, vector_pack
-from dreamkeeper.stores.embedding_client import EmbeddingClient, EmbeddingSettings
-from dreamkeeper.stores.memory_store import FileMemoryStore, NewEntry
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.longterm import snapshot, vector_pack
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
 
 DIM = 8
 QUERIES = ["kalo zen", "fact 17", "late arrival", "mine ruza kalo"]
@@ -191,6 +192,17 @@ def packed(tmp_path):
     return store, made
 
 
+def _pack(store: FileMemoryStore, dim: int):
+    return vector_pack.load(
+        store.files,
+        store.agent_id,
+        store.journal,
+        store.embeddings.model_key,
+        dim,
+        store.feed_offset,
+    )
+
+
 def _hybrid(store: FileMemoryStore) -> list:
     """Hits per query: ids in order, and scores to float32 precision (the row order of
     the matrix changes the last bits of a dot product)."""
@@ -204,7 +216,7 @@ def _hybrid(store: FileMemoryStore) -> list:
 
 def test_hybrid_search_from_the_vector_pack_equals_reading_every_vector_file(tmp_path, packed):
     opened = _open(tmp_path, embeddings=_embedder())
-    assert vector_pack.load(opened, opened._vectors.model_key, DIM) is not None
+    assert _pack(opened, DIM) is not None
     assert _hybrid(opened) == _hybrid(_from_files(tmp_path, embeddings=_embedder()))
 
 
@@ -225,7 +237,7 @@ def test_vectors_written_after_the_pack_are_read_from_their_files(tmp_path, pack
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_a_corrupt_vector_pack_is_refused(tmp_path, packed, damage):
     store, _ = packed
-    path = store.files.path(*vector_pack.pack_parts(store._vectors.model_key))
+    path = store.files.path(*vector_pack.pack_parts(store.embeddings.model_key))
     data = bytearray(path.read_bytes())
     if damage == "flip":
         data[-5] ^= 0x40
@@ -233,13 +245,13 @@ def test_a_corrupt_vector_pack_is_refused(tmp_path, packed, damage):
         del data[-64:]
     path.write_bytes(bytes(data))
     opened = _open(tmp_path, embeddings=_embedder())
-    assert vector_pack.load(opened, opened._vectors.model_key, DIM) is None
+    assert _pack(opened, DIM) is None
     assert _hybrid(opened) == _hybrid(_from_files(tmp_path, embeddings=_embedder()))
 
 
 def test_a_vector_pack_of_another_dimension_is_not_used(tmp_path, packed):
     opened = _open(tmp_path, embeddings=_embedder())
-    assert vector_pack.load(opened, opened._vectors.model_key, DIM + 1) is None
+    assert _pack(opened, DIM + 1) is None
 
 
 def test_the_dream_cycles_decay_step_refreshes_a_large_stores_snapshot(tmp_path, monkeypatch):
@@ -268,4 +280,4 @@ def test_the_dream_cycles_decay_step_refreshes_a_large_stores_snapshot(tmp_path,
     assert path.exists()
     opened = _open(tmp_path)
     assert opened.opened_from_snapshot and opened.get(late.id) is not None
-    assert opened._offset == opened.journal.size()  # nothing left to replay
+    assert opened.feed_offset == opened.journal.size()  # nothing left to replay

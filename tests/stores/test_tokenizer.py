@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dreamkeeper.stores.bm25 import query_phrases, query_terms, tokenize
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.search.bm25 import query_phrases, query_terms, tokenize
+from dreamkeeper.stores.search.query import search
 
 
 def _ids(hits) -> list[str]:
@@ -98,9 +98,9 @@ def test_possessives_and_curly_apostrophes(filled):
 
 
 def test_working_memory_uses_the_same_tokenizer(tmp_path, clock):
-    from dreamkeeper.stores.working_memory import WorkingMemoryStore
+    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
-    working = WorkingMemoryStore(tmp_path, "agent-1", clock=clock)
+    working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock)
     working.save("session/s1", "soup", "Рецепт: борщ со сметаной")
     working.save("session/s1", "tokyo", "東京の天気は晴れ")
     assert [e.key for e, _ in working.search("борща")] == ["session/s1/soup"]

@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
-from dreamkeeper.stores.transfer import (
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.transfer import (
     FORMAT,
     FORMAT_VERSION,
     apply_import,
@@ -23,6 +22,7 @@ from dreamkeeper.stores.transfer import (
     plan_import,
     read_export,
 )
+from dreamkeeper.stores.search.query import search
 from dreamkeeper.worker.cli import main
 
 FACTS = [
@@ -184,7 +184,7 @@ def test_a_bad_line_anywhere_refuses_the_whole_file(tmp_path_factory, bad):
 
 
 def test_vectors_travel_with_vectors_into_a_store_of_the_same_model(tmp_path, embedding_client):
-    from dreamkeeper.stores.embeddings import embed_entries
+    from dreamkeeper.stores.vectors.backfill import embed_entries
 
     source = FileMemoryStore(tmp_path / "a", "src", embeddings=embedding_client)
     for content, category, importance in FACTS:

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from dreamkeeper.core.errors import InvalidInput, MemoryNotFound
+from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.query import search
 from tests.helpers import tree_snapshot
 
 
@@ -57,7 +57,7 @@ def test_bad_importance_is_refused(store, importance):
 def test_unknown_id_is_a_clear_not_found(store, tmp_path):
     before = tree_snapshot(tmp_path)
     for call in (store.require, store.restore, lambda i: store.archive(i, "r")):
-        with pytest.raises(MemoryNotFound, match="no memory with id 0123456789ab"):
+        with pytest.raises(NotFound, match="no memory with id 0123456789ab"):
             call("0123456789ab")
     assert tree_snapshot(tmp_path) == before
 

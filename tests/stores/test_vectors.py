@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from dreamkeeper.stores.fusion import (
+from dreamkeeper.stores.search.fusion import (
     RRF_K,
     fuse,
     reciprocal_ranks,
     semantic_evidence,
     tail_surprise,
 )
-from dreamkeeper.stores.vectors import (
+from dreamkeeper.stores.vectors.vectors import (
     HEADER_BYTES,
     VectorIndex,
     decode_vector,

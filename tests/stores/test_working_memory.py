@@ -11,27 +11,27 @@ from datetime import timedelta
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.search import search
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.search.query import search
+from dreamkeeper.stores.working.working_memory import (
     BACKGROUND_MIN_TTL,
     DEFAULT_TTL,
     MAX_PER_NAMESPACE,
+    FileWorkingMemoryStore,
     WorkingMemoryFull,
-    WorkingMemoryStore,
 )
 
 SESSION = "session/s1"
 
 
 @pytest.fixture
-def working(tmp_path, clock) -> WorkingMemoryStore:
-    return WorkingMemoryStore(tmp_path, "a1", clock=clock)
+def working(tmp_path, clock) -> FileWorkingMemoryStore:
+    return FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
 
 
 def test_a_plain_key_lands_in_the_callers_namespace_and_reads_cross_by_full_key(working, clock):
     entry = working.save(SESSION, "emails_inbox", "12 unread")
     assert entry.key == "session/s1/emails_inbox"
-    other = WorkingMemoryStore(working.root.parents[2], "a1", clock=clock)
+    other = FileWorkingMemoryStore(working.root.parents[2], "a1", clock=clock)
     assert other.get("session/s1/emails_inbox").value == "12 unread"  # full key, any reader
     assert other.get("session/s2/emails_inbox") is None  # s2's plain key is not s1's entry
 
@@ -107,23 +107,23 @@ def test_bad_keys_are_refused(working, key):
 
 
 def test_entries_persist_across_a_restart_grouped_by_top_level_segment(tmp_path, clock):
-    first = WorkingMemoryStore(tmp_path, "a1", clock=clock)
+    first = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
     first.save(SESSION, "k", "v", category="email", tags=["inbox"])
     first.save("patrol/heartbeat", "alert", "disk full", background=True)
     root = tmp_path / "agents" / "a1" / "working-memory"
     assert sorted(p.name for p in root.glob("*.json")) == ["patrol.json", "session.json"]
-    restarted = WorkingMemoryStore(tmp_path, "a1", clock=clock)
+    restarted = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
     entry = restarted.get("session/s1/k")
     assert (entry.value, entry.category, entry.tags) == ("v", "email", ["inbox"])
     assert restarted.get("patrol/heartbeat/alert").value == "disk full"
 
 
 def test_expired_entries_are_dropped_on_load_and_swept_from_disk_hourly(tmp_path, clock):
-    first = WorkingMemoryStore(tmp_path, "a1", clock=clock)
+    first = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
     first.save(SESSION, "short", "v")
     first.save(SESSION, "long", "v", ttl=timedelta(hours=3))
     clock.advance(minutes=10)
-    restarted = WorkingMemoryStore(tmp_path, "a1", clock=clock)
+    restarted = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
     assert [e.key for e in restarted.list().entries] == ["session/s1/long"]
     path = tmp_path / "agents" / "a1" / "working-memory" / "session.json"
     assert len(json.loads(path.read_text())["entries"]) == 2  # not yet swept
@@ -134,7 +134,7 @@ def test_expired_entries_are_dropped_on_load_and_swept_from_disk_hourly(tmp_path
 
 
 def test_a_malformed_segment_file_is_skipped_not_fatal(tmp_path, clock, caplog):
-    working = WorkingMemoryStore(tmp_path, "a1", clock=clock)
+    working = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
     working.save("patrol/p", "k", "v", background=True)
     (working.root / "session.json").write_text("{not json")
     assert working.get("patrol/p/k").value == "v"
@@ -163,15 +163,15 @@ def test_search_ranks_by_content_within_a_prefix(working):
 
 _WRITER = """
 import sys
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
-store = WorkingMemoryStore(sys.argv[1], "a1")
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+store = FileWorkingMemoryStore(sys.argv[1], "a1")
 for i in range(int(sys.argv[3])):
     store.save(sys.argv[2], f"k{i}", f"from {sys.argv[2]} #{i}")
 """
 
 
 def test_another_process_sees_writes_and_concurrent_writers_lose_nothing(tmp_path):
-    reader = WorkingMemoryStore(tmp_path, "a1")
+    reader = FileWorkingMemoryStore(tmp_path, "a1")
     reader.save(SESSION, "mine", "v")
     assert reader.get("session/s2/k0") is None
     writers = [
@@ -224,7 +224,7 @@ def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(tmp_path, wor
     assert working.clear(f"{SESSION}/drafts") == 2
     assert {e.key for e in working.list(SESSION).entries} == {f"{SESSION}/draftsman"}
     assert working.clear(SESSION) == 1
-    restarted = WorkingMemoryStore(tmp_path, "a1", clock=clock)  # the files changed too
+    restarted = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)  # the files changed too
     assert {e.key for e in restarted.list().entries} == {"session/s10/k", "patrol/heartbeat/alert"}
     assert restarted.clear() == 2 and restarted.list().total == 0
     assert working.list().total == 0

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.dream_plan import DreamPlan, PlannedMerge
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.worker.dream_cli import format_plan, read_plan
 
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.embedding_client import EmbeddingClient
+from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
 from dreamkeeper.worker.cli import main
 from dreamkeeper.worker.embedding_server import make_server
 

@@ -4,7 +4,7 @@ never dropping a store an activity holds."""
 from __future__ import annotations
 
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 
 def _seed(tmp_path, agents: list[str], entries: int = 3) -> None:
@@ -28,7 +28,7 @@ def test_a_store_is_opened_lazily_and_reopened_after_eviction(tmp_path):
     _seed(tmp_path, ["a", "b"])
     registry = StoreRegistry(tmp_path, max_open=1)
     with registry.using("a", heartbeat=False) as store:
-        assert not store._loaded  # nothing read until the activity asks
+        assert not store.loaded  # nothing read until the activity asks
         store.create("a new fact for a")
     with registry.using("b", heartbeat=False):
         pass

@@ -11,7 +11,7 @@ from pathlib import Path
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.core.settings import LLMSettings
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM, tool_call
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
@@ -32,7 +32,7 @@ async def test_write_tools_go_through_workflows_and_say_what_happened(memory):
         session,
         memory=memory.store(agent),
         writer=memory,
-        working=WorkingMemoryStore(memory.settings.data_dir, agent),
+        working=FileWorkingMemoryStore(memory.settings.data_dir, agent),
     )
     saved = await tools.call(
         "save_memory",

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):
@@ -103,7 +103,7 @@ async def test_a_refused_restore_starts_no_workflow(memory):
     any run starts: no failed workflow for a user error."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from dreamkeeper.core.errors import StoreConflict
+    from dreamkeeper.core.errors import Conflict
     from dreamkeeper.stores.identity import ensure_identity
 
     agent = f"r-{uuid.uuid4().hex[:6]}"
@@ -112,7 +112,7 @@ async def test_a_refused_restore_starts_no_workflow(memory):
     into = store.create("User lives in Chicago near the Loop")
     assert store.retire_into(merged.id, [into.id], reason=f"merged into {into.id}").retired
     memory._identity = ensure_identity(memory.settings.data_dir)  # a client on the store
-    with pytest.raises(StoreConflict, match="restore with force"):
+    with pytest.raises(Conflict, match="restore with force"):
         await memory.restore_memory(agent, merged.id)
     with pytest.raises(RPCError) as missing:
         await memory.client.get_workflow_handle(f"restore-{agent}-{merged.id}").describe()
@@ -128,12 +128,12 @@ async def test_a_callers_mistake_is_not_logged_as_a_worker_fault(memory, caplog)
     warning and traceback an operator would chase."""
     import logging
 
-    from dreamkeeper.core.errors import MemoryNotFound
+    from dreamkeeper.core.errors import NotFound
 
     caplog.set_level(logging.DEBUG, logger="temporalio.activity")
     agent = f"n-{uuid.uuid4().hex[:6]}"
     assert memory._identity is None  # so the client cannot check the id itself
-    with pytest.raises(MemoryNotFound):
+    with pytest.raises(NotFound):
         await memory.delete_memory(agent, "0123456789ab")
     failed = [r for r in caplog.records if r.getMessage().startswith("Completing activity as")]
     assert failed and all(r.levelno == logging.DEBUG for r in failed)

@@ -12,7 +12,7 @@ import pytest
 from dreamkeeper.agent import dream_ops
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.workflows import test_dream_approval as approval
 from tests.workflows.test_cli_through_worker import _cli, _env

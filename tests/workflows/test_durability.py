@@ -18,14 +18,14 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
-from dreamkeeper.core.errors import MemoryNotFound, StoreMismatch, Unavailable
+from dreamkeeper.core.errors import NotFound, StoreMismatch, Unavailable
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import RetireInput, RetireResult, SaveResult
 from dreamkeeper.core.settings import LLMSettings, StoreSettings
 from dreamkeeper.policies.coverage import find_missing_specifics
 from dreamkeeper.stores import files
 from dreamkeeper.stores.identity import StoreIdentity, ensure_identity
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
@@ -186,7 +186,7 @@ async def test_an_unknown_id_gets_the_answer_direct_gives_without_a_workflow(mem
     FileMemoryStore(memory.settings.data_dir, agent).create("User lives in Chicago")
     ensure_identity(memory.settings.data_dir)
     memory._identity = ensure_identity(memory.settings.data_dir)
-    with pytest.raises(MemoryNotFound, match="no memory with id 0123456789ab"):
+    with pytest.raises(NotFound, match="no memory with id 0123456789ab"):
         await memory.delete_memory(agent, "0123456789ab")
 
 

@@ -14,8 +14,8 @@ from dreamkeeper.core.dream_payloads import (
     PreferenceInput,
     PreferenceResult,
 )
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.preferences import PreferenceInference

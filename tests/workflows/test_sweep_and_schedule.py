@@ -7,7 +7,7 @@ from temporalio.client import WorkflowExecutionStatus
 from dreamkeeper.core.dream_payloads import DreamInput
 from dreamkeeper.core.names import dream_workflow_id
 from dreamkeeper.core.payloads import SweepInput
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.worker.schedules import ensure_dream_schedule
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.sweep import DreamSweep

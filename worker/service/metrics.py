@@ -16,7 +16,6 @@ appends that text, so one scrape sees both.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from temporalio.worker import (
 
 from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamResult
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ class StoreSizes(Collector):
     def __init__(
         self,
         agents: Callable[[], Iterable[str]],
-        store: Callable[[str], FileMemoryStore],
+        store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
     ) -> None:
@@ -78,8 +77,7 @@ class StoreSizes(Collector):
             sizes.add_metric([agent, "live"], len(live))
             sizes.add_metric([agent, "archived"], archived)
             if self._embeddings:
-                have = {n[:-4] for n in _listing(store.embeddings_dir) if n.endswith(".bin")}
-                backlog.add_metric([agent], sum(1 for e in live if e.id not in have))
+                backlog.add_metric([agent], store.unembedded())
         yield sizes
         if self._embeddings:
             yield backlog
@@ -136,7 +134,7 @@ class ServiceMetrics:
     def watch_stores(
         self,
         agents: Callable[[], Iterable[str]],
-        store: Callable[[str], FileMemoryStore],
+        store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
     ) -> None:
@@ -223,13 +221,6 @@ class WorkflowOutcomes(Interceptor):
                 return result
 
         return Counted
-
-
-def _listing(directory: Path) -> list[str]:
-    try:
-        return os.listdir(directory)
-    except OSError:
-        return []
 
 
 def known_agents(data_dir: Path) -> list[str]:

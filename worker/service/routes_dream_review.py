@@ -15,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.agent import dream_ops
 from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
-from dreamkeeper.core.errors import InvalidInput, MemoryNotFound, Unavailable
+from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
 from dreamkeeper.worker.service.state import ServiceState, state_of
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/dream", tags=["dream"])
@@ -33,7 +33,7 @@ async def _ask(state: ServiceState, agent_id: str, action: str, keys: list[str])
         raise InvalidInput(str(exc.cause or exc)) from None
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise MemoryNotFound(f"no dream cycle of agent {agent_id} is running") from None
+            raise NotFound(f"no dream cycle of agent {agent_id} is running") from None
         raise Unavailable(f"cannot ask Temporal about {workflow_id}: {exc}") from None
 
 

@@ -35,7 +35,7 @@ from dreamkeeper.core.errors import (
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id
-from dreamkeeper.stores.search import search
+from dreamkeeper.stores.search.query import search
 from dreamkeeper.worker.service.problems import validation_detail
 from dreamkeeper.worker.service.state import ServiceState, state_of
 

@@ -25,9 +25,9 @@ from dreamkeeper.core.api import (
     WorkingSearchResponse,
 )
 from dreamkeeper.core.errors import InvalidInput, NotFound
-from dreamkeeper.stores.working_memory import (
+from dreamkeeper.stores.contract import WorkingMemoryStore
+from dreamkeeper.stores.working.working_memory import (
     WorkingEntry,
-    WorkingMemoryStore,
     validate_key,
     validate_namespace,
 )

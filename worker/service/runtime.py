@@ -21,7 +21,7 @@ from dreamkeeper.core.settings import (
     TemporalSettings,
     embedding_settings,
 )
-from dreamkeeper.stores.embedding_client import embedding_client
+from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.worker.runtime import running_worker
 from dreamkeeper.worker.service.app import create_app
 from dreamkeeper.worker.service.metrics import ServiceMetrics

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import MAX_METADATA_KEYS, MAX_TAGS
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 AGENT = "a1"
 OTHER_AGENT = "b2"

@@ -8,9 +8,9 @@ import os
 from hypothesis import strategies as st
 
 from dreamkeeper.activities.preferences import transcript
-from dreamkeeper.stores.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation_memory import ConversationMemory
-from dreamkeeper.stores.working_memory import WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from tests.harness.hostile.sandbox import (
     AGENT,
     T0,
@@ -83,7 +83,7 @@ def run_working(sandbox: Sandbox, example) -> bool:
     else:
         sandbox.plant(os.path.join("working-memory", name), kind, payload)
     mark_before(sandbox)
-    memory = WorkingMemoryStore(sandbox.data, AGENT, clock=lambda: T0)
+    memory = FileWorkingMemoryStore(sandbox.data, AGENT, clock=lambda: T0)
     listing = memory.list()
     memory.search("scratch value")
     for entry in listing.entries:
@@ -159,7 +159,7 @@ def run_conversation(sandbox: Sandbox, example) -> bool:
         os.path.join("conversations", "archive", "s1.jsonl"), "bytes", b"\n".join(archive) + b"\n"
     )
     mark_before(sandbox)
-    memory = ConversationMemory(sandbox.data, AGENT, clock=lambda: T0)
+    memory = FileConversationStore(sandbox.data, AGENT, clock=lambda: T0)
     conversation = memory.conversation("s1")
     memory.sessions()
     memory.sessions(include_expired=True)

@@ -24,13 +24,18 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.policies.dedup import Candidate, content_tokens
 from dreamkeeper.policies.gating import GateEntry, gate
-from dreamkeeper.stores.consolidation_state import ClusterState
-from dreamkeeper.stores.dedup_save import save_fact
-from dreamkeeper.stores.entry_files import MAX_ENTRY_FILE_BYTES, entry_parts
-from dreamkeeper.stores.journal import MAX_LINE_BYTES, JournalRecord
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vocabulary import FILE_NAME as VOCABULARY_FILE
-from dreamkeeper.stores.vocabulary import MAX_FILE_BYTES, MAX_WORD_CHARS, MAX_WORDS, load_vocabulary
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.longterm.dedup_save import save_fact
+from dreamkeeper.stores.longterm.entry_files import MAX_ENTRY_FILE_BYTES, entry_parts
+from dreamkeeper.stores.longterm.journal import MAX_LINE_BYTES, JournalRecord
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.search.vocabulary import FILE_NAME as VOCABULARY_FILE
+from dreamkeeper.stores.search.vocabulary import (
+    MAX_FILE_BYTES,
+    MAX_WORD_CHARS,
+    MAX_WORDS,
+    load_vocabulary,
+)
 from tests.harness.hostile.sandbox import (
     SEEDED,
     T0,

@@ -8,7 +8,7 @@ ids, times, counts, archive state; the store's own bookkeeping left out) — wit
 exported `--with-vectors`, `"vector": {"model": "<model key hex>", "values": [...]}`
 for an entry whose stored vector is current.
 
-Import goes through `FileMemoryStore.import_entries` (the bulk path): idempotent by id,
+Import goes through `MemoryStore.import_entries` (the bulk path): idempotent by id,
 an id already here with other content reported as a conflict and left alone, every entry
 validated before anything is written. A file of another format or version is refused
 before anything is read further. Vectors are written only into a store whose embedding
@@ -28,8 +28,8 @@ from pydantic import ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.stores.memory_store import BulkReport, FileMemoryStore
-from dreamkeeper.stores.vectors import _HEADER, HEADER_BYTES, MAGIC, vector_path
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.records import BulkReport
 
 FORMAT = "dreamkeeper-export"
 FORMAT_VERSION = 1
@@ -57,25 +57,16 @@ class ExportHeader:
         }
 
 
-def _stored_vector(store: FileMemoryStore, entry: MemoryEntry) -> dict[str, Any] | None:
-    """The entry's vector file if it was made from this content (any model)."""
-    try:
-        data = vector_path(store.embeddings_dir, entry.id).read_bytes()
-    except OSError:
+def _stored_vector(store: MemoryStore, entry: MemoryEntry) -> dict[str, Any] | None:
+    """The entry's vector if it was made from this content (any model)."""
+    found = store.stored_vector(entry)
+    if found is None:
         return None
-    if len(data) < HEADER_BYTES:
-        return None
-    magic, made_from, model, size = _HEADER.unpack_from(data)
-    if magic != MAGIC or made_from.hex() != entry.fingerprint:
-        return None
-    if size == 0 or len(data) != HEADER_BYTES + 4 * size:
-        return None
-    values = np.frombuffer(data, dtype="<f4", offset=HEADER_BYTES)
-    return {"model": model.hex(), "values": [float(v) for v in values]}
+    return {"model": found.model_key.hex(), "values": [float(v) for v in found.values]}
 
 
 def export_lines(
-    store: FileMemoryStore, *, include_archived: bool = False, with_vectors: bool = False
+    store: MemoryStore, *, include_archived: bool = False, with_vectors: bool = False
 ) -> Iterator[str]:
     """The file's lines (each without its newline): the header, then one per entry,
     oldest first, so a re-export of the same store is the same file but the time."""
@@ -93,7 +84,7 @@ def export_lines(
         yield json.dumps(line, ensure_ascii=False)
 
 
-def write_export(store: FileMemoryStore, out: IO[str], **options: bool) -> int:
+def write_export(store: MemoryStore, out: IO[str], **options: bool) -> int:
     count = -1
     for count, line in enumerate(export_lines(store, **options)):  # noqa: B007
         out.write(line + "\n")
@@ -183,7 +174,7 @@ class ImportPlan:
         return text
 
 
-def plan_import(store: FileMemoryStore, parsed: ImportFile) -> ImportPlan:
+def plan_import(store: MemoryStore, parsed: ImportFile) -> ImportPlan:
     """What `import_entries` would do, without writing."""
     plan = ImportPlan()
     seen: set[str] = set()
@@ -201,7 +192,7 @@ def plan_import(store: FileMemoryStore, parsed: ImportFile) -> ImportPlan:
     return plan
 
 
-def apply_import(store: FileMemoryStore, parsed: ImportFile) -> ImportPlan:
+def apply_import(store: MemoryStore, parsed: ImportFile) -> ImportPlan:
     plan = ImportPlan.from_report(store.import_entries(parsed.entries))
     key = store.embeddings.model_key.hex() if store.embeddings is not None else None
     for entry_id in plan.create:

@@ -29,8 +29,9 @@ from dreamkeeper.policies.dedup import (
 )
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
-from dreamkeeper.stores.journal import JournalAction
-from dreamkeeper.stores.memory_store import FileMemoryStore, retired_into
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import retired_into
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ _ACTION = {
 
 
 def save_fact(
-    store: FileMemoryStore,
+    store: MemoryStore,
     candidate: Candidate,
     *,
     new_id: str,
@@ -105,7 +106,7 @@ def save_fact(
 
 
 def _near(
-    store: FileMemoryStore,
+    store: MemoryStore,
     candidate: Candidate,
     candidate_vector: np.ndarray | None,
     eligible: Callable[[MemoryEntry], bool],
@@ -126,7 +127,7 @@ def absorb_op(entry_id: str) -> str:
 
 
 def dedup_existing(
-    store: FileMemoryStore,
+    store: MemoryStore,
     entry_id: str,
     *,
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from dreamkeeper.core.settings import LOCAL_EMBEDDING_MODEL, EmbeddingSettings
-from dreamkeeper.stores.embedding_client import BATCH_SIZE, QUERY_CACHE
+from dreamkeeper.stores.vectors.embedder import BATCH_SIZE, QUERY_CACHE
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ live flag. The first hybrid search maps it (copy-on-write: a row changed later l
 this process only) and re-reads, from the per-entry files, only the vectors of entries
 named by journal records after that offset — instead of opening one file per entry.
 
-Like the index snapshot it is a cache, with the same rules (`stores.snapshot`): written
+Like the index snapshot it is a cache, with the same rules (`stores.longterm.snapshot`): written
 atomically from a state with no pending record, refused — and the vectors read from
 their files — when it is missing, of another model, dimension or version, when its
 CRC-32 fails, when the journal no longer holds what it held at the offset, or when the
@@ -24,16 +24,14 @@ import logging
 import mmap
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from dreamkeeper.stores.entry_files import EMBEDDINGS_DIR, MEMORY
-from dreamkeeper.stores.snapshot import journal_marks
-from dreamkeeper.stores.vectors import VectorIndex
-
-if TYPE_CHECKING:
-    from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
+from dreamkeeper.stores.longterm.journal import Journal
+from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,7 @@ def encode(index: VectorIndex, model_key: bytes, offset: int, marks: dict[str, s
     rows = len(index.row_keys)
     ids = b"".join((k or "").encode("ascii").ljust(ID_BYTES, b"\0") for k in index.row_keys)
     live = index.live_rows.astype(np.uint8).tobytes()
-    matrix = np.ascontiguousarray(index._matrix[:rows], dtype="<f4").tobytes()
+    matrix = np.ascontiguousarray(index.rows, dtype="<f4").tobytes()
     header = {
         "version": VERSION,
         "model": model_key.hex(),
@@ -72,34 +70,42 @@ def encode(index: VectorIndex, model_key: bytes, offset: int, marks: dict[str, s
     return bytes(out)
 
 
-def write(store: FileMemoryStore, index: VectorIndex, model_key: bytes) -> bool:
-    """Pack the index (current as of the store's offset); False while a write is pending."""
-    if store._pending:
-        return False
-    marks = journal_marks(store._journal_bytes, store._offset)
+def write(
+    files: AgentFiles,
+    agent_id: str,
+    index: VectorIndex,
+    model_key: bytes,
+    offset: int,
+    journal: Journal,
+) -> bool:
+    """Pack the index, current as of journal byte `offset` (the caller checked that no
+    write is pending); False when it could not be written (logged: it is a cache)."""
     try:
-        store.files.write(pack_parts(model_key), encode(index, model_key, store._offset, marks))
+        files.write(pack_parts(model_key), encode(index, model_key, offset, journal.marks(offset)))
     except OSError as exc:
-        log.warning("memory store %s: vector pack not written (%s)", store.agent_id, exc)
+        log.warning("memory store %s: vector pack not written (%s)", agent_id, exc)
         return False
     return True
 
 
-def load(store: FileMemoryStore, model_key: bytes, dim: int) -> tuple[VectorIndex, set[str]] | None:
-    """The packed index and the ids changed since it was written, or None."""
+def load(
+    files: AgentFiles, agent_id: str, journal: Journal, model_key: bytes, dim: int, offset: int
+) -> tuple[VectorIndex, set[str]] | None:
+    """The packed index and the ids changed since it was written, or None. `offset`: how
+    far the caller has read the journal (a pack written past it is refused)."""
     try:
-        data = store.files.map(pack_parts(model_key), private=True)
+        data = files.map(pack_parts(model_key), private=True)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        log.warning("memory store %s: vector pack unreadable (%s)", store.agent_id, exc)
+        log.warning("memory store %s: vector pack unreadable (%s)", agent_id, exc)
         return None
     try:
-        return _install(store, data, model_key, dim)
+        return _install(journal, offset, data, model_key, dim)
     except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the files"
         log.warning(
             "memory store %s: vector pack not used (%s: %s)",
-            store.agent_id,
+            agent_id,
             type(exc).__name__,
             exc,
         )
@@ -108,7 +114,7 @@ def load(store: FileMemoryStore, model_key: bytes, dim: int) -> tuple[VectorInde
 
 
 def _install(
-    store: FileMemoryStore, data: mmap.mmap, model_key: bytes, dim: int
+    journal: Journal, read_up_to: int, data: mmap.mmap, model_key: bytes, dim: int
 ) -> tuple[VectorIndex, set[str]] | None:
     if data[: len(MAGIC)] != MAGIC:
         raise ValueError("not a vector pack")
@@ -123,9 +129,9 @@ def _install(
         data.close()
         return None  # vectors of another dimension: not an error, just not these
     offset, rows = header["offset"], header["rows"]
-    if not isinstance(offset, int) or not 0 <= offset <= store._offset:
+    if not isinstance(offset, int) or not 0 <= offset <= read_up_to:
         raise ValueError("its offset is past what the store has read")
-    if journal_marks(store._journal_bytes, offset) != header["journal"]:
+    if journal.marks(offset) != header["journal"]:
         raise ValueError("the journal is not the one the pack was written against")
     at = _align(start + length)
     ids_end = at + rows * ID_BYTES
@@ -145,6 +151,6 @@ def _install(
     live = np.frombuffer(data, dtype=np.uint8, count=rows, offset=live_at).astype(np.bool_)
     matrix = np.frombuffer(data, dtype="<f4", count=rows * dim, offset=matrix_at).reshape(rows, dim)
     index = VectorIndex.from_rows(dim, matrix, [i or None for i in ids], live)
-    records, _ = store.journal.read_from(offset)
+    records, _ = journal.read_from(offset)
     changed = {r.id for r in records}
     return index, changed

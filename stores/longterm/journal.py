@@ -7,7 +7,7 @@ the content. It is the store's write-ahead log and its change feed:
 - A writer appends the record *before* it replaces the entry file (write-ahead), so no
   file version ever exists without a record naming it; a crash in between leaves a
   record whose file has an older revision, which the next writer repairs (`REPAIRED`)
-  and every reader converges to (see `stores.memory_store`).
+  and every reader converges to (see `stores.longterm.memory_store`).
 - A reader notices other processes' writes by reading the journal's new lines and
   re-reading just the files they name.
 - The first record a writer appends in one hold of the writer lock carries `first`, so a
@@ -20,6 +20,7 @@ before appending, so a record never glues onto it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 JOURNAL = ("journal.jsonl",)
 MAX_LINE_BYTES = 16_384  # our records are a few hundred bytes; anything longer is garbage
 _BACKWARD_CHUNK = 65_536
+HASHED_BYTES = 4_096  # hashed at the journal's start and just before a cache's offset
 
 
 class JournalAction(StrEnum):
@@ -135,6 +137,22 @@ class Journal:
 
     def size(self) -> int:
         return self._files.size(JOURNAL)
+
+    def marks(self, offset: int) -> dict[str, str]:
+        """Hashes of the journal's first bytes and of the bytes just before `offset`: a
+        journal that still has them is the one a cache written at `offset` was taken from
+        (`stores.longterm.snapshot`, `stores.longterm.vector_pack`)."""
+        head = self._bytes(0, min(offset, HASHED_BYTES))
+        start = max(0, offset - HASHED_BYTES)
+        tail = self._bytes(start, offset - start)
+        return {
+            "head": hashlib.sha256(head).hexdigest(),
+            "tail": hashlib.sha256(tail).hexdigest(),
+            "lengths": f"{len(head)},{len(tail)}",
+        }
+
+    def _bytes(self, start: int, length: int) -> bytes:
+        return self._files.read_from(JOURNAL, start, length) if length > 0 else b""
 
     def read_from(self, offset: int) -> tuple[list[JournalRecord], int]:
         """Complete records from byte `offset` on, and the offset after the last one.

@@ -15,7 +15,7 @@ after the hour).
 
 With an embedding model, a saved value is embedded on a background thread (a save never
 waits) into `working-memory/.embeddings/`, keyed to the value's fingerprint, and search
-ranks with long-term memory's hybrid rule (`stores.fusion.fuse`, with the recency boost
+ranks with long-term memory's hybrid rule (`stores.search.fusion.fuse`, with the recency boost
 on the stored time; there is no importance).
 """
 
@@ -44,11 +44,11 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.bm25 import BM25Index, query_terms, tokenize
-from dreamkeeper.stores.embedding_client import Embedder
 from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
-from dreamkeeper.stores.fusion import fuse
-from dreamkeeper.stores.working_vectors import WorkingVectors
+from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
+from dreamkeeper.stores.search.fusion import fuse
+from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.vectors.working_vectors import WorkingVectors
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class Listing:
         return self.total > len(self.entries)
 
 
-class WorkingMemoryStore:
+class FileWorkingMemoryStore:
     def __init__(
         self,
         data_dir: Path | str,

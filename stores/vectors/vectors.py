@@ -5,7 +5,7 @@ content fingerprint the vector was made from (8 bytes), the model key (4 bytes),
 dimension (uint32 LE) — then the vector as raw float32 little-endian. The header keys
 the vector to the text and the model: after an edit, or with another model, the file is
 stale and never used; a file whose length disagrees with its dimension is ignored. Stale
-or missing vectors are regenerated in the background (`stores.embeddings`).
+or missing vectors are regenerated in the background (`stores.vectors.backfill`).
 
 In memory, `VectorIndex` keeps unit-length rows in one contiguous float32 matrix, so a
 query's cosine against every entry is one matrix-vector product. `EntryVectors` keeps
@@ -25,13 +25,13 @@ import numpy as np
 from dreamkeeper.stores.files import atomic_write_bytes
 
 MAGIC = b"DKV1"
-_HEADER = struct.Struct("<4s8s4sI")
-HEADER_BYTES = _HEADER.size  # 20
+HEADER = struct.Struct("<4s8s4sI")
+HEADER_BYTES = HEADER.size  # 20
 
 
 def encode_vector(vector: np.ndarray, fingerprint: str, model_key: bytes) -> bytes:
     data = np.asarray(vector, dtype="<f4")
-    return _HEADER.pack(MAGIC, bytes.fromhex(fingerprint), model_key, data.size) + data.tobytes()
+    return HEADER.pack(MAGIC, bytes.fromhex(fingerprint), model_key, data.size) + data.tobytes()
 
 
 def decode_vector(
@@ -41,13 +41,26 @@ def decode_vector(
     components, when given); None for anything stale, foreign or malformed."""
     if len(data) < HEADER_BYTES:
         return None
-    magic, made_from, model, size = _HEADER.unpack_from(data)
+    magic, made_from, model, size = HEADER.unpack_from(data)
     if magic != MAGIC or made_from.hex() != fingerprint or model != model_key:
         return None
     if size == 0 or len(data) != HEADER_BYTES + 4 * size or (dim is not None and size != dim):
         return None
     vector = np.frombuffer(data, dtype="<f4", offset=HEADER_BYTES).astype(np.float32)
     return vector if np.isfinite(vector).all() and np.any(vector) else None
+
+
+def decode_any_model(data: bytes, fingerprint: str) -> tuple[bytes, np.ndarray] | None:
+    """The model key and the vector, if it was made from this content by any model (an
+    export carries it to a store whose model may match)."""
+    if len(data) < HEADER_BYTES:
+        return None
+    magic, made_from, model, size = HEADER.unpack_from(data)
+    if magic != MAGIC or made_from.hex() != fingerprint:
+        return None
+    if size == 0 or len(data) != HEADER_BYTES + 4 * size:
+        return None
+    return model, np.frombuffer(data, dtype="<f4", offset=HEADER_BYTES)
 
 
 def vector_path(directory: Path, entry_id: str) -> Path:
@@ -172,6 +185,11 @@ class VectorIndex:
         if query.shape != (self.dim,) or n == 0:
             return np.zeros(0, dtype=np.float32)
         return self._matrix[:n] @ unit(query)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The matrix's rows in use, in `row_keys` order (a view, not a copy)."""
+        return self._matrix[: len(self._ids)]
 
     @property
     def live_rows(self) -> np.ndarray:

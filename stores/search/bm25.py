@@ -27,13 +27,14 @@ import sys
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import snowballstemmer
 
 from dreamkeeper.policies.stopwords import STOPWORDS
+from dreamkeeper.stores.search import packing
 
 K1 = 1.5
 B = 0.75
@@ -221,6 +222,11 @@ class _Grow:
             self._data = grown
         self.size = max(self.size, size)
 
+    def adopt(self, values: np.ndarray) -> None:
+        """Take `values` as the contents, with room to grow."""
+        self._data = np.concatenate([values, np.zeros(64, dtype=values.dtype)])
+        self.size = len(values)
+
     @property
     def view(self) -> np.ndarray:
         return self._data[: self.size]
@@ -273,6 +279,83 @@ class BM25Index:
         # Bumped whenever a key may have moved to another slot: callers caching a mapping
         # onto slots compare it.
         self.generation = getattr(self, "generation", 0) + 1
+
+    # -- the index snapshot's part (`stores.longterm.snapshot`) -----------------------------------
+
+    _COLUMNS = (
+        ("doc_len", np.float64),
+        ("alive", np.bool_),
+        ("live", np.bool_),
+        ("weight", np.float64),
+        ("group", np.int64),
+        ("importance", np.float64),
+        ("stamp", np.float64),
+    )
+
+    def to_sections(self) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """The whole index as named binary sections, and its shape (slot and term counts,
+        the scalar statistics) for `from_sections`."""
+        tokens, token_off = packing.flat(self._tokens_of, "I")
+        post_slots, post_off = packing.flat(self._post_slots, "I")
+        post_tf, _ = packing.flat(self._post_tf, "f")
+        sections = {
+            "slot_keys": packing.strings([k or "" for k in self._key_of]),
+            "tokens": tokens,
+            "token_off": token_off.tobytes(),
+            **{name: getattr(self, f"_{name}").view.tobytes() for name, _ in self._COLUMNS},
+            "token_str": packing.strings(self._token_str),
+            "post_slots": post_slots,
+            "post_tf": post_tf,
+            "post_off": post_off.tobytes(),
+            "df_all": np.asarray(self._df_all, dtype=np.int64).tobytes(),
+            "df_live": np.asarray(self._df_live, dtype=np.int64).tobytes(),
+        }
+        shape = {
+            "slots": len(self._key_of),
+            "terms": len(self._token_str),
+            "scalars": [self._n_all, self._n_live, self._len_all, self._len_live, self._dead],
+        }
+        return sections, shape
+
+    @classmethod
+    def from_sections(
+        cls, section: Callable[[str], memoryview], slots: int, terms: int, scalars: list[int]
+    ) -> BM25Index:
+        """The index `to_sections` wrote; `ValueError` when the sections disagree."""
+
+        def values(name: str, dtype: Any) -> np.ndarray:
+            return np.frombuffer(section(name), dtype=dtype).copy()
+
+        index = cls()
+        keys = packing.split(section("slot_keys"), slots)
+        index._key_of = [k or None for k in keys]
+        index._slot_of = {k: i for i, k in enumerate(keys) if k}
+        tokens_of: list[array | None] = list(
+            packing.ragged(section("tokens"), values("token_off", np.int64), "I", slots)
+        )
+        for i, k in enumerate(keys):
+            if not k:
+                tokens_of[i] = None
+        index._tokens_of = tokens_of
+        index._token_str = packing.split(section("token_str"), terms)
+        index._token_id = {t: i for i, t in enumerate(index._token_str)}
+        if len(index._token_id) != terms:
+            raise ValueError("duplicate terms")
+        post_off = values("post_off", np.int64)
+        index._post_slots = packing.ragged(section("post_slots"), post_off, "I", terms)
+        index._post_tf = packing.ragged(section("post_tf"), post_off, "f", terms)
+        for name, dtype in cls._COLUMNS:
+            column = values(name, dtype)
+            if len(column) != slots:
+                raise ValueError(f"{name} has the wrong length")
+            getattr(index, f"_{name}").adopt(column)
+        index._df_all = values("df_all", np.int64).tolist()
+        index._df_live = values("df_live", np.int64).tolist()
+        if len(index._df_all) != terms or len(index._df_live) != terms:
+            raise ValueError("document frequencies have the wrong length")
+        index._n_all, index._n_live, index._len_all, index._len_live, index._dead = scalars
+        index.generation += 1
+        return index
 
     # -- maintenance -------------------------------------------------------------------
 

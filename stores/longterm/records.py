@@ -1,15 +1,15 @@
 """The store's small records and pure helpers: what a purge, a retirement or a bulk
-write reports, an operation recorded in an entry, a pending change, and how an entry
-becomes a new or imported one. Shared by `memory_store` and its companion modules."""
+write reports, an operation recorded in an entry, and how an entry
+becomes a new or imported one. Backend-neutral: the store contract (`stores.contract`)
+speaks in these."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import (
@@ -21,19 +21,20 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
-from dreamkeeper.stores.entry_files import (
-    Parts,
-)
-from dreamkeeper.stores.journal import JournalAction
-
-if TYPE_CHECKING:
-    from dreamkeeper.stores.memory_store import FileMemoryStore
 
 
 def document_text(entry: MemoryEntry) -> str:
     """What BM25 indexes: content, tags, and the category with / and - as spaces."""
     category = (entry.category or "").replace("/", " ").replace("-", " ")
     return " ".join([entry.content, " ".join(entry.tags), category])
+
+
+@dataclass(frozen=True)
+class StoredVector:
+    """An entry's stored vector and the model (key) that made it."""
+
+    model_key: bytes
+    values: np.ndarray
 
 
 @dataclass
@@ -68,16 +69,6 @@ class AppliedOp:
         return cls(entry_id, action, detail)
 
 
-@dataclass(frozen=True)
-class Change:
-    entry: MemoryEntry  # as it will be on disk, revision included
-    action: JournalAction
-    reason: str | None
-    op: str | None
-    parts: Parts
-    old_parts: Parts | None = None  # a category move: the file to remove afterwards
-
-
 _LEGACY_INTO = re.compile(r"^(?:merged into ([0-9a-f]{12})|enriched into \[([0-9a-f, ]+)\])$")
 
 
@@ -89,13 +80,6 @@ def retired_into(entry: MemoryEntry) -> list[str]:
     if match is None:
         return []
     return [match[1]] if match[1] else [i.strip() for i in match[2].split(",") if i.strip()]
-
-
-@contextmanager
-def reading(store: FileMemoryStore) -> Iterator[None]:
-    """A dry run's view: caught up with the journal, no writer lock taken."""
-    store._ensure_loaded()
-    yield
 
 
 @dataclass

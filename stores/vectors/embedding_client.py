@@ -1,6 +1,6 @@
 """An OpenAI-compatible `/v1/embeddings` client (Ollama, vLLM, llama.cpp server, OpenAI),
 and `embedding_client()`, which picks it or the in-process local model
-(`stores.local_embeddings`).
+(`stores.vectors.local_embeddings`).
 
 Embeddings are an optional improvement, never a dependency: every failure — endpoint
 down, a 4xx, a malformed reply, a vector of the wrong length — means "no vector" for
@@ -16,19 +16,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
 
 import httpx
 import numpy as np
 
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.vectors.embedder import BATCH_SIZE, QUERY_CACHE, RETRIES, Embedder
 
 log = logging.getLogger(__name__)
 
-BATCH_SIZE = 64
-RETRIES = 2
-QUERY_CACHE = 256
 QUERY_BACKOFF_SECONDS = 30.0
 MAX_REPLY_BYTES = (
     256 * 1_048_576
@@ -133,24 +130,6 @@ class EmbeddingClient:
         self._http.close()
 
 
-class Embedder(Protocol):
-    """What the stores need of an embedding backend: `EmbeddingClient` (HTTP) and
-    `LocalEmbeddings` (in-process) both provide it."""
-
-    settings: EmbeddingSettings
-
-    @property
-    def model_key(self) -> bytes: ...
-
-    def embed(
-        self, texts: Sequence[str], *, timeout: float | None = None, retries: int = RETRIES
-    ) -> list[np.ndarray | None]: ...
-
-    def embed_query(self, text: str) -> np.ndarray | None: ...
-
-    def close(self) -> None: ...
-
-
 def embedding_client(settings: EmbeddingSettings) -> Embedder | None:
     """The configured backend — the HTTP endpoint when there is a base URL, else the
     in-process local model when `settings.local` — or None (keyword search only).
@@ -158,7 +137,7 @@ def embedding_client(settings: EmbeddingSettings) -> Embedder | None:
     if settings.base_url:
         return EmbeddingClient(settings)
     if settings.local:
-        from dreamkeeper.stores.local_embeddings import LocalEmbeddings
+        from dreamkeeper.stores.vectors.local_embeddings import LocalEmbeddings
 
         return LocalEmbeddings(settings)
     return None

@@ -6,7 +6,7 @@ result-line format.
 BM25 only: base score × 2 with a query phrase × (0.5 + 0.5 · importance), the
 reference's rule. Hybrid: the candidates are the entries sharing a query term plus those
 whose vector reaches the minimum similarity; both legs score all of them, as evidence in
-nats that adds up, with bounded importance and recency boosts (`stores.fusion`). Entries
+nats that adds up, with bounded importance and recency boosts (`stores.search.fusion`). Entries
 without a current vector still rank by keywords, and with no query vector (endpoint
 down, no model) the search is exactly the BM25 one. Equal scores are ordered by last
 seen (newest first), then content, then id — never by the random id alone.
@@ -28,16 +28,16 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category
-from dreamkeeper.stores.bm25 import BM25Index, query_phrases, query_terms
-from dreamkeeper.stores.fusion import (
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.search.bm25 import BM25Index, query_phrases, query_terms
+from dreamkeeper.stores.search.fusion import (
     IMPORTANCE_SPAN,
     RECENCY_SPAN,
     boosts,
     lexical_evidence,
     semantic_evidence,
 )
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vectors import VectorIndex
+from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
@@ -144,7 +144,7 @@ def _has_tags(entry: MemoryEntry, wanted: list[str]) -> bool:
 
 
 def search(
-    store: FileMemoryStore,
+    store: MemoryStore,
     query: str | None = None,
     *,
     category: str | None = None,
@@ -259,7 +259,7 @@ def _semantic(
 
 
 def _candidates(
-    store: FileMemoryStore,
+    store: MemoryStore,
     index: BM25Index,
     filters: _Filters,
     base: np.ndarray,
@@ -284,7 +284,7 @@ def _candidates(
     return slots
 
 
-def _admitted(store: FileMemoryStore, index: BM25Index, slot: int, filters: _Filters) -> bool:
+def _admitted(store: MemoryStore, index: BM25Index, slot: int, filters: _Filters) -> bool:
     key = index.key_at(slot)
     entry = store.cached(key) if key is not None else None
     return entry is not None and filters.admits(entry)
@@ -324,7 +324,7 @@ def _cut(
 
 
 def _top_hits(
-    store: FileMemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
+    store: MemoryStore, index: BM25Index, slots: np.ndarray, final: np.ndarray, limit: int
 ) -> list[SearchHit]:
     slots, final = _cut(index, slots, final, limit)
     hits = [
@@ -359,7 +359,7 @@ _BOOST_SPREAD = (1 + IMPORTANCE_SPAN / 2) / ((1 - IMPORTANCE_SPAN / 2) * (1 - RE
 
 
 def _hybrid_hits(
-    store: FileMemoryStore,
+    store: MemoryStore,
     index: BM25Index,
     tokens: list[str],
     base: np.ndarray,
@@ -396,7 +396,7 @@ def _hybrid_hits(
 
 
 def _browse(
-    store: FileMemoryStore, filters: _Filters, limit: int, include_archived: bool
+    store: MemoryStore, filters: _Filters, limit: int, include_archived: bool
 ) -> list[SearchHit]:
     entries = [
         e

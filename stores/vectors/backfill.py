@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.embedding_client import BATCH_SIZE, Embedder
-from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.stores.vectors import read_vector
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.vectors.embedder import BATCH_SIZE, Embedder
 
 PROBE_TEXT = "dimension probe"
 DEFAULT_LIMIT = 512
@@ -31,7 +30,7 @@ class EmbedReport:
 
 
 def embed_entries(
-    store: FileMemoryStore,
+    store: MemoryStore,
     client: Embedder,
     ids: Iterable[str] | None = None,
     *,
@@ -55,10 +54,7 @@ def embed_entries(
     for entry in candidates:
         if entry is None or entry.is_archived:
             continue
-        fresh = read_vector(
-            store.embeddings_dir, entry.id, entry.fingerprint, client.model_key, dim
-        )
-        if fresh is not None:
+        if store.stored_vector(entry, client.model_key, dim) is not None:
             report.fresh += 1
         else:
             todo.append(entry)

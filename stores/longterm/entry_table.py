@@ -1,6 +1,6 @@
 """`EntryTable`: a store's entries by id, parsed on first access.
 
-A store opened from an index snapshot (`stores.snapshot`) holds every entry as the
+A store opened from an index snapshot (`stores.longterm.snapshot`) holds every entry as the
 compact JSON the snapshot carried and turns it into a `MemoryEntry` only when something
 reads it: a search touches the few entries it returns, not the 100,000 it indexes.
 Parsing every entry up front was most of a cold open (and a third of its memory).

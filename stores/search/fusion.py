@@ -46,7 +46,7 @@ from datetime import datetime
 
 import numpy as np
 
-from dreamkeeper.stores.bm25 import K1
+from dreamkeeper.stores.search.bm25 import K1
 
 RRF_K = 60
 MAD_TO_SD = 1.4826

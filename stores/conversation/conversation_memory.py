@@ -11,7 +11,7 @@ on its own; its files sit in nested directories (`sessions/session/blazor-sessio
 and `sessions()` lists it back.
 
 Every turn is also appended to the conversation log that preference inference reads
-(`stores.conversation_log`).
+(`stores.conversation.conversation_log`).
 
 Each turn carries its number in the conversation (`n`, from 1). Eviction appends to the
 archive before the session file is replaced; a crash between the two can archive a turn
@@ -34,7 +34,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
 from dreamkeeper.core.validation import require_unicode, validate_agent_id
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.files import (
     append_line,
     atomic_write_text,
@@ -132,7 +132,7 @@ class Conversation:
         return len(self.archived) + len(self.retained)
 
 
-class ConversationMemory:
+class FileConversationStore:
     def __init__(
         self,
         data_dir: Path | str,

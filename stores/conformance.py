@@ -1,0 +1,23 @@
+"""The file backend implements the store contract: each function below only type-checks
+(`scripts/typecheck.sh`, in CI) while the class has every member of its Protocol with
+compatible types. `tests/stores/test_contract.py` checks the same at runtime. A second
+backend adds its own three lines here."""
+
+from __future__ import annotations
+
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+
+def long_term(store: FileMemoryStore) -> MemoryStore:
+    return store
+
+
+def working(store: FileWorkingMemoryStore) -> WorkingMemoryStore:
+    return store
+
+
+def conversations(store: FileConversationStore) -> ConversationStore:
+    return store

@@ -1,0 +1,426 @@
+"""The store contract: what every backend of the three memory tiers provides, and what it
+guarantees. The activities, the agent side and the service speak to a store through these
+Protocols; `FileMemoryStore`, `FileWorkingMemoryStore` and `FileConversationStore` are the
+file backend (one data directory), and any other backend implements the same.
+
+Long-term memory (`MemoryStore`), per agent:
+
+- **Identity.** A store belongs to one agent (`agent_id`) inside one store identity (the
+  data directory's or database's id, `stores.identity`): the worker refuses a caller that
+  names another store id, so two backends never silently serve one agent's memory.
+- **Compare-and-set on revision.** Every entry carries a `revision`, raised by one on each
+  write. `put` writes an entry computed from the revision it carries and refuses
+  (`Conflict`) when the stored entry moved past it: a stale writer never overwrites newer
+  state. `mutate` is the read-modify-write form (the change sees the entry as stored now).
+- **Exactly once by op id.** A write made on behalf of an operation (`put(op=...)`, a
+  fold) records the op id in the entry it changes, atomically with the change;
+  `applied(op)` answers whether (and how) it was applied. A retry asks that, under
+  `writing()`, and never infers "done" from what an entry looks like.
+- **Retire into live replacements.** `retire_into` archives an entry into others only if,
+  inside the same atomic step, every replacement is live and together they carry the
+  entry's specifics; otherwise nothing changes and the reason is returned. Restoring an
+  entry whose replacements are still live is refused unless forced.
+- **Nothing lost by mistake.** Archive keeps the entry (searchable with
+  `include_archived`); only `purge` deletes, and only archives older than the retention
+  that its `keep` rule does not protect.
+- **The change feed.** Every write is recorded in a per-agent feed, in order, at an
+  increasing offset. Every read first catches up with the feed from the offset this
+  instance last read, so a long-lived reader and its in-memory indexes (`index()`,
+  `vectors()`) see every write of every process, and a write never waits for readers.
+  A write that died half way is repaired by the next writer, and readers converge on it.
+- **Writer exclusion.** `writing()` holds the agent's writer lock (re-entrant) across a
+  lookup and the writes that depend on it: no other writer, in any process, comes in
+  between.
+
+Working memory (`WorkingMemoryStore`) is a scratchpad of keys with a TTL, per namespace;
+conversation memory (`ConversationStore`) holds each session's recent turns, its
+out-of-window archive and the conversation log. Both refresh from the shared storage on
+every read, so every process sees the others' writes.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.policies.coverage import Vocabulary
+from dreamkeeper.policies.merge import Fold
+from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import (
+    AppliedOp,
+    BulkReport,
+    NewEntry,
+    PurgeReport,
+    Retirement,
+    StoredVector,
+)
+from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.vectors.vectors import VectorIndex
+from dreamkeeper.stores.working.working_memory import Listing, WorkingEntry
+
+
+class IntentLog(Protocol):
+    """Where a dream cycle records each write's intent (the entry before it) first, so
+    the cycle can be undone (`stores.dream_state.dream_ledger`)."""
+
+    def note(self, step: str, befores: Iterable[tuple[str, MemoryEntry | None]]) -> None: ...
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """One agent's long-term memory (the guarantees are in this module's docstring)."""
+
+    agent_id: str
+    embeddings: Embedder | None  # the embedding model, when one is configured
+
+    def now(self) -> datetime:
+        """The store's clock (UTC)."""
+        ...
+
+    # -- reads (each catches up with the change feed first) ----------------------------
+
+    def get(self, entry_id: str) -> MemoryEntry | None:
+        """The entry, live or archived, or None."""
+        ...
+
+    def cached(self, entry_id: str) -> MemoryEntry | None:
+        """The entry as of the last catch-up, without catching up again (a search walking
+        the hits of the index it has just refreshed)."""
+        ...
+
+    def require(self, entry_id: str) -> MemoryEntry:
+        """The entry, or `NotFound`."""
+        ...
+
+    def entries(self, *, include_archived: bool = False) -> list[MemoryEntry]: ...
+
+    def archived(self) -> list[MemoryEntry]:
+        """Archived entries, most recently archived first."""
+        ...
+
+    def categories(self) -> dict[str, int]:
+        """Live entry counts per category (uncategorized under "")."""
+        ...
+
+    def tags(self) -> list[str]:
+        """The distinct tags of live entries, case-insensitively, sorted."""
+        ...
+
+    def problems(self) -> dict[Path, str]:
+        """What the store skipped as unreadable, and why (empty when all is well)."""
+        ...
+
+    def __len__(self) -> int:
+        """How many live entries."""
+        ...
+
+    def applied(self, op: str) -> AppliedOp | None:
+        """The write that applied operation `op`, or None. Ask it under `writing()` so no
+        other writer can apply it in between."""
+        ...
+
+    def index(self) -> BM25Index:
+        """The BM25 index over every entry (live and archived), current with the feed.
+        Ranking is Dreamkeeper's own, whatever the backend."""
+        ...
+
+    def categories_by_group(self) -> dict[int, str | None]:
+        """The category of each index group id (`BM25Index.groups`)."""
+        ...
+
+    def vectors(self, dim: int) -> VectorIndex | None:
+        """The entries' vectors of `dim` components, current with the feed; None with no
+        embedding model configured."""
+        ...
+
+    def unembedded(self) -> int:
+        """How many live entries have no stored vector (the embedding backfill's backlog)."""
+        ...
+
+    def stored_vector(
+        self, entry: MemoryEntry, model_key: bytes | None = None, dim: int | None = None
+    ) -> StoredVector | None:
+        """The entry's vector if it was made from its current content (by `model_key` and
+        of `dim` components, when given), or None."""
+        ...
+
+    # -- writes ------------------------------------------------------------------------
+
+    def writing(self) -> AbstractContextManager[None]:
+        """Hold the agent's writer lock (re-entrant) across a lookup and its writes."""
+        ...
+
+    def create(
+        self,
+        content: str,
+        *,
+        category: str | None = None,
+        tags: Iterable[str] | None = None,
+        metadata: dict[str, str] | None = None,
+        importance: float = 0.5,
+        entry_id: str | None = None,
+        now: datetime | None = None,
+    ) -> MemoryEntry:
+        """A new entry (revision 1). With an explicit id the call is idempotent: an entry
+        with that id and the same content is returned as it is; other content is a
+        `Conflict`."""
+        ...
+
+    def create_many(
+        self, items: Iterable[NewEntry], *, now: datetime | None = None
+    ) -> list[MemoryEntry]:
+        """`create` for many entries at once, with its guarantees per entry; every item
+        is validated before anything is written."""
+        ...
+
+    def import_entries(self, entries: Iterable[MemoryEntry]) -> BulkReport:
+        """Whole entries from elsewhere, as they are: idempotent by id; an id already here
+        with other content is reported as a conflict and left alone."""
+        ...
+
+    def put(
+        self,
+        entry: MemoryEntry,
+        *,
+        action: JournalAction,
+        reason: str | None = None,
+        op: str | None = None,
+        op_detail: str = "",
+    ) -> MemoryEntry:
+        """Write a whole entry computed from the revision it carries (compare-and-set: a
+        `Conflict` when the stored entry moved past it; revision 0 creates). `op` (with
+        `op_detail`) is recorded in the entry for `applied()`, atomically."""
+        ...
+
+    def update(
+        self,
+        entry_id: str,
+        *,
+        action: JournalAction = JournalAction.UPDATED,
+        reason: str | None = None,
+        **changes: object,
+    ) -> MemoryEntry:
+        """Apply field changes (snake_case names) to the entry as stored now."""
+        ...
+
+    def mutate(
+        self,
+        entry_id: str,
+        change: Callable[[MemoryEntry], MemoryEntry],
+        *,
+        action: JournalAction = JournalAction.UPDATED,
+        reason: str | None = None,
+        op: str | None = None,
+    ) -> MemoryEntry:
+        """Read-modify-write under the writer lock: `change` sees the entry as stored now,
+        including every other process's writes."""
+        ...
+
+    def update_importance(self, entry_id: str, importance: float) -> MemoryEntry: ...
+
+    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
+        """Store the vector made from `fingerprint`'s content; False (nothing written)
+        when the entry is gone or its content changed since."""
+        ...
+
+    # -- an entry's end of life --------------------------------------------------------
+
+    def archive(self, entry_id: str, reason: str, *, now: datetime | None = None) -> MemoryEntry:
+        """Hide an entry from search, keeping it. Archiving twice keeps the first reason."""
+        ...
+
+    def archive_if_unchanged(
+        self,
+        entry_id: str,
+        fingerprint: str,
+        reason: str,
+        *,
+        ledger: IntentLog,
+        now: datetime | None = None,
+    ) -> bool:
+        """Archive the entry unless it changed since it was shown (`fingerprint`), noting
+        the intent in `ledger` first, in one writer-lock hold. True when it is archived
+        for this reason now (a retry finds it already done)."""
+        ...
+
+    def retire_into(
+        self,
+        entry_id: str,
+        into: Iterable[str],
+        *,
+        reason: str,
+        expected_fingerprint: str | None = None,
+        vocabulary: Vocabulary = ...,
+        now: datetime | None = None,
+        check: Callable[[MemoryEntry, list[MemoryEntry]], str | None] | None = None,
+    ) -> Retirement:
+        """Archive `entry_id` into its replacements, atomically, only if each is live and
+        together they cover its specifics (and `check` has no objection); otherwise
+        nothing changes and the result says why. Again into the same ones: a no-op."""
+        ...
+
+    def fold(
+        self,
+        fold: Fold,
+        *,
+        op: str,
+        reason: str,
+        ledger: IntentLog,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Exact duplicates folded into their survivor, exactly once by `op`: the survivor
+        is saved with the group's arithmetic and `op` records the copies it summed; then
+        exactly those copies retire into it (`reason`). A retry of the same op reads the
+        copies from the survivor and never sums twice. Each intent goes to `ledger` first.
+        Returns the copies retired (now or by an earlier attempt)."""
+        ...
+
+    def restore(self, entry_id: str, *, force: bool = False) -> MemoryEntry:
+        """Bring an archived entry back; one retired into still-live replacements is a
+        `Conflict` unless `force`."""
+        ...
+
+    def check_restorable(self, entry_id: str, *, force: bool = False) -> None:
+        """Raise what `restore` would refuse (`NotFound`, `Conflict`), writing nothing."""
+        ...
+
+    def purge(
+        self,
+        retention: timedelta,
+        *,
+        keep: Callable[[MemoryEntry], bool] = ...,
+        now: datetime | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+        dry_run: bool = False,
+        only: Callable[[MemoryEntry], bool] | None = None,
+    ) -> PurgeReport:
+        """Hard-delete entries archived before `now - retention` that `keep` does not
+        protect (and `only` accepts); `dry_run` reports without deleting."""
+        ...
+
+    # -- the store's caches ------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Forget everything held in memory and read the store again from its source."""
+        ...
+
+    def save_snapshot(self) -> bool:
+        """Persist the search index's snapshot, so the next open is fast; False when it
+        could not be (it is a cache: nothing is lost)."""
+        ...
+
+    def approx_bytes(self) -> int:
+        """Roughly what this store holds in memory (the worker's store cache bound)."""
+        ...
+
+
+@runtime_checkable
+class WorkingMemoryStore(Protocol):
+    """One agent's working memory: keys under namespaces (`session/{id}`, `patrol`,
+    `subagent/{name}`, `stash/...`), each with a TTL. Readers see every process's writes;
+    a namespace holds a bounded number of keys."""
+
+    agent_id: str
+
+    def now(self) -> datetime: ...
+
+    def get(self, key: str) -> WorkingEntry | None:
+        """A live entry by full key, from any namespace."""
+        ...
+
+    def list(
+        self,
+        prefix: str | None = None,
+        *,
+        category: str | None = None,
+        tags: builtins.list[str] | None = None,
+        cap: int = ...,
+    ) -> Listing:
+        """Live entries under `prefix`, most recently stored first, at most `cap`."""
+        ...
+
+    def search(
+        self,
+        query: str,
+        prefix: str | None = None,
+        *,
+        category: str | None = None,
+        tags: builtins.list[str] | None = None,
+        limit: int = ...,
+    ) -> builtins.list[tuple[WorkingEntry, float]]:
+        """Ranked live entries under `prefix` (BM25, hybrid with vectors when configured)."""
+        ...
+
+    def save(
+        self,
+        namespace: str,
+        key: str,
+        value: str,
+        *,
+        ttl: timedelta | None = None,
+        background: bool = False,
+        category: str | None = None,
+        tags: builtins.list[str] | None = None,
+    ) -> WorkingEntry:
+        """Store `value` under `key` inside the caller's own `namespace` (a write outside
+        it is refused)."""
+        ...
+
+    def put_stash(
+        self, key: str, value: str, *, ttl: timedelta, tags: builtins.list[str]
+    ) -> WorkingEntry:
+        """The tool-result stash's write: a full stash namespace drops its oldest entry."""
+        ...
+
+    def resolve(self, namespace: str, key: str) -> str:
+        """The full key of `key` as seen from `namespace`."""
+        ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def clear(self, prefix: str | None = None) -> int:
+        """Delete every entry under `prefix` (all with None); how many live ones went."""
+        ...
+
+    def sweep(self) -> int:
+        """Drop expired entries; how many went."""
+        ...
+
+    def wait_for_embeddings(self, timeout: float | None = None) -> None:
+        """Block until vectors queued by this process's saves are written."""
+        ...
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """One agent's conversations: per session the recent turns (a window), the turns
+    evicted from it (the archive) and, for the preference pass, the conversation log."""
+
+    agent_id: str
+
+    def now(self) -> datetime: ...
+
+    def conversation(self, session_id: str) -> Conversation:
+        """The live session's turns (nothing for a new or expired session)."""
+        ...
+
+    def sessions(self, *, include_expired: bool = False) -> list[str]:
+        """Ids of the stored sessions, sorted (live ones only unless `include_expired`)."""
+        ...
+
+    def add_turn(self, session_id: str, role: str, content: str) -> Turn:
+        """Append a turn (numbered in order, never reused) to the session."""
+        ...
+
+    def clear(self, session_id: str) -> None:
+        """End the session: its turns and its archive are discarded."""
+        ...

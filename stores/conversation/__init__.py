@@ -1,0 +1,1 @@
+"""Conversation memory: each session's turns, their archive, the conversation log."""

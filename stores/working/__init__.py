@@ -1,0 +1,1 @@
+"""Working memory: keys with a TTL per namespace."""
