@@ -1,4 +1,4 @@
-"""ApplyDreamPlan and UndoDream (#17).
+"""ApplyDreamPlan and UndoDream.
 
 ApplyDreamPlan applies exactly a dry run's plan: first it reads the revision of every
 entry the plan names (one activity), and any part naming an entry that moved on is
