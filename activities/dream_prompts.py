@@ -16,8 +16,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from dreamkeeper.activities.llm import MalformedLLMOutput, parse_json_reply
-from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.activities.llm import parse_json_reply
+from dreamkeeper.core.errors import InvalidInput, MalformedLLMOutput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS, MAX_TAGS, validate_content, validate_tags
 from dreamkeeper.policies.merge import SUBJECT_TIME, SUBJECT_TIME_END, SUBJECT_TIME_START

@@ -1,4 +1,4 @@
-"""Reversible-dream activities (#17): a plan's revisions, checking and applying a plan's
+"""Reversible-dream activities: a plan's revisions, checking and applying a plan's
 parts, and the recall gate's canaries. Every write records its intent in the cycle's
 ledger first (`stores.dream_state.dream_ledger`), so the cycle can be undone."""
 

@@ -1,4 +1,4 @@
-"""Undoing one dream cycle (#17) from its ledger (`stores.dream_state.dream_ledger`).
+"""Undoing one dream cycle from its ledger (`stores.dream_state.dream_ledger`).
 
 Per entry the cycle wrote: as the cycle left it (its revision is the one the cycle's last
 write produced) → put back as it was before the cycle (an archive restored, importance

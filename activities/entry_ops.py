@@ -9,6 +9,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult
 from dreamkeeper.stores.contract import MemoryStore
@@ -43,7 +44,7 @@ class EntryActivities:
         if importance is None:
             raise ApplicationError(
                 "importance is required",
-                type="InvalidInput",
+                type=InvalidInput.failure_type,
                 non_retryable=True,
                 category=ApplicationErrorCategory.BENIGN,  # a caller's mistake: logged quietly
             )

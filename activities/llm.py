@@ -25,7 +25,12 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.errors import (
+    InvalidInput,
+    LLMRejected,
+    LLMUnavailable,
+    MalformedLLMOutput,
+)
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
@@ -43,18 +48,6 @@ MAX_REPLY_BYTES = 524_288
 MAX_REPLY_DEPTH = 8  # replies nest 4 deep: {"toSave": [{"tags": [...]}]}
 MAX_HTTP_BODY_BYTES = 8 * 1_048_576  # the completion wrapping the reply, escapes and all
 MAX_FACTS_PER_REPLY = 20
-
-
-class LLMRejected(Exception):
-    """The endpoint refused the request (4xx): not retryable."""
-
-
-class MalformedLLMOutput(Exception):
-    """The reply is not what the prompt asked for: not retryable."""
-
-
-class LLMUnavailable(Exception):
-    """5xx or connection trouble: retryable."""
 
 
 async def chat(settings: LLMSettings, messages: list[dict[str, str]]) -> str:
@@ -137,11 +130,12 @@ async def ask_llm(
             raise MalformedLLMOutput(
                 f"{what} reply could not be parsed ({type(exc).__name__})"
             ) from None
-    except (LLMRejected, MalformedLLMOutput) as exc:
-        activity.logger.warning("%s failed for good: %s", what, exc)
-        raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from None
-    except LLMUnavailable as exc:
-        raise ApplicationError(str(exc), type="LLMUnavailable") from None
+    except (LLMRejected, MalformedLLMOutput, LLMUnavailable) as exc:
+        if not exc.retryable:
+            activity.logger.warning("%s failed for good: %s", what, exc)
+        raise ApplicationError(
+            str(exc), type=exc.failure_type, non_retryable=not exc.retryable
+        ) from None
 
 
 def unfence(text: str) -> str:

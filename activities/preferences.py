@@ -18,6 +18,7 @@ from dreamkeeper.core.dream_payloads import (
     InferResult,
     RotateResult,
 )
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.policies.preferences import needs_permission
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog, LoggedTurn
@@ -66,7 +67,7 @@ class PreferenceActivities:
             if path.parent != ConversationLog(store.root).processed:
                 raise ApplicationError(
                     f"{path} is not a rotated log of agent {inp.agent_id}",
-                    type="InvalidInput",
+                    type=InvalidInput.failure_type,
                     non_retryable=True,
                 )
         turns = await asyncio.to_thread(ConversationLog.read, path)

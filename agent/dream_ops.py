@@ -1,4 +1,4 @@
-"""Reversible dreams from a client (#17): a dry run's plan, applying a plan, undoing a
+"""Reversible dreams from a client: a dry run's plan, applying a plan, undoing a
 cycle — each a workflow started by name on the memory client's task queue."""
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ class CycleInput(BaseModel):
 class FoldInput(CycleInput):
     archive_share: float = 0.2
     min_archive_budget: int = 4
-    dry_run: bool = False  # plan the folds, write nothing (#17)
-    cycle_id: str | None = None  # whose ledger records the writes (#17)
+    dry_run: bool = False  # plan the folds, write nothing
+    cycle_id: str | None = None  # whose ledger records the writes
 
 
 class FoldResult(BaseModel):
@@ -194,7 +194,7 @@ class ConsolidationOptions(BaseModel):
     archive_share: float = Field(default=0.2, gt=0.0, le=1.0)
     min_archive_budget: int = Field(default=4, ge=0, le=1_000)
     max_merge_sources: int = Field(default=16, ge=2, le=50)
-    # Reversible dreams (#17): plan only; check each merge's canary queries after it.
+    # Reversible dreams: plan only; check each merge's canary queries after it.
     dry_run: bool = False
     recall_gate: bool = True
     recall_top_k: int = Field(default=5, ge=1, le=50)
@@ -315,7 +315,7 @@ class DreamInput(BaseModel):
     as_of: datetime | None = None
     consolidation: ConsolidationOptions = Field(default_factory=ConsolidationOptions)
     store_id: str | None = None  # the store the cycle is for; None: the worker's
-    dry_run: bool = False  # plan everything, apply nothing: the plan is the result (#17)
+    dry_run: bool = False  # plan everything, apply nothing: the plan is the result
 
 
 class DreamResult(BaseModel):
@@ -326,5 +326,5 @@ class DreamResult(BaseModel):
     preferences: PreferenceResult
     decay: DecayResult
     embeddings: EmbedResult = Field(default_factory=EmbedResult)
-    cycle_id: str | None = None  # the run id `dreamkeeper dream undo` takes (#17)
+    cycle_id: str | None = None  # the run id `dreamkeeper dream undo` takes
     plan: DreamPlan | None = None  # dry runs only

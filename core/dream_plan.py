@@ -1,4 +1,4 @@
-"""Reversible dreams (#17): a dry run's plan, applying a plan, undoing a cycle, and the
+"""Reversible dreams: a dry run's plan, applying a plan, undoing a cycle, and the
 recall gate's canaries — payloads only.
 
 A plan names what a cycle would do, each part with the revisions of the entries it reads

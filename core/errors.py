@@ -8,8 +8,16 @@ maps back with `error_for`).
     ├── NotFound                exit 2   no such memory
     ├── Conflict                exit 2   the write would clobber something unexpected
     │   └── StoreMismatch                two parties on different stores
-    └── Unavailable             exit 1   Temporal, a worker or the disk did not answer
-        └── StoreUnwritable              the data directory refuses writes
+    ├── Unavailable             exit 1   Temporal, a worker or the disk did not answer
+    │   ├── StoreUnwritable              the data directory refuses writes
+    │   └── LLMUnavailable               the LLM endpoint: a 5xx or no connection
+    ├── LLMRejected             exit 1   the LLM endpoint refused the request (a 4xx)
+    └── MalformedLLMOutput      exit 1   the LLM's reply is not what the prompt asked for
+
+A failure type is the `type` of the ApplicationError an activity raises, recorded in
+workflow histories and matched by the retry policies' non-retryable lists
+(`NON_RETRYABLE_TYPES`, `LLM_NON_RETRYABLE_TYPES`): renaming one changes what running
+workflows and committed histories mean, so each is spelt once, here.
 """
 
 from __future__ import annotations
@@ -68,11 +76,37 @@ class StoreUnwritable(Unavailable):
     failure_type = "StoreUnwritable"
 
 
-_BY_FAILURE_TYPE = {
-    cls.failure_type: cls
-    for cls in (InvalidInput, NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable)
-}
-NON_RETRYABLE_TYPES = [t for t, cls in _BY_FAILURE_TYPE.items() if not cls.retryable]
+class LLMUnavailable(Unavailable):
+    """The LLM endpoint answered 5xx or not at all: retried, within the step's policy."""
+
+    failure_type = "LLMUnavailable"
+
+
+class LLMRejected(DreamkeeperError):
+    """The LLM endpoint refused the request (4xx), or none is configured: asking again
+    gets the same answer."""
+
+    failure_type = "LLMRejected"
+
+
+class MalformedLLMOutput(DreamkeeperError):
+    """The reply is not what the prompt asked for (too big, too deep, not JSON, the wrong
+    shape): parsing is deterministic, so asking again for the same reply cannot help."""
+
+    failure_type = "MalformedLLMOutput"
+
+
+_STORE_ERRORS = (InvalidInput, NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable)
+_LLM_ERRORS = (LLMRejected, MalformedLLMOutput, LLMUnavailable)
+_BY_FAILURE_TYPE = {cls.failure_type: cls for cls in (*_STORE_ERRORS, *_LLM_ERRORS)}
+# What a store step never retries (an LLM failure never comes out of one).
+NON_RETRYABLE_TYPES = [cls.failure_type for cls in _STORE_ERRORS if not cls.retryable]
+# What an LLM step never retries: the endpoint's refusals and unusable replies, and the
+# store's own (an LLM step reads and writes the store too).
+LLM_NON_RETRYABLE_TYPES = [
+    *(cls.failure_type for cls in _LLM_ERRORS if not cls.retryable),
+    *NON_RETRYABLE_TYPES,
+]
 
 
 def error_for(failure_type: str | None, message: str) -> DreamkeeperError | None:

@@ -33,7 +33,7 @@ class PurgeInput(BaseModel):
     store_id: str | None = None
     retention_days: float | None = None  # None: the worker's configured retention
     as_of: datetime | None = None  # None: workflow.now()
-    dry_run: bool = False  # report what would be purged, delete nothing (#17)
+    dry_run: bool = False  # report what would be purged, delete nothing
 
 
 class PurgeResult(BaseModel):
@@ -50,7 +50,7 @@ class DecayInput(BaseModel):
     agent_id: str
     store_id: str | None = None
     as_of: datetime | None = None  # None: workflow.now()
-    dry_run: bool = False  # plan the decay, write nothing (#17)
+    dry_run: bool = False  # plan the decay, write nothing
     cycle_id: str | None = None  # the dream cycle whose ledger records the writes
     exclude: list[str] = Field(default_factory=list)  # dry runs: planned to be archived
 

@@ -1,4 +1,4 @@
-"""The recall gate's pure decisions (#17): which terms make a source's canary query and
+"""The recall gate's pure decisions: which terms make a source's canary query and
 whether a hit carries them.
 
 Coverage (`policies.coverage`) checks that a merge keeps every *specific* of its sources

@@ -1,4 +1,4 @@
-"""One regression test for each bug the hostile-input work found (issue #12)."""
+"""One regression test for each bug the hostile-input fuzzer (tests/harness/hostile) found."""
 
 from __future__ import annotations
 

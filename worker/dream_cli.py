@@ -1,5 +1,5 @@
 """`dreamkeeper dream`: run a cycle, preview it (`--dry-run`, a readable diff or
-`--json`), apply a saved plan (`--apply PLAN`), undo a cycle (`dream undo RUN_ID`) (#17).
+`--json`), apply a saved plan (`--apply PLAN`), undo a cycle (`dream undo RUN_ID`).
 """
 
 from __future__ import annotations

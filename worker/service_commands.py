@@ -1,4 +1,4 @@
-"""The `dreamkeeper` subcommands of the memory service (#16): serve, mcp, export, import;
+"""The `dreamkeeper` subcommands of the memory service: serve, mcp, export, import;
 and the service settings the CLI's --url, --host and --port override."""
 
 from __future__ import annotations

@@ -69,7 +69,17 @@ class Proposals:
 
 @workflow.defn(name=names.CONSOLIDATION)
 class Consolidation:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: ConsolidationInput) -> None:
+        # Everything a step or a handler reads exists before either runs (an approval
+        # can arrive with the start). `now()` here is the first task's time, as in `run`.
+        self._inp = inp
+        self._as_of = inp.as_of or workflow.now()
+        self._dry = inp.dry_run
+        self._cycle = inp.cycle_id or workflow.info().run_id
+        self._res = ConsolidationResult(agent_id=inp.agent_id, as_of=self._as_of)
+        self._res.cycle_id = self._cycle
+        self._plan = DreamPlan(agent_id=inp.agent_id, as_of=self._as_of)
         self._budget = 0  # archives this cycle may still make
         self._unstamped: set[str] = set()  # shown, but left for a later cycle
         self._recall = RecallGate()
@@ -99,13 +109,6 @@ class Consolidation:
 
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
-        self._inp = inp
-        self._as_of = inp.as_of or workflow.now()
-        self._dry = inp.dry_run
-        self._cycle = inp.cycle_id or workflow.info().run_id
-        self._res = ConsolidationResult(agent_id=inp.agent_id, as_of=self._as_of)
-        self._res.cycle_id = self._cycle
-        self._plan = DreamPlan(agent_id=inp.agent_id, as_of=self._as_of)
         await self._fold()
         gate = await self._gate()
         if gate is None:

@@ -1,4 +1,4 @@
-"""Approval of a cycle's risky changes (#17), as the consolidation workflow runs it.
+"""Approval of a cycle's risky changes, as the consolidation workflow runs it.
 
 With `approval=risky`, merges that would archive a high-value source, merges of at least
 `risky_sources` sources, and the prunes when there are more than `risky_prunes` of them

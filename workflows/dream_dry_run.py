@@ -1,4 +1,4 @@
-"""A dream cycle's dry run (#17): purge selection, folding, gating, the LLM's proposals,
+"""A dream cycle's dry run: purge selection, folding, gating, the LLM's proposals,
 validation and repair, prune rules and decay — each pass deciding exactly as it would,
 none of them writing. The embedding backfill (it writes vectors) and preference
 inference (it rotates the conversation log and saves) are not run: the plan says so.

@@ -1,4 +1,4 @@
-"""The recall gate (#17), as the consolidation workflow runs it: canary queries recorded
+"""The recall gate, as the consolidation workflow runs it: canary queries recorded
 for every source a merge is about to retire, checked once the merges are applied; a merge
 whose canary no longer finds a live entry carrying that source's terms is undone (merged
 entry archived, sources restored) and recorded as `rejected: recall regression`.

@@ -1,4 +1,4 @@
-"""ApplyDreamPlan and UndoDream (#17).
+"""ApplyDreamPlan and UndoDream.
 
 ApplyDreamPlan applies exactly a dry run's plan: first it reads the revision of every
 entry the plan names (one activity), and any part naming an entry that moved on is
@@ -45,13 +45,14 @@ class ApplyDreamPlan:
     """One method per step, in the cycle's order; each refuses the parts of the plan
     whose entries moved on since it was made (`self.changed`)."""
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, inp: ApplyPlanInput) -> None:
+        self.plan, self.cycle = inp.plan, workflow.info().run_id
+        self.res = ApplyPlanResult(agent_id=self.plan.agent_id, cycle_id=self.cycle)
         self.changed: dict[str, str] = {}
 
     @workflow.run
     async def run(self, inp: ApplyPlanInput) -> ApplyPlanResult:
-        self.plan, self.cycle = inp.plan, workflow.info().run_id
-        self.res = ApplyPlanResult(agent_id=self.plan.agent_id, cycle_id=self.cycle)
         await self._check_revisions()
         await self._apply_folds()
         for merge in self.plan.merges:

@@ -1,4 +1,4 @@
-"""A dry run's plan (#17): built from what the cycle decided, completed with the
+"""A dry run's plan: built from what the cycle decided, completed with the
 revisions of every entry it names (one read-only activity), so applying it later can
 refuse any part whose entries moved on."""
 

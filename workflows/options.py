@@ -13,7 +13,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-from dreamkeeper.core.errors import NON_RETRYABLE_TYPES
+from dreamkeeper.core.errors import LLM_NON_RETRYABLE_TYPES, NON_RETRYABLE_TYPES
 
 NON_RETRYABLE = NON_RETRYABLE_TYPES
 HEARTBEAT = timedelta(seconds=10)
@@ -29,7 +29,7 @@ LLM_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=1),
     maximum_attempts=6,
-    non_retryable_error_types=["LLMRejected", "MalformedLLMOutput", *NON_RETRYABLE],
+    non_retryable_error_types=LLM_NON_RETRYABLE_TYPES,
 )
 
 # One store write or lookup: an entry, a fact, a retirement.

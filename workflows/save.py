@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-SKIP_IDLE_STEPS = "save-skips-idle-steps"  # workflow.patched id (#18)
+SKIP_IDLE_STEPS = "save-skips-idle-steps"  # a workflow.patched id: histories carry it
 ALREADY_SAVED = "already saved by an earlier run"
 
 

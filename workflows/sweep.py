@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.workflows.options import STORE_STEP, with_summary
 
 
-PACED = "sweep-paced"  # workflow.patched id: bounded parallelism (#18)
+PACED = "sweep-paced"  # a workflow.patched id (histories carry it): bounded parallelism
 
 
 @workflow.defn(name=names.DREAM_SWEEP)

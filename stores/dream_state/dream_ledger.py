@@ -1,4 +1,4 @@
-"""The record one dream cycle keeps of what it changed, for `UndoDream` (#17).
+"""The record one dream cycle keeps of what it changed, for `UndoDream`.
 
 `{agent root}/dreams/{cycle_id}.jsonl`: one line per write a cycle's activity is about to
 make, appended *before* the write (write-ahead, like the journal): the entry id and the

@@ -1,4 +1,4 @@
-"""An agent's own dream settings (#17): `{agent root}/consolidation/dream-settings.json`.
+"""An agent's own dream settings: `{agent root}/consolidation/dream-settings.json`.
 
 Today one: `approval` (off | risky | all), which every cycle of that agent uses — the
 scheduled sweep's too — unless the cycle's options ask for approval themselves. Read

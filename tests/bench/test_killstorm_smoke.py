@@ -1,6 +1,6 @@
 """The kill-storm harness end to end with tiny parameters: its own dev server, chaos LLM
 and worker subprocess, three SIGKILLs, then the audit table. It asserts that the run
-happened and reported, not that the targets hold (issue #11 tracks those)."""
+happened and reported, not that the targets hold (the full-size run does: docs/benchmarks.md)."""
 
 from __future__ import annotations
 

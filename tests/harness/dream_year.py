@@ -94,7 +94,7 @@ class YearReport:
     failed_batches: int = 0
     seconds: float = 0.0
     adversary: dict[str, int] = field(default_factory=dict)
-    # The recall gate (#17): merges that passed coverage, by the adversary's label.
+    # The recall gate: merges that passed coverage, by the adversary's label.
     gate_kept: Counter = field(default_factory=Counter)
     gate_undone: Counter = field(default_factory=Counter)
     gate_seconds: float = 0.0

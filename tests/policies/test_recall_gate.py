@@ -1,4 +1,4 @@
-"""The recall gate's pure rules (#17): canary terms, and what carries them."""
+"""The recall gate's pure rules: canary terms, and what carries them."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ tests (`tests/replay/test_replay.py`).
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
 enriched save and a duplicate one, archive, restore, re-score, a search on the worker, a
 full dream cycle (purge, consolidation with a merge and a prune, preferences, decay), its
-undo, a dry run, applying its plan and undoing that, a consolidation waiting on approval
-(#17), and a paced sweep — then writes each
+undo, a dry run, applying its plan and undoing that, a consolidation waiting on approval,
+and a paced sweep — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -172,7 +172,7 @@ async def capture(label: str) -> dict[str, int]:
 
 
 async def reversible(client: Client, queue: str, dream: DreamResult) -> None:
-    """#17: undo the cycle, preview the next (dry run), apply that plan, undo it, and a
+    """Reversible dreams: undo the cycle, preview the next (dry run), apply that plan, undo it, and a
     consolidation whose risky changes wait for an approval that never comes."""
     assert dream.cycle_id is not None
     await client.execute_workflow(

@@ -1,4 +1,4 @@
-"""Approval over HTTP (#17): a real `dreamkeeper serve` with the scripted LLM; the agent's
+"""Approval over HTTP: a real `dreamkeeper serve` with the scripted LLM; the agent's
 own setting makes its cycle wait; a rejected merge is never applied, an approved one is."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The per-cycle ledger undo reads (#17): intents before writes, read defensively."""
+"""The per-cycle ledger undo reads: intents before writes, read defensively."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`dreamkeeper dream --apply PLAN` reads only a dream plan (#17): anything else is bad
+"""`dreamkeeper dream --apply PLAN` reads only a dream plan: anything else is bad
 input (exit 2), never a partial plan."""
 
 from __future__ import annotations

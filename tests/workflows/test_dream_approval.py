@@ -1,4 +1,4 @@
-"""Approval of a dream's risky changes (#17): an unapproved risky merge is never applied
+"""Approval of a dream's risky changes: an unapproved risky merge is never applied
 (rejected, or timed out and dropped); what is not risky applies as before."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`dreamkeeper dream` through a real worker (#17): a dry run's diff and JSON plan,
+"""`dreamkeeper dream` through a real worker: a dry run's diff and JSON plan,
 applying that plan, undoing the run it made; deciding a waiting cycle's risky changes."""
 
 from __future__ import annotations

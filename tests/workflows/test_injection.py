@@ -1,4 +1,4 @@
-"""An LLM that obeys instructions hidden in a memory (invariant 16, issue #12).
+"""An LLM that obeys instructions hidden in a memory (invariant 16 of docs/design.md).
 
 The scripted LLM below does what the injected text says: prune every entry, merge the
 rest into one line, and when asked to repair, paste the missing specifics after junk.

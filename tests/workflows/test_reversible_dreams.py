@@ -1,4 +1,4 @@
-"""Reversible dreams (#17) end to end: dry run, applying a plan, undo, the recall gate.
+"""Reversible dreams end to end: dry run, applying a plan, undo, the recall gate.
 
 Real worker, real dev server, the scripted LLM over HTTP: each test seeds a store with
 known ids and scripts the LLM's replies (the same replies for a dry run and the real run

@@ -1,4 +1,4 @@
-"""Approval of a dream cycle's risky changes over HTTP (#17): what waits, approve, reject.
+"""Approval of a dream cycle's risky changes over HTTP: what waits, approve, reject.
 
 They address the `Consolidation` step of the agent's cycle (`dream-{agent}-consolidation`,
 the one `POST /v1/agents/{agent}/dream` and the schedule start); its workflow updates
