@@ -18,8 +18,8 @@ import asyncio
 import hashlib
 import logging
 import uuid
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, Unpack
 
 from temporalio.client import (
     Client,
@@ -38,13 +38,23 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from dreamkeeper.agent import dream_ops
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
 from dreamkeeper.client.codec import missing_key_note
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core import names
+from dreamkeeper.core.agent_api import (
+    SaveOptions,
+    SearchFilters,
+    SearchHit,
+    SearchOptions,
+    require_known,
+    wire_filters,
+)
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
+from dreamkeeper.core.dream_plan import ApplyPlanResult, DreamPlan, UndoResult
 from dreamkeeper.core.errors import (
     Conflict,
     InvalidInput,
@@ -52,6 +62,7 @@ from dreamkeeper.core.errors import (
     Unavailable,
     error_for,
 )
+from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import (
     EntryOpInput,
     EntryOpResult,
@@ -83,7 +94,7 @@ from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingM
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.identity import StoreIdentity, read_identity
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.search.query import DEFAULT_LIMIT, SearchHit, search
+from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
@@ -255,58 +266,31 @@ class MemoryClient:
         return self._conversations[agent_id]
 
     def search_memory(
-        self,
-        agent_id: str,
-        query: str | None = None,
-        *,
-        category: str | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, str] | None = None,
-        created_after: datetime | str | None = None,
-        created_before: datetime | str | None = None,
-        limit: int = DEFAULT_LIMIT,
+        self, agent_id: str, query: str | None = None, **filters: Unpack[SearchOptions]
     ) -> list[SearchHit]:
-        """Both created bounds are inclusive (ISO 8601 text or datetimes; naive is UTC);
-        `metadata` keeps entries holding every key with exactly that value."""
-        return search(
-            self.store(agent_id),
-            query,
-            category=category,
-            tags=tags,
-            metadata=metadata,
-            limit=limit,
-            created_after=created_after,
-            created_before=created_before,
-        )
+        """The filters are `core.agent_api.SearchOptions` (category, tags, metadata,
+        created bounds, limit, include_archived)."""
+        require_known(dict(filters), SearchOptions)
+        return search(self.store(agent_id), query, **filters)
+
+    def get_memory(self, agent_id: str, entry_id: str) -> MemoryEntry:
+        """The entry, live or archived (`NotFound` if neither)."""
+        return self.store(agent_id).require(validate_entry_id(entry_id))
+
+    def archived(self, agent_id: str) -> list[MemoryEntry]:
+        return self.store(agent_id).archived()
 
     async def search_on_worker(
-        self,
-        agent_id: str,
-        query: str | None = None,
-        *,
-        category: str | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, str] | None = None,
-        created_after: str | None = None,
-        created_before: str | None = None,
-        limit: int = DEFAULT_LIMIT,
+        self, agent_id: str, query: str | None = None, **filters: Unpack[SearchFilters]
     ) -> SearchOutput:
         """`search_memory`, run by the worker that owns the agent (SearchMemory): for a
         client without the agent's files, as in a sharded deployment. The result names
-        the store that served it."""
+        the store that served it (live entries only: the workflow reads no archive)."""
         validate_agent_id(agent_id)
+        require_known(dict(filters), SearchFilters)
         return await self.client.execute_workflow(
             names.SEARCH_MEMORY,
-            SearchInput(
-                agent_id=agent_id,
-                query=query,
-                category=category,
-                tags=tags,
-                metadata=metadata,
-                created_after=created_after,
-                created_before=created_before,
-                limit=limit,
-            ),
+            SearchInput(agent_id=agent_id, query=query, **wire_filters(filters)),
             id=f"search-{agent_id}-{uuid.uuid4().hex[:12]}",
             task_queue=self.queue_for(agent_id),
             result_type=SearchOutput,
@@ -362,21 +346,16 @@ class MemoryClient:
         return await self._entry_op(names.UPDATE_MEMORY_IMPORTANCE, "importance", inp)
 
     async def save_memory(
-        self,
-        agent_id: str,
-        content: str,
-        *,
-        category: str | None = None,
-        tags: list[str] | None = None,
-        source: str | None = None,
-        importance: float = 0.5,
-        entry_id: str | None = None,
-        idempotency_key: str | None = None,
+        self, agent_id: str, content: str, **options: Unpack[SaveOptions]
     ) -> SaveAck:
         """Returns once the raw original is durable (and searchable); enrichment and
         dedup go on in the SaveMemory workflow. Calling again with the same `entry_id`
-        (or `idempotency_key`) is safe: it returns the same entry, saved once."""
+        (or `idempotency_key`) is safe: it returns the same entry, saved once. The
+        options are `core.agent_api.SaveOptions`."""
         validate_agent_id(agent_id)
+        require_known(dict(options), SaveOptions)
+        entry_id = options.get("entry_id")
+        idempotency_key = options.get("idempotency_key")
         if entry_id is not None and idempotency_key is not None:
             raise InvalidInput("give entry_id or idempotency_key, not both")
         if idempotency_key is not None:
@@ -387,10 +366,10 @@ class MemoryClient:
             agent_id=agent_id,
             entry_id=validate_entry_id(entry_id) if entry_id is not None else new_entry_id(),
             content=validate_content(content),
-            category=validate_category(category),
-            tags=validate_tags(tags),
-            source=source,
-            importance=validate_importance(importance),
+            category=validate_category(options.get("category")),
+            tags=validate_tags(options.get("tags")),
+            source=options.get("source"),
+            importance=validate_importance(options.get("importance", 0.5)),
             store_id=self.store_id,
         )
         return await self._save(inp)
@@ -540,3 +519,13 @@ class MemoryClient:
     async def run_dream(self, agent_id: str) -> DreamResult:
         """Run (or join) the agent's dream cycle and wait for its result."""
         return await (await self.start_dream(agent_id)).result()
+
+    async def dry_run_dream(self, agent_id: str) -> DreamResult:
+        """Everything a cycle would do, applied nowhere: the result's `plan`."""
+        return await dream_ops.dry_run(self, agent_id)
+
+    async def apply_dream_plan(self, plan: DreamPlan) -> ApplyPlanResult:
+        return await dream_ops.apply_plan(self, plan)
+
+    async def undo_dream(self, agent_id: str, run_id: str) -> UndoResult:
+        return await dream_ops.undo(self, agent_id, run_id)

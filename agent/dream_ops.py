@@ -1,9 +1,12 @@
-"""Reversible dreams from a client: a dry run's plan, applying a plan, undoing a
-cycle — each a workflow started by name on the memory client's task queue."""
+"""Reversible dreams from a client: a dry run's plan, applying a plan, undoing a cycle —
+each a workflow started by name on the memory client's task queue. An agent calls them
+as `me.dream(dry_run=True)`, `me.apply_plan(plan)` and `me.undo_dream(run_id)` (or the
+client's `dry_run_dream`, `apply_dream_plan` and `undo_dream`)."""
 
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.core import names
@@ -19,12 +22,15 @@ from dreamkeeper.core.dream_plan import (
 )
 from dreamkeeper.core.validation import validate_agent_id
 
+if TYPE_CHECKING:
+    from dreamkeeper.agent.client import MemoryClient
+
 
 def _suffix() -> str:
     return uuid.uuid4().hex[:8]
 
 
-async def dry_run(memory, agent_id: str) -> DreamResult:
+async def dry_run(memory: MemoryClient, agent_id: str) -> DreamResult:
     """Everything a cycle would do, applied nowhere: the result's `plan`."""
     validate_agent_id(agent_id)
     return await memory.client.execute_workflow(
@@ -39,7 +45,7 @@ async def dry_run(memory, agent_id: str) -> DreamResult:
     )
 
 
-async def apply_plan(memory, plan: DreamPlan) -> ApplyPlanResult:
+async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
     validate_agent_id(plan.agent_id)
     return await memory.client.execute_workflow(
         names.APPLY_DREAM_PLAN,
@@ -53,7 +59,7 @@ async def apply_plan(memory, plan: DreamPlan) -> ApplyPlanResult:
     )
 
 
-async def undo(memory, agent_id: str, cycle_id: str) -> UndoResult:
+async def undo(memory: MemoryClient, agent_id: str, cycle_id: str) -> UndoResult:
     validate_agent_id(agent_id)
     return await memory.client.execute_workflow(
         names.UNDO_DREAM,
@@ -73,12 +79,14 @@ def consolidation_workflow_id(agent_id: str) -> str:
     return f"{names.dream_workflow_id(agent_id)}-consolidation"
 
 
-async def pending(memory, workflow_id: str) -> ApprovalState:
+async def pending(memory: MemoryClient, workflow_id: str) -> ApprovalState:
     handle = memory.client.get_workflow_handle(workflow_id)
     return await handle.query("pending", result_type=ApprovalState)
 
 
-async def decide(memory, workflow_id: str, keys: list[str], *, approve: bool) -> ApprovalState:
+async def decide(
+    memory: MemoryClient, workflow_id: str, keys: list[str], *, approve: bool
+) -> ApprovalState:
     handle = memory.client.get_workflow_handle(workflow_id)
     return await handle.execute_update(
         "approve" if approve else "reject",

@@ -1,5 +1,7 @@
-"""`AgentMemory`: one agent's memory, bound — `memory.agent("a1")` — so an agent loop
-never repeats its id, and gets its context builder and tools wired to the same stores.
+"""`AgentMemory`: one agent's memory on the local `MemoryClient`, bound —
+`memory.agent("a1")` — so an agent loop never repeats its id, and gets its context
+builder and tools wired to the same stores. Its calls are `agent.api.AgentHandle`'s
+(the remote client's handle has the same); the stores are local only.
 
     memory = await MemoryClient.connect()
     me = memory.agent("a1")
@@ -12,26 +14,23 @@ never repeats its id, and gets its context builder and tools wired to the same s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dreamkeeper.agent.api import BoundAgent
 from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.stash import ToolResultStash
 from dreamkeeper.agent.tools import MemoryTools
-from dreamkeeper.core.dream_payloads import DreamResult
-from dreamkeeper.core.payloads import EntryOpResult, SaveAck
-from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search.query import SearchHit
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.client import MemoryClient
 
 
-class AgentMemory:
+class AgentMemory(BoundAgent):
     def __init__(self, client: MemoryClient, agent_id: str) -> None:
+        super().__init__(client, agent_id)
         self.client = client
-        self.agent_id = validate_agent_id(agent_id)
         self._context: ContextBuilder | None = None
 
     @property
@@ -66,23 +65,3 @@ class AgentMemory:
             writer=self.client,
             stash=stash,
         )
-
-    async def save(self, content: str, **options: Any) -> SaveAck:
-        """`MemoryClient.save_memory` for this agent (category, tags, source, importance,
-        entry_id or idempotency_key)."""
-        return await self.client.save_memory(self.agent_id, content, **options)
-
-    def search(self, query: str | None = None, **filters: Any) -> list[SearchHit]:
-        return self.client.search_memory(self.agent_id, query, **filters)
-
-    async def delete(self, entry_id: str) -> EntryOpResult:
-        return await self.client.delete_memory(self.agent_id, entry_id)
-
-    async def restore(self, entry_id: str, *, force: bool = False) -> EntryOpResult:
-        return await self.client.restore_memory(self.agent_id, entry_id, force=force)
-
-    async def set_importance(self, entry_id: str, importance: float) -> EntryOpResult:
-        return await self.client.update_memory_importance(self.agent_id, entry_id, importance)
-
-    async def dream(self) -> DreamResult:
-        return await self.client.run_dream(self.agent_id)

@@ -1,15 +1,14 @@
 """`RemoteMemoryClient`: `MemoryClient`'s methods against a `dreamkeeper serve` over HTTP,
 for an agent in another container, on another host, or without the data volume. Same
 names, arguments and results (`search_memory` → `SearchHit`s, `save_memory` → `SaveAck`
-once durable, ...) and the same errors: the server's problem JSON carries the
-`core.errors` category, raised here as that exception.
+once durable, ...; both implement `agent.api.MemoryBackend`) and the same errors: the
+server's problem JSON carries the `core.errors` category, raised here as that exception.
+A call the service has no route for (a dream's dry run, applying a plan, undo) raises
+`LocalClientRequired`.
 
-An agent moves between same-host and remote by configuration only:
-
-    memory = await connect_memory()      # DREAMKEEPER_URL set: remote; unset: local
-    me = memory.agent("a1")
-    await me.save("User lives in Chicago", category="user/location", source="user")
-    hits = me.search("where does the user live")
+It needs only the core and httpx: an agent that talks to a serve loads no store, no
+search index and no Temporal (an import contract in pyproject.toml keeps it so).
+`agent.connect.connect_memory` picks this client or the local one by configuration.
 
 Reads are synchronous (as the local client's, which reads files); writes are async.
 """
@@ -17,13 +16,20 @@ Reads are synchronous (as the local client's, which reads files); writes are asy
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import httpx
 
+from dreamkeeper.agent.api import BoundAgent, LocalClientRequired
 from dreamkeeper.agent.session import SessionContext
-from dreamkeeper.agent.tools import tool_specs
+from dreamkeeper.agent.tool_args import tool_specs
+from dreamkeeper.core.agent_api import (
+    SaveOptions,
+    SearchHit,
+    SearchOptions,
+    require_known,
+    wire_filters,
+)
 from dreamkeeper.core.api import (
     ContextResponse,
     DreamStarted,
@@ -33,13 +39,12 @@ from dreamkeeper.core.api import (
     ToolResult,
 )
 from dreamkeeper.core.dream_payloads import DreamResult
-from dreamkeeper.core.dream_plan import ApprovalState
+from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, Unavailable, error_for
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.search.query import DEFAULT_LIMIT, SearchHit
 
 DEFAULT_TIMEOUT = 60.0  # a save waits for the worker (the server's own save timeout)
 
@@ -60,10 +65,6 @@ def _error(response: httpx.Response) -> DreamkeeperError:
     return InvalidInput(
         f"the memory service refused the request ({response.status_code}): {detail}"
     )
-
-
-def _iso(value: datetime | str | None) -> str | None:
-    return value.isoformat() if isinstance(value, datetime) else value
 
 
 class RemoteMemoryClient:
@@ -136,28 +137,10 @@ class RemoteMemoryClient:
     # -- reads -------------------------------------------------------------------------
 
     def search_memory(
-        self,
-        agent_id: str,
-        query: str | None = None,
-        *,
-        category: str | None = None,
-        tags: list[str] | None = None,
-        metadata: dict[str, str] | None = None,
-        created_after: datetime | str | None = None,
-        created_before: datetime | str | None = None,
-        limit: int = DEFAULT_LIMIT,
-        include_archived: bool = False,
+        self, agent_id: str, query: str | None = None, **filters: Unpack[SearchOptions]
     ) -> list[SearchHit]:
-        body = {
-            "query": query,
-            "category": category,
-            "tags": tags or [],
-            "metadata": metadata or {},
-            "created_after": _iso(created_after),
-            "created_before": _iso(created_before),
-            "limit": limit,
-            "include_archived": include_archived,
-        }
+        require_known(dict(filters), SearchOptions)
+        body = {"query": query, **wire_filters(filters)}
         found = SearchResponse.model_validate(
             self._request("POST", self._path(agent_id, "/search"), json=body)
         )
@@ -181,26 +164,10 @@ class RemoteMemoryClient:
     # -- writes (through the server's workflows) ----------------------------------------
 
     async def save_memory(
-        self,
-        agent_id: str,
-        content: str,
-        *,
-        category: str | None = None,
-        tags: list[str] | None = None,
-        source: str | None = None,
-        importance: float = 0.5,
-        entry_id: str | None = None,
-        idempotency_key: str | None = None,
+        self, agent_id: str, content: str, **options: Unpack[SaveOptions]
     ) -> SaveAck:
-        body = {
-            "content": content,
-            "category": category,
-            "tags": tags,
-            "source": source,
-            "importance": importance,
-            "entry_id": entry_id,
-            "idempotency_key": idempotency_key,
-        }
+        require_known(dict(options), SaveOptions)
+        body = {"content": content, **options}
         data = await self._arequest("POST", self._path(agent_id, "/memories"), json=body)
         return SaveAck.model_validate(data)
 
@@ -245,6 +212,24 @@ class RemoteMemoryClient:
             if status.status not in ("RUNNING", "NONE"):
                 raise Unavailable(f"dream cycle {status.workflow_id} ended {status.status}")
             await asyncio.sleep(poll)
+
+    def _no_route(self, call: str) -> LocalClientRequired:
+        return LocalClientRequired(
+            f"{call} needs a local MemoryClient: the memory service at {self.url} has no "
+            "route for it. Run it where the worker's data directory is (connect without "
+            "DREAMKEEPER_URL), or with `dreamkeeper dream` there"
+        )
+
+    async def dry_run_dream(self, agent_id: str) -> DreamResult:
+        validate_agent_id(agent_id)
+        raise self._no_route("dream(dry_run=True)")
+
+    async def apply_dream_plan(self, plan: DreamPlan) -> ApplyPlanResult:
+        raise self._no_route("apply_plan(plan)")
+
+    async def undo_dream(self, agent_id: str, run_id: str) -> UndoResult:
+        validate_agent_id(agent_id)
+        raise self._no_route("undo_dream(run_id)")
 
     async def dream_approval(
         self, agent_id: str, action: Literal["pending", "approve", "reject"], keys: list[str]
@@ -295,41 +280,12 @@ class RemoteMemoryTools:
             return f"Error: {exc}; nothing was done."
 
 
-class RemoteAgentMemory:
-    """`AgentMemory`'s calls for one agent, over HTTP."""
+class RemoteAgentMemory(BoundAgent):
+    """`agent.api.AgentHandle` for one agent, over HTTP; its tools run on the server."""
 
     def __init__(self, client: RemoteMemoryClient, agent_id: str) -> None:
+        super().__init__(client, agent_id)
         self.client = client
-        self.agent_id = validate_agent_id(agent_id)
-
-    async def save(self, content: str, **options: Any) -> SaveAck:
-        return await self.client.save_memory(self.agent_id, content, **options)
-
-    def search(self, query: str | None = None, **filters: Any) -> list[SearchHit]:
-        return self.client.search_memory(self.agent_id, query, **filters)
-
-    async def delete(self, entry_id: str) -> EntryOpResult:
-        return await self.client.delete_memory(self.agent_id, entry_id)
-
-    async def restore(self, entry_id: str, *, force: bool = False) -> EntryOpResult:
-        return await self.client.restore_memory(self.agent_id, entry_id, force=force)
-
-    async def set_importance(self, entry_id: str, importance: float) -> EntryOpResult:
-        return await self.client.update_memory_importance(self.agent_id, entry_id, importance)
-
-    async def dream(self) -> DreamResult:
-        return await self.client.run_dream(self.agent_id)
 
     def tools(self, session: SessionContext) -> RemoteMemoryTools:
         return RemoteMemoryTools(self.client, self.agent_id, session)
-
-
-async def connect_memory(service: ServiceSettings | None = None) -> Any:
-    """A `RemoteMemoryClient` when DREAMKEEPER_URL (or `service.url`) is set, else the
-    local `MemoryClient.connect()`: the same calls either way."""
-    service = service or ServiceSettings.from_env()
-    if service.url:
-        return RemoteMemoryClient(service.url, token=service.token)
-    from dreamkeeper.agent.client import MemoryClient
-
-    return await MemoryClient.connect()

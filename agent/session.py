@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dreamkeeper.stores.conversation.conversation_memory import validate_session_segment
-from dreamkeeper.stores.working.working_memory import STASH_ROOT
+from dreamkeeper.core.validation import STASH_ROOT, validate_session_segment
 
 
 class ContextKind(StrEnum):

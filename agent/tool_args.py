@@ -16,7 +16,7 @@ from dreamkeeper.agent.recall import (
     SEARCH_WORKING_MEMORY_HEADLINE,
     SEARCH_WORKING_MEMORY_SCOPE,
 )
-from dreamkeeper.stores.working.working_memory import PREVIEW_CHARS
+from dreamkeeper.core.validation import PREVIEW_CHARS
 
 SAVE_MEMORY = "save_memory"
 DELETE_MEMORY = "delete_memory"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from pydantic import ValidationError
 
@@ -36,18 +36,19 @@ from dreamkeeper.agent.tool_args import (
     UPDATE_MEMORY_IMPORTANCE,
     tool_specs,
 )
+from dreamkeeper.core.agent_api import SaveOptions
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
-from dreamkeeper.core.validation import validate_entry_id, validate_importance
+from dreamkeeper.core.validation import (
+    PREVIEW_CHARS,
+    STASH_ROOT,
+    validate_entry_id,
+    validate_importance,
+)
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
-from dreamkeeper.stores.working.working_memory import (
-    PREVIEW_CHARS,
-    STASH_ROOT,
-    WorkingEntry,
-    resolve_ttl,
-)
+from dreamkeeper.stores.working.working_memory import WorkingEntry, resolve_ttl
 
 MAX_ARGUMENT_BYTES = 4 * 1_048_576  # a tool call's JSON: the longest working-memory value, escaped
 
@@ -56,14 +57,7 @@ class MemoryWriter(Protocol):
     """What the tools need to change long-term memory (`MemoryClient` provides it)."""
 
     async def save_memory(
-        self,
-        agent_id: str,
-        content: str,
-        *,
-        category: str | None,
-        tags: list[str] | None,
-        source: str | None,
-        importance: float,
+        self, agent_id: str, content: str, **options: Unpack[SaveOptions]
     ) -> SaveAck: ...
 
     async def delete_memory(self, agent_id: str, entry_id: str) -> EntryOpResult: ...

@@ -179,3 +179,31 @@ def cap_metadata(metadata: Mapping[str, str], *, first: Iterable[str] = ()) -> d
         except InvalidInput:
             continue
     return {k: out[k] for k in metadata if k in out}
+
+
+# Working memory's layout, shared by its store and the agent side's tools and sessions:
+# tool results parked out of the context window live under this root...
+STASH_ROOT = "stash"
+# ...and a working-memory search shows this much of each value.
+PREVIEW_CHARS = 120
+
+# A session id's segment names a conversation file and the second segment of a working
+# memory namespace: checked here, so a session can be named without opening a store.
+_SESSION_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+_SESSION_FILE_SUFFIXES = (".json", ".jsonl")  # a directory so named would shadow a file
+
+
+def validate_session_segment(segment: str) -> str:
+    """One path segment: 1-128 of letters, digits, `_ - .`, starting with a letter or
+    digit (so never `.`, `..` or hidden), no `..` inside, not ending in .json/.jsonl."""
+    if (
+        not isinstance(segment, str)
+        or not _SESSION_SEGMENT.fullmatch(segment)
+        or ".." in segment
+        or segment.lower().endswith(_SESSION_FILE_SUFFIXES)
+    ):
+        raise InvalidInput(
+            f"invalid session id segment {segment!r}: 1-128 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, no '..', not ending in .json or .jsonl"
+        )
+    return segment

@@ -3,10 +3,10 @@ by durable Temporal workflows — and never losing a memory by mistake.
 
 What an agent needs is here::
 
-    from dreamkeeper import MemoryClient, SessionContext
+    from dreamkeeper import SessionContext, connect_memory
 
-    memory = await MemoryClient.connect()          # settings from the environment
-    me = memory.agent("a1")
+    memory = await connect_memory()    # DREAMKEEPER_URL: a serve over HTTP; else MemoryClient
+    me = memory.agent("a1")            # an AgentHandle, the same calls either way
     await me.save("User lives in Chicago", source="user")
     hits = me.search("where does the user live")
 
@@ -18,13 +18,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dreamkeeper.agent.api import AgentHandle, LocalClientRequired, MemoryBackend
     from dreamkeeper.agent.client import MemoryClient, entry_id_for
+    from dreamkeeper.agent.connect import connect_memory
     from dreamkeeper.agent.context import ContextBuilder, TurnContext
     from dreamkeeper.agent.handle import AgentMemory
-    from dreamkeeper.agent.remote import RemoteMemoryClient, connect_memory
+    from dreamkeeper.agent.remote import RemoteMemoryClient
     from dreamkeeper.agent.session import ContextKind, SessionContext
     from dreamkeeper.agent.stash import ToolResultStash
     from dreamkeeper.agent.tools import MemoryTools, tool_specs
+    from dreamkeeper.core.agent_api import SaveOptions, SearchHit, SearchOptions
     from dreamkeeper.core.errors import (
         Conflict,
         DreamkeeperError,
@@ -36,24 +39,28 @@ if TYPE_CHECKING:
     )
     from dreamkeeper.core.models import MemoryEntry
     from dreamkeeper.core.settings import Settings, load_settings
-    from dreamkeeper.stores.search.query import SearchHit
 
 # Loaded on first use (PEP 562): `import dreamkeeper` costs nothing — the workflow
 # sandbox imports this package for every workflow it runs — and `from dreamkeeper import
 # MemoryClient` loads the agent side only.
 _EXPORTS = {
+    "AgentHandle": "dreamkeeper.agent.api",
     "AgentMemory": "dreamkeeper.agent.handle",
     "Conflict": "dreamkeeper.core.errors",
     "ContextBuilder": "dreamkeeper.agent.context",
     "ContextKind": "dreamkeeper.agent.session",
     "DreamkeeperError": "dreamkeeper.core.errors",
     "InvalidInput": "dreamkeeper.core.errors",
+    "LocalClientRequired": "dreamkeeper.agent.api",
+    "MemoryBackend": "dreamkeeper.agent.api",
     "MemoryClient": "dreamkeeper.agent.client",
     "MemoryEntry": "dreamkeeper.core.models",
     "MemoryTools": "dreamkeeper.agent.tools",
     "NotFound": "dreamkeeper.core.errors",
     "RemoteMemoryClient": "dreamkeeper.agent.remote",
-    "SearchHit": "dreamkeeper.stores.search.query",
+    "SaveOptions": "dreamkeeper.core.agent_api",
+    "SearchHit": "dreamkeeper.core.agent_api",
+    "SearchOptions": "dreamkeeper.core.agent_api",
     "SessionContext": "dreamkeeper.agent.session",
     "Settings": "dreamkeeper.core.settings",
     "SettingsError": "dreamkeeper.core.errors",
@@ -61,7 +68,7 @@ _EXPORTS = {
     "ToolResultStash": "dreamkeeper.agent.stash",
     "TurnContext": "dreamkeeper.agent.context",
     "Unavailable": "dreamkeeper.core.errors",
-    "connect_memory": "dreamkeeper.agent.remote",
+    "connect_memory": "dreamkeeper.agent.connect",
     "entry_id_for": "dreamkeeper.agent.client",
     "load_settings": "dreamkeeper.core.settings",
     "tool_specs": "dreamkeeper.agent.tools",
@@ -82,18 +89,23 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AgentHandle",
     "AgentMemory",
     "Conflict",
     "ContextBuilder",
     "ContextKind",
     "DreamkeeperError",
     "InvalidInput",
+    "LocalClientRequired",
+    "MemoryBackend",
     "MemoryClient",
     "MemoryEntry",
     "MemoryTools",
     "NotFound",
     "RemoteMemoryClient",
+    "SaveOptions",
     "SearchHit",
+    "SearchOptions",
     "SessionContext",
     "Settings",
     "SettingsError",

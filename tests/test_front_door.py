@@ -13,10 +13,11 @@ import dreamkeeper
 WORKER_SIDE = ("dreamkeeper.workflows", "dreamkeeper.activities", "dreamkeeper.worker")
 
 
-def _loaded_after(statement: str) -> list[str]:
+def _loaded_after(statement: str, *, everything: bool = False) -> list[str]:
     code = (
         f"import json, sys\n{statement}\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('dreamkeeper'))))"
+        f"print(json.dumps(sorted(m for m in sys.modules if {everything} or "
+        "m.startswith('dreamkeeper'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
@@ -42,3 +43,13 @@ def test_every_exported_name_resolves_and_the_package_is_typed():
         assert getattr(dreamkeeper, name) is not None, name
     assert sorted(dir(dreamkeeper)) == sorted(dreamkeeper.__all__)
     assert (Path(dreamkeeper.__file__).parent / "py.typed").is_file()
+
+
+def test_the_remote_client_loads_the_core_and_httpx_only():
+    loaded = _loaded_after("from dreamkeeper import RemoteMemoryClient", everything=True)
+    assert "dreamkeeper.agent.remote" in loaded and "httpx" in loaded
+    ours = {m.split(".")[1] for m in loaded if m.startswith("dreamkeeper.")}
+    assert ours == {"agent", "core"}
+    assert "dreamkeeper.agent.client" not in loaded  # nor the local client's stores
+    heavy = ("numpy", "temporalio", "rank_bm25", "snowballstemmer", "Stemmer")
+    assert [m for m in loaded if m.split(".")[0] in heavy] == []

@@ -21,7 +21,6 @@ twice, and readers keep one copy per number.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,7 +31,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
-from dreamkeeper.core.validation import require_unicode, validate_agent_id
+from dreamkeeper.core.validation import (
+    require_unicode,
+    validate_agent_id,
+    validate_session_segment,
+)
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.files import (
@@ -55,9 +58,7 @@ MAX_SESSION_FILE_BYTES = 64 * 1_048_576
 MAX_ARCHIVE_READ_BYTES = 1_024 * 1_048_576
 ROLES = ("user", "assistant")
 
-_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 MAX_SEGMENTS = 8
-_FILE_SUFFIXES = (".json", ".jsonl")  # a directory so named would shadow a session's file
 
 Role = Literal["user", "assistant"]
 
@@ -75,22 +76,6 @@ class _SessionFile(BaseModel):
     next_n: int = 1
     archived_lines: int = 0
     turns: list[Turn]
-
-
-def validate_session_segment(segment: str) -> str:
-    """One path segment: 1-128 of letters, digits, `_ - .`, starting with a letter or
-    digit (so never `.`, `..` or hidden), no `..` inside, not ending in .json/.jsonl."""
-    if (
-        not isinstance(segment, str)
-        or not _SEGMENT.fullmatch(segment)
-        or ".." in segment
-        or segment.lower().endswith(_FILE_SUFFIXES)
-    ):
-        raise InvalidInput(
-            f"invalid session id segment {segment!r}: 1-128 letters, digits, '_', '-' or '.', "
-            "starting with a letter or digit, no '..', not ending in .json or .jsonl"
-        )
-    return segment
 
 
 def validate_session_id(session_id: str) -> str:

@@ -24,6 +24,7 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.core.agent_api import DEFAULT_LIMIT, SearchHit
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
@@ -39,15 +40,8 @@ from dreamkeeper.stores.search.fusion import (
 )
 from dreamkeeper.stores.vectors.vectors import VectorIndex
 
-DEFAULT_LIMIT = 20
 MAX_LIMIT = 1_000
 PHRASE_BONUS = 2.0
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    entry: MemoryEntry
-    score: float | None  # None for a query-less browse
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from pydantic.alias_generators import to_camel
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
 from dreamkeeper.core.validation import (
+    STASH_ROOT,
     category_matches,
     require_unicode,
     validate_agent_id,
@@ -58,7 +59,6 @@ MAX_TTL = timedelta(days=7)
 MAX_PER_NAMESPACE = 50
 LIST_CAP = 500
 SEARCH_LIMIT = 20
-PREVIEW_CHARS = 120
 MAX_KEY_CHARS = 256
 MAX_VALUE_CHARS = 262_144
 MAX_CATEGORY_CHARS = 200
@@ -67,7 +67,6 @@ MAX_CATEGORY_CHARS = 200
 MAX_SEGMENT_FILE_BYTES = 64 * 1_048_576
 MAX_FILE_DEPTH = 4  # {"entries": [{"tags": [...]}]}
 SWEEP_EVERY = timedelta(hours=1)
-STASH_ROOT = "stash"
 RESERVED_ROOTS = ("session", "patrol", "subagent", STASH_ROOT)
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-.:@]+")

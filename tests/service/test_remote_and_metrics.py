@@ -11,7 +11,8 @@ import uuid
 import httpx
 import pytest
 
-from dreamkeeper.agent.remote import RemoteMemoryClient, connect_memory
+from dreamkeeper.agent.connect import connect_memory
+from dreamkeeper.agent.remote import RemoteMemoryClient
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.settings import ServiceSettings
@@ -38,9 +39,11 @@ async def test_remote_client_has_the_local_clients_calls_and_results(served):
 
     assert (await me.set_importance(other.entry_id, 0.95)).importance == 0.95
     assert (await me.delete(other.entry_id)).archived is True
-    assert [e.id for e in memory.archived(agent)] == [other.entry_id]
+    assert [e.id for e in memory.archived(agent)] == [e.id for e in me.archived()]
+    assert [h.entry.id for h in me.search("chicago", include_archived=True)] == [other.entry_id]
     assert (await me.restore(other.entry_id)).archived is False
     assert memory.get_memory(agent, other.entry_id).importance_score == 0.95
+    assert me.get(other.entry_id) == memory.get_memory(agent, other.entry_id)
 
     tools = me.tools(SessionContext.user("s1"))
     assert len(tools.names) == 7

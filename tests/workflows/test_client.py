@@ -137,3 +137,43 @@ async def test_a_callers_mistake_is_not_logged_as_a_worker_fault(memory, caplog)
         await memory.delete_memory(agent, "0123456789ab")
     failed = [r for r in caplog.records if r.getMessage().startswith("Completing activity as")]
     assert failed and all(r.levelno == logging.DEBUG for r in failed)
+
+
+def _contents(memory, agent) -> dict[str, str]:
+    return {e.id: e.content for e in FileMemoryStore(memory.settings.data_dir, agent).entries()}
+
+
+async def test_the_agent_handle_dry_runs_applies_the_plan_and_undoes_it(memory, llm):
+    from tests.workflows.test_reversible_dreams import A, B, C, _honest_reply, _seed
+
+    agent = f"h-{uuid.uuid4().hex[:6]}"
+    _seed(memory.settings, agent)
+    before = _contents(memory, agent)
+    llm.replies += [_honest_reply()]
+    me = memory.agent(agent)
+
+    dry = await me.dream(dry_run=True)
+    assert dry.plan is not None and [m.sources for m in dry.plan.merges] == [[A, B]]
+    assert _contents(memory, agent) == before  # a dry run applies nothing
+
+    applied = await me.apply_plan(dry.plan)
+    assert applied.merged and applied.cycle_id
+    assert not {A, B, C} & set(_contents(memory, agent))
+
+    undone = await me.undo_dream(applied.cycle_id)
+    assert undone.found and _contents(memory, agent) == before
+    with pytest.raises(InvalidInput, match="the plan is for agent"):
+        await memory.agent("someone-else").apply_plan(dry.plan)
+
+
+async def test_the_agent_handle_reads_archived_entries_like_the_remote_one(memory):
+    agent = f"g-{uuid.uuid4().hex[:6]}"
+    me = memory.agent(agent)
+    entry = FileMemoryStore(memory.settings.data_dir, agent).create("User lives in Chicago")
+    await me.delete(entry.id)
+    assert me.search("chicago") == []
+    assert [h.entry.id for h in me.search("chicago", include_archived=True)] == [entry.id]
+    assert [e.id for e in me.archived()] == [entry.id]
+    assert me.get(entry.id).is_archived
+    with pytest.raises(InvalidInput, match="unknown option 'catgory'"):
+        me.search("chicago", catgory="user")  # type: ignore[call-arg]
