@@ -41,7 +41,7 @@ from dreamkeeper.stores.journal import JournalAction
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.working_memory import WorkingMemoryStore
-from dreamkeeper.worker import cli
+from dreamkeeper.cli import main as cli
 from tests.helpers import tree_snapshot
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)

@@ -301,7 +301,7 @@ async def run_dev(
     ui_port: int | None = None,
 ) -> None:
     """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
-    from dreamkeeper.worker.codec_server import DevCodecServer
+    from dreamkeeper.service.codec_server import DevCodecServer
 
     grpc_port = grpc_port or DEV_GRPC_PORT
     ui_port = ui_port or DEV_UI_PORT
@@ -332,13 +332,13 @@ async def run_dev(
         )
         on_ready = None
         if demo:
-            from dreamkeeper.worker.temporal_demo import tour
+            from dreamkeeper.cli.tour import tour
 
             async def on_ready(client: Client) -> None:
                 await tour(client, store, dev.task_queue, ui=f"http://localhost:{ui_port}")
 
         if on_ready is None and service is not None:
-            from dreamkeeper.worker.service.runtime import run_serve
+            from dreamkeeper.service.runtime import run_serve
 
             await run_serve(store, dev, service)  # the worker and the memory service
         else:

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from dreamkeeper.core.settings import Environment
-from dreamkeeper.worker.cli import build_parser
+from dreamkeeper.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 

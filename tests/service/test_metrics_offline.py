@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from dreamkeeper.stores.memory_store import FileMemoryStore
-from dreamkeeper.worker.service.metrics import ServiceMetrics
+from dreamkeeper.service.metrics import ServiceMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dreamkeeper.json"
 

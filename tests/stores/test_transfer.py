@@ -23,7 +23,7 @@ from dreamkeeper.stores.transfer import (
     plan_import,
     read_export,
 )
-from dreamkeeper.worker.cli import main
+from dreamkeeper.cli.main import main
 
 FACTS = [
     ("User lives in Chicago (America/Chicago, UTC-6).", "user-preferences/timezone", 0.9),

@@ -27,7 +27,7 @@ from dreamkeeper.client.codec import (
 )
 from dreamkeeper.core.errors import SettingsError, StoreMismatch
 from dreamkeeper.core.payloads import SaveInput
-from dreamkeeper.worker.cli import main
+from dreamkeeper.cli.main import main
 
 SECRET = "Trish Roberts's phone number is +1 386-299-4605."
 

@@ -27,7 +27,7 @@ from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
-from dreamkeeper.worker.codec_server import CodecServerSettings, make_server
+from dreamkeeper.service.codec_server import CodecServerSettings, make_server
 from dreamkeeper.worker.temporal_worker import build_worker
 
 TEMPORAL = Path(sys.executable).parent / "temporal"

@@ -17,7 +17,7 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.worker import cli
+from dreamkeeper.cli import main as cli
 from tests.harness.hostile.sandbox import AGENT, OTHER_AGENT, Sandbox, Surface, Violation
 from tests.harness.hostile.strategies import (
     categories,

@@ -36,7 +36,7 @@ from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.stores.memory_store import FileMemoryStore
 from dreamkeeper.stores.search import display_text, format_hit, format_taxonomy, search
-from dreamkeeper.worker.service_commands import service_settings
+from dreamkeeper.cli.serve import service_settings
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.remote import RemoteMemoryClient
@@ -436,7 +436,7 @@ def config(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def demo(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.demo import run_demo
+    from dreamkeeper.cli.demo import run_demo
 
     run_demo(keep=args.keep)
     return 0
@@ -454,7 +454,7 @@ def worker(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.worker import runtime
-    from dreamkeeper.worker.service_commands import require_free_port
+    from dreamkeeper.cli.serve import require_free_port
 
     service = service_settings(args)
     for port in (args.temporal_port, args.ui_port):
@@ -479,7 +479,7 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.embedding_server import LocalModelMissing, serve
+    from dreamkeeper.service.embedding_server import LocalModelMissing, serve
 
     try:
         serve(args.host, args.port)
@@ -491,6 +491,6 @@ def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.codec_server import serve_cli
+    from dreamkeeper.service.codec_server import serve_cli
 
     return serve_cli(args.host, args.port, settings.data_dir)

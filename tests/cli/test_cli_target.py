@@ -19,7 +19,7 @@ import pytest
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.core.settings import load_settings
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS
-from dreamkeeper.worker.cli import build_parser, main
+from dreamkeeper.cli.main import build_parser, main
 from dreamkeeper.worker.logs import configure_logging
 
 DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"

@@ -31,7 +31,7 @@ from dreamkeeper.stores.working_memory import (
     validate_key,
     validate_namespace,
 )
-from dreamkeeper.worker.service.state import ServiceState, state_of
+from dreamkeeper.service.state import ServiceState, state_of
 
 MAX_NAMESPACE_SCAN = 100_000  # live entries looked through for a plain key
 

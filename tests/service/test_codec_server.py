@@ -16,8 +16,8 @@ from temporalio.api.common.v1 import Payload, Payloads
 from dreamkeeper.client.codec import ENCRYPTED, EncryptionCodec, PayloadKey, derived_key_id
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.worker import runtime
-from dreamkeeper.worker.cli import main
-from dreamkeeper.worker.codec_server import (
+from dreamkeeper.cli.main import main
+from dreamkeeper.service.codec_server import (
     CodecServerSettings,
     DevCodecServer,
     make_server,

@@ -61,7 +61,7 @@ def require_free_port(host: str, port: int) -> None:
 
 
 def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.service.runtime import run_serve
+    from dreamkeeper.service.runtime import run_serve
 
     service = service_settings(args)
     require_free_port(service.host, service.port)
@@ -73,7 +73,7 @@ def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def mcp_stdio(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.service.mcp_stdio import run_stdio
+    from dreamkeeper.service.mcp_stdio import run_stdio
 
     asyncio.run(
         run_stdio(
@@ -102,7 +102,7 @@ def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def import_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.stores.transfer import apply_import, plan_import
-    from dreamkeeper.worker.transfer_progress import read_with_progress
+    from dreamkeeper.cli.transfer import read_with_progress
 
     parsed = read_with_progress(args.file)
     embeddings = embedding_client(embedding_settings())

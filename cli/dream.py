@@ -114,7 +114,7 @@ def _approval(
     args: argparse.Namespace, settings: StoreSettings, action: str, keys: list[str]
 ) -> int:
     from dreamkeeper.agent import dream_ops
-    from dreamkeeper.worker.commands import _memory_client
+    from dreamkeeper.cli.memory import _memory_client
 
     workflow_id = args.run_id or dream_ops.consolidation_workflow_id(settings.agent_id)
 
@@ -132,7 +132,7 @@ def _approval(
 def _remote_dream(args: argparse.Namespace, settings: StoreSettings, url: str) -> int:
     """Through a serve: what its routes do (run a cycle; pending, approve, reject of the
     agent's current cycle). The rest needs the worker's client here, so it is refused."""
-    from dreamkeeper.worker.commands import _remote
+    from dreamkeeper.cli.memory import _remote
 
     words = list(args.words)
     action = words[0] if words else None
@@ -175,8 +175,8 @@ def _remote_dream(args: argparse.Namespace, settings: StoreSettings, url: str) -
 
 def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.agent import dream_ops
-    from dreamkeeper.worker.commands import _memory_client, require_store
-    from dreamkeeper.worker.service_commands import service_settings
+    from dreamkeeper.cli.memory import _memory_client, require_store
+    from dreamkeeper.cli.serve import service_settings
 
     url = service_settings(args).url
     if url:

@@ -23,9 +23,9 @@ from dreamkeeper.core.settings import (
 )
 from dreamkeeper.stores.embedding_client import embedding_client
 from dreamkeeper.worker.runtime import running_worker
-from dreamkeeper.worker.service.app import create_app
-from dreamkeeper.worker.service.metrics import ServiceMetrics
-from dreamkeeper.worker.service.state import ServiceState
+from dreamkeeper.service.app import create_app
+from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.service.state import ServiceState
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,9 @@ from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.search import DEFAULT_LIMIT
-from dreamkeeper.worker import commands, dream_cli, service_commands
+from dreamkeeper.cli import dream as dream_cli
+from dreamkeeper.cli import memory as commands
+from dreamkeeper.cli import serve as service_commands
 from dreamkeeper.worker.logs import configure_logging
 
 Command = Callable[[argparse.Namespace, StoreSettings], int]
