@@ -1,63 +1,24 @@
-"""The `dreamkeeper` subcommands of the memory service (#16): serve, mcp, export, import;
-and the service settings the CLI's --url, --host and --port override."""
+"""The long-running processes: `worker` (the Temporal worker alone), `serve` (the worker
+plus the memory service: HTTP API, MCP, metrics), `mcp` (the memory tools over stdio),
+and the side servers `codec-server` and `embed-server`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
-import socket
-import sys
-from dataclasses import replace
-from typing import Any
 
+from dreamkeeper.cli.common import Subparsers, add_bind, require_free_port, service_settings
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.settings import (
-    ServiceSettings,
-    StoreSettings,
-    TemporalSettings,
-    embedding_settings,
-)
-from dreamkeeper.stores.embedding_client import embedding_client
-from dreamkeeper.stores.memory_store import FileMemoryStore
+from dreamkeeper.core.settings import StoreSettings, TemporalSettings
+
+RECLAIM_HELP = "take over a task queue claimed by another data directory"
 
 
-def service_settings(args: argparse.Namespace) -> ServiceSettings:
-    """ServiceSettings from the environment, with --url, --host and --port over them."""
-    service = ServiceSettings.from_env()
-    overrides: dict[str, Any] = {}
-    if getattr(args, "url", None) is not None:
-        if not args.url.startswith(("http://", "https://")):
-            raise InvalidInput(f"--url {args.url!r} is not an http:// or https:// URL")
-        overrides["url"] = args.url.rstrip("/")
-    if getattr(args, "host", None) is not None:
-        overrides["host"] = args.host
-    if getattr(args, "port", None) is not None:
-        if not 0 < args.port < 65_536:
-            raise InvalidInput(f"--port {args.port} is out of range (1-65535)")
-        overrides["port"] = args.port
-    return replace(service, **overrides) if overrides else service
+def worker(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.worker import runtime
 
-
-def require_free_port(host: str, port: int) -> None:
-    """Refuse a port something already listens on, before anything starts: `serve` would
-    otherwise start a worker on the live task queue first, then fail to listen."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except (socket.gaierror, UnicodeError) as exc:
-        raise InvalidInput(f"cannot serve on {host}:{port}: {exc}") from None
-    with socket.socket(family, kind, proto) as probe:
-        # As uvicorn binds: a port left in TIME_WAIT is free, one with a listener is not.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise InvalidInput(
-                    f"port {port} (memory service) is already in use: stop whatever holds "
-                    "it, or choose another with --port or DREAMKEEPER_SERVE_PORT"
-                ) from None
-            raise InvalidInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    asyncio.run(runtime.run_worker(settings, TemporalSettings.from_env(), reclaim=args.reclaim))
+    return 0
 
 
 def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
@@ -83,38 +44,49 @@ def mcp_stdio(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
-def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import write_export
+def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.service.embedding_server import LocalModelMissing, serve
 
-    store = FileMemoryStore(settings.data_dir, settings.agent_id)
-    options = {"include_archived": args.include_archived, "with_vectors": args.with_vectors}
-    if args.output is None:
-        count = write_export(store, sys.stdout, **options)
-    else:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                count = write_export(store, out, **options)
-        except OSError as exc:
-            raise InvalidInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
-    print(f"exported {count} memories of agent {settings.agent_id}", file=sys.stderr)
+    try:
+        serve(args.host, args.port)
+    except LocalModelMissing as exc:
+        raise InvalidInput(str(exc)) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
     return 0
 
 
-def import_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.transfer import apply_import, plan_import
-    from dreamkeeper.cli.transfer import read_with_progress
+def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.service.codec_server import serve_cli
 
-    parsed = read_with_progress(args.file)
-    embeddings = embedding_client(embedding_settings())
-    store = FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
-    if args.dry_run:
-        plan = plan_import(store, parsed)
-    else:
-        plan = apply_import(store, parsed)
-    print(plan.summary(dry_run=args.dry_run))
-    if args.dry_run:
-        for entry_id in plan.create:
-            print(f"  + {entry_id}")
-        for entry_id in plan.conflicts:
-            print(f"  ! {entry_id} (conflict)")
-    return 0
+    return serve_cli(args.host, args.port, settings.data_dir)
+
+
+def register(sub: Subparsers) -> None:
+    """`reports`: a long-running command logs what it does (a one-shot command logs only
+    what went wrong)."""
+    p = sub.add_parser("worker", help="run the Temporal worker (TEMPORAL_ADDRESS, ...)")
+    p.set_defaults(handler=worker, reports=True)
+    p.add_argument("--reclaim", action="store_true", help=RECLAIM_HELP)
+
+    p = sub.add_parser(
+        "serve", help="run the worker and the memory service (HTTP API, MCP, /metrics)"
+    )
+    p.set_defaults(handler=serve, reports=True)
+    p.add_argument("--host", help="address to bind (env DREAMKEEPER_SERVE_HOST, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (env DREAMKEEPER_SERVE_PORT, 8780)")
+    p.add_argument("--reclaim", action="store_true", help=RECLAIM_HELP)
+
+    p = sub.add_parser("mcp", help="the memory tools as an MCP server over stdio (--agent)")
+    p.set_defaults(handler=mcp_stdio)
+    p.add_argument("--session", default="mcp", help="the session id the tools work in")
+
+    p = sub.add_parser(
+        "embed-server", help="serve local embeddings (extra: dreamkeeper[local-embeddings])"
+    )
+    p.set_defaults(handler=embed_server, reports=True)
+    add_bind(p, 8765)
+
+    p = sub.add_parser("codec-server", help="decrypt payloads for the Temporal UI and CLI")
+    p.set_defaults(handler=codec_server, reports=True)
+    add_bind(p, 8081)

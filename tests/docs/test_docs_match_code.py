@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dreamkeeper.core.settings import Environment
 from dreamkeeper.cli.main import build_parser
+from dreamkeeper.core.settings import Environment
 
 ROOT = Path(__file__).resolve().parents[2]
 

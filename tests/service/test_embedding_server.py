@@ -9,10 +9,10 @@ import threading
 import httpx
 import pytest
 
-from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.embedding_client import EmbeddingClient
 from dreamkeeper.cli.main import main
+from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.service.embedding_server import make_server
+from dreamkeeper.stores.embedding_client import EmbeddingClient
 
 
 def _fake_encoder(texts):
