@@ -1,1 +1,3 @@
-"""`dreamkeeper serve`: the memory service (HTTP API, MCP, metrics) beside the worker."""
+"""Dreamkeeper's HTTP servers: the memory service `dreamkeeper serve` runs beside the
+worker (HTTP API, MCP, metrics), and the side servers `codec-server` (payloads for the
+Temporal UI) and `embed-server` (local embeddings)."""
