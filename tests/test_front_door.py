@@ -10,7 +10,10 @@ from pathlib import Path
 
 import dreamkeeper
 
-WORKER_SIDE = ("dreamkeeper.workflows", "dreamkeeper.activities", "dreamkeeper.worker")
+WORKER_SIDE = (
+    *("dreamkeeper.workflows", "dreamkeeper.activities", "dreamkeeper.worker"),
+    *("dreamkeeper.service", "dreamkeeper.cli"),
+)
 
 
 def _loaded_after(statement: str) -> list[str]:
