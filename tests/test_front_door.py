@@ -10,9 +10,9 @@ from pathlib import Path
 
 import dreamkeeper
 
-WORKER_SIDE = (
-    *("dreamkeeper.workflows", "dreamkeeper.activities", "dreamkeeper.worker"),
-    *("dreamkeeper.service", "dreamkeeper.cli"),
+# With the dot: dreamkeeper.client is not dreamkeeper.cli.
+WORKER_SIDE = tuple(
+    f"dreamkeeper.{name}." for name in ("workflows", "activities", "worker", "service", "cli")
 )
 
 
@@ -33,7 +33,7 @@ def test_importing_the_agent_side_loads_no_workflow_activity_or_worker_module():
         "SessionContext, ToolResultStash, tool_specs, load_settings, DreamkeeperError"
     )
     assert "dreamkeeper.agent.client" in loaded  # the import did happen
-    assert [m for m in loaded if m.startswith(WORKER_SIDE)] == []
+    assert [m for m in loaded if f"{m}.".startswith(WORKER_SIDE)] == []
 
 
 def test_import_dreamkeeper_alone_loads_only_the_front_door():
