@@ -15,6 +15,8 @@ COPY policies policies
 COPY activities activities
 COPY workflows workflows
 COPY worker worker
+COPY service service
+COPY cli cli
 COPY agent agent
 # local-embeddings: the in-process embedding model (no download at run time), so hybrid
 # search works as under `dreamkeeper dev` when no DREAMKEEPER_EMBEDDING_BASE_URL is set.

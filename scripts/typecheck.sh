@@ -18,5 +18,5 @@ cp -r tests/harness "$target/tests/harness"
 set +e
 (cd "$target" && "$OLDPWD/.venv/bin/mypy" --config-file "$OLDPWD/pyproject.toml" \
   -p dreamkeeper -p tests.harness) \
-  | sed -E 's#^dreamkeeper/(core|client|stores|policies|activities|workflows|worker|agent)/#\1/#'
+  | sed -E 's#^dreamkeeper/(core|client|stores|policies|activities|workflows|worker|service|cli|agent)/#\1/#'
 exit "${PIPESTATUS[0]}"

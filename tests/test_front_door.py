@@ -10,7 +10,10 @@ from pathlib import Path
 
 import dreamkeeper
 
-WORKER_SIDE = ("dreamkeeper.workflows", "dreamkeeper.activities", "dreamkeeper.worker")
+# With the dot: dreamkeeper.client is not dreamkeeper.cli.
+WORKER_SIDE = tuple(
+    f"dreamkeeper.{name}." for name in ("workflows", "activities", "worker", "service", "cli")
+)
 
 
 def _loaded_after(statement: str, *, everything: bool = False) -> list[str]:
@@ -31,7 +34,7 @@ def test_importing_the_agent_side_loads_no_workflow_activity_or_worker_module():
         "SessionContext, ToolResultStash, tool_specs, load_settings, DreamkeeperError"
     )
     assert "dreamkeeper.agent.client" in loaded  # the import did happen
-    assert [m for m in loaded if m.startswith(WORKER_SIDE)] == []
+    assert [m for m in loaded if f"{m}.".startswith(WORKER_SIDE)] == []
 
 
 def test_import_dreamkeeper_alone_loads_only_the_front_door():

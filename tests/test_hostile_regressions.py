@@ -25,6 +25,7 @@ from dreamkeeper.activities.llm import (
     parse_enrichment,
     parse_json_reply,
 )
+from dreamkeeper.cli import main as cli
 from dreamkeeper.core.errors import InvalidInput, SettingsError
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, TemporalSettings
 from dreamkeeper.policies.consolidation import Verdict, review_merge
@@ -41,7 +42,6 @@ from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-from dreamkeeper.worker import cli
 from tests.helpers import tree_snapshot
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)

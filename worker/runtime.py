@@ -1,4 +1,5 @@
-"""Running the worker process (`dreamkeeper worker`) and the embedded mode (`dreamkeeper dev`)."""
+"""Running the worker process (`dreamkeeper worker`, and inside `serve`), and the local
+Temporal dev server `dreamkeeper dev` starts it on."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     EmbeddingSettings,
     LLMSettings,
-    ServiceSettings,
     StoreSettings,
     TemporalSettings,
     WorkerSettings,
@@ -289,64 +289,3 @@ async def wait_for_server(address: str, proc: subprocess.Popen, timeout: float =
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(f"Temporal dev server did not answer on {address} in {timeout:.0f}s")
         await asyncio.sleep(0.3)
-
-
-async def run_dev(
-    store: StoreSettings,
-    temporal: TemporalSettings,
-    *,
-    demo: bool = False,
-    service: ServiceSettings | None = None,
-    grpc_port: int | None = None,
-    ui_port: int | None = None,
-) -> None:
-    """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
-    from dreamkeeper.worker.codec_server import DevCodecServer
-
-    grpc_port = grpc_port or DEV_GRPC_PORT
-    ui_port = ui_port or DEV_UI_PORT
-    codec = DevCodecServer(
-        store.data_dir, (f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}")
-    )
-    try:
-        proc = start_dev_server(
-            store.data_dir, ui_codec_endpoint=codec.endpoint, grpc_port=grpc_port, ui_port=ui_port
-        )
-    except BaseException:
-        codec.close()
-        raise
-    try:
-        address = f"127.0.0.1:{grpc_port}"
-        await wait_for_server(address, proc)
-        print(f"Temporal dev server: {address}  (UI http://localhost:{ui_port})")
-        print(f"Data: {store.data_dir.resolve()}  — Ctrl-C stops the worker and the server.")
-        print(codec.banner)
-        if codec.fallback:
-            print(codec.fallback)
-        print(codec.cli_hint(schedule_id_for(temporal.task_queue)))
-        dev = TemporalSettings(
-            address=address,
-            namespace="default",
-            task_queue=temporal.task_queue,
-            dream_cron=temporal.dream_cron,
-        )
-        on_ready = None
-        if demo:
-            from dreamkeeper.worker.temporal_demo import tour
-
-            async def on_ready(client: Client) -> None:
-                await tour(client, store, dev.task_queue, ui=f"http://localhost:{ui_port}")
-
-        if on_ready is None and service is not None:
-            from dreamkeeper.worker.service.runtime import run_serve
-
-            await run_serve(store, dev, service)  # the worker and the memory service
-        else:
-            await run_worker(store, dev, on_ready)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        codec.close()

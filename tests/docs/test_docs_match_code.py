@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
+import pytest
+
+from dreamkeeper.cli.main import build_parser
 from dreamkeeper.core.settings import Environment
-from dreamkeeper.worker.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,3 +33,28 @@ def test_the_readme_stays_short_and_its_links_resolve():
     assert len(readme.splitlines()) <= 200
     for target in re.findall(r"\]\(((?:docs|examples|bench|scripts)/[^)#]+)", readme):
         assert (ROOT / target).exists(), target
+
+
+def _documented_command_lines() -> list[str]:
+    """Every `dreamkeeper ...` line in a code block of the README and docs/, as a user
+    would type it: comments, redirections and pipes cut, `[optional ...]` parts left
+    out, the first of `a|b|c`."""
+    lines = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = page.read_text().split("```")[1::2]
+        for block in blocks:
+            for line in block.splitlines():
+                line = line.strip()
+                if not line.startswith("dreamkeeper ") or "COMMAND" in line:
+                    continue  # the synopsis, not a command line
+                line = re.split(r"\s(?:#|>|\||&&)", line)[0]
+                line = re.sub(r"\[[^\]]*\]", "", line)
+                line = re.sub(r"(\S+?)\|\S+", r"\1", line)
+                lines.append(f"{page.name}: {line.strip()}")
+    return lines
+
+
+@pytest.mark.parametrize("line", _documented_command_lines())
+def test_every_documented_command_line_parses(line):
+    _, command = line.split(": ", 1)
+    build_parser().parse_args(shlex.split(command)[1:])

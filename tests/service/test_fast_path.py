@@ -7,10 +7,10 @@ import httpx
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings
+from dreamkeeper.service.app import create_app
+from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.service.state import ServiceState
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.worker.service.app import create_app
-from dreamkeeper.worker.service.metrics import ServiceMetrics
-from dreamkeeper.worker.service.state import ServiceState
 
 
 def _apps(tmp_path, **service):

@@ -178,7 +178,7 @@ def test_bad_input_is_an_invalid_input_problem_and_nothing_is_written(served, bo
 
 def test_the_same_messages_as_the_cli(served, tmp_path):
     """Validation is the store's: the HTTP detail is the CLI's error line."""
-    from dreamkeeper.worker.cli import main
+    from dreamkeeper.cli.main import main
 
     agent = _agent()
     with served.client() as client:

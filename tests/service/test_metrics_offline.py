@@ -9,8 +9,8 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
+from dreamkeeper.service.metrics import ServiceMetrics
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.worker.service.metrics import ServiceMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dreamkeeper.json"
 

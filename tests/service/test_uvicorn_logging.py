@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from dreamkeeper.core.settings import ServiceSettings
-from dreamkeeper.worker.service.runtime import uvicorn_config
+from dreamkeeper.service.runtime import uvicorn_config
 
 
 def test_uvicorn_installs_no_handler_or_formatter_of_its_own(monkeypatch):

@@ -99,7 +99,7 @@ def test_without_the_model_embedding_fails_soft(monkeypatch):
 def test_embed_server_serves_the_local_model_over_http():
     import threading
 
-    from dreamkeeper.worker.embedding_server import local_encoder, make_server
+    from dreamkeeper.service.embedding_server import local_encoder, make_server
 
     server = make_server(local_encoder(), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()

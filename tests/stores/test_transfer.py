@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dreamkeeper.cli.main import main
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.transfer import (
@@ -23,7 +24,6 @@ from dreamkeeper.stores.longterm.transfer import (
     read_export,
 )
 from dreamkeeper.stores.search.query import search
-from dreamkeeper.worker.cli import main
 
 FACTS = [
     ("User lives in Chicago (America/Chicago, UTC-6).", "user-preferences/timezone", 0.9),

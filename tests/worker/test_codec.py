@@ -12,6 +12,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
+from dreamkeeper.cli.main import main
 from dreamkeeper.client.codec import (
     ENCRYPTED,
     KEY_ID,
@@ -27,7 +28,6 @@ from dreamkeeper.client.codec import (
 )
 from dreamkeeper.core.errors import SettingsError, StoreMismatch
 from dreamkeeper.core.payloads import SaveInput
-from dreamkeeper.worker.cli import main
 
 SECRET = "Trish Roberts's phone number is +1 386-299-4605."
 

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from dreamkeeper.worker.cli import build_parser
+from dreamkeeper.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,7 +184,7 @@ def expected_wheel_files() -> set[str]:
     expected = {f"{name.replace('.', '/')}/__init__.py" for name in packages}
     for name, files in package_data.items():
         expected |= {f"{name.replace('.', '/')}/{file}" for file in files}
-    # The longest mapped folder owns a file (worker/service is its own package).
+    # The longest mapped folder owns a file (a sub-package mapped to its own folder).
     folders = sorted(package_dir.items(), key=lambda item: -len(item[1]))
     sources = {
         path.relative_to(ROOT).as_posix()
@@ -207,8 +207,9 @@ def test_expected_files_cover_every_package_folder():
         "dreamkeeper/testing/scripted_llm.py",
         "dreamkeeper/core/settings.py",
         "dreamkeeper/client/codec.py",
-        "dreamkeeper/worker/cli.py",
-        "dreamkeeper/worker/service/app.py",
+        "dreamkeeper/worker/runtime.py",
+        "dreamkeeper/service/app.py",
+        "dreamkeeper/cli/main.py",
         "dreamkeeper/agent/__init__.py",
     ):
         assert wanted in expected
@@ -259,7 +260,7 @@ def test_the_image_builds_a_wheel_with_every_package(tmp_path):
             assert missing == [], f"the image's wheel lacks {missing}"
             (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
             text = zipfile.ZipFile(wheel).read(entry_points).decode()
-            assert "dreamkeeper = dreamkeeper.worker.cli:entry" in text
+            assert "dreamkeeper = dreamkeeper.cli.main:entry" in text
 
 
 def test_the_image_command_is_a_dreamkeeper_command():

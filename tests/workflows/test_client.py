@@ -67,7 +67,7 @@ async def test_search_attributes_are_registered_idempotently(temporal_env):
 async def test_cli_writes_go_through_the_worker(worker, monkeypatch, capsys):
     import asyncio
 
-    from dreamkeeper.worker.cli import main
+    from dreamkeeper.cli.main import main
 
     client, queue, settings = worker
     monkeypatch.setenv("TEMPORAL_ADDRESS", client.service_client.config.target_host)

@@ -25,9 +25,9 @@ from dreamkeeper.client.codec import EncryptionCodec, PayloadKey, PayloadKeys, d
 from dreamkeeper.core.names import dream_workflow_id, save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
+from dreamkeeper.service.codec_server import CodecServerSettings, make_server
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
-from dreamkeeper.worker.codec_server import CodecServerSettings, make_server
 from dreamkeeper.worker.temporal_worker import build_worker
 
 TEMPORAL = Path(sys.executable).parent / "temporal"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core.settings import TemporalSettings
-from dreamkeeper.worker.codec_server import DEV_PORT, DevCodecServer
+from dreamkeeper.service.codec_server import DEV_PORT, DevCodecServer
 from dreamkeeper.worker.schedules import ensure_dream_schedule, schedule_id_for
 
 TEMPORAL = Path(sys.executable).parent / "temporal"
@@ -29,7 +29,7 @@ def _free_port() -> int:
 
 def test_the_dev_codec_port_is_stable_and_a_busy_one_falls_back_saying_so(tmp_path, monkeypatch):
     monkeypatch.delenv("DREAMKEEPER_DEV_CODEC_PORT", raising=False)
-    from dreamkeeper.worker.codec_server import CodecServerSettings
+    from dreamkeeper.service.codec_server import CodecServerSettings
 
     assert DEV_PORT == 8234 and CodecServerSettings.from_env().dev_port == 8234
     port = _free_port()  # the default may be taken by another dev on this machine

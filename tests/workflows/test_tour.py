@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dreamkeeper.worker.temporal_demo import tour
+from dreamkeeper.cli.tour import tour
 
 
 async def test_the_quickstart_tour_runs_every_step(worker, capsys):

@@ -9,6 +9,7 @@ import sys
 
 from hypothesis import strategies as st
 
+from dreamkeeper.cli import main as cli
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import (
     LLMSettings,
@@ -17,7 +18,6 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.worker import cli
 from tests.harness.hostile.sandbox import AGENT, OTHER_AGENT, Sandbox, Surface, Violation
 from tests.harness.hostile.strategies import (
     categories,

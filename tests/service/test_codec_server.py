@@ -13,15 +13,15 @@ import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
+from dreamkeeper.cli.main import main
 from dreamkeeper.client.codec import ENCRYPTED, EncryptionCodec, PayloadKey, derived_key_id
 from dreamkeeper.core.errors import SettingsError
-from dreamkeeper.worker import runtime
-from dreamkeeper.worker.cli import main
-from dreamkeeper.worker.codec_server import (
+from dreamkeeper.service.codec_server import (
     CodecServerSettings,
     DevCodecServer,
     make_server,
 )
+from dreamkeeper.worker import runtime
 
 UI = "http://localhost:8233"
 SECRET = b'"Rocky Lhotka\'s GitHub account is rockfordlhotka."'

@@ -15,7 +15,7 @@ from mcp.server.stdio import stdio_server
 
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings, TemporalSettings
-from dreamkeeper.worker.service.mcp_server import build_server
+from dreamkeeper.service.mcp_server import build_server
 
 
 async def run_stdio(

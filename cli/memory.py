@@ -1,29 +1,31 @@
-"""One function per `dreamkeeper` subcommand: (args, settings) → exit code.
+"""The memory commands: save, search, tags, show, delete, restore, archived, purge, stats.
 
-Bad input raises `InvalidInput` (exit 2), an unreachable server or worker `Unavailable`
-(exit 1); `worker.cli` turns both into one line on stderr.
+Writes go through the worker (a workflow each), or straight to the store with --direct,
+or to a serve with --url; reads go to the store or the serve. Bad input raises
+`InvalidInput` (exit 2), an unreachable server or worker `Unavailable` (exit 1);
+`cli.main` turns both into one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
-from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
-from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
-from dreamkeeper.core.settings import (
-    StoreSettings,
-    TemporalSettings,
-    describe,
-    embedding_settings,
-    load_settings,
+from dreamkeeper.cli.common import (
+    Subparsers,
+    add_direct,
+    add_json,
+    memory_client,
+    remote_client,
 )
+from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
+from dreamkeeper.core.settings import StoreSettings, embedding_settings
 from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
     validate_category,
@@ -34,9 +36,14 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.search.query import display_text, format_hit, format_taxonomy, search
+from dreamkeeper.stores.search.query import (
+    DEFAULT_LIMIT,
+    display_text,
+    format_hit,
+    format_taxonomy,
+    search,
+)
 from dreamkeeper.stores.vectors.embedding_client import embedding_client
-from dreamkeeper.worker.service_commands import service_settings
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.remote import RemoteMemoryClient
@@ -97,75 +104,10 @@ def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
     return FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
 
 
-# -- against a remote `dreamkeeper serve` (--url / DREAMKEEPER_URL) ----------------------
-
-
-def _remote(args: argparse.Namespace) -> RemoteMemoryClient | None:
-    """The remote client when --url or DREAMKEEPER_URL names a server; --direct then makes
-    no sense (the store is the server's)."""
-    service = service_settings(args)
-    if not service.url:
-        return None
-    if getattr(args, "direct", False):
-        raise InvalidInput("--direct writes a local store: it cannot be used with --url")
-    from dreamkeeper.agent.remote import RemoteMemoryClient
-
-    return RemoteMemoryClient(service.url, token=service.token)
-
-
-def refuse_url(args: argparse.Namespace, what: str) -> None:
-    """`what` works on the local store only: refuse rather than act on another store than
-    the one --url (or DREAMKEEPER_URL) names."""
-    url = service_settings(args).url
-    if not url:
-        return
-    given = "--url" if getattr(args, "url", None) is not None else "DREAMKEEPER_URL"
-    raise InvalidInput(
-        f"{what} works on a local data directory, not through a serve: {given} is set "
-        f"({url}); run it where that server's data directory is, without {given}"
-    )
-
-
-def require_store(settings: StoreSettings, agent_id: str | None = None) -> None:
-    """The data directory and the agent's store must exist: a read of a mistyped path or
-    agent would otherwise answer "nothing matched", and opening the store creates its
-    directory and lock file. Like serve, an agent exists once it has a directory."""
-    data_dir = settings.data_dir
-    agent = agent_id or settings.agent_id
-    if not data_dir.is_dir():
-        raise NotFound(
-            f"data directory {data_dir} does not exist (--data or DREAMKEEPER_DATA; "
-            "`save` or `import` creates it)"
-        )
-    agents = data_dir / "agents"
-    if not (agents / agent).is_dir():
-        known = sorted(p.name for p in agents.iterdir() if p.is_dir()) if agents.is_dir() else []
-        raise NotFound(
-            f"unknown agent {agent!r}: it has no store in {data_dir} "
-            f"(agents there: {', '.join(known) if known else 'none'})"
-        )
-
-
-# -- through the worker (a workflow each, with a history) -------------------------------
-
-
-async def _memory_client(settings: StoreSettings):
-    from dreamkeeper.agent.client import MemoryClient
-
-    temporal = TemporalSettings.from_env()
-    try:
-        return await MemoryClient.connect(settings, temporal)
-    except RuntimeError as exc:  # the SDK's "cannot connect"
-        raise Unavailable(
-            f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "
-            "or pass --direct to write the store without the worker"
-        ) from None
-
-
 def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     content = validate_content(read_content(args))
     parsed = parse_source(args.source)
-    remote = _remote(args)
+    remote = remote_client(args)
     if remote is not None:
         ack = asyncio.run(
             remote.save_memory(
@@ -200,7 +142,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
             validate_entry_id(args.entry_id)
 
         async def go() -> str:
-            memory = await _memory_client(settings)
+            memory = await memory_client(settings)
             ack = await memory.save_memory(
                 settings.agent_id,
                 content,
@@ -221,7 +163,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    remote = _remote(args)
+    remote = remote_client(args)
     if remote is not None:
         entry_id = asyncio.run(remote.delete_memory(settings.agent_id, args.id)).entry_id
     elif args.direct:
@@ -229,7 +171,7 @@ def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
     else:
 
         async def go() -> str:
-            memory = await _memory_client(settings)
+            memory = await memory_client(settings)
             return (await memory.delete_memory(settings.agent_id, args.id)).entry_id
 
         entry_id = asyncio.run(go())
@@ -239,7 +181,7 @@ def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
     validate_entry_id(args.id)
-    remote = _remote(args)
+    remote = remote_client(args)
     if remote is not None:
         result = remote.restore_memory(settings.agent_id, args.id, force=args.force)
         entry_id = asyncio.run(result).entry_id
@@ -248,7 +190,7 @@ def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
     else:
 
         async def go() -> str:
-            memory = await _memory_client(settings)
+            memory = await memory_client(settings)
             result = await memory.restore_memory(settings.agent_id, args.id, force=args.force)
             return result.entry_id
 
@@ -272,7 +214,7 @@ def _metadata_args(pairs: list[str]) -> dict[str, str]:
 
 def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     metadata = _metadata_args(args.metadata)
-    remote = _remote(args)
+    remote = remote_client(args)
     if remote is not None:
         return _remote_search(args, settings, remote, metadata)
     store = _store(settings, hybrid=True)
@@ -334,7 +276,7 @@ def tags(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def show(args: argparse.Namespace, settings: StoreSettings) -> int:
-    remote = _remote(args)
+    remote = remote_client(args)
     if remote is not None:
         entry = remote.get_memory(settings.agent_id, validate_entry_id(args.id))
         if args.json:
@@ -354,7 +296,7 @@ def show(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def archived(args: argparse.Namespace, settings: StoreSettings) -> int:
-    remote = _remote(args)
+    remote = remote_client(args)
     entries = (
         remote.archived(settings.agent_id) if remote is not None else _store(settings).archived()
     )
@@ -414,83 +356,89 @@ def stats(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
-def config(args: argparse.Namespace, settings: StoreSettings) -> int:
-    """The effective settings (environment, then --data/--agent), secrets masked."""
-    effective = dataclasses.replace(load_settings(), store=settings)
-    from dreamkeeper.client.codec import DATA_DIR_KEY_FILE  # only here: it loads crypto
+# -- the parsers -------------------------------------------------------------------------
 
-    sections = describe(effective)
-    dev_key = settings.data_dir / DATA_DIR_KEY_FILE
-    codec = effective.codec
-    if codec.payload_key is None and codec.payload_key_file is None and dev_key.is_file():
-        sections["codec"]["payload_key_file"] = f"{dev_key} (the data directory's key)"
-    if args.json:
-        print(json.dumps(sections, indent=2))
-        return 0
-    for section, values in sections.items():
-        print(f"[{section}]")
-        for name, value in values.items():
-            print(f"{name} = {value}")
-        print()
-    return 0
+ID_HELP = "the memory's id (12 hex digits)"
 
 
-def demo(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.demo import run_demo
+def register(sub: Subparsers) -> None:
+    """`local_only`: no serve route does it, so --url is refused; `existing_store`: it
+    reads or changes an agent's store, so an unknown agent (a typo) is refused, as serve
+    refuses it, before anything creates a lock file or directory for it. `save` (like
+    `import`) is how an agent comes to exist."""
+    p = sub.add_parser("save", help="save a memory; prints its id once it is durable")
+    p.set_defaults(handler=save)
+    p.add_argument("content", nargs="?", help="the text, or - to read it from stdin")
+    p.add_argument("--file", help="read the text from this file")
+    p.add_argument("--category", help="a/b/c path of [A-Za-z0-9_-] segments")
+    p.add_argument(
+        "--tag", action="append", dest="tags", default=[], help="a tag (repeatable, up to 32)"
+    )
+    p.add_argument("--source", help="user, tool:<name> or inferred")
+    p.add_argument("--importance", type=float, default=0.5, help="0 to 1 (default 0.5)")
+    p.add_argument("--entry-id", help="the id to save under: repeating the call is safe")
+    p.add_argument("--idempotency-key", help="derive the id from this key (same effect)")
+    add_direct(p)
 
-    run_demo(keep=args.keep)
-    return 0
+    p = sub.add_parser("search", help="search memories; no query browses recent ones")
+    p.set_defaults(handler=search_cmd, existing_store=True)
+    p.add_argument("query", nargs="?", help="what to look for; none: browse recent memories")
+    p.add_argument("--category", help="only this category and the ones under it")
+    p.add_argument(
+        "--tag", action="append", dest="tags", default=[], help="only entries with this tag"
+    )
+    p.add_argument(
+        "--meta",
+        action="append",
+        dest="metadata",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only entries whose metadata has KEY equal to VALUE (repeatable)",
+    )
+    p.add_argument("--created-after", help="ISO 8601 date or time, inclusive")
+    p.add_argument("--created-before", help="ISO 8601 date or time, inclusive")
+    p.add_argument(
+        "--limit", type=int, default=DEFAULT_LIMIT, help=f"at most N hits (default {DEFAULT_LIMIT})"
+    )
+    p.add_argument("--include-archived", action="store_true", help="archived memories too")
+    add_json(p)
 
+    p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")
+    p.set_defaults(handler=tags, local_only=True, existing_store=True)
+    add_json(p)
 
-# -- long-running processes --------------------------------------------------------------
+    p = sub.add_parser("show", help="show one memory, archived ones too")
+    p.set_defaults(handler=show, existing_store=True)
+    p.add_argument("id", help=ID_HELP)
+    add_json(p)
 
+    p = sub.add_parser("delete", help="archive a memory (recoverable until purged)")
+    p.set_defaults(handler=delete, existing_store=True)
+    p.add_argument("id", help=ID_HELP)
+    add_direct(p)
 
-def worker(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker import runtime
+    p = sub.add_parser("restore", help="bring an archived memory back")
+    p.set_defaults(handler=restore, existing_store=True)
+    p.add_argument("id", help=ID_HELP)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="even if what it was merged into is live (then both count it)",
+    )
+    add_direct(p)
 
-    asyncio.run(runtime.run_worker(settings, TemporalSettings.from_env(), reclaim=args.reclaim))
-    return 0
+    p = sub.add_parser("archived", help="list archived memories")
+    p.set_defaults(handler=archived, existing_store=True)
+    add_json(p)
 
+    p = sub.add_parser("purge", help="hard-delete memories archived longer than the retention")
+    p.set_defaults(handler=purge, local_only=True, existing_store=True)
+    p.add_argument(
+        "--retention-days",
+        type=int,
+        help="archived longer than N days (default DREAMKEEPER_ARCHIVE_RETENTION_DAYS; "
+        "0 or -1: purge nothing)",
+    )
 
-def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker import runtime
-    from dreamkeeper.worker.service_commands import require_free_port
-
-    service = service_settings(args)
-    for port in (args.temporal_port, args.ui_port):
-        if port is not None and not 0 < port < 65_536:
-            raise InvalidInput(f"port {port} is out of range (1-65535)")
-    if not args.demo:  # `serve` runs on the dev server: its port too, before starting it
-        require_free_port(service.host, service.port)
-    try:
-        asyncio.run(
-            runtime.run_dev(
-                settings,
-                TemporalSettings.from_env(),
-                demo=args.demo,
-                service=service,
-                grpc_port=args.temporal_port,
-                ui_port=args.ui_port,
-            )
-        )
-    except runtime.PortTaken as exc:
-        raise InvalidInput(str(exc)) from None
-    return 0
-
-
-def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.embedding_server import LocalModelMissing, serve
-
-    try:
-        serve(args.host, args.port)
-    except LocalModelMissing as exc:
-        raise InvalidInput(str(exc)) from None
-    except OSError as exc:
-        raise InvalidInput(f"cannot listen on {args.host}:{args.port}: {exc}") from None
-    return 0
-
-
-def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.worker.codec_server import serve_cli
-
-    return serve_cli(args.host, args.port, settings.data_dir)
+    p = sub.add_parser("stats", help="counts, categories, sources and skipped files")
+    p.set_defaults(handler=stats, local_only=True, existing_store=True)

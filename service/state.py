@@ -17,7 +17,7 @@ from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.worker.service.metrics import ServiceMetrics, known_agents
+from dreamkeeper.service.metrics import ServiceMetrics, known_agents
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.cli.main import build_parser, main
+from dreamkeeper.core.errors import NotFound, SettingsError
 from dreamkeeper.core.settings import load_settings
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS
-from dreamkeeper.worker.cli import build_parser, main
 from dreamkeeper.worker.logs import configure_logging
 
 DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
@@ -168,14 +168,28 @@ def test_every_option_has_help():
     assert missing == []
 
 
-def test_verbose_prints_the_traceback_of_an_error(run, tmp_path):
+def test_verbose_lets_an_error_propagate_with_the_same_exit_code(run, tmp_path):
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "a1").write_text("a file where the agent's directory should be")
-    code, _, err = run("--data", str(tmp_path), "--agent", "a1", "save", "x", "--direct")
+    base = ("--data", str(tmp_path), "--agent", "a1")
+    code, _, err = run(*base, "save", "x", "--direct")
     assert code == 1 and "Traceback" not in err and err.startswith("error: ")
-    code, _, err = run("--data", str(tmp_path), "--agent", "a1", "-v", "save", "x", "--direct")
-    assert code == 1 and "Traceback (most recent call last)" in err
-    assert err.strip().splitlines()[-1].startswith("error: ")
+    # main() re-raises: a debugger or a caller sees the exception itself.
+    with pytest.raises(OSError):
+        main([*base, "-v", "save", "x", "--direct"])
+    unknown = ("--data", str(tmp_path), "--agent", "a2", "show", "0123456789ab")
+    with pytest.raises(NotFound, match="unknown agent 'a2'"):
+        main(["-v", *unknown])
+    # The console script: Python's own traceback and report, and the documented exit
+    # codes (1 for the unexpected, 2 for a request that cannot be done as asked).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
+    for argv, want in (((*base, "save", "x", "--direct"), 1), (unknown, 2)):
+        code, _, quiet = run(*argv)
+        proc = subprocess.run([DREAMKEEPER, "-v", *argv], capture_output=True, text=True, env=env)
+        assert code == proc.returncode == want, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0] == "Traceback (most recent call last):" and "error: " not in proc.stderr
+        assert quiet.strip().removeprefix("error: ") in lines[-1]  # "module.Type: message"
 
 
 def test_a_file_over_the_limit_is_said_to_be_over_it_not_given_a_wrong_size(run, tmp_path):

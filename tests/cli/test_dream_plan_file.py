@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dreamkeeper.cli.dream import format_plan, read_plan
 from dreamkeeper.core.dream_plan import DreamPlan, PlannedMerge
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.worker.dream_cli import format_plan, read_plan
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,9 +12,9 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dreamkeeper.core.errors import DreamkeeperError
-from dreamkeeper.worker.service.problems import problem, status_for
-from dreamkeeper.worker.service.routes_memory import run_search
-from dreamkeeper.worker.service.state import ServiceState
+from dreamkeeper.service.problems import problem, status_for
+from dreamkeeper.service.routes_memory import run_search
+from dreamkeeper.service.state import ServiceState
 
 log = logging.getLogger(__name__)
 

@@ -15,19 +15,19 @@ from mcp.server.context import ServerRequestContext
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
-from dreamkeeper.worker.service import problems
-from dreamkeeper.worker.service.fast_path import FastSearch
-from dreamkeeper.worker.service.guard import Guard
-from dreamkeeper.worker.service.mcp_server import (
+from dreamkeeper.service import problems
+from dreamkeeper.service.fast_path import FastSearch
+from dreamkeeper.service.guard import Guard
+from dreamkeeper.service.mcp_server import (
     AGENT_HEADER,
     MountedMCP,
     build_server,
     connection_identity,
 )
-from dreamkeeper.worker.service.routes_dream_review import router as dream_review_router
-from dreamkeeper.worker.service.routes_memory import router as memory_router
-from dreamkeeper.worker.service.routes_session import router as session_router
-from dreamkeeper.worker.service.state import ServiceState
+from dreamkeeper.service.routes_dream_review import router as dream_review_router
+from dreamkeeper.service.routes_memory import router as memory_router
+from dreamkeeper.service.routes_session import router as session_router
+from dreamkeeper.service.state import ServiceState
 
 
 def create_app(state: ServiceState) -> Guard:

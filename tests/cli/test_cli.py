@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.worker.cli import main
+from dreamkeeper.cli.main import main
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_console_script_is_installed():
 
 
 def test_demo_runs(capsys, tmp_path):
-    from dreamkeeper.worker.demo import run_demo
+    from dreamkeeper.cli.demo import run_demo
 
     run_demo(data_dir=tmp_path)
     out = capsys.readouterr().out

@@ -35,9 +35,9 @@ from dreamkeeper.core.errors import (
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id
+from dreamkeeper.service.problems import validation_detail
+from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.search.query import search
-from dreamkeeper.worker.service.problems import validation_detail
-from dreamkeeper.worker.service.state import ServiceState, state_of
 
 router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"])
 State = Annotated[ServiceState, Depends(state_of)]

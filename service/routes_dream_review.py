@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from dreamkeeper.agent import dream_ops
 from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
 from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
-from dreamkeeper.worker.service.state import ServiceState, state_of
+from dreamkeeper.service.state import ServiceState, state_of
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/dream", tags=["dream"])
 State = Annotated[ServiceState, Depends(state_of)]

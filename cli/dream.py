@@ -1,5 +1,7 @@
 """`dreamkeeper dream`: run a cycle, preview it (`--dry-run`, a readable diff or
-`--json`), apply a saved plan (`--apply PLAN`), undo a cycle (`dream undo RUN_ID`).
+`--json`), apply a saved plan (`--apply PLAN`), set the agent's approval setting
+(`--set-approval`); and its actions `dream undo RUN_ID`, `dream pending`,
+`dream approve [KEY ...]`, `dream reject [KEY ...]`.
 """
 
 from __future__ import annotations
@@ -7,9 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Literal
 
 from pydantic import ValidationError
 
+from dreamkeeper.cli.common import (
+    Subparsers,
+    add_json,
+    memory_client,
+    remote_client,
+    require_store,
+    service_settings,
+)
 from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
@@ -110,78 +121,98 @@ def format_approval(state: ApprovalState) -> str:
     return "\n".join(out)
 
 
-def _approval(
-    args: argparse.Namespace, settings: StoreSettings, action: str, keys: list[str]
-) -> int:
+def _through_serve(args: argparse.Namespace, what: str) -> bool:
+    """True when --url (or DREAMKEEPER_URL) names a serve; `what` (a local-only form) is
+    then refused rather than done on another store than the one named."""
+    url = service_settings(args).url
+    if url and what:
+        raise InvalidInput(
+            f"dream {what} cannot go through a serve ({url}): run it without --url "
+            "(and DREAMKEEPER_URL) where the worker's data directory is"
+        )
+    return bool(url)
+
+
+def _cycle_flags(args: argparse.Namespace) -> list[str]:
+    """The options of `dream` alone given (they make no sense with an action)."""
+    given = (
+        ("--dry-run", args.dry_run),
+        ("--apply", args.apply is not None),
+        ("--set-approval", args.set_approval is not None),
+    )
+    return [name for name, on in given if on]
+
+
+def _no_cycle_flags(args: argparse.Namespace) -> None:
+    if flags := _cycle_flags(args):
+        raise InvalidInput(f"{flags[0]} goes with `dream` alone, not `dream {args.dream_action}`")
+
+
+def undo(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """`dream undo RUN_ID`: revert a cycle's changes that nothing has touched since."""
     from dreamkeeper.agent import dream_ops
-    from dreamkeeper.worker.commands import _memory_client
 
-    workflow_id = args.run_id or dream_ops.consolidation_workflow_id(settings.agent_id)
+    _no_cycle_flags(args)
+    _through_serve(args, "undo")
+    require_store(settings)
 
-    async def go() -> ApprovalState:
-        memory = await _memory_client(settings)
-        if action == "pending":
-            return await dream_ops.pending(memory, workflow_id)
-        return await dream_ops.decide(memory, workflow_id, keys, approve=action == "approve")
+    async def go() -> UndoResult:
+        return await dream_ops.undo(await memory_client(settings), settings.agent_id, args.run_id)
 
-    state = asyncio.run(go())
+    res = asyncio.run(go())
+    print(res.model_dump_json(indent=2) if args.json else format_undo(res))
+    return 0 if res.found else 2
+
+
+def approval(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """`dream pending | approve [KEY ...] | reject [KEY ...]` (no KEY: all pending), on
+    the agent's current cycle, or the Consolidation workflow --run names."""
+    from dreamkeeper.agent import dream_ops
+
+    _no_cycle_flags(args)
+    action: Literal["pending", "approve", "reject"] = args.dream_action
+    keys: list[str] = getattr(args, "keys", [])
+    if _through_serve(args, "--run" if args.run_id is not None else ""):
+        remote = remote_client(args)
+        assert remote is not None
+        state = asyncio.run(remote.dream_approval(settings.agent_id, action, keys))
+    else:
+        require_store(settings)
+        workflow_id = args.run_id or dream_ops.consolidation_workflow_id(settings.agent_id)
+
+        async def go() -> ApprovalState:
+            memory = await memory_client(settings)
+            if action == "pending":
+                return await dream_ops.pending(memory, workflow_id)
+            return await dream_ops.decide(memory, workflow_id, keys, approve=action == "approve")
+
+        state = asyncio.run(go())
     print(state.model_dump_json(indent=2) if args.json else format_approval(state))
     return 0
 
 
-def _remote_dream(args: argparse.Namespace, settings: StoreSettings, url: str) -> int:
-    """Through a serve: what its routes do (run a cycle; pending, approve, reject of the
-    agent's current cycle). The rest needs the worker's client here, so it is refused."""
-    from dreamkeeper.worker.commands import _remote
-
-    words = list(args.words)
-    action = words[0] if words else None
-    refused = [
-        name
-        for name, given in (
-            ("--dry-run", args.dry_run),
-            ("--apply", args.apply is not None),
-            ("--set-approval", args.set_approval is not None),
-            ("--run", args.run_id is not None),
-            ("undo", action == "undo"),
-        )
-        if given
-    ]
-    if refused:
-        raise InvalidInput(
-            f"dream {refused[0]} cannot go through a serve ({url}): run it without --url "
-            "(and DREAMKEEPER_URL) where the worker's data directory is"
-        )
-    if action not in (None, "approve", "reject", "pending"):
-        raise InvalidInput(
-            f"unknown dream action {action!r} (expected: undo, approve, reject, pending)"
-        )
-    remote = _remote(args)
+def _remote_cycle(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """Through a serve: run a cycle (its route); the other forms of `dream` alone need
+    the worker's client here, so they are refused."""
+    if flags := _cycle_flags(args):
+        _through_serve(args, flags[0])
+    remote = remote_client(args)
     assert remote is not None
     agent = settings.agent_id
-    if action is None:
-        result = asyncio.run(remote.run_dream(agent))
-        if args.json:
-            print(result.model_dump_json(indent=2))
-        else:
-            print(
-                f"dream cycle {result.cycle_id} for agent {agent}: {result.consolidation.summary()}"
-            )
-        return 0
-    state = asyncio.run(remote.dream_approval(agent, action, words[1:]))
-    print(state.model_dump_json(indent=2) if args.json else format_approval(state))
+    result = asyncio.run(remote.run_dream(agent))
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(f"dream cycle {result.cycle_id} for agent {agent}: {result.consolidation.summary()}")
     return 0
 
 
 def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """`dream` alone: run a cycle, --dry-run it, --apply a plan, or --set-approval."""
     from dreamkeeper.agent import dream_ops
-    from dreamkeeper.worker.commands import _memory_client, require_store
-    from dreamkeeper.worker.service_commands import service_settings
 
-    url = service_settings(args).url
-    if url:
-        return _remote_dream(args, settings, url)
-    words = list(args.words)
+    if _through_serve(args, ""):
+        return _remote_cycle(args, settings)
     agent = settings.agent_id
     if args.apply is None or args.agent is not None:
         require_store(settings)  # with --apply and no --agent: the plan's agent, below
@@ -190,22 +221,6 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         write_approval(root, args.set_approval)
         print(f"approval for agent {agent}: {args.set_approval} (every cycle from the next)")
         return 0
-    if words and words[0] == "undo":
-        if len(words) != 2:
-            raise InvalidInput("usage: dreamkeeper dream undo DREAM_RUN_ID")
-
-        async def undo() -> UndoResult:
-            return await dream_ops.undo(await _memory_client(settings), agent, words[1])
-
-        res = asyncio.run(undo())
-        print(res.model_dump_json(indent=2) if args.json else format_undo(res))
-        return 0 if res.found else 2
-    if words and words[0] in ("approve", "reject", "pending"):
-        return _approval(args, settings, words[0], words[1:])
-    if words:
-        raise InvalidInput(
-            f"unknown dream action {words[0]!r} (expected: undo, approve, reject, pending)"
-        )
     if args.apply is not None and args.dry_run:
         raise InvalidInput("give --dry-run or --apply, not both")
     if args.apply is not None:
@@ -215,14 +230,14 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         require_store(settings, plan.agent_id)
 
         async def apply() -> ApplyPlanResult:
-            return await dream_ops.apply_plan(await _memory_client(settings), plan)
+            return await dream_ops.apply_plan(await memory_client(settings), plan)
 
         applied = asyncio.run(apply())
         print(applied.model_dump_json(indent=2) if args.json else format_applied(applied))
         return 0
 
     async def run():
-        memory = await _memory_client(settings)
+        memory = await memory_client(settings)
         if args.dry_run:
             return await dream_ops.dry_run(memory, agent)
         return await memory.run_dream(agent)
@@ -241,3 +256,50 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         print(f"dream cycle {result.cycle_id} for agent {agent}: {result.consolidation.summary()}")
         print(f"undo with: dreamkeeper dream undo {result.cycle_id}")
     return 0
+
+
+# -- the parsers -------------------------------------------------------------------------
+
+
+def register(sub: Subparsers) -> None:
+    """`dream` and its actions, each a parser of its own: `dream` alone runs a cycle.
+    An action's --json defaults to SUPPRESS, so `dream --json pending` keeps it: the
+    action's parser writes only what it was given over the namespace `dream` filled."""
+    p = sub.add_parser(
+        "dream", help="run a dream cycle; --dry-run previews it, `dream undo RUN_ID` reverts one"
+    )
+    p.set_defaults(handler=dream, dream_action=None)
+    p.add_argument(
+        "--set-approval",
+        choices=["off", "risky", "all"],
+        help="the agent's approval setting for every later cycle (written to its store)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="plan the cycle, apply nothing")
+    p.add_argument("--apply", metavar="PLAN", help="apply exactly this plan (a file, or -)")
+    add_json(p)
+    actions = p.add_subparsers(
+        dest="dream_action",
+        metavar="ACTION",
+        title="actions",
+        description="none: run a dream cycle, as the options above say",
+    )
+
+    a = actions.add_parser("undo", help="revert a cycle (its run id, as `dream` printed it)")
+    a.set_defaults(handler=undo)
+    a.add_argument("run_id", metavar="RUN_ID", help="the dream run id to undo")
+    add_json(a, default=argparse.SUPPRESS)
+
+    for name, what in (
+        ("pending", "the risky changes waiting for a decision, with their keys"),
+        ("approve", "apply waiting changes (no KEY: every one)"),
+        ("reject", "refuse waiting changes (no KEY: every one)"),
+    ):
+        a = actions.add_parser(name, help=what)
+        a.set_defaults(handler=approval)
+        if name != "pending":
+            a.add_argument("keys", nargs="*", metavar="KEY", help="merge:ID or prune:ID")
+        # dest run_id, as undo's RUN_ID: one name for "which run" in every handler.
+        a.add_argument(
+            "--run", dest="run_id", help="the Consolidation workflow id (default: the agent's)"
+        )
+        add_json(a, default=argparse.SUPPRESS)

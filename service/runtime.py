@@ -21,11 +21,11 @@ from dreamkeeper.core.settings import (
     TemporalSettings,
     embedding_settings,
 )
+from dreamkeeper.service.app import create_app
+from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.service.state import ServiceState
 from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.worker.runtime import running_worker
-from dreamkeeper.worker.service.app import create_app
-from dreamkeeper.worker.service.metrics import ServiceMetrics
-from dreamkeeper.worker.service.state import ServiceState
 
 log = logging.getLogger(__name__)
 

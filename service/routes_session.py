@@ -25,13 +25,13 @@ from dreamkeeper.core.api import (
     WorkingSearchResponse,
 )
 from dreamkeeper.core.errors import InvalidInput, NotFound
+from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.contract import WorkingMemoryStore
 from dreamkeeper.stores.working.working_memory import (
     WorkingEntry,
     validate_key,
     validate_namespace,
 )
-from dreamkeeper.worker.service.state import ServiceState, state_of
 
 MAX_NAMESPACE_SCAN = 100_000  # live entries looked through for a plain key
 

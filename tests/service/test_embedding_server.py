@@ -9,10 +9,10 @@ import threading
 import httpx
 import pytest
 
+from dreamkeeper.cli.main import main
 from dreamkeeper.core.settings import EmbeddingSettings
+from dreamkeeper.service.embedding_server import make_server
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
-from dreamkeeper.worker.cli import main
-from dreamkeeper.worker.embedding_server import make_server
 
 
 def _fake_encoder(texts):
@@ -50,7 +50,7 @@ def test_health_names_the_model(server):
 
 
 def test_without_the_extra_the_command_says_how_to_install_it(capsys, monkeypatch):
-    import dreamkeeper.worker.embedding_server as embedding_server
+    import dreamkeeper.service.embedding_server as embedding_server
 
     monkeypatch.setattr(embedding_server, "local_model_files", lambda: None)
     assert main(["embed-server", "--port", "0"]) == 2

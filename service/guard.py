@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dreamkeeper.worker.service.problems import UNAUTHORIZED, BodyTooLarge, problem, status_for
+from dreamkeeper.service.problems import UNAUTHORIZED, BodyTooLarge, problem, status_for
 
 OPEN_PATHS = ("/v1/health",)  # answered without the token: liveness probes
 

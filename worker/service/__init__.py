@@ -1,1 +1,0 @@
-"""`dreamkeeper serve`: the memory service (HTTP API, MCP, metrics) beside the worker."""
