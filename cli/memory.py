@@ -108,21 +108,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     content = validate_content(read_content(args))
     parsed = parse_source(args.source)
     remote = remote_client(args)
-    if remote is not None:
-        ack = asyncio.run(
-            remote.save_memory(
-                settings.agent_id,
-                content,
-                category=args.category,
-                tags=args.tags,
-                source=args.source,
-                importance=args.importance,
-                entry_id=args.entry_id,
-                idempotency_key=args.idempotency_key,
-            )
-        )
-        print(ack.entry_id)
-    elif args.direct:
+    if remote is None and args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         entry = _store(settings).create(
             content,
@@ -134,15 +120,16 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
         )
         print(entry.id)
     else:
-        # Refuse bad input here, before needing a server, with the same messages.
-        validate_category(args.category)
-        validate_tags(args.tags)
-        validate_importance(args.importance)
-        if args.entry_id is not None:
-            validate_entry_id(args.entry_id)
+        if remote is None:
+            # Refuse bad input here, before needing a server, with the same messages.
+            validate_category(args.category)
+            validate_tags(args.tags)
+            validate_importance(args.importance)
+            if args.entry_id is not None:
+                validate_entry_id(args.entry_id)
 
         async def go() -> str:
-            memory = await memory_client(settings)
+            memory = remote if remote is not None else await memory_client(settings)
             ack = await memory.save_memory(
                 settings.agent_id,
                 content,

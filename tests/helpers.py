@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
@@ -21,3 +24,31 @@ class LuceneBM25(BM25Okapi):
     def _calc_idf(self, nd: dict[str, int]) -> None:
         for word, freq in nd.items():
             self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+
+def build_wheel(project: Path, out: Path) -> Path:
+    """The dreamkeeper wheel built offline from `project` (no build isolation, no index:
+    what the venv's setuptools makes of exactly that folder)."""
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-w",
+            str(out),
+            str(project),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # e.g. "package directory 'dreamkeeper' does not exist": a folder not copied.
+    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+    (wheel,) = out.glob("dreamkeeper-*.whl")
+    return wheel

@@ -13,6 +13,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+from tests.helpers import build_wheel
+
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = ("dreamkeeper.core", "dreamkeeper.testing")
 DEV_ONLY = ("hypothesis", "pytest", "temporalio")
@@ -62,28 +64,7 @@ def test_the_wheel_holds_no_development_harness(tmp_path):
         source,
         ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "build", "*.egg-info"),
     )
-    out = tmp_path / "wheels"
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--disable-pip-version-check",
-            "--quiet",
-            "-w",
-            str(out),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
-    (wheel,) = out.glob("dreamkeeper-*.whl")
+    wheel = build_wheel(source, tmp_path / "wheels")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         modules = {n: archive.read(n).decode() for n in names if n.endswith(".py")}

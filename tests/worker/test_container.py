@@ -14,8 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -23,6 +21,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from dreamkeeper.cli.main import build_parser
+from tests.helpers import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,29 +231,7 @@ def test_the_image_builds_a_wheel_with_every_package(tmp_path):
             unknown = {e.strip() for e in extras.rstrip("]").split(",") if e.strip()}
             assert unknown <= extras_known, f"{target}: no such extra in pyproject.toml"
             project = (workdir / path).resolve()
-            out = tmp_path / "wheels"
-            built = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "wheel",
-                    "--no-deps",
-                    "--no-build-isolation",
-                    "--no-index",
-                    "--disable-pip-version-check",
-                    "--quiet",
-                    "-w",
-                    str(out),
-                    str(project),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            # "package directory 'dreamkeeper' does not exist": a folder not copied.
-            assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
-            (wheel,) = out.glob("dreamkeeper-*.whl")
+            wheel = build_wheel(project, tmp_path / "wheels")
             names = set(zipfile.ZipFile(wheel).namelist())
             missing = sorted(expected_wheel_files() - names)
             assert missing == [], f"the image's wheel lacks {missing}"
