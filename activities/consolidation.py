@@ -15,6 +15,7 @@ import contextlib
 from temporalio import activity
 
 from dreamkeeper.activities.dream_prompts import (
+    ConsolidationReply,
     consolidation_messages,
     parse_consolidation,
     parse_repair,
@@ -432,21 +433,7 @@ class ConsolidationActivities:
         reply = await ask_llm(
             self._llm, messages, parse_consolidation, f"consolidation of {inp.agent_id}"
         )
-        return ProposeResult(
-            shown={e.id: e.fingerprint for e in shown},
-            to_delete=reply.to_delete,
-            to_save=[
-                ProposedMerge(
-                    content=m.content,
-                    category=m.category,
-                    tags=m.tags,
-                    source_ids=m.source_ids,
-                    importance=m.importance,
-                )
-                for m in reply.to_save
-            ],
-            prompt_tokens=prompt_tokens(messages),
-        )
+        return proposal_of(reply, shown, prompt_tokens(messages))
 
     @activity.defn(name="repair_merge")
     async def repair_merge(self, inp: RepairInput) -> RepairResult:
@@ -458,6 +445,28 @@ class ConsolidationActivities:
         messages = repair_messages(sources, inp.merge.content, inp.missing)
         reply = await ask_llm(self._llm, messages, parse_repair, f"merge repair of {inp.agent_id}")
         return RepairResult(content=reply.content, prompt_tokens=prompt_tokens(messages))
+
+
+def proposal_of(
+    reply: ConsolidationReply, shown: list[MemoryEntry], tokens: int = 0
+) -> ProposeResult:
+    """The workflow's payload for a parsed consolidation reply: ids and fingerprints of
+    what was shown, the proposed prunes and merges, nothing else."""
+    return ProposeResult(
+        shown={e.id: e.fingerprint for e in shown},
+        to_delete=reply.to_delete,
+        to_save=[
+            ProposedMerge(
+                content=m.content,
+                category=m.category,
+                tags=m.tags,
+                source_ids=m.source_ids,
+                importance=m.importance,
+            )
+            for m in reply.to_save
+        ],
+        prompt_tokens=tokens,
+    )
 
 
 def planned_fold(store: MemoryStore, fold: Fold) -> PlannedFold:

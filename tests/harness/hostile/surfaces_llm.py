@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 
-from dreamkeeper.activities.consolidation import ConsolidationActivities
+from dreamkeeper.activities.consolidation import ConsolidationActivities, proposal_of
 from dreamkeeper.activities.dream_prompts import (
     parse_consolidation,
     parse_preferences,
@@ -25,7 +25,6 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import (
     MergeCheck,
     ProposedMerge,
-    ProposeResult,
     ReviewInput,
     SaveMergedInput,
 )
@@ -215,21 +214,8 @@ def run_consolidation(sandbox: Sandbox, text: str) -> bool:
     except MalformedLLMOutput:
         return True
     mark_after(sandbox)
-    shown = {e.id: e.fingerprint for e in store.entries()}
-    proposal = ProposeResult(
-        shown=shown,
-        to_delete=reply.to_delete,
-        to_save=[
-            ProposedMerge(
-                content=m.content,
-                category=m.category,
-                tags=m.tags,
-                source_ids=m.source_ids,
-                importance=m.importance,
-            )
-            for m in reply.to_save
-        ],
-    )
+    proposal = proposal_of(reply, store.entries())
+    shown = proposal.shown
     proposal.model_dump_json()  # it must travel as a Temporal payload
     # As the Consolidation workflow goes on: every id resolved against what was shown,
     # then the review and save activities.
