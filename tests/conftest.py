@@ -51,3 +51,44 @@ def embedding_client(embedder):
     )
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL server for the session (tests/harness/postgres.py). CI
+    must have one: there a missing server fails the tests that need it, never skips."""
+    from tests.harness.postgres import PostgresCluster, find_bindir
+
+    bindir = find_bindir()
+    if bindir is None:
+        message = (
+            "PostgreSQL server binaries not found (install `postgresql`, or set "
+            "DREAMKEEPER_PG_BINDIR): the PostgreSQL backend's tests need a server"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    cluster = PostgresCluster(bindir)
+    cluster.start()
+    yield cluster
+    cluster.destroy()
+
+
+_database_count = 0
+
+
+@pytest.fixture
+def database_url(postgres_cluster) -> str:
+    """The URL of a fresh database with Dreamkeeper's schema, one per test."""
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.migrations import upgrade
+
+    global _database_count
+    _database_count += 1
+    url = postgres_cluster.create_database(f"dk_test_{os.getpid()}_{_database_count}")
+    db = Database(url, max_size=2)
+    try:
+        upgrade(db)
+    finally:
+        db.close()
+    return url

@@ -1,0 +1,112 @@
+"""The database schema, as versioned migrations applied in order by `dreamkeeper db
+upgrade` (`upgrade`). A worker checks the version at start (`check_schema`) and refuses a
+database older or newer than its code, with a plain message, rather than failing on the
+first query that meets a missing column.
+
+A migration is never edited once released: a change is a new migration. Each runs in one
+transaction together with the row recording it, so a crash leaves it applied or not.
+Concurrent upgrades serialize on an advisory lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dreamkeeper.core.errors import SettingsError
+from dreamkeeper.stores.postgres.database import Database
+
+# pg_advisory_lock key of `upgrade` ("dk" + "schema" as a number: any constant unique to us).
+UPGRADE_LOCK = 0x646B_5343_4845_4D41
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "store identity",
+        """
+        CREATE TABLE dreamkeeper_store (
+            singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+            store_id text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        INSERT INTO dreamkeeper_store (store_id)
+        VALUES (substr(replace(gen_random_uuid()::text, '-', ''), 1, 16));
+        """,
+    ),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+_SCHEMA_TABLE = """
+CREATE TABLE IF NOT EXISTS dreamkeeper_schema (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+def current_version(db: Database) -> int:
+    """The highest migration applied (0 for a database Dreamkeeper never upgraded)."""
+    with db.transaction() as conn:
+        exists = conn.execute("SELECT to_regclass('dreamkeeper_schema') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return 0
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM dreamkeeper_schema").fetchone()
+        return int(row[0]) if row else 0
+
+
+def upgrade(db: Database) -> list[Migration]:
+    """Apply every migration the database lacks, in order; returns those applied now."""
+    applied: list[Migration] = []
+    with db.dedicated() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (UPGRADE_LOCK,))
+        try:
+            conn.execute(_SCHEMA_TABLE)
+            row = conn.execute(
+                "SELECT coalesce(max(version), 0) FROM dreamkeeper_schema"
+            ).fetchone()
+            have = int(row[0]) if row else 0
+            if have > SCHEMA_VERSION:
+                raise newer_than_code(db, have)
+            for migration in MIGRATIONS:
+                if migration.version <= have:
+                    continue
+                with conn.transaction():
+                    conn.execute(migration.sql)
+                    conn.execute(
+                        "INSERT INTO dreamkeeper_schema (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+                applied.append(migration)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (UPGRADE_LOCK,))
+    return applied
+
+
+def newer_than_code(db: Database, have: int) -> SettingsError:
+    return SettingsError(
+        f"the database at {db.location} has schema version {have}, newer than this "
+        f"Dreamkeeper's {SCHEMA_VERSION}: upgrade Dreamkeeper (or point "
+        "DREAMKEEPER_DATABASE_URL at another database)"
+    )
+
+
+def check_schema(db: Database) -> None:
+    """Raise `SettingsError` with what to do unless the schema is exactly this code's."""
+    have = current_version(db)
+    if have > SCHEMA_VERSION:
+        raise newer_than_code(db, have)
+    if have < SCHEMA_VERSION:
+        state = "has no Dreamkeeper schema" if have == 0 else f"has schema version {have}"
+        raise SettingsError(
+            f"the database at {db.location} {state}; this Dreamkeeper needs version "
+            f"{SCHEMA_VERSION}: run `dreamkeeper db upgrade`"
+        )
