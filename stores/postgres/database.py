@@ -15,6 +15,7 @@ import atexit
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import conninfo
@@ -69,6 +70,17 @@ class Database:
         )
         self._opened = False
         self._guard = threading.Lock()
+        # Autocommit connections for single-statement reads: one round trip each (no
+        # BEGIN/COMMIT, no check at checkout — a read that meets a dead connection is
+        # simply asked again on another). A store's hot read path is one of these.
+        self._readers = ConnectionPool(
+            url,
+            min_size=0,
+            max_size=max_size,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": True},
+            name=f"dreamkeeper-read:{self.location}",
+            open=False,
+        )
 
     def _open(self) -> None:
         # Opened on first use, not in the constructor: building a settings object or a
@@ -76,6 +88,7 @@ class Database:
         with self._guard:
             if not self._opened:
                 self._pool.open(wait=False)
+                self._readers.open(wait=False)
                 self._opened = True
 
     @contextmanager
@@ -85,6 +98,19 @@ class Database:
         self._open()
         with self._pool.connection(timeout=CONNECT_TIMEOUT_SECONDS) as conn:
             yield conn
+
+    def fetch(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement, in autocommit (one round trip); asked
+        once more on another connection if the first was dead (a database restart)."""
+        self._open()
+        for attempt in (1, 2):
+            try:
+                with self._readers.connection(timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                    return conn.execute(sql, params).fetchall()
+            except psycopg.OperationalError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def dedicated(self) -> Iterator[psycopg.Connection]:
@@ -99,6 +125,7 @@ class Database:
         with self._guard:
             if self._opened:
                 self._pool.close()
+                self._readers.close()
                 self._opened = False
 
 

@@ -74,15 +74,22 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
 
+# One statement (one snapshot, one round trip): the feed's top first, then the ids changed
+# after the reader's offset up to it, with their documents as they are now (a purged id
+# has none). When nothing changed it is two index probes.
 _CATCH_UP = """
+WITH top AS (SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %(agent)s)
+SELECT NULL, feed_seq, NULL FROM top
+UNION ALL
 SELECT f.id, f.seq, m.doc
 FROM (
     SELECT id, max(seq) AS seq FROM dk_memory_feed
-    WHERE agent_id = %(agent)s AND seq > %(offset)s GROUP BY id
+    WHERE agent_id = %(agent)s AND seq > %(offset)s AND seq <= (SELECT feed_seq FROM top)
+    GROUP BY id
 ) f
-LEFT JOIN dk_memory m ON m.agent_id = %(agent)s AND m.id = f.id
-UNION ALL
-SELECT NULL, feed_seq, NULL FROM dk_memory_agent WHERE agent_id = %(agent)s
+LEFT JOIN LATERAL (
+    SELECT doc FROM dk_memory WHERE agent_id = %(agent)s AND id = f.id
+) m ON true
 """
 
 # Raise the agent's feed counter by %(n)s and return the new top: its row lock is held to
@@ -195,6 +202,13 @@ class PostgresMemoryStore(StoreOperations):
                     if not conn.closed and not conn.broken:
                         conn.autocommit = False
 
+    def _fetch(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """One read statement: on the hold's connection when this thread holds the lock,
+        else on an autocommit reader (one round trip)."""
+        if self._hold is not None and self._depth > 0 and self._holder == threading.get_ident():
+            return self._hold.execute(sql, params).fetchall()
+        return self.db.fetch(sql, params)
+
     def _transaction(self, body: Callable[[psycopg.Connection], Any]) -> Any:
         """Run `body` as one transaction on the hold's connection (the lock is held)."""
         conn = self._hold
@@ -283,12 +297,8 @@ class PostgresMemoryStore(StoreOperations):
             self._vectors.forget(entry_id)
 
     def _catch_up(self) -> None:
-        """Take every write after this instance's offset: one query, the changed ids with
-        their documents as they are now (a purged id has none)."""
-        with self._connection() as conn:
-            rows = conn.execute(
-                _CATCH_UP, {"agent": self.agent_id, "offset": self._offset}
-            ).fetchall()
+        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
+        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
         top = 0
         changes = []
         for entry_id, seq, doc in rows:
