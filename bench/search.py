@@ -163,7 +163,6 @@ def write_snapshot(size: int) -> dict:
 
 def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
     from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-    from dreamkeeper.stores.search.query import search
 
     root = corpus_dir(size)
     t0 = time.perf_counter()
@@ -172,15 +171,7 @@ def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
     cold = time.perf_counter() - t0
     assert store.opened_from_snapshot == cached
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    qs = queries(nq)
-    for q in qs[:10]:
-        search(store, q)  # warm-up
-    times, tops = [], []
-    for q in qs:
-        t = time.perf_counter()
-        hits = search(store, q)
-        times.append(time.perf_counter() - t)
-        tops.append([h.entry.id for h in hits])
+    ((times, tops),) = _query_each(queries(nq), [store])
     return {
         "cold_s": cold,
         "rss_mb": rss_mb,
@@ -188,6 +179,23 @@ def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
         "p99_ms": 1e3 * _percentile(times, 0.99),
         "tops": tops,
     }
+
+
+def _query_each(qs: list[str], stores: list) -> list[tuple[list[float], list[list[str]]]]:
+    """Each query on each store in turn, after a warm-up: per store its times and ids."""
+    from dreamkeeper.stores.search.query import search
+
+    for q in qs[:10]:
+        for store in stores:
+            search(store, q)
+    out: list[tuple[list[float], list[list[str]]]] = [([], []) for _ in stores]
+    for q in qs:
+        for store, (times, tops) in zip(stores, out, strict=True):
+            t = time.perf_counter()
+            hits = search(store, q)
+            times.append(time.perf_counter() - t)
+            tops.append([h.entry.id for h in hits])
+    return out
 
 
 def load_postgres(size: int, url: str) -> dict:
@@ -215,7 +223,6 @@ def measure_postgres(size: int, nq: int, url: str) -> dict:
     from postgres_backend import open_store
 
     from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-    from dreamkeeper.stores.search.query import search
 
     t0 = time.perf_counter()
     store = open_store(url, "bench")
@@ -225,20 +232,7 @@ def measure_postgres(size: int, nq: int, url: str) -> dict:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     files = FileMemoryStore(corpus_dir(size), "bench")
     files.index()
-    qs = queries(nq)
-    for q in qs[:10]:
-        search(store, q)  # warm-up
-        search(files, q)
-    times, file_times, tops, file_tops = [], [], [], []
-    for q in qs:
-        t = time.perf_counter()
-        hits = search(store, q)
-        times.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        file_hits = search(files, q)
-        file_times.append(time.perf_counter() - t)
-        tops.append([h.entry.id for h in hits])
-        file_tops.append([h.entry.id for h in file_hits])
+    (times, tops), (file_times, file_tops) = _query_each(queries(nq), [store, files])
     return {
         "cold_s": cold,
         "rss_mb": rss_mb,
