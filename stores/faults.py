@@ -28,7 +28,12 @@ JOURNAL_APPENDED = "journal-appended"  # record durable, entry file not yet repl
 FILE_REPLACED = "file-replaced"  # entry file replaced, old path of a move not yet removed
 BATCH_JOURNALED = "batch-journaled"  # a bulk write's records durable, no file written yet
 BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway through its files
-POINTS = frozenset({JOURNAL_APPENDED, FILE_REPLACED, BATCH_JOURNALED, BATCH_HALF_WRITTEN})
+# A database write whose transaction has made some of its statements, not all: a crash
+# here must leave nothing of it (the transaction rolls back).
+ROWS_HALF_WRITTEN = "rows-half-written"
+POINTS = frozenset(
+    {JOURNAL_APPENDED, FILE_REPLACED, BATCH_JOURNALED, BATCH_HALF_WRITTEN, ROWS_HALF_WRITTEN}
+)
 
 
 class SimulatedCrash(BaseException):

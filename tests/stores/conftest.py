@@ -1,0 +1,74 @@
+"""One suite for both backends: a test that takes `backend` (or a fixture built on it)
+runs once against the file backend and once against PostgreSQL (`database_url`, a fresh
+database per test; skipped locally when the machine has no server, failed in CI)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
+from dreamkeeper.stores.files import AgentFiles
+
+BACKENDS = ["file", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def tier_db(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The PostgreSQL `Database` of this test (None for the file backend)."""
+    if backend == "file":
+        yield None
+        return
+    from dreamkeeper.stores.postgres.database import Database
+
+    db = Database(request.getfixturevalue("database_url"), max_size=4)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_documents(tier_db: Any, tmp_path: Path) -> Callable[[str], AgentDocuments]:
+    """An agent's documents on this test's backend (a new instance per call: another
+    process's view of the same documents)."""
+
+    def make(agent_id: str = "a1") -> AgentDocuments:
+        if tier_db is None:
+            return FileDocuments(AgentFiles(tmp_path, agent_id))
+        from dreamkeeper.stores.postgres.documents import PostgresDocuments
+
+        return PostgresDocuments(tier_db, agent_id)
+
+    return make
+
+
+@pytest.fixture
+def documents(make_documents: Callable[[str], AgentDocuments]) -> AgentDocuments:
+    return make_documents("a1")
+
+
+@pytest.fixture
+def age_document(tier_db: Any, tmp_path: Path) -> Callable[[str, datetime], None]:
+    """Make a1's document look last written at `when` (a file's mtime, a row's time)."""
+
+    def age(name: str, when: datetime) -> None:
+        if tier_db is None:
+            path = tmp_path.joinpath("agents", "a1", *check_name(name))
+            os.utime(path, (when.timestamp(), when.timestamp()))
+            return
+        with tier_db.transaction() as conn:
+            conn.execute(
+                "UPDATE dreamkeeper_documents SET written_at = %s WHERE agent_id = %s AND name = %s",
+                (when, "a1", name),
+            )
+
+    return age
