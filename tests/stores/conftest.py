@@ -72,3 +72,27 @@ def age_document(tier_db: Any, tmp_path: Path) -> Callable[[str, datetime], None
             )
 
     return age
+
+
+@pytest.fixture
+def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+    """A working-memory store on this test's backend (a new instance per call: another
+    process's view of the same agent)."""
+
+    def make(agent_id: str = "a1", **options: Any) -> Any:
+        options.setdefault("clock", clock)
+        if tier_db is None:
+            from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+            return FileWorkingMemoryStore(tmp_path, agent_id, **options)
+        from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+        return PostgresWorkingMemoryStore(tier_db, agent_id, **options)
+
+    return make
+
+
+@pytest.fixture
+def store_location(tier_db: Any, tmp_path: Path) -> str:
+    """What a child process opens the same stores from: the data directory or the URL."""
+    return str(tmp_path) if tier_db is None else str(tier_db.url)
