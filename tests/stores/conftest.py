@@ -96,3 +96,20 @@ def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]
 def store_location(tier_db: Any, tmp_path: Path) -> str:
     """What a child process opens the same stores from: the data directory or the URL."""
     return str(tmp_path) if tier_db is None else str(tier_db.url)
+
+
+@pytest.fixture
+def make_conversations(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+    """A conversation store on this test's backend (a new instance per call)."""
+
+    def make(agent_id: str = "a1", **options: Any) -> Any:
+        options.setdefault("clock", clock)
+        if tier_db is None:
+            from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+
+            return FileConversationStore(tmp_path, agent_id, **options)
+        from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
+
+        return PostgresConversationStore(tier_db, agent_id, **options)
+
+    return make

@@ -67,6 +67,7 @@ def test_the_file_backend_has_every_contract_operation_with_its_parameters(
 def test_the_documents_and_postgres_backends_have_every_contract_operation(
     tmp_path: Path, database_url: str
 ) -> None:
+    from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.documents import PostgresDocuments
     from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -86,6 +87,12 @@ def test_the_documents_and_postgres_backends_have_every_contract_operation(
             PostgresWorkingMemoryStore,
             PostgresWorkingMemoryStore(db, "contract"),
             conformance.postgres_working,
+        ),
+        (
+            ConversationStore,
+            PostgresConversationStore,
+            PostgresConversationStore(db, "contract"),
+            conformance.postgres_conversations,
         ),
     ]:
         _check_members(protocol, backend, store, conforms)
