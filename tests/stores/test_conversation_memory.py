@@ -193,13 +193,8 @@ def test_sessions_skips_files_that_are_not_sessions(tmp_path, clock):
 
 _TALKER = """
 import sys
-if sys.argv[1].startswith("postgresql:"):
-    from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
-    store = PostgresConversationStore(Database(sys.argv[1]), "a1")
-else:
-    from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-    store = FileConversationStore(sys.argv[1], "a1")
+from tests.stores.children import open_tier
+store = open_tier("conversations", sys.argv[1])
 for i in range(int(sys.argv[2])):
     store.add_turn("s1", "user", f"{sys.argv[3]} #{i}")
 """

@@ -193,13 +193,8 @@ def test_search_ranks_by_content_within_a_prefix(working):
 
 _WRITER = """
 import sys
-if sys.argv[1].startswith("postgresql:"):
-    from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-    store = PostgresWorkingMemoryStore(Database(sys.argv[1]), "a1")
-else:
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-    store = FileWorkingMemoryStore(sys.argv[1], "a1")
+from tests.stores.children import open_tier
+store = open_tier("working", sys.argv[1])
 for i in range(int(sys.argv[3])):
     store.save(sys.argv[2], f"k{i}", f"from {sys.argv[2]} #{i}")
 """
