@@ -289,3 +289,27 @@ def test_a_database_write_that_dies_half_way_changes_nothing(database_url, clock
     working.save(SESSION, "k", "after")  # the retry applies
     assert PostgresWorkingMemoryStore(db, "a1", clock=clock).get(f"{SESSION}/k").value == "after"
     db.close()
+
+
+def test_a_dropped_database_connection_fails_one_call_and_leaves_nothing_half_done(
+    database_url, clock
+):
+    import psycopg
+
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+    db = Database(database_url, min_size=1, max_size=1)  # one pooled connection: the victim
+    working = PostgresWorkingMemoryStore(db, "a1", clock=clock)
+    working.save(SESSION, "k", "before")
+    with db.dedicated() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    with pytest.raises(psycopg.OperationalError):
+        working.save(SESSION, "k", "after")
+    assert working.get(f"{SESSION}/k").value == "before"  # a fresh connection, old state
+    working.save(SESSION, "k", "after")  # the retry applies
+    assert PostgresWorkingMemoryStore(db, "a1", clock=clock).get(f"{SESSION}/k").value == "after"
+    db.close()
