@@ -7,8 +7,8 @@ may not exist yet, so the lock is on its name): a new or expired session starts 
 at turn 1 with its old turns discarded, the turn is inserted with the session's next
 number and the row moved on, and turns older than the window plus `max_archived` are
 deleted — so numbers are never reused within a session and two processes adding turns
-to one session serialize. A read takes one snapshot (REPEATABLE READ): the session row
-and its turns as of the same moment. The conversation log is the agent's documents
+to one session serialize. A read is one statement: the session row and its turns as of
+the same moment. The conversation log is the agent's documents
 (`stores.postgres.documents`).
 """
 
@@ -69,22 +69,19 @@ class PostgresConversationStore(ConversationBase):
     # -- reads -------------------------------------------------------------------------
 
     def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
+        # One statement, so the session row and its turns are of one snapshot.
         with self.db.transaction() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            row = conn.execute(
-                "SELECT last_at, next_n FROM dreamkeeper_conversation_sessions "
-                "WHERE agent_id = %s AND session_id = %s",
-                (self.agent_id, session_id),
-            ).fetchone()
-            if row is None or not self._is_live(row[0]):
-                return None
-            next_n = int(row[1])
-            oldest = next_n - self._max_retained - max(self._max_archived, 0)
             rows = conn.execute(
-                "SELECT turn FROM dreamkeeper_conversation_turns "
-                "WHERE agent_id = %s AND session_id = %s AND n >= %s ORDER BY n",
-                (self.agent_id, session_id, oldest),
+                "SELECT s.last_at, s.next_n, t.turn FROM dreamkeeper_conversation_sessions s "
+                "LEFT JOIN dreamkeeper_conversation_turns t ON t.agent_id = s.agent_id AND "
+                "t.session_id = s.session_id AND t.n >= s.next_n - %s "
+                "WHERE s.agent_id = %s AND s.session_id = %s ORDER BY t.n",
+                (self._max_retained + max(self._max_archived, 0), self.agent_id, session_id),
             ).fetchall()
+        if not rows or not self._is_live(rows[0][0]):
+            return None
+        next_n = int(rows[0][1])
+        rows = [(r[2],) for r in rows if r[2] is not None]
         turns = []
         for (text,) in rows:
             try:
