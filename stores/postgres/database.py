@@ -3,8 +3,8 @@
 psycopg 3's pool hands out connections to the worker's activity threads; each
 `transaction()` is one database transaction, committed when the block ends and rolled
 back when it raises. A connection broken by a database restart is discarded by the pool
-when it comes back, and an idle one is checked before it is handed out, so the next call
-gets a live one: the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
+when it comes back (psycopg_pool checks its state), so the next call gets a fresh one:
+the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
 activity through Temporal) — nothing is half-applied, since the transaction never
 committed.
 """
@@ -61,10 +61,6 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
-            # Checked at checkout (one round trip): after a database restart every idle
-            # connection is dead, and a store's retry must get a live one, not the next
-            # dead one.
-            check=ConnectionPool.check_connection,
             name=f"dreamkeeper:{self.location}",
             open=False,
         )
@@ -101,14 +97,19 @@ class Database:
 
     def fetch(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """The rows of one read-only statement, in autocommit (one round trip); asked
-        once more on another connection if the first was dead (a database restart)."""
+        again on another connection while the one it got was dead (after a database
+        restart every idle one is: each is discarded as it fails, at most the pool)."""
         self._open()
-        for attempt in (1, 2):
+        for attempt in range(self._readers.max_size + 1):
             try:
                 with self._readers.connection(timeout=CONNECT_TIMEOUT_SECONDS) as conn:
-                    return conn.execute(sql, params).fetchall()
+                    try:
+                        return conn.execute(sql, params).fetchall()
+                    except psycopg.OperationalError:
+                        if not conn.broken or attempt == self._readers.max_size:
+                            raise
             except psycopg.OperationalError:
-                if attempt == 2:
+                if attempt == self._readers.max_size:
                     raise
         raise AssertionError("unreachable")
 

@@ -58,10 +58,12 @@ from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.postgres.database import Database
+from dreamkeeper.stores.postgres.database import POOL_MAX, Database
+from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
@@ -143,6 +145,9 @@ class PostgresMemoryStore(StoreOperations):
         self._depth = 0
         self._holder = 0  # the thread holding the lock
         self._hold: psycopg.Connection | None = None
+        # The agent's other documents (dream ledger, cluster state, settings, the
+        # conversation log) live in the same database.
+        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id)
         self._vectors = (
             EntryVectors(None, embeddings.model_key, read=self._read_vectors)
             if embeddings
@@ -186,21 +191,36 @@ class PostgresMemoryStore(StoreOperations):
                 finally:
                     self._depth -= 1
                 return
-            with self.db.transaction() as conn:
-                conn.autocommit = True
+            with self._locked_connection() as conn:
+                self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
+                    self._ensure_loaded()
+                    yield
+                finally:
+                    self._hold, self._depth = None, 0
+                    if not conn.closed and not conn.broken:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+
+    @contextmanager
+    def _locked_connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit holding the agent's advisory lock. A pooled
+        connection found dead (a database restart kills every idle one) is discarded and
+        the next one tried: a dead session holds no lock, so nothing is held twice."""
+        for attempt in range(POOL_MAX + 1):
+            with self.db.transaction() as conn:
+                try:
+                    conn.autocommit = True
                     conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
-                    self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
-                    try:
-                        self._ensure_loaded()
-                        yield
-                    finally:
-                        self._hold, self._depth = None, 0
-                        if not conn.closed and not conn.broken:
-                            conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+                except psycopg.OperationalError:
+                    if not conn.broken or attempt == POOL_MAX:
+                        raise
+                    continue
+                try:
+                    yield conn
                 finally:
                     if not conn.closed and not conn.broken:
                         conn.autocommit = False
+                return
 
     def _fetch(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
         """One read statement: on the hold's connection when this thread holds the lock,

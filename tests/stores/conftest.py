@@ -1,12 +1,13 @@
-"""One store suite for both backends: `backend` opens long-term stores on files (a data
-directory) or on PostgreSQL (a fresh database per test), and `any_store` is a store of
-agent-1 on each. A test written against them runs twice; a test about one backend's own
-storage (files, journal bytes, symlinks) keeps using `store` or opens its class itself."""
+"""One suite for both backends: a test that takes `backend` (or a fixture built on it)
+runs once against the file backend and once against PostgreSQL (`database_url`, a fresh
+database per test; skipped locally when the machine has no server, failed in CI)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,108 @@ import pytest
 
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def tier_db(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The PostgreSQL `Database` of this test (None for the file backend)."""
+    if backend == "file":
+        yield None
+        return
+    from dreamkeeper.stores.postgres.database import Database
+
+    db = Database(request.getfixturevalue("database_url"), max_size=4)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_documents(tier_db: Any, tmp_path: Path) -> Callable[[str], AgentDocuments]:
+    """An agent's documents on this test's backend (a new instance per call: another
+    process's view of the same documents)."""
+
+    def make(agent_id: str = "a1") -> AgentDocuments:
+        if tier_db is None:
+            return FileDocuments(AgentFiles(tmp_path, agent_id))
+        from dreamkeeper.stores.postgres.documents import PostgresDocuments
+
+        return PostgresDocuments(tier_db, agent_id)
+
+    return make
+
+
+@pytest.fixture
+def documents(make_documents: Callable[[str], AgentDocuments]) -> AgentDocuments:
+    return make_documents("a1")
+
+
+@pytest.fixture
+def age_document(tier_db: Any, tmp_path: Path) -> Callable[[str, datetime], None]:
+    """Make a1's document look last written at `when` (a file's mtime, a row's time)."""
+
+    def age(name: str, when: datetime) -> None:
+        if tier_db is None:
+            path = tmp_path.joinpath("agents", "a1", *check_name(name))
+            os.utime(path, (when.timestamp(), when.timestamp()))
+            return
+        with tier_db.transaction() as conn:
+            conn.execute(
+                "UPDATE dreamkeeper_documents SET written_at = %s WHERE agent_id = %s AND name = %s",
+                (when, "a1", name),
+            )
+
+    return age
+
+
+@pytest.fixture
+def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+    """A working-memory store on this test's backend (a new instance per call: another
+    process's view of the same agent)."""
+
+    def make(agent_id: str = "a1", **options: Any) -> Any:
+        options.setdefault("clock", clock)
+        if tier_db is None:
+            from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+            return FileWorkingMemoryStore(tmp_path, agent_id, **options)
+        from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+        return PostgresWorkingMemoryStore(tier_db, agent_id, **options)
+
+    return make
+
+
+@pytest.fixture
+def store_location(tier_db: Any, tmp_path: Path) -> str:
+    """What a child process opens the same stores from: the data directory or the URL."""
+    return str(tmp_path) if tier_db is None else str(tier_db.url)
+
+
+@pytest.fixture
+def make_conversations(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+    """A conversation store on this test's backend (a new instance per call)."""
+
+    def make(agent_id: str = "a1", **options: Any) -> Any:
+        options.setdefault("clock", clock)
+        if tier_db is None:
+            from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+
+            return FileConversationStore(tmp_path, agent_id, **options)
+        from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
+
+        return PostgresConversationStore(tier_db, agent_id, **options)
+
+    return make
 
 
 @dataclass
@@ -27,7 +127,6 @@ class Backend:
     # Where a write has run but not taken effect (a crash there leaves it undone).
     before_commit: str
     spec: str  # for a subprocess: "file:<data dir>" or "postgres:<url>" (`open_spec`)
-    closers: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _file_backend(root: Path, clock: Any) -> Backend:
@@ -42,11 +141,8 @@ def _file_backend(root: Path, clock: Any) -> Backend:
     return Backend("file", open_store, announced, faults.JOURNAL_APPENDED, f"file:{root}")
 
 
-def _postgres_backend(url: str, clock: Any) -> Backend:
-    from dreamkeeper.stores.postgres.database import Database
+def _postgres_backend(db: Any, clock: Any) -> Backend:
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
-
-    db = Database(url, max_size=8)
 
     def open_store(agent: str = "agent-1", **kw: Any) -> PostgresMemoryStore:
         kw.setdefault("clock", clock)
@@ -60,9 +156,7 @@ def _postgres_backend(url: str, clock: Any) -> Backend:
             ).fetchall()
         return {(i, int(r)) for i, r in rows}
 
-    return Backend(
-        "postgres", open_store, announced, faults.TRANSACTION_OPEN, f"postgres:{url}", [db.close]
-    )
+    return Backend("postgres", open_store, announced, faults.TRANSACTION_OPEN, f"postgres:{db.url}")
 
 
 # What a subprocess runs first to open a backend's store from its `spec`.
@@ -78,17 +172,15 @@ def open_spec(spec, agent):
 """
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path, clock) -> Iterator[Backend]:
-    if request.param == "file":
-        made = _file_backend(tmp_path / "data", clock)
-    else:
-        made = _postgres_backend(request.getfixturevalue("database_url"), clock)
-    yield made
-    for close in made.closers:
-        close()
+@pytest.fixture
+def long_term(backend: str, tier_db: Any, tmp_path: Path, clock: Any) -> Backend:
+    """Long-term stores on this test's backend (`open` makes a new instance: another
+    process's view of the same agent), with what the suite asks of each backend."""
+    if tier_db is None:
+        return _file_backend(tmp_path / "data", clock)
+    return _postgres_backend(tier_db, clock)
 
 
 @pytest.fixture
-def any_store(backend) -> MemoryStore:
-    return backend.open()
+def any_store(long_term: Backend) -> MemoryStore:
+    return long_term.open()

@@ -36,10 +36,10 @@ step = st.one_of(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(step, min_size=1, max_size=12))
-def test_readers_catch_up_with_any_sequence_of_two_writers(backend, clock, steps):
+def test_readers_catch_up_with_any_sequence_of_two_writers(long_term, clock, steps):
     agent = f"feed-{next(_agents)}"
-    writers = [backend.open(agent), backend.open(agent)]
-    early = backend.open(agent)
+    writers = [long_term.open(agent), long_term.open(agent)]
+    early = long_term.open(agent)
     early.entries()
     ids: list[str] = []
     for kind, who, *args in steps:
@@ -63,7 +63,7 @@ def test_readers_catch_up_with_any_sequence_of_two_writers(backend, clock, steps
             store.restore(target, force=True)
         else:
             store.update_importance(target, args[1] / 10)
-    fresh = backend.open(agent)
+    fresh = long_term.open(agent)
     truth = {e.id: e for e in fresh.entries(include_archived=True)}
     for reader in (early, *writers):
         assert {e.id: e for e in reader.entries(include_archived=True)} == truth
@@ -73,11 +73,11 @@ def test_readers_catch_up_with_any_sequence_of_two_writers(backend, clock, steps
         ]
 
 
-def test_a_writer_that_read_before_another_wrote_is_refused(backend):
-    first, second = backend.open(), backend.open()
+def test_a_writer_that_read_before_another_wrote_is_refused(long_term):
+    first, second = long_term.open(), long_term.open()
     entry = first.create("Trish takes her tea with lemon.", category="people")
     seen = second.require(entry.id)
     first.update(entry.id, content="Trish takes her tea with honey.")
     with pytest.raises(Conflict):
         second.put(seen.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED)
-    assert backend.open().require(entry.id).content == "Trish takes her tea with honey."
+    assert long_term.open().require(entry.id).content == "Trish takes her tea with honey."
