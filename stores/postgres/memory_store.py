@@ -361,6 +361,7 @@ class PostgresMemoryStore(StoreOperations):
             row = conn.execute(
                 "SELECT data FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
                 (self.agent_id, SNAPSHOT_NAME),
+                binary=True,  # tens of MB at 100k entries: no hex text to decode
             ).fetchone()
             if row is None:
                 return False
@@ -370,7 +371,7 @@ class PostgresMemoryStore(StoreOperations):
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
-                state = snapshot.decode(self.agent_id, bytes(row[0]), accept)
+                state = snapshot.decode(self.agent_id, row[0], accept)
             except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the table"
                 log.warning(
                     "memory store %s: index snapshot not used (%s: %s)",
