@@ -99,3 +99,26 @@ def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_
     assert f"has schema version {SCHEMA_VERSION + 1}, newer than this Dreamkeeper's" in err
     code, out, _ = run("db", "status")
     assert code == 2 and "newer than this Dreamkeeper" in out
+
+
+def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path, database_url):
+    pytest.importorskip("dreamkeeper.stores.postgres.working_memory")
+    from tests.stores.test_migrate import generated_store
+
+    generated_store(tmp_path / "data", agents=2)
+    code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
+    assert code == 0, err
+    assert "[1/2] agent agent-0:" in err and "[2/2] agent agent-1:" in err
+    assert "migrated 2 agents" in out and "counts and content hashes match" in out
+    code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
+    assert code == 0 and "(0 new this run)" in out
+
+
+def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):
+    from tests.stores.test_migrate import generated_store
+
+    generated_store(tmp_path / "data", agents=1)
+    code, _, err = run("--data", str(tmp_path / "data"), "migrate", "--to", bare_url)
+    assert code == 2 and "run `dreamkeeper db upgrade`" in err
+    code, _, err = run("--data", str(tmp_path / "nowhere"), "migrate", "--to", bare_url)
+    assert code == 2 and "does not exist" in err
