@@ -122,3 +122,32 @@ def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):
     assert code == 2 and "run `dreamkeeper db upgrade`" in err
     code, _, err = run("--data", str(tmp_path / "nowhere"), "migrate", "--to", bare_url)
     assert code == 2 and "does not exist" in err
+
+
+def test_export_from_files_and_import_into_a_database_then_export_again(
+    run, tmp_path, monkeypatch, database_url
+):
+    from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+    from dreamkeeper.stores.migrate import content_digest
+
+    source = FileBackend(tmp_path / "data")
+    store = source.memory("a1")
+    kept = store.create("Invoices are archived after seven years", category="finance")
+    gone = store.create("The VPN gateway lives in Frankfurt")
+    store.archive(gone.id, "moved")
+    out_file = tmp_path / "a1.jsonl"
+    base = ["--data", str(tmp_path / "data"), "--agent", "a1"]
+    assert run(*base, "export", "--include-archived", "-o", str(out_file))[0] == 0
+
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    code, out, err = run(*base, "import", str(out_file))
+    assert code == 0, err
+    ours = PostgresBackend(database_url).memory("a1").entries(include_archived=True)
+    assert content_digest(ours) == content_digest(store.entries(include_archived=True))
+    assert {e.id for e in ours if e.is_archived} == {gone.id}
+    code, again, _ = run(*base, "import", str(out_file))  # idempotent by id
+    assert code == 0 and len(PostgresBackend(database_url).memory("a1")) == 1
+    code, exported, _ = run(*base, "export", "--include-archived")
+    assert code == 0 and kept.id in exported and gone.id in exported
+    code, _, err = run(*base[:2], "--agent", "nobody", "export")
+    assert code == 2 and "no store in the database" in err
