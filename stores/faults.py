@@ -34,6 +34,7 @@ COMMITTED = "committed"  # committed, the caller not yet told
 # A database write whose transaction has made some of its statements, not all: a crash
 # here must leave nothing of it (the transaction rolls back).
 ROWS_HALF_WRITTEN = "rows-half-written"
+MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
 POINTS = frozenset(
     {
         JOURNAL_APPENDED,
@@ -43,6 +44,7 @@ POINTS = frozenset(
         TRANSACTION_OPEN,
         COMMITTED,
         ROWS_HALF_WRITTEN,
+        MIGRATE_AGENT_COPIED,
     }
 )
 
