@@ -570,6 +570,10 @@ class FileMemoryStore:
     def categories_by_group(self) -> dict[int, str | None]:
         return {cid: cat for cat, cid in self._category_ids.items()}
 
+    def changes(self) -> list[JournalRecord]:
+        """The whole journal, oldest first (a torn or malformed line skipped)."""
+        return self.journal.read_all()
+
     def __len__(self) -> int:
         return len(self.entries())
 
