@@ -56,3 +56,5 @@ def test_killstorm_runs_end_to_end_with_tiny_parameters():
     kills = int(re.search(r"worker: (\d+) SIGKILLs", out).group(1))
     assert kills >= 3
     assert re.search(r"storm0: \d+ live", out) and re.search(r"storm1: \d+ live", out)
+    # MemoryClient takes `entry_id` among its typed options: a retry is the same save.
+    assert "retries reuse the entry id: yes" in out

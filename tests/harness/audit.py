@@ -34,13 +34,16 @@ What it checks, per agent:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from temporalio.api.history.v1 import HistoryEvent
 
 from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
@@ -544,3 +547,53 @@ async def audit_workflows(client, agents: Iterable[str], query: str | None = Non
             if agent in result.dreams_completed:
                 result.dreams_completed[agent] += 1
     return result
+
+
+# -- (g) which worker served which agent ---------------------------------------------
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the SDK core's marker for a local activity
+WORKER_IDENTITY = re.compile(r"^killstorm-w(\d+)-")
+
+
+def worker_of(identity: str) -> str:
+    """The worker slot an identity `killstorm-w{n}-{pid}` names ("w{n}"), whichever of
+    its restarts it was; another identity as it is."""
+    match = WORKER_IDENTITY.match(identity)
+    return f"w{match[1]}" if match else (identity or "unknown")
+
+
+def completed_by(events: Iterable[HistoryEvent]) -> Iterator[str]:
+    """The worker of each activity a history completed: a regular activity by the identity
+    on its completed event; a local activity (a marker) by the workflow task that
+    recorded it, whose completed event comes just before its commands' events."""
+    task_identity = ""
+    for event in events:
+        if event.HasField("workflow_task_completed_event_attributes"):
+            task_identity = event.workflow_task_completed_event_attributes.identity
+        elif event.HasField("activity_task_completed_event_attributes"):
+            yield worker_of(event.activity_task_completed_event_attributes.identity)
+        elif (
+            event.HasField("marker_recorded_event_attributes")
+            and event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+        ):
+            yield worker_of(task_identity)
+
+
+async def worker_split(client, agents: Iterable[str], *, parallel: int = 8) -> dict[str, Counter]:
+    """Per agent, how many activities each worker completed for it, read from the
+    histories of every visible workflow tagged with the agent (`AgentId`)."""
+    from dreamkeeper.client.attributes import AGENT_ID
+
+    split: dict[str, Counter] = {a: Counter() for a in agents}
+    gate = asyncio.Semaphore(parallel)
+
+    async def count(wf) -> None:
+        agent = wf.typed_search_attributes.get(AGENT_ID)
+        if agent not in split:
+            return
+        async with gate:
+            history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        split[agent].update(completed_by(history.events))
+
+    await asyncio.gather(*[count(wf) async for wf in client.list_workflows()])
+    return split
