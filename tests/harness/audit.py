@@ -30,6 +30,9 @@ What it checks, per agent:
   or its merge sources, each distinct reinforcing op in the journal or the op ledgers,
   the copies folded into it); and an acknowledged save whose content also persisted
   under another id (a retry that minted a new id after the first attempt landed).
+
+And across agents: which worker served which agent (`worker_split`), from the workflow
+histories: every completed activity counted for the worker identity that completed it.
 """
 
 from __future__ import annotations
