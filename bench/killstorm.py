@@ -496,6 +496,11 @@ class Line:
     note: str = ""
 
 
+def files_under(root: Path) -> list[str]:
+    """Every file under `root`, relative to it, sorted."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
 def served_by_all(split: dict[str, Counter], workers: int) -> list[str]:
     """The agents every worker completed at least one activity for."""
     everyone = {f"w{slot}" for slot in range(workers)}
@@ -509,6 +514,7 @@ def report_lines(
     drain_s: float | None,
     args=None,
     split: dict[str, Counter] | None = None,
+    left_on_disk: list[str] | None = None,
 ) -> list[Line]:
     files = args is None or args.backend == "files"
     lost = sum(len(a.lost) for a in audits)
@@ -546,6 +552,17 @@ def report_lines(
             drain_s is not None and drain_s <= DRAIN_TARGET_SECONDS,
         ),
     ]
+    if left_on_disk is not None:
+        # With a database nothing a worker needs may live on its own disk: an agent's
+        # memory found there means the worker was not on the database at all.
+        lines.append(
+            Line(
+                "files in the workers' own directories",
+                str(len(left_on_disk)),
+                "0",
+                not left_on_disk,
+            )
+        )
     if args is not None and args.db_restarts:
         done = len(storm.db_restarts)
         lines.append(
@@ -579,8 +596,9 @@ def print_report(
     llm: ChaosLLM,
     idempotent: bool,
     split: dict[str, Counter] | None = None,
+    left_on_disk: list[str] | None = None,
 ) -> bool:
-    lines = report_lines(storm, audits, flows, drain_s, args, split)
+    lines = report_lines(storm, audits, flows, drain_s, args, split, left_on_disk)
     took = time.monotonic() - storm.started
     setup = "" if args.backend == "files" else f", {args.backend} backend"
     if args.workers > 1:
@@ -658,6 +676,8 @@ def print_report(
             print(f"    twice: {item}")
         for item in a.journaled_but_missing[:3]:
             print(f"    journaled but no file: {item}")
+    for item in (left_on_disk or [])[:10]:
+        print(f"    on a worker's disk: {item}")
     for item in flows.not_completed[:10]:
         print(f"    not completed: {item}")
     if still_running:
@@ -814,8 +834,9 @@ async def run(args) -> int:
         audits = audit_agents(args, data, database_url, agents, storm.acked)
         flows = await audit_workflows(client, agents)
         split = await worker_split(client, agents)
+        left = None if cluster is None else files_under(data)
         ok = print_report(
-            args, storm, audits, flows, drain_s, still_running, llm, idempotent, split
+            args, storm, audits, flows, drain_s, still_running, llm, idempotent, split, left
         )
     finally:
         for worker in live.values():
