@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import os
 import random
@@ -95,7 +96,7 @@ AGAIN = ["(noted again)", "(confirmed)", "(mentioned again)", "(heard again)", "
 
 WORKER_SCRIPT = textwrap.dedent(
     """
-    import asyncio, logging, os, sys
+    import asyncio, dataclasses, logging, os, sys
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
     from temporalio.client import Client
@@ -112,8 +113,11 @@ WORKER_SCRIPT = textwrap.dedent(
         # split per worker is read back from the histories.
         client = await Client.connect(address, data_converter=pydantic_data_converter,
                                       identity=f"killstorm-w{slot}-{os.getpid()}")
+        store = StoreSettings(data_dir=Path(data))
+        if os.environ.get("DREAMKEEPER_DATABASE_URL"):
+            store = dataclasses.replace(store, database_url=os.environ["DREAMKEEPER_DATABASE_URL"])
         with ThreadPoolExecutor(4) as pool:
-            worker = build_worker(client, StoreSettings(data_dir=Path(data)), task_queue=queue,
+            worker = build_worker(client, store, task_queue=queue,
                                   executor=pool, llm=LLMSettings.from_env(),
                                   embeddings=EmbeddingSettings())
             print("ready", flush=True)
@@ -741,7 +745,10 @@ def start_database(work: Path):
 
 def memory_client(client: Client, data: Path, database_url: str | None) -> MemoryClient:
     """The bench's client: the workers' data directory, or the database."""
-    return MemoryClient(client, StoreSettings(data_dir=data), TASK_QUEUE)
+    store = StoreSettings(data_dir=data)
+    if database_url is not None:
+        store = dataclasses.replace(store, database_url=database_url)
+    return MemoryClient(client, store, TASK_QUEUE)
 
 
 def audit_agents(
