@@ -1,17 +1,22 @@
 """The file backend implements the store contract: each function below only type-checks
 (`scripts/typecheck.sh`, in CI) while the class has every member of its Protocol with
-compatible types. `tests/stores/test_contract.py` checks the same at runtime. A second
-backend adds its own three lines here."""
+compatible types. `tests/stores/test_contract.py` checks the same at runtime. The PostgreSQL
+backend adds its own three lines per class."""
 
 from __future__ import annotations
 
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 
 def long_term(store: FileMemoryStore) -> MemoryStore:
+    return store
+
+
+def long_term_postgres(store: PostgresMemoryStore) -> MemoryStore:
     return store
 
 

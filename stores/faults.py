@@ -28,7 +28,19 @@ JOURNAL_APPENDED = "journal-appended"  # record durable, entry file not yet repl
 FILE_REPLACED = "file-replaced"  # entry file replaced, old path of a move not yet removed
 BATCH_JOURNALED = "batch-journaled"  # a bulk write's records durable, no file written yet
 BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway through its files
-POINTS = frozenset({JOURNAL_APPENDED, FILE_REPLACED, BATCH_JOURNALED, BATCH_HALF_WRITTEN})
+# The PostgreSQL backend (`stores.postgres.memory_store`): one transaction per write.
+TRANSACTION_OPEN = "transaction-open"  # every statement run, not committed
+COMMITTED = "committed"  # committed, the caller not yet told
+POINTS = frozenset(
+    {
+        JOURNAL_APPENDED,
+        FILE_REPLACED,
+        BATCH_JOURNALED,
+        BATCH_HALF_WRITTEN,
+        TRANSACTION_OPEN,
+        COMMITTED,
+    }
+)
 
 
 class SimulatedCrash(BaseException):

@@ -20,6 +20,10 @@ Like a long-lived reader, a store opened from a snapshot does not notice an entr
 edited by hand outside the journal since; every write re-reads its target file first
 (and takes the hand edit), and `reload()` rescans everything.
 
+The format is the backend's business only in two places: where the bytes are kept (this
+file for the file backend; a row for `stores.postgres.memory_store`, through `encode` and
+`decode`) and the marks that tie a snapshot to its feed.
+
 The store hands its state over explicitly (`SnapshotState`) and gets one back: this
 module knows the file format, never the store's insides.
 
@@ -35,7 +39,7 @@ import logging
 import mmap
 import struct
 import zlib
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,9 +78,10 @@ class SnapshotState:
     offset: int
 
 
-def encode(agent_id: str, state: SnapshotState, journal: Journal) -> bytes:
+def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
     """The snapshot of `state` (which must have no pending record: every journaled write
-    up to its offset on disk and in it)."""
+    up to its offset on disk and in it). `marks` identify the feed it was taken from at
+    its offset (checked on load). A backend with no entry paths passes empty `parts`."""
     entries = state.entries
     ids = list(entries)
     raw = [entries.raw(i) if isinstance(entries, EntryTable) else _json(entries[i]) for i in ids]
@@ -89,7 +94,7 @@ def encode(agent_id: str, state: SnapshotState, journal: Journal) -> bytes:
         "entry_json": b"".join(raw),
         "entry_off": entry_off.tobytes(),
         "entry_ids": packing.strings(ids),
-        "entry_paths": packing.strings(["/".join(state.parts[i]) for i in ids]),
+        "entry_paths": packing.strings(["/".join(state.parts.get(i, ())) for i in ids]),
         "problems": json.dumps({str(k): v for k, v in state.problems.items()}).encode(),
         "ops": json.dumps(
             None if ops is None else {k: [v.entry_id, v.action, v.detail] for k, v in ops.items()}
@@ -106,7 +111,8 @@ def encode(agent_id: str, state: SnapshotState, journal: Journal) -> bytes:
         "version": VERSION,
         "agent": agent_id,
         "offset": state.offset,
-        "journal": journal.marks(state.offset),
+        "journal": marks,
+        "paths": bool(state.parts) or not ids,
         "crc": zlib.crc32(body),
         "entries": len(ids),
         "slots": shape["slots"],
@@ -126,7 +132,7 @@ def _json(entry: Any) -> bytes:
 
 def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
     """Write the snapshot of `state` atomically (the caller checked nothing is pending)."""
-    files.write(SNAPSHOT, encode(agent_id, state, journal))
+    files.write(SNAPSHOT, encode(agent_id, state, journal.marks(state.offset)))
 
 
 class Refused(ValueError):
@@ -158,7 +164,7 @@ def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | 
     return None
 
 
-def _header(data: mmap.mmap) -> tuple[dict[str, Any], int]:
+def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
     if data[: len(MAGIC)] != MAGIC:
         raise Refused("not a snapshot")
     (length,) = struct.unpack_from("<Q", data, len(MAGIC))
@@ -173,14 +179,27 @@ def _header(data: mmap.mmap) -> tuple[dict[str, Any], int]:
 
 
 def _read(agent_id: str, journal: Journal, data: mmap.mmap) -> SnapshotState:
+    def accept(offset: int, marks: object) -> None:
+        if journal.size() < offset:
+            raise Refused("the journal is shorter than the snapshot's offset")
+        if journal.marks(offset) != marks:
+            raise Refused("the journal is not the one the snapshot was taken from")
+
+    return decode(agent_id, data, accept)
+
+
+def decode(
+    agent_id: str, data: mmap.mmap | bytes, accept: Callable[[int, object], None]
+) -> SnapshotState:
+    """The state a snapshot holds; `accept(offset, marks)` raises `Refused` when the feed
+    is not the one it was taken from. `Refused` for anything else wrong with it."""
     header, base = _header(data)
     if header.get("version") != VERSION or header.get("agent") != agent_id:
         raise Refused("another version or agent")
     offset = header["offset"]
-    if not isinstance(offset, int) or offset < 0 or journal.size() < offset:
-        raise Refused("the journal is shorter than the snapshot's offset")
-    if journal.marks(offset) != header["journal"]:
-        raise Refused("the journal is not the one the snapshot was taken from")
+    if not isinstance(offset, int) or offset < 0:
+        raise Refused("its offset is not a feed offset")
+    accept(offset, header["journal"])
     body = memoryview(data)[base:]
     try:
         if zlib.crc32(body) != header["crc"]:
@@ -211,14 +230,23 @@ def _restore(header: dict[str, Any], body: memoryview) -> SnapshotState:
     bounds = entry_off.tolist()
     for i, entry_id in enumerate(ids):
         table.put_raw(entry_id, blob[bounds[i] : bounds[i + 1]])
-    parts = {entry_id: tuple(path.split("/")) for entry_id, path in zip(ids, paths, strict=True)}
+    parts = (
+        {entry_id: tuple(path.split("/")) for entry_id, path in zip(ids, paths, strict=True)}
+        if header.get("paths", True)
+        else {}
+    )
     index = BM25Index.from_sections(
         lambda name: _section(body, header, name),
         header["slots"],
         header["terms"],
         header["scalars"],
     )
-    if len(parts) != n or len(index) != n or any(index.slot(k) is None for k in parts):
+    if (
+        len(table) != n
+        or (header.get("paths", True) and len(parts) != n)
+        or len(index) != n
+        or any(index.slot(k) is None for k in ids)
+    ):
         raise Refused("the index and the entries disagree")
     problems = json.loads(bytes(_section(body, header, "problems")))
     ops = json.loads(bytes(_section(body, header, "ops")))

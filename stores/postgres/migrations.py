@@ -40,6 +40,59 @@ MIGRATIONS: tuple[Migration, ...] = (
         VALUES (substr(replace(gen_random_uuid()::text, '-', ''), 1, 16));
         """,
     ),
+    Migration(
+        2,
+        "long-term memory",
+        # Entries are whole JSON documents (`doc`, the entry's compact camelCase JSON), so
+        # a field added to MemoryEntry passes through with no migration; the other columns
+        # are only what the store queries or checks in SQL. `dk_memory_agent.feed_seq` is
+        # the agent's change-feed counter: raised in every write's transaction, its row
+        # lock orders the commits, so a reader never sees seq n+1 without seq n.
+        """
+        CREATE TABLE dk_memory_agent (
+            agent_id text PRIMARY KEY,
+            feed_seq bigint NOT NULL DEFAULT 0
+        );
+        CREATE TABLE dk_memory (
+            agent_id text NOT NULL,
+            id text NOT NULL,
+            revision integer NOT NULL,
+            category text,
+            archived_at timestamptz,
+            fingerprint text NOT NULL,
+            seq bigint NOT NULL,
+            doc text NOT NULL,
+            PRIMARY KEY (agent_id, id)
+        );
+        CREATE TABLE dk_memory_feed (
+            agent_id text NOT NULL,
+            seq bigint NOT NULL,
+            at timestamptz NOT NULL,
+            action text NOT NULL,
+            id text NOT NULL,
+            category text,
+            fingerprint text,
+            rev integer,
+            op text,
+            reason text,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE dk_memory_vector (
+            agent_id text NOT NULL,
+            id text NOT NULL,
+            data bytea NOT NULL,
+            PRIMARY KEY (agent_id, id)
+        );
+        CREATE TABLE dk_memory_cache (
+            agent_id text NOT NULL,
+            name text NOT NULL,
+            seq bigint NOT NULL,
+            data bytea NOT NULL,
+            PRIMARY KEY (agent_id, name)
+        );
+        ALTER TABLE dk_memory_cache ALTER COLUMN data SET STORAGE EXTERNAL;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -214,11 +214,18 @@ class VectorIndex:
 
 class EntryVectors:
     """A store's vectors for one dimension at a time, refreshed lazily: ids the store
-    marks dirty are re-read from disk on the next `index()` call."""
+    marks dirty are re-read from disk on the next `index()` call. With `read` (ids → the
+    encoded vectors of those that have one) they come from there instead of files."""
 
-    def __init__(self, directory: Path, model_key: bytes) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        model_key: bytes,
+        read: Callable[[list[str]], Mapping[str, bytes]] | None = None,
+    ) -> None:
         self.directory = directory
         self.model_key = model_key
+        self._read = read
         self._index: VectorIndex | None = None
         self._dirty: set[str] = set()
         self._all_dirty = True
@@ -264,6 +271,32 @@ class EntryVectors:
         else:
             todo = self._dirty
         todo = list(todo)
+        for entry_id, vector in self._vectors_of(todo, current, dim):
+            entry = current.get(entry_id)
+            if vector is None or entry is None:
+                index.remove(entry_id)
+            else:
+                index.put(entry_id, vector, live=not entry.is_archived)
+        self._dirty.clear()
+        return index
+
+    def _vectors_of(
+        self, todo: list[str], current: Mapping, dim: int
+    ) -> Iterable[tuple[str, np.ndarray | None]]:
+        if self._read is not None:
+            found = self._read([i for i in todo if i in current])
+            for entry_id in todo:
+                entry, data = current.get(entry_id), found.get(entry_id)
+                yield (
+                    entry_id,
+                    (
+                        None
+                        if entry is None or data is None
+                        else decode_vector(data, entry.fingerprint, self.model_key, dim)
+                    ),
+                )
+            return
+        assert self.directory is not None
         # Many ids (a cold start): one directory listing beats a failed open per entry.
         present = _existing_files(self.directory) if len(todo) > 256 else None
         for entry_id in todo:
@@ -273,12 +306,7 @@ class EntryVectors:
                 vector = read_vector(
                     self.directory, entry_id, entry.fingerprint, self.model_key, dim
                 )
-            if vector is None or entry is None:
-                index.remove(entry_id)
-            else:
-                index.put(entry_id, vector, live=not entry.is_archived)
-        self._dirty.clear()
-        return index
+            yield entry_id, vector
 
 
 def _existing_files(directory: Path) -> set[str]:

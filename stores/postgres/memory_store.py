@@ -1,0 +1,699 @@
+"""`PostgresMemoryStore`: one agent's long-term memory in PostgreSQL (migration 2).
+
+Tables (`stores.postgres.migrations`), every row keyed by agent:
+  dk_memory        an entry: its whole JSON document (`doc`, as `MemoryEntry` dumps it,
+                   so new fields pass through) and the columns SQL checks or filters on
+                   (revision, category, archived_at, fingerprint, seq of its last change)
+  dk_memory_feed   the change feed: one row per write at an increasing per-agent `seq`
+                   (action, id, category, fingerprint, revision, op, reason; no content)
+  dk_memory_agent  the agent's feed counter (`feed_seq`)
+  dk_memory_vector an entry's vector, in the file format of `stores.vectors.vectors`
+  dk_memory_cache  the index snapshot (`stores.longterm.snapshot`) at a feed seq
+
+Writes. `writing()` takes a session advisory lock keyed by the agent on a pooled
+connection and keeps that connection for the whole hold (re-entrant in-process; two
+processes, or two instances in one, exclude each other). Every write inside runs on that
+connection as one transaction: raise the agent's `feed_seq` (its row lock orders the
+commits, so seqs become visible in order, with no gaps), write the entry compare-and-set
+(`UPDATE ... WHERE revision = <the one the caller saw>`, an insert that must not find the
+id), with the op id inside the document, and append the feed row. A write that finds
+the stored revision moved refuses with `Conflict`, and nothing of it commits. If the
+database restarts or the connection drops mid-hold, the lock is gone with the session,
+but so is the connection every write of the hold must use: nothing more commits on that
+view; the caller's retry takes the lock again and catches up first.
+
+Reads. Every instance keeps the entries, the op map and the BM25 index in memory (the
+shared `stores.longterm.operations` state) and catches up on every read with one query:
+the ids changed after its offset, joined to their current documents (a purged one comes
+back without a document and is forgotten). When nothing changed that is one index probe.
+A hold catches up when it starts; inside it, only its own writes can change anything, so
+`_fresh` is the in-memory entry and each write installs what it committed.
+
+Opening. A store that finds a snapshot row loads it (entries stay JSON until read), checks
+that the feed row at its seq is the one it was taken after, and catches up from there: a
+100k-entry agent opens without tokenizing or parsing its entries. Without one it reads the
+table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
+
+Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
+a crash rolls it all back) and `COMMITTED` (committed, the caller not told: its retry finds
+the op applied, or the entry as it wanted it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pydantic import ValidationError
+
+from dreamkeeper.core.errors import Conflict
+from dreamkeeper.core.models import MemoryEntry, utc_now
+from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.longterm import snapshot
+from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
+from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
+from dreamkeeper.stores.longterm.records import StoredVector
+from dreamkeeper.stores.postgres.database import Database
+from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.vectors.vectors import (
+    EntryVectors,
+    VectorIndex,
+    decode_any_model,
+    decode_vector,
+    encode_vector,
+)
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_NAME = "index-snapshot"
+
+_CATCH_UP = """
+SELECT f.id, f.seq, m.doc
+FROM (
+    SELECT id, max(seq) AS seq FROM dk_memory_feed
+    WHERE agent_id = %(agent)s AND seq > %(offset)s GROUP BY id
+) f
+LEFT JOIN dk_memory m ON m.agent_id = %(agent)s AND m.id = f.id
+UNION ALL
+SELECT NULL, feed_seq, NULL FROM dk_memory_agent WHERE agent_id = %(agent)s
+"""
+
+# Raise the agent's feed counter by %(n)s and return the new top: its row lock is held to
+# the end of the transaction, so commits (and their seqs) are ordered per agent.
+_ALLOCATE = """
+INSERT INTO dk_memory_agent AS a (agent_id, feed_seq) VALUES (%(agent)s, %(n)s)
+ON CONFLICT (agent_id) DO UPDATE SET feed_seq = a.feed_seq + EXCLUDED.feed_seq
+RETURNING feed_seq
+"""
+
+_FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
+_ENTRY_COLUMNS = "agent_id, id, revision, category, archived_at, fingerprint, seq, doc"
+
+
+def lock_key(agent_id: str) -> int:
+    """The agent's advisory lock key (a signed 64-bit number; namespaced so no other
+    lock of ours collides with it)."""
+    digest = hashlib.sha256(f"dreamkeeper-memory:{agent_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _doc(entry: MemoryEntry) -> str:
+    return entry.model_dump_json(by_alias=True)
+
+
+class PostgresMemoryStore(StoreOperations):
+    def __init__(
+        self,
+        db: Database,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+        snapshots: bool = True,
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        self.db = db
+        self._clock = clock
+        self.embeddings = embeddings
+        self._snapshots = snapshots
+        self._entries: MutableMapping[str, MemoryEntry] = {}
+        self._ops = None
+        self._index = BM25Index()
+        self._category_ids: dict[str | None, int] = {}
+        self._problems: dict[Path, str] = {}
+        self._offset = 0
+        self._loaded = False
+        self.opened_from_snapshot = False
+        self._lock_key = lock_key(self.agent_id)
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._holder = 0  # the thread holding the lock
+        self._hold: psycopg.Connection | None = None
+        self._vectors = (
+            EntryVectors(None, embeddings.model_key, read=self._read_vectors)
+            if embeddings
+            else None
+        )
+
+    @property
+    def location(self) -> str:
+        return f"{self.db.location} (agent {self.agent_id})"
+
+    @property
+    def feed_offset(self) -> int:
+        """The feed seq this instance has read up to."""
+        return self._offset
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def changes(self) -> list[JournalRecord]:
+        """The whole change feed, oldest first (read straight from the table)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT at, action, id, category, fingerprint, reason, rev, op "
+                "FROM dk_memory_feed WHERE agent_id = %s ORDER BY seq",
+                (self.agent_id,),
+            ).fetchall()
+        return [
+            JournalRecord(
+                at=at,
+                action=JournalAction(action),
+                id=entry_id,
+                category=category,
+                fingerprint=fingerprint,
+                reason=reason,
+                rev=rev,
+                op=op,
+            )
+            for at, action, entry_id, category, fingerprint, reason, rev, op in rows
+        ]
+
+    # -- connections -------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """The hold's connection when this thread holds the lock, else a pooled one (its
+        statements commit when the block ends)."""
+        if self._hold is not None and self._depth > 0 and self._holder == threading.get_ident():
+            yield self._hold
+            return
+        with self.db.transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the agent's writer lock (re-entrant): a session advisory lock on the
+        connection every write of the hold then uses. The outermost hold catches up."""
+        with self._thread_lock:
+            if self._depth > 0:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            with self.db.transaction() as conn:
+                conn.autocommit = True
+                try:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
+                    self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
+                    try:
+                        self._ensure_loaded()
+                        yield
+                    finally:
+                        self._hold, self._depth = None, 0
+                        if not conn.closed and not conn.broken:
+                            conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+                finally:
+                    if not conn.closed and not conn.broken:
+                        conn.autocommit = False
+
+    def _transaction(self, body: Callable[[psycopg.Connection], Any]) -> Any:
+        """Run `body` as one transaction on the hold's connection (the lock is held)."""
+        conn = self._hold
+        if conn is None or self._depth == 0:
+            raise RuntimeError("a write outside writing()")
+        with conn.transaction():
+            result = body(conn)
+            faults.crash_point(faults.TRANSACTION_OPEN)
+        faults.crash_point(faults.COMMITTED)
+        return result
+
+    # -- loading and the change feed ---------------------------------------------------
+
+    def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            self._full_load()
+        else:
+            self._catch_up()
+
+    def reload(self) -> None:
+        """Forget everything in memory and read the table again (not the snapshot)."""
+        self._full_load(use_snapshot=False)
+
+    def _reset(self) -> None:
+        self._entries = {}
+        self._ops = None
+        self._index = BM25Index()
+        self._category_ids = {}
+        self._problems = {}
+        self._offset = 0
+        if self._vectors is not None:
+            self._vectors.reset()
+        self.opened_from_snapshot = False
+
+    def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._reset()
+        if use_snapshot and self._snapshots and self._load_snapshot():
+            self.opened_from_snapshot = True
+            self._loaded = True
+            self._catch_up()
+            return
+        with self._connection() as conn:
+            # The counter first, the rows after: a row newer than the counter is read
+            # again by the catch-up that follows, never missed.
+            row = conn.execute(
+                "SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %s", (self.agent_id,)
+            ).fetchone()
+            offset = int(row[0]) if row else 0
+            cursor = conn.execute(
+                "SELECT id, doc FROM dk_memory WHERE agent_id = %s ORDER BY seq",
+                (self.agent_id,),
+            )
+            for entry_id, doc in cursor:
+                self._install_doc(entry_id, doc)
+        self._offset = offset
+        self._loaded = True
+        self._catch_up()
+        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            self.save_snapshot()
+
+    def _install_doc(self, entry_id: str, doc: str) -> None:
+        try:
+            entry = MemoryEntry.model_validate_json(doc)
+        except (ValidationError, ValueError) as exc:
+            key = Path("dk_memory", self.agent_id, entry_id)
+            reason = f"not a memory entry ({str(exc).splitlines()[0][:200]})"
+            if self._problems.get(key) != reason:
+                log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
+            self._problems[key] = reason
+            self._forget(entry_id)
+            return
+        self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
+        self._install(entry)
+
+    def _install(self, entry: MemoryEntry) -> None:
+        previous = self._entries.get(entry.id)
+        if previous == entry:
+            return
+        self._track(entry, previous)
+        if self._vectors is not None:
+            self._vectors.mark(entry.id)
+
+    def _forget(self, entry_id: str) -> None:
+        self._untrack(entry_id)
+        if self._vectors is not None:
+            self._vectors.forget(entry_id)
+
+    def _catch_up(self) -> None:
+        """Take every write after this instance's offset: one query, the changed ids with
+        their documents as they are now (a purged id has none)."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                _CATCH_UP, {"agent": self.agent_id, "offset": self._offset}
+            ).fetchall()
+        top = 0
+        changes = []
+        for entry_id, seq, doc in rows:
+            if entry_id is None:
+                top = int(seq)
+            else:
+                changes.append((int(seq), entry_id, doc))
+        if top < self._offset:
+            # The feed is behind what this instance read: another database, or one
+            # restored from an older backup. Trust nothing held in memory.
+            log.warning(
+                "memory store %s: the change feed is at %d, behind this reader's %d; reloading",
+                self.agent_id,
+                top,
+                self._offset,
+            )
+            self._full_load(use_snapshot=False)
+            return
+        for _, entry_id, doc in sorted(changes):
+            if doc is None:
+                self._forget(entry_id)
+            else:
+                self._install_doc(entry_id, doc)
+                if self._vectors is not None:
+                    self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
+        self._offset = max(self._offset, top)
+
+    # -- the index snapshot ------------------------------------------------------------
+
+    def _marks(self, conn: psycopg.Connection, seq: int) -> dict[str, str]:
+        """What ties a snapshot to the feed it was taken from: the feed row at its seq."""
+        row = conn.execute(
+            "SELECT id, rev, at FROM dk_memory_feed WHERE agent_id = %s AND seq = %s",
+            (self.agent_id, seq),
+        ).fetchone()
+        return {"seq": str(seq), "row": "" if row is None else f"{row[0]}:{row[1]}:{row[2]}"}
+
+    def _load_snapshot(self) -> bool:
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT data FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
+                (self.agent_id, SNAPSHOT_NAME),
+            ).fetchone()
+            if row is None:
+                return False
+
+            def accept(offset: int, marks: object) -> None:
+                if self._marks(conn, offset) != marks:
+                    raise snapshot.Refused("the feed is not the one it was taken from")
+
+            try:
+                state = snapshot.decode(self.agent_id, bytes(row[0]), accept)
+            except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the table"
+                log.warning(
+                    "memory store %s: index snapshot not used (%s: %s)",
+                    self.agent_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                return False
+        self._entries = state.entries
+        self._ops = state.ops
+        self._index = state.index
+        self._category_ids = state.category_ids
+        self._problems = state.problems
+        self._offset = state.offset
+        return True
+
+    def save_snapshot(self) -> bool:
+        """Write the index snapshot of the state as it is now (caught up with the feed)
+        into the agent's cache row; False when it could not be (logged: only a cache)."""
+        self._ensure_loaded()
+        state = snapshot.SnapshotState(
+            entries=self._entries,
+            parts={},
+            problems=self._problems,
+            ops=self._ops,
+            index=self._index,
+            category_ids=self._category_ids,
+            offset=self._offset,
+        )
+        try:
+            with self._connection() as conn:
+                data = snapshot.encode(self.agent_id, state, self._marks(conn, self._offset))
+                conn.execute(
+                    "INSERT INTO dk_memory_cache (agent_id, name, seq, data) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, name) "
+                    "DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data "
+                    "WHERE dk_memory_cache.seq <= EXCLUDED.seq",
+                    (self.agent_id, SNAPSHOT_NAME, self._offset, data),
+                )
+            return True
+        except psycopg.Error as exc:
+            log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
+            return False
+
+    def approx_bytes(self) -> int:
+        """Roughly what this store holds in memory (the worker's store cache bound)."""
+        if not self._loaded:
+            return 4_096
+        per_entry = 1_200 if isinstance(self._entries, EntryTable) else 2_500
+        vectors = self._vectors.current if self._vectors is not None else None
+        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
+        return 4_096 + per_entry * len(self._entries) + matrix
+
+    # -- reads -------------------------------------------------------------------------
+
+    def problems(self) -> dict[Path, str]:
+        """Rows whose document could not be read as an entry, with the reason."""
+        self._ensure_loaded()
+        return dict(self._problems)
+
+    def _read_vectors(self, ids: list[str]) -> Mapping[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self._connection() as conn:
+            for start in range(0, len(ids), 10_000):
+                for entry_id, data in conn.execute(
+                    "SELECT id, data FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                    (self.agent_id, ids[start : start + 10_000]),
+                ):
+                    found[entry_id] = bytes(data)
+        return found
+
+    def vectors(self, dim: int) -> VectorIndex | None:
+        """The in-memory vectors of `dim` components (current with the feed), or None
+        with no embedding model configured."""
+        if self._vectors is None:
+            return None
+        self._ensure_loaded()
+        return self._vectors.index(dim, lambda: self._entries)
+
+    def unembedded(self) -> int:
+        """How many live entries have no stored vector (the backfill's backlog)."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM dk_memory m WHERE m.agent_id = %s "
+                "AND m.archived_at IS NULL AND NOT EXISTS (SELECT 1 FROM dk_memory_vector v "
+                "WHERE v.agent_id = m.agent_id AND v.id = m.id)",
+                (self.agent_id,),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def stored_vector(
+        self, entry: MemoryEntry, model_key: bytes | None = None, dim: int | None = None
+    ) -> StoredVector | None:
+        """The entry's stored vector if it was made from its current content (by
+        `model_key` and of `dim` components, when given), or None."""
+        data = self._read_vectors([entry.id]).get(entry.id)
+        if data is None:
+            return None
+        if model_key is not None:
+            vector = decode_vector(data, entry.fingerprint, model_key, dim)
+            return None if vector is None else StoredVector(model_key, vector)
+        found = decode_any_model(data, entry.fingerprint)
+        return None if found is None else StoredVector(*found)
+
+    # -- the write primitives ----------------------------------------------------------
+
+    def _fresh(self, entry_id: str) -> MemoryEntry | None:
+        # The hold caught up when it began, and only its own writes (installed as they
+        # commit) can have happened since; each write still compares revisions in SQL.
+        return self._entries.get(entry_id)
+
+    def _feed_row(
+        self,
+        seq: int,
+        action: JournalAction,
+        entry_id: str,
+        entry: MemoryEntry | None,
+        *,
+        reason: str | None,
+        rev: int | None,
+        op: str | None,
+    ) -> tuple[Any, ...]:
+        return (
+            self.agent_id,
+            seq,
+            self.now(),
+            str(action),
+            entry_id,
+            entry.category if entry else None,
+            entry.fingerprint if entry else None,
+            rev,
+            op,
+            reason,
+        )
+
+    def _entry_row(self, entry: MemoryEntry, seq: int) -> tuple[Any, ...]:
+        return (
+            self.agent_id,
+            entry.id,
+            entry.revision,
+            entry.category,
+            entry.archived_at,
+            entry.fingerprint,
+            seq,
+            _doc(entry),
+        )
+
+    def _allocate(self, conn: psycopg.Connection, n: int) -> int:
+        """Raise the feed counter by `n`; the first seq of the `n` taken."""
+        row = conn.execute(_ALLOCATE, {"agent": self.agent_id, "n": n}).fetchone()
+        assert row is not None
+        return int(row[0]) - n + 1
+
+    def _write(
+        self,
+        entry: MemoryEntry,
+        base: MemoryEntry | None,
+        action: JournalAction,
+        reason: str | None,
+        op: str | None = None,
+        op_detail: str = "",
+    ) -> MemoryEntry:
+        """Write `entry` as the next revision after `base` (None: a new entry), in one
+        transaction with its feed row, refusing if the row is not at `base` any more."""
+        written = self._next_revision(entry, base, action, op, op_detail)
+
+        def body(conn: psycopg.Connection) -> int:
+            seq = self._allocate(conn, 1)
+            row = self._entry_row(written, seq)
+            if base is None:
+                cursor = conn.execute(
+                    f"INSERT INTO dk_memory ({_ENTRY_COLUMNS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    row,
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE dk_memory SET revision = %s, category = %s, archived_at = %s, "
+                    "fingerprint = %s, seq = %s, doc = %s "
+                    "WHERE agent_id = %s AND id = %s AND revision = %s",
+                    (*row[2:], self.agent_id, written.id, base.revision),
+                )
+            if cursor.rowcount != 1:
+                raise Conflict(
+                    f"memory {written.id} changed since it was read (expected revision "
+                    f"{base.revision if base else 'none'}); not overwriting newer state"
+                )
+            conn.execute(
+                f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                self._feed_row(
+                    seq, action, written.id, written, reason=reason, rev=written.revision, op=op
+                ),
+            )
+            return seq
+
+        seq = self._transaction(body)
+        self._install(written)
+        self._offset = max(self._offset, seq)
+        return written
+
+    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
+        """New entries (revision 1) in one transaction: COPY into the table and the feed."""
+
+        def body(conn: psycopg.Connection) -> int:
+            first = self._allocate(conn, len(entries))
+            with conn.cursor() as cursor:
+                with cursor.copy(f"COPY dk_memory ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
+                    for number, entry in enumerate(entries):
+                        copy.write_row(self._entry_row(entry, first + number))
+                with cursor.copy(f"COPY dk_memory_feed ({_FEED_COLUMNS}) FROM STDIN") as copy:
+                    for number, entry in enumerate(entries):
+                        copy.write_row(
+                            self._feed_row(
+                                first + number,
+                                JournalAction.CREATED,
+                                entry.id,
+                                entry,
+                                reason=reason,
+                                rev=entry.revision,
+                                op=None,
+                            )
+                        )
+            return first + len(entries) - 1
+
+        try:
+            top = self._transaction(body)
+        except psycopg.errors.UniqueViolation:
+            raise Conflict("an entry of the batch was created meanwhile; nothing written") from None
+        for entry in entries:
+            self._install(entry)
+        self._offset = max(self._offset, top)
+
+    def _delete(
+        self,
+        doomed: list[MemoryEntry],
+        on_progress: Callable[[int, int], None] | None,
+    ) -> None:
+        """Delete purged entries and their vectors, a chunk per transaction, each with its
+        feed rows; only rows still at the revision the purge selected go."""
+        done = 0
+        for start in range(0, len(doomed), BULK_CHUNK):
+            chunk = doomed[start : start + BULK_CHUNK]
+
+            def body(conn: psycopg.Connection, chunk: list[MemoryEntry] = chunk) -> int:
+                first = self._allocate(conn, len(chunk))
+                cursor = conn.execute(
+                    "DELETE FROM dk_memory m USING unnest(%s::text[], %s::int[]) AS d(id, rev) "
+                    "WHERE m.agent_id = %s AND m.id = d.id AND m.revision = d.rev "
+                    "AND m.archived_at IS NOT NULL",
+                    ([e.id for e in chunk], [e.revision for e in chunk], self.agent_id),
+                )
+                if cursor.rowcount != len(chunk):
+                    raise Conflict("an entry to purge changed since it was selected")
+                conn.execute(
+                    "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                    (self.agent_id, [e.id for e in chunk]),
+                )
+                with (
+                    conn.cursor() as cur,
+                    cur.copy(f"COPY dk_memory_feed ({_FEED_COLUMNS}) FROM STDIN") as copy,
+                ):
+                    for number, entry in enumerate(chunk):
+                        copy.write_row(
+                            self._feed_row(
+                                first + number,
+                                JournalAction.PURGED,
+                                entry.id,
+                                entry,
+                                reason=entry.archive_reason,
+                                rev=entry.revision + 1,
+                                op=None,
+                            )
+                        )
+                return first + len(chunk) - 1
+
+            top = self._transaction(body)
+            self._offset = max(self._offset, top)
+            for entry in chunk:
+                self._forget(entry.id)
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, len(doomed))
+
+    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
+        """Store the vector made from `fingerprint`'s content; False (nothing written) when
+        the entry is gone or its content changed since."""
+        if self._vectors is None:
+            raise Conflict("no embedding model configured for this store")
+        model_key = self._vectors.model_key
+        with self.writing():
+            entry = self._fresh(entry_id)
+            if entry is None or entry.fingerprint != fingerprint:
+                return False
+
+            def body(conn: psycopg.Connection) -> int | None:
+                still = conn.execute(
+                    "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
+                    "AND fingerprint = %s FOR SHARE",
+                    (self.agent_id, entry_id, fingerprint),
+                ).fetchone()
+                if still is None:
+                    return None
+                seq = self._allocate(conn, 1)
+                conn.execute(
+                    "INSERT INTO dk_memory_vector (agent_id, id, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (agent_id, id) DO UPDATE SET data = EXCLUDED.data",
+                    (self.agent_id, entry_id, encode_vector(vector, fingerprint, model_key)),
+                )
+                conn.execute(
+                    f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    self._feed_row(
+                        seq,
+                        JournalAction.EMBEDDED,
+                        entry_id,
+                        entry,
+                        reason=None,
+                        rev=entry.revision,
+                        op=None,
+                    ),
+                )
+                return seq
+
+            seq = self._transaction(body)
+            if seq is None:
+                return False
+            self._vectors.mark(entry_id)
+            self._offset = max(self._offset, seq)
+            return True
