@@ -5,6 +5,7 @@ of auditing (`audited`): a file store from disk, and any store through the contr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -41,12 +42,26 @@ class Audited:
         return self._audit(acked)
 
 
-@pytest.fixture(params=["disk", "contract"])
-def audited(request, tmp_path) -> Audited:
+@pytest.fixture(params=["disk", "contract", "postgres"])
+def audited(request, tmp_path) -> Iterator[Audited]:
+    if request.param == "postgres":
+        from dreamkeeper.stores.postgres.database import Database
+        from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+
+        db = Database(request.getfixturevalue("database_url"), max_size=2)
+        yield Audited(
+            PostgresMemoryStore(db, AGENT),
+            lambda acked: audit_memory_store(PostgresMemoryStore(db, AGENT), acked),
+        )
+        db.close()
+        return
     store = FileMemoryStore(tmp_path, AGENT)
     if request.param == "disk":
-        return Audited(store, lambda acked: audit_store(tmp_path, AGENT, acked))
-    return Audited(store, lambda acked: audit_memory_store(FileMemoryStore(tmp_path, AGENT), acked))
+        yield Audited(store, lambda acked: audit_store(tmp_path, AGENT, acked))
+    else:
+        yield Audited(
+            store, lambda acked: audit_memory_store(FileMemoryStore(tmp_path, AGENT), acked)
+        )
 
 
 def test_a_clean_store_passes_every_check(audited):
@@ -184,3 +199,33 @@ def test_a_write_that_never_landed_and_its_retry_count_once(tmp_path):
     )
     audit = audit_store(tmp_path, AGENT, [_acked(target.id)])
     assert audit.applied_twice == 0, audit.twice_records
+
+
+def test_a_row_changed_behind_the_change_feed(database_url):
+    # The database's version of a file the journal never saw: a row whose content, or
+    # archived state, no feed record names.
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+
+    db = Database(database_url, max_size=2)
+    try:
+        store = PostgresMemoryStore(db, AGENT)
+        edited = store.create(WORK, category="people")
+        archived = store.create(EMAIL, category="people")
+        clean = store.create("Met Duane Lhotka at PyCon on 2026-05-02.", category="events")
+        assert audit_memory_store(PostgresMemoryStore(db, AGENT), []).unrecorded_states == []
+        edit = json.loads(edited.to_json())
+        edit.update(content=EMAIL + " (edited)")
+        hidden = json.loads(archived.to_json())
+        hidden.update(archivedAt=hidden["createdAt"], archiveReason="x")
+        with db.transaction() as conn:
+            for doc in (edit, hidden):
+                conn.execute(
+                    "UPDATE dk_memory SET doc = %s WHERE agent_id = %s AND id = %s",
+                    (json.dumps(doc), AGENT, doc["id"]),
+                )
+        audit = audit_memory_store(PostgresMemoryStore(db, AGENT), [])
+        found = sorted(s.split(":")[0] for s in audit.unrecorded_states)
+        assert found == sorted([edited.id, archived.id]) and clean.id not in found
+    finally:
+        db.close()

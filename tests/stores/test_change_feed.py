@@ -1,13 +1,14 @@
 """The change feed read whole (`MemoryStore.changes()`): every write, in order, with the
 entry's revision after it, its fingerprint and the op that made it, and no content —
-what an audit reads on any backend."""
+what an audit reads, on every backend."""
 
 from __future__ import annotations
 
 from dreamkeeper.stores.longterm.journal import JournalAction
 
 
-def test_every_write_is_in_the_feed_in_order_with_its_revision_and_op(store):
+def test_every_write_is_in_the_feed_in_order_with_its_revision_and_op(any_store):
+    store = any_store
     entry = store.create("Kai Moreau moved to Lisbon in 2024.", category="people")
     other = store.create("The staging cluster is called Heron.", category="ops")
     again = store.put(
