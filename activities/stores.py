@@ -3,13 +3,14 @@
 Keeping stores open (a bounded LRU: count and approximate memory) spares most
 activities a cold open of the corpus; the lock keeps
 two activity threads from refreshing or writing the same in-memory index at once
-(other processes are excluded by the store's own file lock).
+(other processes are excluded by the store's own lock: a file lock, or the database's).
 
 Every store activity goes through `using()`, which also:
 - heartbeats (from the worker's one `Heartbeats` thread) while the activity holds the
   store, so a worker killed mid-step is noticed within the heartbeat timeout (seconds),
   not the start-to-close one;
-- checks the caller's store identity (a client on another data directory fails loudly);
+- checks the caller's store identity (a client on another data directory or database
+  fails loudly);
 - sorts failures for Temporal: bad input, not found, conflicts and store mismatches are
   non-retryable (the first three benign: logged quietly, as a caller's mistake); an
   unwritable store is retried a few times, then fails for good with
@@ -28,6 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -40,7 +42,9 @@ from dreamkeeper.core.errors import (
     StoreMismatch,
     StoreUnwritable,
 )
-from dreamkeeper.stores.identity import StoreIdentity, check_same, ensure_identity
+from dreamkeeper.stores.backends import FileBackend, StoreBackend
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.identity import StoreIdentity, check_same
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors.embedder import Embedder
 
@@ -129,7 +133,7 @@ def heartbeating() -> Iterator[None]:
 
 @dataclasses.dataclass
 class _Open:
-    store: FileMemoryStore
+    store: MemoryStore
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     users: int = 0  # activities holding or waiting for it: never evicted meanwhile
 
@@ -148,11 +152,12 @@ class StoreRegistry:
     """Open stores by agent, opened lazily (on first use) and kept in a bounded LRU: at
     most `max_open` stores and about `max_memory_mb` of them (`approx_bytes`); the least
     recently used store no activity holds is dropped first. Dropping one costs only its
-    next open — from its index snapshot, a blink for a store of any size."""
+    next open — from its index snapshot, a blink for a store of any size. `backend`: where
+    the stores are (stores.backends), or a data directory for the file backend."""
 
     def __init__(
         self,
-        data_dir: Path,
+        backend: StoreBackend | Path,
         embeddings: Embedder | None = None,
         identity: StoreIdentity | None = None,
         *,
@@ -160,7 +165,9 @@ class StoreRegistry:
         max_memory_mb: int = 1_024,
         misrouted: Callable[[str], str | None] | None = None,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        self.backend: StoreBackend = (
+            FileBackend(backend) if isinstance(backend, Path | str) else backend
+        )
         self.embeddings = embeddings
         self._identity = identity
         self._stores: OrderedDict[str, _Open] = OrderedDict()
@@ -174,7 +181,7 @@ class StoreRegistry:
     @property
     def identity(self) -> StoreIdentity:
         if self._identity is None:
-            self._identity = ensure_identity(self.data_dir)
+            self._identity = self.backend.identity()
         return self._identity
 
     def open_agents(self) -> list[str]:
@@ -190,7 +197,7 @@ class StoreRegistry:
         with self._guard:
             opened = self._stores.get(agent_id)
             if opened is None:
-                store = FileMemoryStore(self.data_dir, agent_id, embeddings=self.embeddings)
+                store = self.backend.memory(agent_id, embeddings=self.embeddings)
                 opened = self._stores[agent_id] = _Open(store)
             self._stores.move_to_end(agent_id)
             opened.users += 1
@@ -226,7 +233,9 @@ class StoreRegistry:
                 opened = self._acquire(agent_id)
                 try:
                     with opened.lock:
-                        yield opened.store
+                        # Typed as the file store while activities still reach dream
+                        # state through its directory; every backend is a MemoryStore.
+                        yield cast(FileMemoryStore, opened.store)
                 finally:
                     self._release(opened)
             except DreamkeeperError as exc:
@@ -242,7 +251,7 @@ class StoreRegistry:
                 final = activity.in_activity() and activity.info().attempt >= UNWRITABLE_ATTEMPTS
                 raise ApplicationError(
                     f"the store of agent {agent_id} cannot be written ({exc.strerror or exc}: "
-                    f"{exc.filename or self.data_dir})",
+                    f"{exc.filename or self.backend.location})",
                     type=StoreUnwritable.failure_type,
                     non_retryable=final,
                 ) from None

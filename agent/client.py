@@ -1,5 +1,7 @@
 """`MemoryClient`: what an agent process uses. Writes start workflows; reads go straight
-to the store (no workflow round trip on the hot path). With an embedding model
+to the store (no workflow round trip on the hot path): the data directory, or with
+`DREAMKEEPER_DATABASE_URL` the database, so a client on another host than every worker
+searches without their filesystem. With an embedding model
 configured, its stores search hybrid (the query is embedded here; entries' vectors are
 made by the worker).
 
@@ -90,13 +92,11 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
+from dreamkeeper.stores.backends import FILES, open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.identity import StoreIdentity, read_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +177,11 @@ class MemoryClient:
         self.shards = shards  # route each agent to its shard's task queue (core/shards.py)
         self.embeddings = embeddings
         self.save_timeout = save_timeout
-        self._identity: StoreIdentity | None = read_identity(store.data_dir)
-        self._stores: dict[str, FileMemoryStore] = {}
-        self._working: dict[str, FileWorkingMemoryStore] = {}
-        self._conversations: dict[str, FileConversationStore] = {}
+        self.backend = open_backend(store)
+        self._identity: StoreIdentity | None = self.backend.read_identity()
+        self._stores: dict[str, MemoryStore] = {}
+        self._working: dict[str, WorkingMemoryStore] = {}
+        self._conversations: dict[str, ConversationStore] = {}
 
     @classmethod
     async def connect(
@@ -192,7 +193,8 @@ class MemoryClient:
         save_timeout: float | None = None,
     ) -> MemoryClient:
         """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
-        `StoreMismatch` when the task queue's worker uses another data directory."""
+        `StoreMismatch` when the task queue's worker uses another data directory or
+        database."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
         client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
@@ -217,18 +219,18 @@ class MemoryClient:
         return self.shards.task_queue_for(agent_id) if self.shards else self.task_queue
 
     async def check_store(self) -> None:
-        """Compare this client's data directory with the store its task queue serves."""
+        """Compare this client's store with the one its task queue serves."""
         held = await claimed_store(self.client, self.task_queue)
         if held is None:
             return  # no worker has claimed the queue yet: the first save's worker checks
         mine = self._identity
         if mine is None or mine.store_id != held[0]:
-            here = mine.describe() if mine else f"no store at {self.settings.data_dir.resolve()}"
+            here = mine.describe() if mine else f"no store at {self.backend.location}"
             raise StoreMismatch(
                 f"this client reads {here}, but task queue {self.task_queue!r} is served by a "
                 f"worker using store {held[0]} at {held[1]}: use the same data directory "
-                "(--data / DREAMKEEPER_DATA), or another task queue"
-                + missing_key_note(self.client.data_converter)
+                "(--data / DREAMKEEPER_DATA) or database (DREAMKEEPER_DATABASE_URL), or "
+                "another task queue" + missing_key_note(self.client.data_converter)
             )
 
     def _with_location(self, exc: Exception) -> Exception:
@@ -248,21 +250,17 @@ class MemoryClient:
     def store(self, agent_id: str) -> MemoryStore:
         """The agent's long-term memory, opened once and kept current by every read."""
         if agent_id not in self._stores:
-            self._stores[agent_id] = FileMemoryStore(
-                self.settings.data_dir, agent_id, embeddings=self.embeddings
-            )
+            self._stores[agent_id] = self.backend.memory(agent_id, embeddings=self.embeddings)
         return self._stores[agent_id]
 
     def working_memory(self, agent_id: str) -> WorkingMemoryStore:
         if agent_id not in self._working:
-            self._working[agent_id] = FileWorkingMemoryStore(
-                self.settings.data_dir, agent_id, embeddings=self.embeddings
-            )
+            self._working[agent_id] = self.backend.working(agent_id, embeddings=self.embeddings)
         return self._working[agent_id]
 
     def conversations(self, agent_id: str) -> ConversationStore:
         if agent_id not in self._conversations:
-            self._conversations[agent_id] = FileConversationStore(self.settings.data_dir, agent_id)
+            self._conversations[agent_id] = self.backend.conversations(agent_id)
         return self._conversations[agent_id]
 
     def search_memory(
@@ -488,9 +486,9 @@ class MemoryClient:
         client has no local store to look in. A completed run of a save whose entry is
         not here saved into another store of the same namespace (an older worker
         recorded no store id)."""
-        agent_dir = self.settings.data_dir / "agents" / agent_id
-        if not agent_dir.is_dir():
-            return not self.settings.data_dir.is_dir()
+        if not self.backend.has_agent(agent_id):
+            # A database always is a store to look in; a data directory not yet made is not.
+            return self.backend.kind == FILES and not self.settings.data_dir.is_dir()
         return self.store(agent_id).get(entry_id) is not None
 
     def _queued(self, inp: SaveInput) -> Unavailable:

@@ -109,20 +109,36 @@ def refuse_url(args: argparse.Namespace, what: str) -> None:
 def require_store(settings: StoreSettings, agent_id: str | None = None) -> None:
     """The data directory and the agent's store must exist: a read of a mistyped path or
     agent would otherwise answer "nothing matched", and opening the store creates its
-    directory and lock file. Like serve, an agent exists once it has a directory."""
+    directory and lock file. Like serve, an agent exists once it has a directory (in a
+    database: once it has a long-term store)."""
     data_dir = settings.data_dir
     agent = agent_id or settings.agent_id
-    if not data_dir.is_dir():
-        raise NotFound(
-            f"data directory {data_dir} does not exist (--data or DREAMKEEPER_DATA; "
-            "`save` or `import` creates it)"
-        )
+    if settings.database_url:
+        from dreamkeeper.stores.backends import open_backend
+
+        backend = open_backend(settings)
+        if not backend.has_agent(agent):
+            known = backend.agents()
+            raise NotFound(
+                f"unknown agent {agent!r}: it has no store in the database at "
+                f"{backend.location} (agents there: {', '.join(known) if known else 'none'})"
+            )
+        return
+    require_data_dir(settings)
     agents = data_dir / "agents"
     if not (agents / agent).is_dir():
         known = sorted(p.name for p in agents.iterdir() if p.is_dir()) if agents.is_dir() else []
         raise NotFound(
             f"unknown agent {agent!r}: it has no store in {data_dir} "
             f"(agents there: {', '.join(known) if known else 'none'})"
+        )
+
+
+def require_data_dir(settings: StoreSettings) -> None:
+    if not settings.data_dir.is_dir():
+        raise NotFound(
+            f"data directory {settings.data_dir} does not exist (--data or DREAMKEEPER_DATA; "
+            "`save` or `import` creates it)"
         )
 
 

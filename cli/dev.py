@@ -13,6 +13,7 @@ from temporalio.client import Client
 from dreamkeeper.cli.common import Subparsers, require_free_port, service_settings
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings, TemporalSettings
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.worker.runtime import (
     DEV_GRPC_PORT,
     DEV_UI_PORT,
@@ -36,6 +37,8 @@ async def run_dev(
     """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
     from dreamkeeper.service.codec_server import DevCodecServer
 
+    # Before the dev server starts: a database at the wrong schema is refused at once.
+    open_backend(store).check_ready()
     grpc_port = grpc_port or DEV_GRPC_PORT
     ui_port = ui_port or DEV_UI_PORT
     codec = DevCodecServer(

@@ -25,6 +25,8 @@ from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPla
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import display_text
@@ -33,7 +35,7 @@ MAX_PLAN_BYTES = 64 * 1_048_576
 SNIPPET = 160
 
 
-def _text(store: FileMemoryStore, entry_id: str) -> str:
+def _text(store: MemoryStore, entry_id: str) -> str:
     entry = store.get(entry_id)
     if entry is None:
         return "(no longer in the store)"
@@ -41,7 +43,7 @@ def _text(store: FileMemoryStore, entry_id: str) -> str:
     return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
 
 
-def format_plan(plan: DreamPlan, store: FileMemoryStore) -> str:
+def format_plan(plan: DreamPlan, store: MemoryStore) -> str:
     out = [f"dream plan for agent {plan.agent_id} as of {plan.as_of:%Y-%m-%d %H:%M} UTC"]
     out.append(f"({plan.summary()}; nothing was applied)")
     for fold in plan.folds:
@@ -248,7 +250,7 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         if args.json:
             print(result.plan.model_dump_json(indent=2))
         else:
-            print(format_plan(result.plan, FileMemoryStore(settings.data_dir, agent)))
+            print(format_plan(result.plan, open_backend(settings).memory(agent)))
         return 0
     if args.json:
         print(result.model_dump_json(indent=2))

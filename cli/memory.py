@@ -35,7 +35,8 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.search.query import (
     DEFAULT_LIMIT,
     display_text,
@@ -93,15 +94,15 @@ def _entry_json(entry: MemoryEntry, score: float | None = None) -> dict[str, Any
     return data
 
 
-def _print_entries(entries: list[MemoryEntry], store: FileMemoryStore) -> None:
+def _print_entries(entries: list[MemoryEntry], store: MemoryStore) -> None:
     now = store.now()
     for entry in entries:
         print(format_hit(entry, now))
 
 
-def _store(settings: StoreSettings, *, hybrid: bool = False) -> FileMemoryStore:
+def _store(settings: StoreSettings, *, hybrid: bool = False) -> MemoryStore:
     embeddings = embedding_client(embedding_settings()) if hybrid else None
-    return FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
+    return open_backend(settings).memory(settings.agent_id, embeddings=embeddings)
 
 
 def save(args: argparse.Namespace, settings: StoreSettings) -> int:

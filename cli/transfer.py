@@ -1,6 +1,7 @@
 """`dreamkeeper export` and `import`: an agent's memories as a versioned JSON Lines file,
-and back (read with a progress bar when stderr is a terminal). Both work on a local data
-directory only."""
+and back (read with a progress bar when stderr is a terminal). Both work on the store
+this process reaches itself: the data directory, or the database of
+DREAMKEEPER_DATABASE_URL (never through a serve)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import IO
 from dreamkeeper.cli.common import Subparsers
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings, embedding_settings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.longterm.transfer import (
     ImportFile,
     apply_import,
@@ -51,7 +52,7 @@ def read_with_progress(path: str) -> ImportFile:
 
 
 def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    store = FileMemoryStore(settings.data_dir, settings.agent_id)
+    store = open_backend(settings).memory(settings.agent_id)
     options = {"include_archived": args.include_archived, "with_vectors": args.with_vectors}
     if args.output is None:
         count = write_export(store, sys.stdout, **options)
@@ -68,7 +69,7 @@ def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
 def import_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     parsed = read_with_progress(args.file)
     embeddings = embedding_client(embedding_settings())
-    store = FileMemoryStore(settings.data_dir, settings.agent_id, embeddings=embeddings)
+    store = open_backend(settings).memory(settings.agent_id, embeddings=embeddings)
     if args.dry_run:
         plan = plan_import(store, parsed)
     else:

@@ -78,6 +78,10 @@ DEFAULT_FLOOR = HighValueFloor()
 @dataclass(frozen=True)
 class StoreSettings:
     data_dir: Path = Path(".dreamkeeper")
+    # PostgreSQL holding every agent's three tiers (stores/backends.py); None: files
+    # under `data_dir`, the embedded default. `data_dir` still holds the dev server's
+    # files and a generated payload key.
+    database_url: str | None = None
     agent_id: str = "default"
     archive_retention: timedelta = timedelta(days=90)
     decay: DecayParams = field(default_factory=DecayParams)
@@ -231,6 +235,10 @@ class Settings:
     service: ServiceSettings = field(default_factory=ServiceSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
 
+    @property
+    def database_url(self) -> str | None:
+        return self.store.database_url
+
 
 # -- the environment, validated ----------------------------------------------------------
 
@@ -245,6 +253,7 @@ class Environment(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
 
     DREAMKEEPER_DATA: Path = Path(".dreamkeeper")
+    DREAMKEEPER_DATABASE_URL: str | None = None
     DREAMKEEPER_AGENT: str = "default"
     DREAMKEEPER_ARCHIVE_RETENTION_DAYS: int = _range(90, -1, 36_500)
     DREAMKEEPER_DECAY_GRACE_DAYS: float = _range(30, 0, 3_650)
@@ -319,6 +328,13 @@ class Environment(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("is not an http:// or https:// URL")
         return value.rstrip("/")
+
+    @field_validator("DREAMKEEPER_DATABASE_URL")
+    @classmethod
+    def _database_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        return check_database_url(value)
 
     @field_validator("DREAMKEEPER_PAYLOAD_KEY")
     @classmethod
@@ -415,6 +431,35 @@ def _cron_field_ok(text: str, lo: int, hi: int, names: tuple[str, ...], shortest
     return True
 
 
+def check_database_url(value: str) -> str:
+    """`value` if it is a PostgreSQL URL (or key=value conninfo) psycopg can parse; the
+    password is never echoed. Imported here lazily: only a process given a database
+    loads the driver."""
+    from psycopg import ProgrammingError, conninfo
+
+    if "://" in value and not value.startswith(("postgresql://", "postgres://")):
+        raise ValueError("is not a postgresql:// URL")
+    try:
+        conninfo.conninfo_to_dict(value)
+    except ProgrammingError:
+        raise ValueError("is not a PostgreSQL URL psycopg can parse") from None
+    return value
+
+
+def without_password(url: str) -> str:
+    """A database URL to print: its password, if any, replaced by ***."""
+    from psycopg import ProgrammingError, conninfo
+
+    try:
+        parts = conninfo.conninfo_to_dict(url)
+    except ProgrammingError:
+        return "(unparsable)"
+    if "password" not in parts:
+        return url
+    parts["password"] = "***"
+    return conninfo.make_conninfo(**{k: str(v) for k, v in parts.items() if v is not None})
+
+
 def _origins(value: str) -> tuple[str, ...]:
     return tuple(o.strip().rstrip("/") for o in value.split(",") if o.strip())
 
@@ -429,7 +474,8 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
     except ValidationError as exc:
         error = exc.errors()[0]
         name = str(error["loc"][0]) if error["loc"] else "setting"
-        shown = "…" if "KEY" in name or "TOKEN" in name else repr(given.get(name))
+        secret = "KEY" in name or "TOKEN" in name or name == "DREAMKEEPER_DATABASE_URL"
+        shown = "…" if secret else repr(given.get(name))
         reason = str(error["msg"]).removeprefix("Value error, ")
         raise SettingsError(f"{name}={shown}: {reason}") from None
     except InvalidInput as exc:
@@ -452,6 +498,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             reinforcement=e.DREAMKEEPER_PROTECT_REINFORCEMENT,
         ),
         save_timeout=e.DREAMKEEPER_SAVE_TIMEOUT_SECONDS,
+        database_url=e.DREAMKEEPER_DATABASE_URL,
     )
     temporal = TemporalSettings(
         address=e.TEMPORAL_ADDRESS,
@@ -471,6 +518,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
     if temporal.shard is not None and temporal.shard_map is None:
         raise SettingsError("DREAMKEEPER_SHARD needs DREAMKEEPER_SHARD_MAP")
+    if store.database_url is not None and temporal.shard_map is not None:
+        # A shard map routes agents to the host holding their files; with one database
+        # every worker serves every agent, and a map would only strand agents on one
+        # shard's queue.
+        raise SettingsError(
+            "DREAMKEEPER_SHARD_MAP is for file stores: with DREAMKEEPER_DATABASE_URL any "
+            "worker serves any agent, so unset the shard map (docs/scale.md)"
+        )
     llm = LLMSettings(
         base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
         model=e.DREAMKEEPER_LLM_MODEL,
@@ -564,6 +619,8 @@ def describe(settings: Settings) -> dict[str, dict[str, str]]:
             return "unset"
         if secret:
             return "set (hidden)"
+        if name == "database_url":
+            return without_password(str(value))
         if isinstance(value, timedelta):
             return f"{value.total_seconds() / 86_400:g} days"
         if isinstance(value, tuple):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -221,10 +220,3 @@ class WorkflowOutcomes(Interceptor):
                 return result
 
         return Counted
-
-
-def known_agents(data_dir: Path) -> list[str]:
-    root = Path(data_dir) / "agents"
-    if not root.is_dir():
-        return []
-    return sorted(child.name for child in root.iterdir() if (child / "memory").is_dir())

@@ -6,7 +6,6 @@ which agents this server answers for."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from fastapi import Request
 
@@ -17,7 +16,7 @@ from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.service.metrics import ServiceMetrics, known_agents
+from dreamkeeper.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +28,11 @@ class ServiceState:
         self.memory = memory
         self.settings = settings
         self.metrics = metrics
-        self.data_dir = Path(memory.settings.data_dir)
         self._handles: dict[str, AgentMemory] = {}
         metrics.watch_stores(self.agents, memory.store, embeddings=memory.embeddings is not None)
 
     def agents(self) -> list[str]:
-        found = known_agents(self.data_dir)
+        found = self.memory.backend.agents()
         if self.settings.agents:
             return [a for a in found if a in self.settings.agents]
         return found
@@ -49,11 +47,7 @@ class ServiceState:
                 f"unknown agent {agent_id!r}: this server answers for "
                 f"{', '.join(self.settings.agents)} (DREAMKEEPER_SERVE_AGENTS)"
             )
-        if (
-            not write
-            and not self.settings.agents
-            and not (self.data_dir / "agents" / agent_id).is_dir()
-        ):
+        if not write and not self.settings.agents and not self.memory.backend.has_agent(agent_id):
             raise NotFound(f"unknown agent {agent_id!r}: it has no store here yet")
         if agent_id not in self._handles:
             self._handles[agent_id] = self.memory.agent(agent_id)

@@ -31,6 +31,7 @@ BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway throug
 # The PostgreSQL backend (`stores.postgres.memory_store`): one transaction per write.
 TRANSACTION_OPEN = "transaction-open"  # every statement run, not committed
 COMMITTED = "committed"  # committed, the caller not yet told
+MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
 POINTS = frozenset(
     {
         JOURNAL_APPENDED,
@@ -39,6 +40,7 @@ POINTS = frozenset(
         BATCH_HALF_WRITTEN,
         TRANSACTION_OPEN,
         COMMITTED,
+        MIGRATE_AGENT_COPIED,
     }
 )
 

@@ -83,7 +83,8 @@ def check_same(expected: StoreIdentity | str | None, actual: StoreIdentity, who:
     theirs = expected.describe() if isinstance(expected, StoreIdentity) else f"store {expected_id}"
     raise StoreMismatch(
         f"{who} uses {theirs}, but this worker uses {actual.describe()}: they must share one "
-        "data directory (set DREAMKEEPER_DATA / --data to the same place)"
+        "data directory (set DREAMKEEPER_DATA / --data to the same place) or database "
+        "(DREAMKEEPER_DATABASE_URL)"
     )
 
 

@@ -40,7 +40,7 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.shards import ShardMap
-from dreamkeeper.stores.identity import ensure_identity, probe_writable
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.schedules import ensure_dream_schedule, schedule_id_for
 from dreamkeeper.worker.temporal_worker import build_worker
@@ -107,7 +107,9 @@ async def running_worker(
 ) -> AsyncIterator[Client]:
     """The worker polling, for as long as the block runs (yields its client); on exit,
     in-flight activities finish. Refuses to start (InvalidInput, exit 2) on an unwritable
-    data directory, or on a task queue another store has claimed. `runtime`: a Temporal
+    data directory, a database whose schema is not this code's (`dreamkeeper db
+    upgrade`), or a task queue another store has claimed. Workers on one database share
+    its identity, so any number of them serve one task queue, each serving every agent. `runtime`: a Temporal
     runtime of the caller's (`serve` passes one exporting Prometheus metrics), and
     `interceptors` for the worker (`serve`'s counts workflow outcomes). With a
     shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
@@ -122,8 +124,9 @@ async def running_worker(
         log.info(
             "shard %s of %d: task queue %s", temporal.shard, len(shards.shards), temporal.task_queue
         )
-    probe_writable(store.data_dir)
-    identity = ensure_identity(store.data_dir)
+    backend = open_backend(store)
+    backend.check_ready()  # before Temporal: a wrong schema is refused before any claim
+    identity = backend.identity()
     client = await connect(temporal, store.data_dir, runtime=runtime)
     log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
@@ -167,7 +170,7 @@ async def running_worker(
                 temporal.address,
                 temporal.namespace,
                 temporal.task_queue,
-                store.data_dir,
+                backend.location,
             )
             yield client
             log.info("shutting down: waiting for running activities")

@@ -28,6 +28,7 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.shards import ShardMap
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
@@ -67,14 +68,15 @@ def worker_activities(
     stores: StoreRegistry | None = None,
     shard: tuple[ShardMap, str] | None = None,
 ) -> list[Callable]:
-    """Every activity, bound to one store registry (open stores kept in a bounded LRU)."""
+    """Every activity, bound to one store registry (open stores kept in a bounded LRU)
+    on the backend the settings name (a data directory or a database)."""
     llm = llm if llm is not None else LLMSettings.from_env()
     embeddings = embeddings if embeddings is not None else embedding_settings()
     tuning = tuning if tuning is not None else WorkerSettings()
     HEARTBEATS.start()  # here, never inside an activity: see Heartbeats
     if stores is None:
         stores = StoreRegistry(
-            settings.data_dir,
+            open_backend(settings),
             embedding_client(embeddings),
             max_open=tuning.max_open_stores,
             max_memory_mb=tuning.max_store_memory_mb,
@@ -96,7 +98,7 @@ def worker_activities(
     return [
         maintenance.purge_archived,
         maintenance.decay_importance,
-        AgentActivities(settings.data_dir).list_agents,
+        AgentActivities(stores.backend).list_agents,
         entries.archive_memory,
         entries.restore_memory,
         entries.update_memory_importance,

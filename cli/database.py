@@ -1,0 +1,152 @@
+"""`dreamkeeper db upgrade`, `db status` (the PostgreSQL schema) and `dreamkeeper
+migrate --to postgresql://...` (a data directory copied into a database)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dreamkeeper.cli.common import Subparsers, add_json
+from dreamkeeper.core.errors import InvalidInput, SettingsError
+from dreamkeeper.core.settings import StoreSettings, check_database_url
+
+
+def _url(args: argparse.Namespace, settings: StoreSettings) -> str:
+    """--database, else DREAMKEEPER_DATABASE_URL; one of them is needed."""
+    url = getattr(args, "database", None) or settings.database_url
+    if not url:
+        raise InvalidInput(
+            f"`{args.command}` needs a database: set DREAMKEEPER_DATABASE_URL or pass "
+            "--database postgresql://user@host/dbname"
+        )
+    try:
+        return check_database_url(url)
+    except ValueError as exc:
+        raise SettingsError(f"--database: {exc}") from None
+
+
+def db_upgrade(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, upgrade
+
+    db = Database(_url(args, settings), max_size=1)
+    try:
+        applied = upgrade(db)
+    finally:
+        db.close()
+    for migration in applied:
+        print(f"applied {migration.version}: {migration.name}")
+    state = "upgraded to" if applied else "already at"
+    print(f"the database at {db.location} is {state} schema version {SCHEMA_VERSION}")
+    return 0
+
+
+def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
+    """Exit 0 when the schema is this code's, 2 when it needs `db upgrade` (or newer code)."""
+    import json
+
+    from dreamkeeper.stores.backends import PostgresBackend
+    from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, current_version
+
+    backend = PostgresBackend(_url(args, settings))
+    have = current_version(backend.db)
+    identity = backend.read_identity()
+    if have == SCHEMA_VERSION:
+        state = "current"
+    elif have < SCHEMA_VERSION:
+        state = "needs `dreamkeeper db upgrade`"
+    else:
+        state = "newer than this Dreamkeeper: upgrade Dreamkeeper"
+    status = {
+        "database": backend.location,
+        "schemaVersion": have,
+        "codeSchemaVersion": SCHEMA_VERSION,
+        "state": state,
+        "storeId": identity.store_id if identity else None,
+        "agents": len(backend.agents()) if have == SCHEMA_VERSION else None,
+    }
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(f"database: {backend.location}")
+        print(f"schema: version {have} (this Dreamkeeper: {SCHEMA_VERSION}): {state}")
+        if identity is not None:
+            print(f"store: {identity.store_id}")
+        if status["agents"] is not None:
+            print(f"agents: {status['agents']}")
+    return 0 if have == SCHEMA_VERSION else 2
+
+
+def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
+    from dreamkeeper.cli.common import require_data_dir
+    from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+    from dreamkeeper.stores.migrate import AgentCopy, migrate
+
+    url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
+    require_data_dir(settings)
+    source = FileBackend(settings.data_dir)
+    target = PostgresBackend(url)
+    target.check_ready()  # the schema first: `db upgrade` is a deliberate step
+
+    def progress(done: int, total: int, copy: AgentCopy) -> None:
+        print(
+            f"[{done}/{total}] agent {copy.agent_id}: {copy.entries} memories "
+            f"({copy.created} new), {copy.working} working-memory keys, {copy.turns} "
+            f"turns, {copy.documents} documents",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    print(f"copying {source.location} into {target.location}", file=sys.stderr, flush=True)
+    report = migrate(source, target, progress=progress)
+    conflicts = [(a.agent_id, i) for a in report.agents for i in a.conflicts]
+    for agent_id, entry_id in conflicts:
+        print(f"conflict: agent {agent_id} memory {entry_id} is in the database with other content")
+    for mismatch in report.mismatches:
+        print(f"mismatch: {mismatch}")
+    agents = len(report.agents)
+    if report.verified and not conflicts:
+        print(
+            f"migrated {agents} agents, {report.entries} memories ({report.created} new this "
+            "run): counts and content hashes match"
+        )
+        return 0
+    print(
+        f"migrated {agents} agents with {len(conflicts)} conflicts and "
+        f"{len(report.mismatches)} mismatches: the database differs from {source.location}"
+    )
+    return 2
+
+
+def register(sub: Subparsers) -> None:
+    """`db` alone is `db status`. An action's options default to SUPPRESS, so one given
+    before the action (`db --json status`) is kept."""
+    p = sub.add_parser("db", help="the PostgreSQL schema: `db status` (alone too), `db upgrade`")
+    p.set_defaults(handler=db_status, local_only=True)
+    _database_option(p)
+    add_json(p)
+    actions = p.add_subparsers(dest="db_action", metavar="ACTION", title="actions")
+    a = actions.add_parser("upgrade", help="apply the schema migrations the database lacks")
+    a.set_defaults(handler=db_upgrade)
+    _database_option(a, default=argparse.SUPPRESS)
+    a = actions.add_parser("status", help="the schema version, store id and agent count")
+    a.set_defaults(handler=db_status)
+    _database_option(a, default=argparse.SUPPRESS)
+    add_json(a, default=argparse.SUPPRESS)
+
+    p = sub.add_parser(
+        "migrate", help="copy the data directory's agents into a PostgreSQL database"
+    )
+    p.set_defaults(handler=migrate_cmd, local_only=True)
+    p.add_argument(
+        "--to", required=True, metavar="URL", help="the database: postgresql://user@host/dbname"
+    )
+
+
+def _database_option(p: argparse.ArgumentParser, default: object = None) -> None:
+    p.add_argument(
+        "--database",
+        default=default,
+        metavar="URL",
+        help="postgresql:// URL (env DREAMKEEPER_DATABASE_URL)",
+    )

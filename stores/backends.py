@@ -1,0 +1,232 @@
+"""Which backend holds the three tiers: files under one data directory (the embedded
+default) or one PostgreSQL database (`DREAMKEEPER_DATABASE_URL`). Everything that opens a
+store — the worker's store cache, `MemoryClient`, the CLI — asks `open_backend()` for it,
+so no caller chooses a backend class itself.
+
+A backend also answers for the whole store: its identity (the data directory's
+`dreamkeeper-store.json`, or the database's `dreamkeeper_store` row), which agents it
+holds, and whether it is ready for a worker (a writable directory; a database whose schema
+is exactly this code's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from dreamkeeper.core.errors import InvalidInput, Unavailable
+from dreamkeeper.core.models import utc_now
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.identity import (
+    StoreIdentity,
+    ensure_identity,
+    probe_writable,
+    read_identity,
+)
+from dreamkeeper.stores.vectors.embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+FILES = "files"
+POSTGRESQL = "postgresql"
+
+
+class StoreBackend(Protocol):
+    kind: str  # FILES or POSTGRESQL
+    location: str  # where, for messages (a database URL without its password)
+
+    def memory(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> MemoryStore: ...
+
+    def working(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> WorkingMemoryStore: ...
+
+    def conversations(self, agent_id: str, **options: Any) -> ConversationStore: ...
+
+    def identity(self) -> StoreIdentity:
+        """The store's identity, made on first use of a data directory."""
+        ...
+
+    def read_identity(self) -> StoreIdentity | None:
+        """The identity if the store has one yet (None: nothing was ever stored)."""
+        ...
+
+    def agents(self) -> list[str]:
+        """Agents with a long-term store, sorted."""
+        ...
+
+    def has_agent(self, agent_id: str) -> bool: ...
+
+    def check_ready(self) -> None:
+        """Refuse (`InvalidInput` or `SettingsError`, exit 2) with what to do unless a
+        worker can use the store: a writable directory, a database at this schema."""
+        ...
+
+
+class FileBackend:
+    kind = FILES
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = Path(data_dir)
+        self.location = os.path.abspath(self.data_dir)
+
+    def memory(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> MemoryStore:
+        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+
+        return FileMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+
+    def working(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> WorkingMemoryStore:
+        from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+        return FileWorkingMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+
+    def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
+        from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+
+        return FileConversationStore(self.data_dir, agent_id, **options)
+
+    def identity(self) -> StoreIdentity:
+        return ensure_identity(self.data_dir)
+
+    def read_identity(self) -> StoreIdentity | None:
+        return read_identity(self.data_dir)
+
+    def agents(self) -> list[str]:
+        root = self.data_dir / "agents"
+        if not root.is_dir():
+            return []
+        found = []
+        for child in sorted(root.iterdir()):
+            try:
+                validate_agent_id(child.name)
+            except InvalidInput:
+                log.warning("skipping %s: not a valid agent id", child)
+                continue
+            if (child / "memory").is_dir():
+                found.append(child.name)
+        return found
+
+    def has_agent(self, agent_id: str) -> bool:
+        return (self.data_dir / "agents" / agent_id).is_dir()
+
+    def check_ready(self) -> None:
+        probe_writable(self.data_dir)
+
+
+class PostgresBackend:
+    """Every agent's tiers in one database: any worker on it serves any agent, each
+    store's writer exclusion is the database's own (locks), never a host-local one."""
+
+    kind = POSTGRESQL
+
+    def __init__(self, url: str) -> None:
+        from dreamkeeper.stores.postgres.database import database
+
+        self.db = database(url)
+        self.location = self.db.location
+
+    def memory(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> MemoryStore:
+        store = _postgres("memory_store", "PostgresMemoryStore")
+        return store(self.db, agent_id, embeddings=embeddings, clock=clock)
+
+    def working(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> WorkingMemoryStore:
+        store = _postgres("working_memory", "PostgresWorkingMemoryStore")
+        return store(self.db, agent_id, embeddings=embeddings, clock=clock)
+
+    def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
+        store = _postgres("conversation_memory", "PostgresConversationStore")
+        return store(self.db, agent_id, **options)
+
+    def identity(self) -> StoreIdentity:
+        found = self.read_identity()
+        if found is None:
+            # Migration 1 writes the row; a database without it has not been upgraded.
+            from dreamkeeper.stores.postgres.migrations import check_schema
+
+            check_schema(self.db)
+            raise InvalidInput(f"the database at {self.location} has no store identity row")
+        return found
+
+    def read_identity(self) -> StoreIdentity | None:
+        with self.db.transaction() as conn:
+            exists = conn.execute("SELECT to_regclass('dreamkeeper_store') IS NOT NULL").fetchone()
+            if not exists or not exists[0]:
+                return None
+            row = conn.execute("SELECT store_id FROM dreamkeeper_store").fetchone()
+        return StoreIdentity(str(row[0]), self.location) if row else None
+
+    def agents(self) -> list[str]:
+        agent_ids = _postgres("memory_store", "agent_ids")
+        return sorted(agent_ids(self.db))
+
+    def has_agent(self, agent_id: str) -> bool:
+        return agent_id in self.agents()
+
+    def check_ready(self) -> None:
+        import psycopg
+        import psycopg_pool
+
+        from dreamkeeper.stores.postgres.migrations import check_schema
+
+        try:
+            check_schema(self.db)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+            raise Unavailable(
+                f"cannot reach the database at {self.location} ({exc}): is PostgreSQL "
+                "up, and DREAMKEEPER_DATABASE_URL right?"
+            ) from None
+
+
+def _postgres(module: str, name: str) -> Any:
+    # By name, when first used: only a process given a database loads the PostgreSQL
+    # stores (and their driver).
+    return getattr(importlib.import_module(f"dreamkeeper.stores.postgres.{module}"), name)
+
+
+def open_backend(settings: StoreSettings) -> StoreBackend:
+    """The backend the settings name: the database when `database_url` is set, else the
+    data directory."""
+    if settings.database_url:
+        return PostgresBackend(settings.database_url)
+    return FileBackend(settings.data_dir)

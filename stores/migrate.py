@@ -1,0 +1,188 @@
+"""Copying one store into another (`dreamkeeper migrate --to postgresql://...`): every
+agent's long-term memory through the bulk path (`import_entries`), its live working
+memory, its conversations and its dream-state documents, then a check that both sides
+hold the same entries.
+
+Safe to re-run after a crash at any point, with no duplicate: `import_entries` is
+idempotent by id (an entry already there with the same content is left as it is);
+a working-memory key is overwritten, not added; a session's turns are appended only past
+those the target already has; a document is replaced whole. The source is only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores.backends import StoreBackend
+from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.faults import MIGRATE_AGENT_COPIED, crash_point
+
+WORKING_LIST_CAP = 1_000_000  # every live key: a namespace holds a bounded number
+
+
+@dataclass
+class AgentCopy:
+    agent_id: str
+    entries: int = 0  # long-term entries in the source, archived included
+    created: int = 0  # of them, new in the target by this run
+    conflicts: list[str] = field(default_factory=list)  # ids the target holds otherwise
+    working: int = 0
+    turns: int = 0  # turns appended by this run
+    documents: int = 0
+
+
+@dataclass
+class Mismatch:
+    agent_id: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"agent {self.agent_id}: {self.what}"
+
+
+@dataclass
+class MigrationReport:
+    agents: list[AgentCopy] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def entries(self) -> int:
+        return sum(a.entries for a in self.agents)
+
+    @property
+    def created(self) -> int:
+        return sum(a.created for a in self.agents)
+
+    @property
+    def verified(self) -> bool:
+        return not self.mismatches
+
+
+def content_digest(entries: list[MemoryEntry]) -> str:
+    """One hash over an agent's entries as stored, archived ones too, in id order; a
+    store's own bookkeeping (revision, applied ops) is left out: an import starts it
+    afresh, so it differs between copies of the same memories."""
+    digest = hashlib.sha256()
+    for entry in sorted(entries, key=lambda e: e.id):
+        digest.update(entry.model_dump_json(exclude={"revision", "applied_ops"}).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _documents(store: MemoryStore) -> Any:
+    # The per-agent documents medium (dream ledger, cluster state, vocabulary, approval,
+    # conversation log); a store without one has no dream state to copy.
+    return getattr(store, "documents", None)
+
+
+def _copy_working(source: WorkingMemoryStore, target: WorkingMemoryStore) -> int:
+    now = source.now()
+    copied = 0
+    for entry in source.list(cap=WORKING_LIST_CAP).entries:
+        ttl = entry.expires_at - now
+        if ttl.total_seconds() <= 0:
+            continue  # expired between the listing and now: nothing to carry over
+        if entry.key.startswith("stash/"):
+            target.put_stash(entry.key, entry.value, ttl=ttl, tags=list(entry.tags))
+        else:
+            target.save(
+                entry.namespace,
+                entry.key,
+                entry.value,
+                ttl=ttl,
+                category=entry.category,
+                tags=list(entry.tags),
+            )
+        copied += 1
+    return copied
+
+
+def _copy_conversations(source: ConversationStore, target: ConversationStore) -> int:
+    appended = 0
+    for session_id in source.sessions():
+        turns = source.conversation(session_id).turns
+        # Only past what the target has: a re-run after a crash mid-session appends the
+        # rest, never a turn twice.
+        have = len(target.conversation(session_id))
+        for turn in turns[have:]:
+            target.add_turn(session_id, turn.role, turn.content)
+            appended += 1
+    return appended
+
+
+def _copy_documents(source: MemoryStore, target: MemoryStore) -> int:
+    theirs, ours = _documents(source), _documents(target)
+    if theirs is None or ours is None:
+        return 0
+    copied = 0
+    for name in theirs.names(""):
+        data = theirs.read(name)
+        if data is not None and ours.read(name) != data:
+            ours.write(name, data)
+            copied += 1
+    return copied
+
+
+def copy_agent(source: StoreBackend, target: StoreBackend, agent_id: str) -> AgentCopy:
+    copy = AgentCopy(agent_id)
+    theirs = source.memory(agent_id)
+    ours = target.memory(agent_id)
+    entries = theirs.entries(include_archived=True)
+    copy.entries = len(entries)
+    report = ours.import_entries(entries)
+    copy.created = len(report.entries) - len(report.unchanged)
+    copy.conflicts = list(report.conflicts)
+    copy.working = _copy_working(source.working(agent_id), target.working(agent_id))
+    copy.turns = _copy_conversations(source.conversations(agent_id), target.conversations(agent_id))
+    # Last: the conversation log among them replaces what appending turns logged.
+    copy.documents = _copy_documents(theirs, ours)
+    return copy
+
+
+def verify_agent(source: StoreBackend, target: StoreBackend, agent_id: str) -> list[Mismatch]:
+    """Counts and the content digest of the agent's long-term entries on both sides."""
+    theirs = source.memory(agent_id).entries(include_archived=True)
+    ours = target.memory(agent_id).entries(include_archived=True)
+    found: list[Mismatch] = []
+    if len(theirs) != len(ours):
+        found.append(Mismatch(agent_id, f"{len(theirs)} entries in the source, {len(ours)} here"))
+    elif content_digest(theirs) != content_digest(ours):
+        differ = sorted(
+            {e.id for e in theirs} ^ {e.id for e in ours}
+            or {
+                a.id
+                for a, b in zip(
+                    sorted(theirs, key=lambda e: e.id),
+                    sorted(ours, key=lambda e: e.id),
+                    strict=True,
+                )
+                if content_digest([a]) != content_digest([b])
+            }
+        )
+        found.append(Mismatch(agent_id, f"content differs in {', '.join(differ[:5])}"))
+    return found
+
+
+def migrate(
+    source: StoreBackend,
+    target: StoreBackend,
+    *,
+    progress: Callable[[int, int, AgentCopy], None] | None = None,
+) -> MigrationReport:
+    """Copy every agent of `source` into `target`, then verify each; `progress(done,
+    total, copy)` after each agent."""
+    report = MigrationReport()
+    agents = source.agents()
+    for number, agent_id in enumerate(agents, start=1):
+        copy = copy_agent(source, target, agent_id)
+        report.agents.append(copy)
+        crash_point(MIGRATE_AGENT_COPIED)
+        if progress is not None:
+            progress(number, len(agents), copy)
+    for agent_id in agents:
+        report.mismatches.extend(verify_agent(source, target, agent_id))
+    return report
