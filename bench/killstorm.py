@@ -3,7 +3,7 @@ every acknowledged save still there afterwards, once, and did everything finish?
 
     .venv/bin/python bench/killstorm.py [--saves 300] [--agents 3] [--kills 100]
         [--seed 1] [--dream-every 5] [--data DIR] [--keep]
-        [--backend files|postgres] [--workers N] [--db-restarts N]
+        [--backend files|postgres] [--workers N] [--db-restarts N] [--warm-spares]
 
 What runs, all on this machine and started by this script:
 - a Temporal dev server (`temporal server start-dev --headless`, free ports, history in
@@ -17,7 +17,9 @@ What runs, all on this machine and started by this script:
   child process on the one task queue, pointed at it with DREAMKEEPER_LLM_BASE_URL,
   each SIGKILLed after a seeded uniform 0.5–4 s of uptime (counted from its "ready")
   and restarted at once, until they have been killed `--kills` times in all and every
-  save has returned — then left running;
+  save has returned — then left running. With `--warm-spares` (the default with
+  postgres) each worker's successor is started ahead and has done its imports, so on a
+  loaded machine a restart costs a connect rather than seconds of imports;
 - with `--backend postgres`: a PostgreSQL server of its own (tests/harness/postgres.py,
   fsync on, as in production) holding every agent's memory; the workers get its
   DREAMKEEPER_DATABASE_URL and each its own empty data directory (so nothing a worker
@@ -123,7 +125,10 @@ WORKER_SCRIPT = textwrap.dedent(
             print("ready", flush=True)
             await worker.run()
 
-    asyncio.run(main(*sys.argv[1:]))
+    # A warm spare has paid for its imports and waits for "go" before it connects.
+    if sys.argv[5:] == ["spare"] and not sys.stdin.readline():
+        sys.exit(0)  # the bench is gone
+    asyncio.run(main(*sys.argv[1:5]))
     """
 )
 
@@ -299,54 +304,90 @@ async def start_temporal(workdir: Path) -> tuple[subprocess.Popen, str, Client]:
             await asyncio.sleep(0.3)
 
 
-async def spawn_worker(
-    address: str,
-    data: Path,
-    llm_url: str,
-    log,
-    storm: Storm,
-    slot: int = 0,
-    database_url: str | None = None,
-):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
-    env.update(
-        DREAMKEEPER_LLM_BASE_URL=llm_url,
-        DREAMKEEPER_LLM_MODEL="chaos",
-        DREAMKEEPER_LLM_TIMEOUT_SECONDS="30",
-        DREAMKEEPER_DATA=str(data),
-    )
-    if database_url is not None:
-        env["DREAMKEEPER_DATABASE_URL"] = database_url
-    for attempt in range(1, START_ATTEMPTS + 1):
-        began = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
+class Spawner:
+    """Starts worker `slot` and waits for its "ready". With `warm`, each slot keeps one
+    spare process that has done its imports (seconds of CPU on a loaded machine) and waits
+    for "go": a killed worker's successor then only connects, so the workers spend the
+    storm working rather than importing."""
+
+    def __init__(
+        self,
+        address: str,
+        llm_url: str,
+        log,
+        storm: Storm,
+        database_url: str | None = None,
+        *,
+        warm: bool = False,
+    ) -> None:
+        self.address, self.log, self.storm = address, log, storm
+        self.database_url, self.warm = database_url, warm
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
+        self.env.update(
+            DREAMKEEPER_LLM_BASE_URL=llm_url,
+            DREAMKEEPER_LLM_MODEL="chaos",
+            DREAMKEEPER_LLM_TIMEOUT_SECONDS="30",
+        )
+        if database_url is not None:
+            self.env["DREAMKEEPER_DATABASE_URL"] = database_url
+        self.spares: dict[int, asyncio.Task] = {}
+
+    async def _launch(self, data: Path, slot: int, spare: bool):
+        return await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
             WORKER_SCRIPT,
-            address,
+            self.address,
             TASK_QUEUE,
             str(data),
             str(slot),
+            *(["spare"] if spare else []),
+            stdin=asyncio.subprocess.PIPE if spare else None,
             stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-            env=env,
+            stderr=self.log,
+            env={**self.env, "DREAMKEEPER_DATA": str(data)},
             cwd=str(data),
         )
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
-        except TimeoutError:
-            line = b""
-        if line.strip() == b"ready":
-            storm.startups.append(time.monotonic() - began)
-            storm.restarts += 1
-            return proc
-        proc.kill()
-        await proc.wait()
-        if database_url is None or attempt == START_ATTEMPTS:
-            raise RuntimeError(f"worker did not start (rc {proc.returncode}); see {log.name}")
-        storm.failed_starts += 1
-        await asyncio.sleep(1.0)
-    raise AssertionError("unreachable")
+
+    async def _start(self, data: Path, slot: int):
+        if not self.warm:
+            return await self._launch(data, slot, spare=False)
+        spare = self.spares.pop(slot, None)
+        proc = await spare if spare is not None else await self._launch(data, slot, spare=True)
+        self.spares[slot] = asyncio.create_task(self._launch(data, slot, spare=True))
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+        return proc
+
+    async def __call__(self, data: Path, slot: int = 0):
+        storm, log = self.storm, self.log
+        for attempt in range(1, START_ATTEMPTS + 1):
+            began = time.monotonic()
+            proc = await self._start(data, slot)
+            try:
+                line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+            except TimeoutError:
+                line = b""
+            if line.strip() == b"ready":
+                storm.startups.append(time.monotonic() - began)
+                storm.restarts += 1
+                return proc
+            proc.kill()
+            await proc.wait()
+            if self.database_url is None or attempt == START_ATTEMPTS:
+                raise RuntimeError(f"worker did not start (rc {proc.returncode}); see {log.name}")
+            storm.failed_starts += 1
+            await asyncio.sleep(1.0)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        for task in self.spares.values():
+            with contextlib.suppress(Exception):
+                proc = await task
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+        self.spares.clear()
 
 
 async def kill_storm(args, storm: Storm, spawn, live: dict[int, object]) -> None:
@@ -462,7 +503,8 @@ async def save_loop(memory: MemoryClient, notes: list[Note], storm: Storm, args,
 
 
 async def dream_loop(memory: MemoryClient, agent: str, storm: Storm, every: float) -> None:
-    await asyncio.sleep(every * random.random())
+    with contextlib.suppress(TimeoutError):  # the storm may end before the first dream
+        await asyncio.wait_for(storm.over.wait(), timeout=every * random.random())
     while not storm.over.is_set():
         try:
             handle = await memory.start_dream(agent)
@@ -779,6 +821,7 @@ async def run(args) -> int:
     worker_log = open(work / "worker.log", "ab")  # noqa: SIM115 - shared by every worker
     storm = Storm()
     live: dict[int, object] = {}
+    spawner = Spawner(address, llm.base_url, worker_log, storm, database_url, warm=args.warm_spares)
     where = f"data {data}" if cluster is None else f"database {database_url}"
     print(
         f"kill storm: temporal at {address}, chaos LLM at {llm.base_url}, {where}, "
@@ -794,9 +837,7 @@ async def run(args) -> int:
             # needs may be on a disk another shares.
             own = data if cluster is None else data / f"w{slot}"
             own.mkdir(exist_ok=True)
-            return await spawn_worker(
-                address, own, llm.base_url, worker_log, storm, slot, database_url
-            )
+            return await spawner(own, slot)
 
         async def all_saves():
             await asyncio.gather(
@@ -850,6 +891,7 @@ async def run(args) -> int:
             if worker.returncode is None:
                 worker.kill()
                 await worker.wait()
+        await spawner.close()
         server.terminate()
         try:
             server.wait(timeout=20)
@@ -927,6 +969,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         help="crash-like restarts of the database server, spread over the kills (postgres only; 1)",
     )
+    parser.add_argument(
+        "--warm-spares",
+        action=argparse.BooleanOptionalAction,
+        help="keep a started spare per worker, so a killed one's successor only connects "
+        "(default: on with postgres, off with files)",
+    )
     args = parser.parse_args(argv)
     if args.saves < 1 or args.agents < 1 or args.kills < 0:
         parser.error("--saves and --agents must be at least 1, --kills at least 0")
@@ -935,6 +983,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.workers = 2 if postgres else 1
     if args.db_restarts is None:
         args.db_restarts = 1 if postgres else 0
+    if args.warm_spares is None:
+        args.warm_spares = postgres
     if args.workers < 1 or args.db_restarts < 0:
         parser.error("--workers must be at least 1, --db-restarts at least 0")
     if not postgres and args.db_restarts:
