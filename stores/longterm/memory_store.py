@@ -70,7 +70,6 @@ from dreamkeeper.stores.longterm.records import (
     NewEntry,
     PurgeReport,
     Retirement,
-    StoredVector,
     document_text,
     entry_version,
     retired_into,
@@ -80,9 +79,7 @@ from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
     VectorIndex,
-    decode_any_model,
     encode_vector,
-    read_vector,
     vector_path,
 )
 
@@ -261,16 +258,6 @@ class FileMemoryStore(StoreOperations):
         return vector_pack.write(
             self.files, self.agent_id, index, self._vectors.model_key, self._offset, self.journal
         )
-
-    def approx_bytes(self) -> int:
-        """Roughly what this store holds in memory (for the worker's store cache): per
-        entry its index share and its entry (parsed or still JSON), plus the vectors."""
-        if not self._loaded:
-            return 4_096
-        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
-        vectors = self._vectors.current if self._vectors is not None else None
-        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
-        return 4_096 + per_entry * len(self._entries) + matrix
 
     def _load(self, parts: Parts, *, scanning: bool = False) -> MemoryEntry | None:
         loaded = load_entry(self.files, parts)
@@ -457,20 +444,11 @@ class FileMemoryStore(StoreOperations):
         have = {n[:-4] for n in names if n.endswith(".bin")}
         return sum(1 for e in self.entries() if e.id not in have)
 
-    def stored_vector(
-        self, entry: MemoryEntry, model_key: bytes | None = None, dim: int | None = None
-    ) -> StoredVector | None:
-        """The entry's stored vector if it was made from its current content (by
-        `model_key` and of `dim` components, when given), or None."""
-        if model_key is not None:
-            vector = read_vector(self.embeddings_dir, entry.id, entry.fingerprint, model_key, dim)
-            return None if vector is None else StoredVector(model_key, vector)
+    def _vector_bytes(self, entry_id: str) -> bytes | None:
         try:
-            data = vector_path(self.embeddings_dir, entry.id).read_bytes()
+            return vector_path(self.embeddings_dir, entry_id).read_bytes()
         except OSError:
             return None
-        found = decode_any_model(data, entry.fingerprint)
-        return None if found is None else StoredVector(*found)
 
     def changes(self) -> list[JournalRecord]:
         """The whole journal, oldest first (a torn or malformed line skipped)."""

@@ -46,12 +46,14 @@ from dreamkeeper.stores.longterm.records import (
     NewEntry,
     PurgeReport,
     Retirement,
+    StoredVector,
     document_text,
     imported_entry,
     new_entry,
     retired_into,
 )
 from dreamkeeper.stores.search.bm25 import BM25Index, tokenize
+from dreamkeeper.stores.vectors.vectors import EntryVectors, decode_any_model, decode_vector
 
 BULK_CHUNK = 1_000  # entries per bulk batch (a journal batch, or a transaction)
 
@@ -65,6 +67,8 @@ class StoreOperations:
     _ops: dict[str, AppliedOp] | None
     _index: BM25Index
     _category_ids: dict[str | None, int]
+    _loaded: bool
+    _vectors: EntryVectors | None
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -100,6 +104,10 @@ class StoreOperations:
         """Where something the store could not read sits in an entry's place (so it is
         never overwritten), or None."""
         return None
+
+    def _vector_bytes(self, entry_id: str) -> bytes | None:
+        """The entry's stored vector, encoded (`stores.vectors.vectors`), or None."""
+        raise NotImplementedError
 
     def _fresh_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
         """Under the lock: the entries as stored now, of those that exist."""
@@ -215,6 +223,30 @@ class StoreOperations:
 
     def __len__(self) -> int:
         return len(self.entries())
+
+    def stored_vector(
+        self, entry: MemoryEntry, model_key: bytes | None = None, dim: int | None = None
+    ) -> StoredVector | None:
+        """The entry's stored vector if it was made from its current content (by
+        `model_key` and of `dim` components, when given), or None."""
+        data = self._vector_bytes(entry.id)
+        if data is None:
+            return None
+        if model_key is not None:
+            vector = decode_vector(data, entry.fingerprint, model_key, dim)
+            return None if vector is None else StoredVector(model_key, vector)
+        found = decode_any_model(data, entry.fingerprint)
+        return None if found is None else StoredVector(*found)
+
+    def approx_bytes(self) -> int:
+        """Roughly what this store holds in memory (for the worker's store cache): per
+        entry its index share and its entry (parsed or still JSON), plus the vectors."""
+        if not self._loaded:
+            return 4_096
+        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
+        vectors = self._vectors.current if self._vectors is not None else None
+        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
+        return 4_096 + per_entry * len(self._entries) + matrix
 
     # -- writes ------------------------------------------------------------------------
 

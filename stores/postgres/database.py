@@ -3,8 +3,8 @@
 psycopg 3's pool hands out connections to the worker's activity threads; each
 `transaction()` is one database transaction, committed when the block ends and rolled
 back when it raises. A connection broken by a database restart is discarded by the pool
-when it comes back (psycopg_pool checks its state), so the next call gets a fresh one:
-the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
+when it comes back, and an idle one is checked before it is handed out, so the next call
+gets a live one: the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
 activity through Temporal) — nothing is half-applied, since the transaction never
 committed.
 """
@@ -60,6 +60,10 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            # Checked at checkout (one round trip): after a database restart every idle
+            # connection is dead, and a store's retry must get a live one, not the next
+            # dead one.
+            check=ConnectionPool.check_connection,
             name=f"dreamkeeper:{self.location}",
             open=False,
         )

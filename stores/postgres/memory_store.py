@@ -59,18 +59,14 @@ from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.entry_table import EntryTable
 from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.longterm.records import StoredVector
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
     VectorIndex,
-    decode_any_model,
-    decode_vector,
     encode_vector,
 )
 
@@ -411,15 +407,6 @@ class PostgresMemoryStore(StoreOperations):
             log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
             return False
 
-    def approx_bytes(self) -> int:
-        """Roughly what this store holds in memory (the worker's store cache bound)."""
-        if not self._loaded:
-            return 4_096
-        per_entry = 1_200 if isinstance(self._entries, EntryTable) else 2_500
-        vectors = self._vectors.current if self._vectors is not None else None
-        matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
-        return 4_096 + per_entry * len(self._entries) + matrix
-
     # -- reads -------------------------------------------------------------------------
 
     def problems(self) -> dict[Path, str]:
@@ -457,19 +444,8 @@ class PostgresMemoryStore(StoreOperations):
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def stored_vector(
-        self, entry: MemoryEntry, model_key: bytes | None = None, dim: int | None = None
-    ) -> StoredVector | None:
-        """The entry's stored vector if it was made from its current content (by
-        `model_key` and of `dim` components, when given), or None."""
-        data = self._read_vectors([entry.id]).get(entry.id)
-        if data is None:
-            return None
-        if model_key is not None:
-            vector = decode_vector(data, entry.fingerprint, model_key, dim)
-            return None if vector is None else StoredVector(model_key, vector)
-        found = decode_any_model(data, entry.fingerprint)
-        return None if found is None else StoredVector(*found)
+    def _vector_bytes(self, entry_id: str) -> bytes | None:
+        return self._read_vectors([entry_id]).get(entry_id)
 
     # -- the write primitives ----------------------------------------------------------
 

@@ -26,6 +26,7 @@ class Backend:
     announced: Callable[[str], set[tuple[str, int]]]  # (id, revision) the feed names
     # Where a write has run but not taken effect (a crash there leaves it undone).
     before_commit: str
+    spec: str  # for a subprocess: "file:<data dir>" or "postgres:<url>" (`open_spec`)
     closers: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -38,7 +39,7 @@ def _file_backend(root: Path, clock: Any) -> Backend:
         journal = open_store(agent).journal
         return {(r.id, r.rev) for r in journal.read_all() if r.rev is not None}
 
-    return Backend("file", open_store, announced, faults.JOURNAL_APPENDED)
+    return Backend("file", open_store, announced, faults.JOURNAL_APPENDED, f"file:{root}")
 
 
 def _postgres_backend(url: str, clock: Any) -> Backend:
@@ -59,7 +60,22 @@ def _postgres_backend(url: str, clock: Any) -> Backend:
             ).fetchall()
         return {(i, int(r)) for i, r in rows}
 
-    return Backend("postgres", open_store, announced, faults.TRANSACTION_OPEN, [db.close])
+    return Backend(
+        "postgres", open_store, announced, faults.TRANSACTION_OPEN, f"postgres:{url}", [db.close]
+    )
+
+
+# What a subprocess runs first to open a backend's store from its `spec`.
+OPEN_SPEC = """
+def open_spec(spec, agent):
+    kind, _, where = spec.partition(":")
+    if kind == "file":
+        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+        return FileMemoryStore(where, agent)
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+    return PostgresMemoryStore(Database(where), agent)
+"""
 
 
 @pytest.fixture(params=BACKENDS)

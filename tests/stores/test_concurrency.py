@@ -1,4 +1,5 @@
-"""Several processes on one agent store: one writer at a time, readers see changes."""
+"""Several processes on one agent store: one writer at a time, readers see changes (both
+backends: `backend`, tests/stores/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import sys
 import textwrap
 
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.search.query import search
+from tests.stores.conftest import OPEN_SPEC
 
-WRITER = textwrap.dedent(
+WRITER = OPEN_SPEC + textwrap.dedent(
     """
     import sys
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-    data, tag, shared, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    store = FileMemoryStore(data, "agent-1")
+    spec, tag, shared, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    store = open_spec(spec, "agent-1")
     for i in range(n):
         store.create(f"fact {tag} number {i}", category="bulk")
         store.mutate(
@@ -25,42 +27,47 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_two_processes_writing_one_store_lose_no_write(tmp_path):
-    store = FileMemoryStore(tmp_path, "agent-1")
+def test_two_processes_writing_one_store_lose_no_write(backend):
+    store = backend.open()
     shared = store.create("shared counter entry").id
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), tag, shared, "40"])
+        subprocess.Popen([sys.executable, "-c", WRITER, backend.spec, tag, shared, "40"])
         for tag in ("alpha", "bravo")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    fresh = FileMemoryStore(tmp_path, "agent-1")
+    fresh = backend.open()
     assert len(fresh.entries()) == 81
     assert fresh.get(shared).reinforcement_count == 81
-    # The long-lived instance catches up through the journal, not a rescan.
+    # The long-lived instance catches up through the feed, not a rescan.
     assert store.get(shared).reinforcement_count == 81
     assert len(store.entries()) == 81
 
 
-def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_files(
-    tmp_path, monkeypatch
+def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_entries(
+    backend, monkeypatch
 ):
-    writer = FileMemoryStore(tmp_path, "agent-1")
+    writer = backend.open()
     ids = [writer.create(f"background fact item{i:03d}", category="bulk").id for i in range(30)]
-    reader = FileMemoryStore(tmp_path, "agent-1")
+    reader = backend.open()
     assert len(search(reader, "background fact", limit=100)) == 30
 
     loads: list[str] = []
-    real = FileMemoryStore._load
+    # What each backend calls to (re)read one entry from its storage.
+    cls, method = (
+        (FileMemoryStore, "_load")
+        if backend.kind == "file"
+        else (PostgresMemoryStore, "_install_doc")
+    )
+    real = getattr(cls, method)
 
-    def counting(self, path, **kw):
-        loads.append(str(path))
-        return real(self, path, **kw)
+    def counting(self, key, *args, **kw):
+        loads.append(str(key))
+        return real(self, key, *args, **kw)
 
-    monkeypatch.setattr(FileMemoryStore, "_load", counting)
-    script = textwrap.dedent(
+    monkeypatch.setattr(cls, method, counting)
+    script = OPEN_SPEC + textwrap.dedent(
         f"""
-        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-        s = FileMemoryStore({str(tmp_path)!r}, "agent-1")
+        s = open_spec({backend.spec!r}, "agent-1")
         s.create("a brand new zebra fact", category="bulk")
         s.update({ids[0]!r}, content="background fact zero, now about a giraffe")
         s.archive({ids[1]!r}, "deleted by agent tool")
@@ -71,4 +78,4 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_file
     assert [h.entry.content for h in search(reader, "zebra")] == ["a brand new zebra fact"]
     assert [h.entry.id for h in search(reader, "giraffe")] == [ids[0]]
     assert ids[1] not in {h.entry.id for h in search(reader, "background fact", limit=100)}
-    assert len(loads) == 3, loads  # the three files that changed, nothing else
+    assert len(loads) == 3, loads  # the three entries that changed, nothing else

@@ -1,4 +1,4 @@
-"""The store contract (`stores.contract`): the file backend has every operation of each
+"""The store contract (`stores.contract`): each backend has every operation of each
 Protocol with the same parameters, and the operations that moved out of the activities
 keep their guarantees (exactly once by op id, nothing archived that changed since shown).
 
@@ -89,8 +89,29 @@ def _duplicates(store: MemoryStore) -> list[MemoryEntry]:
     ]
 
 
-def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(tmp_path: Path) -> None:
-    store: MemoryStore = FileMemoryStore(tmp_path, "fold", clock=lambda: T0)
+def test_the_postgres_backend_has_every_long_term_operation_with_its_parameters(
+    database_url: str,
+) -> None:
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+
+    db = Database(database_url, max_size=2)
+    try:
+        store = PostgresMemoryStore(db, "contract")
+        assert isinstance(store, MemoryStore)
+        assert conformance.long_term_postgres(store) is store
+        for name, declared in _members(MemoryStore).items():
+            assert hasattr(store, name), f"PostgresMemoryStore lacks {name}"
+            if declared is not None:
+                assert _parameters(getattr(PostgresMemoryStore, name)) == _parameters(declared), (
+                    f"PostgresMemoryStore.{name} differs from MemoryStore.{name}"
+                )
+    finally:
+        db.close()
+
+
+def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(backend: Any) -> None:
+    store: MemoryStore = backend.open("fold", clock=lambda: T0)
     oldest, *copies = _duplicates(store)
     (fold,) = exact_duplicate_folds(store.entries())
     ledger: IntentLog = _Ledger()
@@ -108,8 +129,8 @@ def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(tmp_path
     assert ledger.notes[0][1] == [oldest.id]
 
 
-def test_archive_if_unchanged_refuses_an_entry_edited_since_it_was_shown(tmp_path: Path) -> None:
-    store: MemoryStore = FileMemoryStore(tmp_path, "prune", clock=lambda: T0)
+def test_archive_if_unchanged_refuses_an_entry_edited_since_it_was_shown(backend: Any) -> None:
+    store: MemoryStore = backend.open("prune", clock=lambda: T0)
     shown = store.create("a passing remark about the weather")
     other = store.create("another passing remark")
     ledger = _Ledger()

@@ -4,8 +4,14 @@ Each case arms a named crash point, runs a store operation that dies there, and 
 - `same`: retries on the same store instance (the activity raised; the process lived);
 - `fresh`: retries on a new instance (the process died; another worker retries).
 Afterwards a long-lived reader (opened before the crash) and a fresh one must agree with
-the files, the operation must have applied exactly once, and every entry file revision
-must have a journal record.
+the stored entries, the operation must have applied exactly once, and every stored
+revision must have a feed record (the journal, or the database's feed).
+
+Each runs on both backends (`backend`, tests/stores/conftest.py): the file store dies
+after its journal record (`JOURNAL_APPENDED`), the PostgreSQL store inside its open
+transaction (`TRANSACTION_OPEN`) — both points where the write has not taken effect.
+Tests of the file backend's own boundaries (a move's two files, the journal's bytes)
+stay file-only.
 """
 
 from __future__ import annotations
@@ -30,51 +36,54 @@ def _open(tmp_path) -> FileMemoryStore:
     return FileMemoryStore(tmp_path, AGENT)
 
 
-def _consistent(tmp_path) -> None:
-    """Every entry file's revision has a journal record naming it (nothing unjournaled)."""
-    store = _open(tmp_path)
-    announced = {(r.id, r.rev) for r in store.journal.read_all() if r.rev is not None}
+def _consistent(backend) -> None:
+    """Every stored revision has a feed record naming it (nothing unrecorded)."""
+    store = backend.open(AGENT)
+    announced = backend.announced(AGENT)
     for entry in store.entries(include_archived=True):
         assert (entry.id, entry.revision) in announced, entry.id
     assert store.problems() == {}
 
 
-def _agree(reader: FileMemoryStore, tmp_path) -> None:
-    fresh = _open(tmp_path)
+def _agree(reader, backend) -> None:
+    fresh = backend.open(AGENT)
     mine = {e.id: e for e in reader.entries(include_archived=True)}
     theirs = {e.id: e for e in fresh.entries(include_archived=True)}
     assert mine == theirs
 
 
-def _retry(store, tmp_path, how):
-    return store if how == "same" else _open(tmp_path)
+def _retry(store, backend, how):
+    return store if how == "same" else backend.open(AGENT)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-def test_create_crashed_after_its_record_is_repaired_and_retried(tmp_path, how):
-    writer, reader = _open(tmp_path), _open(tmp_path)
+def test_create_crashed_after_its_record_is_repaired_and_retried(backend, how):
+    writer, reader = backend.open(AGENT), backend.open(AGENT)
     reader.entries()
-    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
         writer.create(NOTE, category="people", entry_id="0123456789ab")
     # The create never happened (never acknowledged): no reader serves it.
     assert reader.get("0123456789ab") is None
-    retried = _retry(writer, tmp_path, how).create(NOTE, category="people", entry_id="0123456789ab")
+    retried = _retry(writer, backend, how).create(NOTE, category="people", entry_id="0123456789ab")
     assert retried.content == NOTE
     assert reader.get("0123456789ab") == retried
-    actions = [r.action for r in _open(tmp_path).journal.read_all()]
-    assert JournalAction.REPAIRED in actions and actions.count(JournalAction.CREATED) == 2
-    _agree(reader, tmp_path)
-    _consistent(tmp_path)
+    if backend.kind == "file":  # the journal records the dead write and its repair
+        actions = [r.action for r in backend.open(AGENT).journal.read_all()]
+        assert JournalAction.REPAIRED in actions and actions.count(JournalAction.CREATED) == 2
+    else:  # the dead transaction left no trace: one feed record, the retry's
+        assert backend.announced(AGENT) == {("0123456789ab", 1)}
+    _agree(reader, backend)
+    _consistent(backend)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("operation", ["update", "archive", "move", "restore"])
-def test_a_mutation_crashed_after_its_record_converges_and_retries_once(tmp_path, how, operation):
-    writer = _open(tmp_path)
+def test_a_mutation_crashed_after_its_record_converges_and_retries_once(backend, how, operation):
+    writer = backend.open(AGENT)
     entry = writer.create(NOTE, category="people")
     if operation == "restore":
         writer.archive(entry.id, "deleted by agent tool")
-    reader = _open(tmp_path)
+    reader = backend.open(AGENT)
     before = reader.get(entry.id)
 
     def apply(store: FileMemoryStore):
@@ -86,16 +95,16 @@ def test_a_mutation_crashed_after_its_record_converges_and_retries_once(tmp_path
             return store.update(entry.id, category="people/contacts")
         return store.restore(entry.id)
 
-    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
         apply(writer)
     # Pending, then settled: the lock is free, so the file on disk (the old state) wins.
     assert reader.get(entry.id) == before
-    assert _open(tmp_path).get(entry.id) == before
-    after = apply(_retry(writer, tmp_path, how))
+    assert backend.open(AGENT).get(entry.id) == before
+    after = apply(_retry(writer, backend, how))
     assert reader.get(entry.id) == after
     assert after.revision == before.revision + 1  # the dead revision was not counted
-    _agree(reader, tmp_path)
-    _consistent(tmp_path)
+    _agree(reader, backend)
+    _consistent(backend)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
@@ -112,65 +121,65 @@ def test_a_move_crashed_between_new_file_and_old_removal(tmp_path, how):
     assert reader.get(entry.id).category == "people/contacts"
     assert any("stale duplicate" in r for r in fresh.problems().values())
     # A later write of the entry clears the stale copy.
-    retry = _retry(writer, tmp_path, how)
+    retry = writer if how == "same" else _open(tmp_path)
     retry.update(entry.id, content=NOTE + " Moved.")
     assert len(list(tmp_path.rglob(f"{entry.id}.json"))) in (1, 2)
     assert _open(tmp_path).get(entry.id).content == NOTE + " Moved."
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-@pytest.mark.parametrize("point", [faults.JOURNAL_APPENDED, None])
-def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(tmp_path, how, point):
+@pytest.mark.parametrize("point", ["before-commit", None])
+def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(backend, how, point):
     """The op is recorded with its effect: a retry after another save touched the target
     neither skips (the old ledger's bug) nor reinforces twice."""
-    writer = _open(tmp_path)
+    writer = backend.open(AGENT)
     target = writer.create(NOTE, category="people")
-    reader = _open(tmp_path)
+    reader = backend.open(AGENT)
     reader.entries()
     fact = Candidate(SIMILAR, "people")
     if point is not None:
-        with faults.armed(point), pytest.raises(faults.SimulatedCrash):
+        with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
             save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     else:  # applied, but the activity's answer was lost: Temporal retries it anyway
         save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     # Another save reinforces the same entry before the retry.
-    other = _open(tmp_path)
+    other = backend.open(AGENT)
     save_fact(other, Candidate(NOTE, "people"), new_id="bbbbbbbbbbbb", op_id="save-2")
-    retried = save_fact(_retry(writer, tmp_path, how), fact, new_id="aaaaaaaaaaaa", op_id="save-1")
+    retried = save_fact(_retry(writer, backend, how), fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     assert retried.entry_id == target.id
-    final = _open(tmp_path).get(target.id)
+    final = backend.open(AGENT).get(target.id)
     assert final.reinforcement_count == 3  # the original, save-1 once, save-2 once
     assert set(final.applied_ops) == {"save-1", "save-2"}
-    assert len(_open(tmp_path).entries()) == 1
-    _agree(reader, tmp_path)
-    _consistent(tmp_path)
+    assert len(backend.open(AGENT).entries()) == 1
+    _agree(reader, backend)
+    _consistent(backend)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-def test_an_absorb_crashed_between_the_reinforcement_and_the_archive(tmp_path, how):
-    writer = _open(tmp_path)
+def test_an_absorb_crashed_between_the_reinforcement_and_the_archive(backend, how):
+    writer = backend.open(AGENT)
     keeper = writer.create(NOTE, category="people")
     copy = writer.create(SIMILAR, category="people")
-    reader = _open(tmp_path)
+    reader = backend.open(AGENT)
     reader.entries()
     # Let the reinforcement land, crash on the archive's record (the second write).
-    with faults.armed(faults.JOURNAL_APPENDED, after=1), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(backend.before_commit, after=1), pytest.raises(faults.SimulatedCrash):
         dedup_existing(writer, copy.id)
-    assert _open(tmp_path).get(keeper.id).reinforcement_count == 2
-    assert not _open(tmp_path).get(copy.id).is_archived  # crashed before its archive
-    retried = dedup_existing(_retry(writer, tmp_path, how), copy.id)
+    assert backend.open(AGENT).get(keeper.id).reinforcement_count == 2
+    assert not backend.open(AGENT).get(copy.id).is_archived  # crashed before its archive
+    retried = dedup_existing(_retry(writer, backend, how), copy.id)
     assert retried.entry_id == keeper.id
-    again = dedup_existing(_open(tmp_path), copy.id)  # and once more: nothing changes
+    again = dedup_existing(backend.open(AGENT), copy.id)  # and once more: nothing changes
     assert again.entry_id == keeper.id
-    fresh = _open(tmp_path)
+    fresh = backend.open(AGENT)
     assert fresh.get(keeper.id).reinforcement_count == 2  # absorbed once, not twice
     assert fresh.get(copy.id).retired_into == [keeper.id]
-    _agree(reader, tmp_path)
-    _consistent(tmp_path)
+    _agree(reader, backend)
+    _consistent(backend)
 
 
-def test_retire_into_refuses_a_replacement_that_is_not_live(tmp_path):
-    store = _open(tmp_path)
+def test_retire_into_refuses_a_replacement_that_is_not_live(backend):
+    store = backend.open(AGENT)
     original = store.create(NOTE, category="people")
     fact = store.create(NOTE, category="people/contacts")
     store.archive(fact.id, f"merged into {original.id}")  # a dream folded it meanwhile
@@ -179,8 +188,8 @@ def test_retire_into_refuses_a_replacement_that_is_not_live(tmp_path):
     assert not store.get(original.id).is_archived
 
 
-def test_retire_into_refuses_replacements_that_miss_a_specific(tmp_path):
-    store = _open(tmp_path)
+def test_retire_into_refuses_replacements_that_miss_a_specific(backend):
+    store = backend.open(AGENT)
     original = store.create(NOTE, category="people")
     lossy = store.create("Trish Roberts works at PWOP Productions.", category="people")
     done = store.retire_into(original.id, [lossy.id], reason="x")
@@ -189,16 +198,16 @@ def test_retire_into_refuses_replacements_that_miss_a_specific(tmp_path):
     assert not store.get(original.id).is_archived
 
 
-def test_a_stale_writer_never_overwrites_newer_state(tmp_path):
-    old_view = _open(tmp_path)
+def test_a_stale_writer_never_overwrites_newer_state(backend):
+    old_view = backend.open(AGENT)
     entry = old_view.create(NOTE, category="people")
     stale = old_view.get(entry.id)
-    _open(tmp_path).archive(entry.id, "deleted by agent tool")
+    backend.open(AGENT).archive(entry.id, "deleted by agent tool")
     with pytest.raises(Conflict, match="changed since it was read"):
         old_view.put(
             stale.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED
         )
-    assert _open(tmp_path).get(entry.id).is_archived
+    assert backend.open(AGENT).get(entry.id).is_archived
 
 
 def test_a_file_edited_behind_the_journal_is_taken_as_it_is(tmp_path):
@@ -249,8 +258,8 @@ def test_garbage_journal_lines_never_break_a_reader(tmp_path, garbage):
     assert reader.get(entry.id) == entry
 
 
-def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(tmp_path):
-    store = _open(tmp_path)
+def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(backend):
+    store = backend.open(AGENT)
     keeper = store.create(NOTE, category="people")
     copy = store.create(SIMILAR, category="people")
     dedup_existing(store, copy.id)
@@ -270,52 +279,60 @@ def _notes(n: int, tag: str = "") -> list:
     ]
 
 
-def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(tmp_path):
+def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(backend):
     from dreamkeeper.stores.longterm.memory_store import NewEntry
 
-    store = _open(tmp_path)
+    store = backend.open(AGENT)
     made = store.create_many(_notes(2_500))
     assert len(made) == len({e.id for e in made}) == 2_500
-    fresh = _open(tmp_path)
+    fresh = backend.open(AGENT)
     assert len(fresh.entries()) == 2_500
     again = store.create_many([NewEntry(made[0].content, category="bulk", entry_id=made[0].id)])
-    assert again == [made[0]] and len(_open(tmp_path).entries()) == 2_500
+    assert again == [made[0]] and len(backend.open(AGENT).entries()) == 2_500
     with pytest.raises(Conflict):
         store.create_many([NewEntry("other text", entry_id=made[0].id)])
-    _consistent(tmp_path)
+    _consistent(backend)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-@pytest.mark.parametrize("point", [faults.BATCH_JOURNALED, faults.BATCH_HALF_WRITTEN])
-def test_create_many_crashed_mid_batch_is_repaired_and_retried(tmp_path, how, point):
+@pytest.mark.parametrize("when", ["early", "late"])
+def test_create_many_crashed_mid_batch_is_repaired_and_retried(backend, how, when):
+    # early: nothing of the batch has taken effect; late: the file store has written half
+    # its files, the database has committed the batch and not answered.
+    point, lands = {
+        ("file", "early"): (faults.BATCH_JOURNALED, 0),
+        ("file", "late"): (faults.BATCH_HALF_WRITTEN, 20),
+        ("postgres", "early"): (faults.TRANSACTION_OPEN, 0),
+        ("postgres", "late"): (faults.COMMITTED, 40),
+    }[(backend.kind, when)]
     from dreamkeeper.stores.longterm.memory_store import NewEntry
 
-    writer = _open(tmp_path)
-    reader = _open(tmp_path)
+    writer = backend.open(AGENT)
+    reader = backend.open(AGENT)
     reader.entries()
     items = [NewEntry(f"Bulk note {i} about Orion{i}.", entry_id=f"{i:012x}") for i in range(40)]
     with faults.armed(point), pytest.raises(faults.SimulatedCrash):
         writer.create_many(items)
-    landed = {e.id for e in _open(tmp_path).entries()}
-    assert len(landed) == (0 if point == faults.BATCH_JOURNALED else 20)
+    landed = {e.id for e in backend.open(AGENT).entries()}
+    assert len(landed) == lands
     assert {e.id for e in reader.entries()} == landed  # the long-lived reader agrees
-    done = _retry(writer, tmp_path, how).create_many(items)  # the caller's retry
-    assert len(done) == 40 and len(_open(tmp_path).entries()) == 40
-    _agree(reader, tmp_path)
-    _consistent(tmp_path)
+    done = _retry(writer, backend, how).create_many(items)  # the caller's retry
+    assert len(done) == 40 and len(backend.open(AGENT).entries()) == 40
+    _agree(reader, backend)
+    _consistent(backend)
 
 
-def test_import_entries_keeps_every_field_and_is_idempotent(tmp_path):
-    source = _open(tmp_path / "a")
+def test_import_entries_keeps_every_field_and_is_idempotent(backend):
+    source = backend.open("source-agent")
     made = source.create_many(_notes(50))
     source.archive(made[0].id, "deleted by agent tool")
     exported = source.entries(include_archived=True)
-    target = FileMemoryStore(tmp_path / "b", AGENT)
+    target = backend.open(AGENT)
     first = target.import_entries(exported)
     assert len(first.created) == 50 and first.conflicts == []
     again = target.import_entries(exported)
     assert again.created == [] and len(again.unchanged) == 50
-    mine = {e.id: e for e in FileMemoryStore(tmp_path / "b", AGENT).entries(include_archived=True)}
+    mine = {e.id: e for e in backend.open(AGENT).entries(include_archived=True)}
     for entry in exported:
         kept = mine[entry.id]
         assert kept.model_dump(exclude={"revision", "applied_ops"}) == entry.model_dump(

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from dreamkeeper.core.settings import EmbeddingSettings
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.bm25 import K1, query_terms
 from dreamkeeper.stores.search.fusion import semantic_evidence
@@ -16,40 +17,44 @@ from dreamkeeper.stores.vectors.vectors import HEADER_BYTES, read_vector, vector
 
 
 @pytest.fixture
-def hybrid(tmp_path, clock, embedding_client) -> FileMemoryStore:
+def file_hybrid(tmp_path, clock, embedding_client) -> FileMemoryStore:
     return FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+
+
+@pytest.fixture
+def hybrid(backend, embedding_client) -> MemoryStore:
+    """A store with embeddings on each backend."""
+    return backend.open(embeddings=embedding_client)
 
 
 def _ids(hits) -> list[str]:
     return [h.entry.id for h in hits]
 
 
-def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(
-    hybrid, tmp_path, clock
-):
+def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(hybrid, backend):
     rex = hybrid.create("The family hound is called Rex", category="pets")
     bill = hybrid.create("Quarterly invoice from Contoso is due Friday", category="finance")
     assert sorted(embed_entries(hybrid, hybrid.embeddings).embedded) == sorted([rex.id, bill.id])
     assert _ids(search(hybrid, "puppy")) == [rex.id]
-    keywords_only = FileMemoryStore(tmp_path, "agent-1", clock=clock)
+    keywords_only = backend.open()
     assert search(keywords_only, "puppy") == []
 
 
-def test_the_similarity_threshold_excludes_weak_matches(hybrid):
-    weak = hybrid.create(
+def test_the_similarity_threshold_excludes_weak_matches(file_hybrid):
+    weak = file_hybrid.create(
         "Invoice for the automobile service, the clinic visit, the espresso machine and the "
         "dog sitter",
         category="finance",
     )
-    strong = hybrid.create("Our puppy Biscuit", category="pets")
-    embed_entries(hybrid, hybrid.embeddings)
-    query = hybrid.embeddings.embed_query("canine")
+    strong = file_hybrid.create("Our puppy Biscuit", category="pets")
+    embed_entries(file_hybrid, file_hybrid.embeddings)
+    query = file_hybrid.embeddings.embed_query("canine")
     weak_vector = read_vector(
-        hybrid.embeddings_dir, weak.id, weak.fingerprint, hybrid.embeddings.model_key
+        file_hybrid.embeddings_dir, weak.id, weak.fingerprint, file_hybrid.embeddings.model_key
     )
     weak_cos = float(weak_vector @ query / np.linalg.norm(weak_vector) / np.linalg.norm(query))
     assert 0 < weak_cos < 0.5  # related, but too weakly to count
-    assert _ids(search(hybrid, "canine")) == [strong.id]
+    assert _ids(search(file_hybrid, "canine")) == [strong.id]
 
 
 def test_hybrid_score_is_lexical_plus_semantic_evidence_times_the_boosts(hybrid):
@@ -106,23 +111,25 @@ def test_a_dimension_change_falls_back_then_backfills(hybrid, embedder):
     assert _ids(search(hybrid, "canine")) == [entry.id]
 
 
-def test_a_malformed_vector_file_is_ignored_and_regenerated(hybrid):
-    entry = hybrid.create("Our puppy is called Rex", category="pets")
-    embed_entries(hybrid, hybrid.embeddings)
-    path = vector_path(hybrid.embeddings_dir, entry.id)
+def test_a_malformed_vector_file_is_ignored_and_regenerated(file_hybrid):
+    entry = file_hybrid.create("Our puppy is called Rex", category="pets")
+    embed_entries(file_hybrid, file_hybrid.embeddings)
+    path = vector_path(file_hybrid.embeddings_dir, entry.id)
     path.write_bytes(path.read_bytes()[: HEADER_BYTES + 8])  # truncated
-    reader = FileMemoryStore(hybrid.root.parents[1], "agent-1", embeddings=hybrid.embeddings)
+    reader = FileMemoryStore(
+        file_hybrid.root.parents[1], "agent-1", embeddings=file_hybrid.embeddings
+    )
     assert search(reader, "canine") == []
-    assert embed_entries(hybrid, hybrid.embeddings).embedded == [entry.id]
+    assert embed_entries(file_hybrid, file_hybrid.embeddings).embedded == [entry.id]
 
 
-def test_a_reader_process_sees_vectors_written_by_the_worker(tmp_path, clock, embedding_client):
-    worker = FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
-    reader = FileMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+def test_a_reader_process_sees_vectors_written_by_the_worker(backend, embedding_client):
+    worker = backend.open(embeddings=embedding_client)
+    reader = backend.open(embeddings=embedding_client)
     entry = worker.create("Our puppy is called Rex", category="pets")
     assert search(reader, "canine") == []  # no vector yet: nothing semantic
     embed_entries(worker, embedding_client)
-    assert _ids(search(reader, "canine")) == [entry.id]  # via the journal, no reload
+    assert _ids(search(reader, "canine")) == [entry.id]  # via the feed, no reload
 
 
 def test_archived_entries_leave_hybrid_results(hybrid):

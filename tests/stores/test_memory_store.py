@@ -31,16 +31,18 @@ def test_uncategorized_entries_live_at_the_memory_root(store, tmp_path):
     assert (tmp_path / "agents/agent-1/memory" / f"{entry.id}.json").is_file()
 
 
-def test_create_with_explicit_id_is_idempotent(store):
+def test_create_with_explicit_id_is_idempotent(any_store, backend):
+    store = any_store
     first = store.create("a fact", entry_id="00000000000a")
     again = store.create("a fact", entry_id="00000000000a")
     assert again == first
-    assert len(store.journal.read_all()) == 1
+    assert backend.announced("agent-1") == {("00000000000a", 1)}  # one write recorded
     with pytest.raises(Conflict):
         store.create("different text", entry_id="00000000000a")
 
 
-def test_archive_is_in_place_idempotent_and_keeps_the_first_reason(store, clock):
+def test_archive_is_in_place_idempotent_and_keeps_the_first_reason(any_store, clock):
+    store = any_store
     entry = store.create("fact to archive")
     archived = store.archive(entry.id, "deleted by agent tool")
     clock.advance(days=1)
@@ -52,7 +54,8 @@ def test_archive_is_in_place_idempotent_and_keeps_the_first_reason(store, clock)
     assert store.categories() == {}
 
 
-def test_restore_clears_both_archive_fields(store):
+def test_restore_clears_both_archive_fields(any_store):
+    store = any_store
     entry = store.create("fact to restore")
     store.archive(entry.id, "deleted by agent tool")
     restored = store.restore(entry.id)
@@ -60,7 +63,8 @@ def test_restore_clears_both_archive_fields(store):
     assert [h.entry.id for h in search(store, "restore")] == [entry.id]
 
 
-def test_purge_respects_retention_and_the_high_value_floor(store, clock):
+def test_purge_respects_retention_and_the_high_value_floor(any_store, backend, clock):
+    store = any_store
     old_low = store.create("old low value", importance=0.3)
     old_high = store.create("old but important", importance=0.9)
     old_reinforced = store.update(store.create("old reinforced").id, reinforcement_count=5)
@@ -77,10 +81,11 @@ def test_purge_respects_retention_and_the_high_value_floor(store, clock):
     assert store.get(old_low.id) is None
     for kept in (old_high, old_reinforced, recent, live):
         assert store.get(kept.id) is not None
-    assert FileMemoryStore(store.root.parent.parent, "agent-1").get(old_low.id) is None
+    assert backend.open().get(old_low.id) is None
 
 
-def test_purge_with_zero_retention_keeps_everything(store, clock):
+def test_purge_with_zero_retention_keeps_everything(any_store, clock):
+    store = any_store
     entry = store.create("archived long ago")
     store.archive(entry.id, "deleted by agent tool")
     clock.advance(days=1000)

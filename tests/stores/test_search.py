@@ -15,6 +15,13 @@ from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.query import format_age, format_hit, format_taxonomy, search
 from tests.helpers import LuceneBM25
 
+
+@pytest.fixture
+def store(any_store):
+    """Search runs over each backend's store: the ranking is Dreamkeeper's own on both."""
+    return any_store
+
+
 CORPUS = [
     ("User lives in Chicago and works remotely", "user-preferences/location", ["home"]),
     ("User prefers Python over Java for scripting tasks", "user-preferences/languages", []),
