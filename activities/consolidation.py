@@ -135,7 +135,7 @@ class ConsolidationActivities:
                     result.planned.append(planned_fold(store, fold))
                     result.archived += list(fold.copies)
                 else:
-                    ledger = ledger_for(store.files, inp.cycle_id)
+                    ledger = ledger_for(store.documents, inp.cycle_id)
                     result.archived += fold_duplicates(store, fold, inp.as_of, ledger)
                 result.groups += 1
         if result.groups:
@@ -163,8 +163,8 @@ class ConsolidationActivities:
     @activity.defn(name="gate_candidates")
     def gate_candidates(self, inp: GateInput) -> GateResult:
         with self._stores.using(inp.agent_id) as store:
-            loaded = load_vocabulary(store.root)  # re-read every cycle; logs what it loaded
-            approval = read_approval(store.root)
+            loaded = load_vocabulary(store.documents)  # re-read every cycle; logs what it loaded
+            approval = read_approval(store.documents)
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
             entries = store.entries()
             excluded = set(inp.exclude)
@@ -173,7 +173,7 @@ class ConsolidationActivities:
                 for e in entries
                 if consolidatable(e, inp.as_of) and e.id not in excluded
             ]
-            state = ClusterState(store.root)
+            state = ClusterState(store.documents)
             settled = state.load()
             index = store.vectors(inp.embedding_dim) if inp.embedding_dim else None
             vectors = {}
@@ -270,7 +270,7 @@ class ConsolidationActivities:
             entry = merged_entry(inp.new_id, proposal, sources, inp.merged_at)
             # The merge is the review's own output: stamped, so it is not re-shown next cycle.
             entry = entry.model_copy(update={"consolidation_reviewed_hash": entry.fingerprint})
-            ledger_for(store.files, inp.cycle_id).note("merge", [(inp.new_id, None)])
+            ledger_for(store.documents, inp.cycle_id).note("merge", [(inp.new_id, None)])
             store.put(
                 entry, action=JournalAction.MERGED, reason=f"merge of {sorted(merge.source_ids)}"
             )
@@ -298,7 +298,7 @@ class ConsolidationActivities:
                 )
                 return "; ".join(problems) or None
 
-            ledger = ledger_for(store.files, inp.cycle_id)
+            ledger = ledger_for(store.documents, inp.cycle_id)
             for sid, fingerprint in inp.expected.items():
                 current = store.get(sid)
                 if current is not None and not current.is_archived:
@@ -330,7 +330,7 @@ class ConsolidationActivities:
             self._stores.using(inp.agent_id) as store,
             store.writing() if not inp.dry_run else contextlib.nullcontext(),
         ):
-            ledger = ledger_for(store.files, inp.cycle_id)
+            ledger = ledger_for(store.documents, inp.cycle_id)
             for sid, fingerprint in inp.expected.items():
                 entry = store.get(sid)
                 if entry is not None and not entry.is_archived and self._floor.protects(entry):
@@ -382,7 +382,7 @@ class ConsolidationActivities:
     def stamp_reviewed(self, inp: StampInput) -> StampResult:
         stamped = 0
         with self._stores.using(inp.agent_id) as store, store.writing():
-            ledger = ledger_for(store.files, inp.cycle_id)
+            ledger = ledger_for(store.documents, inp.cycle_id)
             for sid, fingerprint in inp.reviewed.items():
                 entry = store.get(sid)
                 if entry is None or entry.is_archived or entry.fingerprint != fingerprint:
@@ -396,7 +396,7 @@ class ConsolidationActivities:
                     )
                     stamped += 1
             if inp.merged_clusters or inp.declined_clusters:
-                state = ClusterState(store.root)
+                state = ClusterState(store.documents)
                 state.save(
                     settle_clusters(
                         state.load(),

@@ -117,14 +117,16 @@ class DreamReviewActivities:
             fold = next((f for f in folds if f.survivor.id == inp.fold.survivor), None)
             if fold is None or sorted(fold.copies) != sorted(inp.fold.copies):
                 return ApplyCountResult(refused={inp.fold.survivor: "no longer exact duplicates"})
-            done = fold_duplicates(store, fold, inp.as_of, ledger_for(store.files, inp.cycle_id))
+            done = fold_duplicates(
+                store, fold, inp.as_of, ledger_for(store.documents, inp.cycle_id)
+            )
         return ApplyCountResult(done=done)
 
     @activity.defn(name="apply_decay")
     def apply_decay(self, inp: ApplyDecayInput) -> ApplyCountResult:
         result = ApplyCountResult()
         with self._stores.using(inp.agent_id) as store, store.writing():
-            ledger = ledger_for(store.files, inp.cycle_id)
+            ledger = ledger_for(store.documents, inp.cycle_id)
             for planned in inp.decay:
                 entry = store.get(planned.id)
                 if entry is None or entry.is_archived or entry.revision != planned.revision:
@@ -213,7 +215,7 @@ class DreamReviewActivities:
                 if not carrier_rank(ranked, canary.merge, terms):
                     result.regressed.setdefault(canary.merge, []).append(canary.source)
             for new_id in result.regressed:
-                if self._revert(store, new_id, inp, ledger_for(store.files, inp.cycle_id)):
+                if self._revert(store, new_id, inp, ledger_for(store.documents, inp.cycle_id)):
                     result.reverted.append(new_id)
             # A retry after the revert landed: report the merges already undone too.
             for new_id in inp.merged:

@@ -46,7 +46,7 @@ class UndoActivities:
     def undo_dream(self, inp: UndoInput) -> UndoResult:
         result = UndoResult(agent_id=inp.agent_id, cycle_id=inp.cycle_id)
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
-            ledger = DreamLedger(store.files, inp.cycle_id)
+            ledger = DreamLedger(store.documents, inp.cycle_id)
             if not ledger.exists():
                 result.found = False
                 return result

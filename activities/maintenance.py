@@ -55,7 +55,7 @@ class MaintenanceActivities:
             if inp.dry_run:
                 revisions = {i: e.revision for i in report.purged if (e := store.get(i))}
             elif retention > timedelta(0):
-                prune_ledgers(store.files, inp.as_of - retention)
+                prune_ledgers(store.documents, inp.as_of - retention)
         activity.logger.info(
             "purge %s: %d of %d archived purged, %d kept above the high-value floor",
             inp.agent_id,
@@ -104,7 +104,7 @@ class MaintenanceActivities:
                     planned=planned,
                 )
             by_id = {e.id: e for e in live}
-            ledger_for(store.files, inp.cycle_id).note(
+            ledger_for(store.documents, inp.cycle_id).note(
                 "decay", [(p.id, by_id[p.id]) for p in planned]
             )
             for done, entry in enumerate(live, start=1):

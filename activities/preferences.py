@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -21,7 +20,11 @@ from dreamkeeper.core.dream_payloads import (
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.policies.preferences import needs_permission
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog, LoggedTurn
+from dreamkeeper.stores.conversation.conversation_log import (
+    ConversationLog,
+    LoggedTurn,
+    rotated_name,
+)
 
 MAX_TRANSCRIPT_CHARS = 60_000
 
@@ -51,26 +54,27 @@ class PreferenceActivities:
     @activity.defn(name="rotate_conversation_log")
     def rotate_conversation_log(self, inp: CycleInput) -> RotateResult:
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
-            log = ConversationLog(store.root)
+            log = ConversationLog(store.documents)
             rotated = log.rotate(rotation_name(inp.as_of))
-        if rotated is None:
-            return RotateResult()
-        return RotateResult(path=str(rotated), turns=len(ConversationLog.read(rotated)))
+            if rotated is None:
+                return RotateResult()
+            # The rotated log's document name, not a path: any worker can read it.
+            return RotateResult(path=rotated, turns=len(log.read(rotated)))
 
     @activity.defn(name="infer_preferences")
     async def infer_preferences(self, inp: InferInput) -> InferResult:
         if not self._llm.configured:
             return InferResult(skipped="no LLM configured: preference inference skipped")
-        path = Path(inp.path)
         with self._stores.using(inp.agent_id, heartbeat=False) as store:
-            # Only a file this agent's own rotation produced may be read.
-            if path.parent != ConversationLog(store.root).processed:
+            # Only a log this agent's own rotation produced may be read.
+            try:
+                name = rotated_name(inp.path, inp.agent_id)
+            except InvalidInput as exc:
                 raise ApplicationError(
-                    f"{path} is not a rotated log of agent {inp.agent_id}",
-                    type=InvalidInput.failure_type,
-                    non_retryable=True,
-                )
-        turns = await asyncio.to_thread(ConversationLog.read, path)
+                    str(exc), type=InvalidInput.failure_type, non_retryable=True
+                ) from None
+            log = ConversationLog(store.documents)
+        turns = await asyncio.to_thread(log.read, name)
         if not turns:
             return InferResult(skipped="the conversation log had no readable turns")
         messages = [

@@ -219,8 +219,7 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
     if args.apply is None or args.agent is not None:
         require_store(settings)  # with --apply and no --agent: the plan's agent, below
     if args.set_approval is not None:
-        root = FileMemoryStore(settings.data_dir, agent).root
-        write_approval(root, args.set_approval)
+        write_approval(FileMemoryStore(settings.data_dir, agent).documents, args.set_approval)
         print(f"approval for agent {agent}: {args.set_approval} (every cycle from the next)")
         return 0
     if args.apply is not None and args.dry_run:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 
@@ -25,4 +28,16 @@ def working(store: FileWorkingMemoryStore) -> WorkingMemoryStore:
 
 
 def conversations(store: FileConversationStore) -> ConversationStore:
+    return store
+
+
+def file_documents(documents: FileDocuments) -> AgentDocuments:
+    return documents
+
+
+def postgres_documents(documents: PostgresDocuments) -> AgentDocuments:
+    return documents
+
+
+def postgres_working(store: PostgresWorkingMemoryStore) -> WorkingMemoryStore:
     return store

@@ -32,6 +32,11 @@ Long-term memory (`MemoryStore`), per agent:
   lookup and the writes that depend on it: no other writer, in any process, comes in
   between.
 
+- **Documents.** `documents` is the agent's `AgentDocuments` (`stores.documents`): the
+  medium, on the same backend, of what dream cycles keep between runs — the undo ledgers,
+  settled clusters, the approval setting, the coverage vocabulary — and of the
+  conversation log. Nothing a cycle needs lives outside it, so any worker can run it.
+
 Working memory (`WorkingMemoryStore`) is a scratchpad of keys with a TTL, per namespace;
 conversation memory (`ConversationStore`) holds each session's recent turns, its
 out-of-window archive and the conversation log. Both refresh from the shared storage on
@@ -53,6 +58,7 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.coverage import Vocabulary
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.records import (
     AppliedOp,
@@ -66,6 +72,14 @@ from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import VectorIndex
 from dreamkeeper.stores.working.working_memory import Listing, WorkingEntry
+
+__all__ = [
+    "AgentDocuments",
+    "ConversationStore",
+    "IntentLog",
+    "MemoryStore",
+    "WorkingMemoryStore",
+]
 
 
 class IntentLog(Protocol):
@@ -81,6 +95,7 @@ class MemoryStore(Protocol):
 
     agent_id: str
     embeddings: Embedder | None  # the embedding model, when one is configured
+    documents: AgentDocuments  # the agent's dream state and conversation log
 
     def now(self) -> datetime:
         """The store's clock (UTC)."""

@@ -32,6 +32,9 @@ BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway throug
 TRANSACTION_OPEN = "transaction-open"  # every statement run, not committed
 COMMITTED = "committed"  # committed, the caller not yet told
 MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
+# A database write whose transaction has made some of its statements, not all: a crash
+# here must leave nothing of it (the transaction rolls back).
+ROWS_HALF_WRITTEN = "rows-half-written"
 POINTS = frozenset(
     {
         JOURNAL_APPENDED,
@@ -41,6 +44,7 @@ POINTS = frozenset(
         TRANSACTION_OPEN,
         COMMITTED,
         MIGRATE_AGENT_COPIED,
+        ROWS_HALF_WRITTEN,
     }
 )
 

@@ -35,7 +35,9 @@ from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, mer
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.dedup_save import save_fact
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
@@ -327,18 +329,20 @@ def test_an_embedding_reply_of_the_wrong_shape_means_no_vectors():
 
 @pytest.mark.parametrize("kind", ["deep", "fifo", "link-to-fifo", "category-slash"])
 def test_a_bad_vocabulary_file_means_the_builtin_list(tmp_path, kind):
-    path = tmp_path / FILE_NAME
+    root = tmp_path / "agents" / "a1"
+    root.mkdir(parents=True)
+    path = root / FILE_NAME
     if kind == "deep":  # it raised RecursionError and failed the whole dream
         path.write_text('{"extraCommonWords": ' + "[" * 100_000 + "]" * 100_000 + "}")
     elif kind == "fifo":
         os.mkfifo(path)
     elif kind == "link-to-fifo":
-        os.mkfifo(tmp_path / "pipe")
-        path.symlink_to(tmp_path / "pipe")
+        os.mkfifo(root / "pipe")
+        path.symlink_to(root / "pipe")
     else:  # "/" became "" and exempted every category from the numeric check
         path.write_text(json.dumps({"numericExemptCategories": ["/"]}))
     with deadline(10):
-        loaded = load_vocabulary(tmp_path)
+        loaded = load_vocabulary(FileDocuments(AgentFiles(tmp_path, "a1")))
     assert loaded.source == "built-in baseline" and loaded.warning
 
 
@@ -355,9 +359,10 @@ def test_a_bad_vocabulary_file_means_the_builtin_list(tmp_path, kind):
     ],
 )
 def test_a_hostile_clusters_record_never_fails_gating(tmp_path, record):
-    state = ClusterState(tmp_path)
-    state.path.parent.mkdir(parents=True)
-    state.path.write_text(json.dumps({"clusters": [record]}))
+    state = ClusterState(FileDocuments(AgentFiles(tmp_path, "a1")))
+    path = tmp_path / "agents" / "a1" / "consolidation" / "clusters.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"clusters": [record]}))
     settled = state.load()
     gate([], settled, T0)  # settled_at + delay overflowed; 2**declines overflowed
 
@@ -368,7 +373,8 @@ def test_reopen_delay_is_capped_before_it_can_overflow():
 
 
 def test_a_deep_conversation_log_line_is_skipped(tmp_path):
-    path = tmp_path / "turns.jsonl"
+    path = tmp_path / "agents" / "a1" / "conversation-log" / "turns.jsonl"
+    path.parent.mkdir(parents=True)
     good = {"sessionId": "s1", "role": "user", "content": "hi", "at": "2026-01-01T00:00:00Z"}
     path.write_text(
         "[" * 100_000
@@ -379,7 +385,8 @@ def test_a_deep_conversation_log_line_is_skipped(tmp_path):
         + json.dumps(good)
         + "\n"
     )
-    assert [t.content for t in ConversationLog.read(path)] == ["hi"]
+    log = ConversationLog(FileDocuments(AgentFiles(tmp_path, "a1")))
+    assert [t.content for t in log.read()] == ["hi"]
 
 
 def test_naive_times_in_working_and_conversation_files_compare(tmp_path):
@@ -439,7 +446,9 @@ def test_a_linked_store_directory_is_never_written_through(tmp_path, directory):
     with contextlib.suppress(OSError, InvalidInput):
         FileConversationStore(tmp_path / "data", "a1", clock=lambda: T0).add_turn("s1", "user", "x")
     with contextlib.suppress(OSError):
-        ClusterState(root).save([SettledCluster(("a", "b"), 1, T0)])
+        ClusterState(FileDocuments(AgentFiles(tmp_path / "data", "a1"))).save(
+            [SettledCluster(("a", "b"), 1, T0)]
+        )
     assert list(outside.iterdir()) == []
 
 

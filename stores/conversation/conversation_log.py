@@ -1,34 +1,34 @@
-"""The append-only conversation log read by preference inference:
-`conversation-log/turns.jsonl`, one JSON object per turn.
+"""The append-only conversation log read by preference inference: the document
+`conversation-log/turns.jsonl` of the agent's documents (`stores.documents`: a file
+under the agent's directory, or rows in the database), one JSON object per turn.
 
-A pass rotates the log first (an atomic rename to `conversation-log/processed/`), so
-turns written during the pass land in a fresh file and nothing is read twice or lost.
-Rotated files are kept — the last `KEEP_ROTATED` of them — rather than destroyed.
+A pass rotates the log first (one rename to `conversation-log/processed/`), so turns
+written during the pass land in a fresh log and nothing is read twice or lost. Rotated
+logs are kept — the last `KEEP_ROTATED` of them — rather than destroyed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
+from datetime import UTC, datetime
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import (
-    append_line,
-    check_component,
-    real_directory,
-    replace_within,
-    unlink_within,
-)
+from dreamkeeper.stores.documents import AgentDocuments, check_name
+from dreamkeeper.stores.files import check_component
 
+LOG = "conversation-log/turns.jsonl"
+PROCESSED = "conversation-log/processed/"
 KEEP_ROTATED = 20
 MAX_TURN_CHARS = 4_000
 MAX_LINE_BYTES = 8 * MAX_TURN_CHARS + 1_024  # escapes included; longer is not ours
 MAX_SESSION_ID_CHARS = 1_100  # 8 segments of 128, and slashes
 MAX_READ_BYTES = 256 * 1_048_576  # one rotated log; preference inference uses its tail
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,28 @@ class LoggedTurn:
     at: datetime
 
 
+def rotated_name(reference: str, agent_id: str) -> str:
+    """The document name of a rotated log named by `reference`: a name under
+    `conversation-log/processed/`, or — from a workflow started before logs were
+    documents — the absolute path of that file under this agent's own directory.
+    `InvalidInput` for anything else (another agent's log, any other document)."""
+    parts = reference.split("/")
+    if reference.startswith("/"):
+        # {data}/agents/{agent}/conversation-log/processed/{name}
+        tail = parts[-5:]
+        if len(parts) < 6 or tail[:4] != ["agents", agent_id, "conversation-log", "processed"]:
+            raise InvalidInput(f"{reference} is not a rotated log of agent {agent_id}")
+        parts = parts[-3:]
+    name = "/".join(parts)
+    if not name.startswith(PROCESSED) or len(parts) != 3 or not name.endswith(".jsonl"):
+        raise InvalidInput(f"{reference} is not a rotated log of agent {agent_id}")
+    check_name(name)
+    return name
+
+
 class ConversationLog:
-    def __init__(self, agent_root: Path) -> None:
-        self.agent_root = agent_root
-        self.dir = agent_root / "conversation-log"
-        self.path = self.dir / "turns.jsonl"
-        self.processed = self.dir / "processed"
+    def __init__(self, documents: AgentDocuments) -> None:
+        self.documents = documents
 
     def append(self, session_id: str, role: str, content: str, at: datetime) -> None:
         line = json.dumps(
@@ -55,58 +71,60 @@ class ConversationLog:
                 "at": as_utc(at).isoformat(),
             }
         )
-        append_line(self.path, line, within=self.agent_root)
+        self.documents.append(LOG, (line + "\n").encode("utf-8"))
 
-    def rotate(self, name: str) -> Path | None:
-        """Move the live log to `processed/{name}.jsonl` and return it; idempotent per
-        name (a retry finds the rotated file). None when there was nothing to rotate."""
-        target = self.processed / f"{check_component(name)}.jsonl"
-        if not real_directory(self.agent_root, self.dir, create=False):
-            return None
-        if os.path.lexists(target):
-            real_directory(self.agent_root, self.processed)  # never a linked directory
+    def rotate(self, name: str) -> str | None:
+        """Move the live log to `processed/{name}.jsonl` and return that document's
+        name; idempotent per name (a retry finds the rotated log). None when there was
+        nothing to rotate."""
+        target = f"{PROCESSED}{check_component(name)}.jsonl"
+        if self.documents.written(target) is not None:
             return target
         try:
-            if os.lstat(self.path).st_size == 0:
-                return None
-        except FileNotFoundError:
+            present = bool(self.documents.read(LOG, max_bytes=0))
+        except OSError:  # not a log (a link, a FIFO): moved aside all the same, never read
+            present = self.documents.written(LOG) is not None
+        if not present:
             return None
-        replace_within(self.path, target, self.agent_root)
-        rotated = sorted(self.processed.glob("*.jsonl"), key=lambda p: p.lstat().st_mtime)
-        for old in rotated[:-KEEP_ROTATED]:
-            unlink_within(old, self.agent_root)
+        if not self.documents.rename(LOG, target):
+            return None
+        rotated = sorted(
+            self.documents.names(PROCESSED),
+            key=lambda n: (self.documents.written(n) or _NEVER, n),
+        )
+        for old in [n for n in rotated if n.endswith(".jsonl")][:-KEEP_ROTATED]:
+            self.documents.delete(old)
         return target
 
-    @staticmethod
-    def read(path: Path) -> list[LoggedTurn]:
-        """Turns in a log file; torn or malformed lines (a crash mid-append, garbage,
-        deep nesting, oversized) are skipped; a symlink, FIFO or directory in the log's
+    def read(self, name: str = LOG) -> list[LoggedTurn]:
+        """Turns in a log; torn or malformed lines (a crash mid-append, garbage, deep
+        nesting, oversized) are skipped; a symlink, FIFO or directory in the log's
         place reads as no turns."""
         try:
-            data = safe_json.read_regular(path, MAX_READ_BYTES)
-        except OSError:  # absent, or NotRegularFile
+            data = self.documents.read(name, max_bytes=MAX_READ_BYTES) or b""
+        except OSError:  # NotRegularFile, SymlinkRefused
             return []
-        turns = []
-        for line in data.splitlines():
-            try:
-                raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=1)
-                if not isinstance(raw, dict):
-                    continue
-                session, role, content, at = (
-                    raw["sessionId"],
-                    raw["role"],
-                    raw["content"],
-                    raw["at"],
-                )
-                if not all(isinstance(v, str) for v in (session, role, content, at)):
-                    continue
-                if role not in ("user", "assistant") or len(session) > MAX_SESSION_ID_CHARS:
-                    continue
-                turns.append(
-                    LoggedTurn(
-                        session, role, content[:MAX_TURN_CHARS], as_utc(datetime.fromisoformat(at))
-                    )
-                )
-            except (ValueError, KeyError):
+        return parse_turns(data)
+
+
+def parse_turns(data: bytes) -> list[LoggedTurn]:
+    """The turns of a log's bytes; a line that is not one (torn, garbage) is skipped."""
+    turns = []
+    for line in data.splitlines():
+        try:
+            raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=1)
+            if not isinstance(raw, dict):
                 continue
-        return turns
+            session, role, content, at = (raw["sessionId"], raw["role"], raw["content"], raw["at"])
+            if not all(isinstance(v, str) for v in (session, role, content, at)):
+                continue
+            if role not in ("user", "assistant") or len(session) > MAX_SESSION_ID_CHARS:
+                continue
+            turns.append(
+                LoggedTurn(
+                    session, role, content[:MAX_TURN_CHARS], as_utc(datetime.fromisoformat(at))
+                )
+            )
+        except (ValueError, KeyError):
+            continue
+    return turns

@@ -38,7 +38,9 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.files import (
+    AgentFiles,
     append_line,
     atomic_write_text,
     path_lock,
@@ -132,7 +134,7 @@ class FileConversationStore:
         agent_root = Path(data_dir) / "agents" / agent_id
         self.agent_root = agent_root
         self.root = agent_root / "conversations"
-        self.log = ConversationLog(agent_root)
+        self.log = ConversationLog(FileDocuments(AgentFiles(data_dir, agent_id)))
         self._lock = path_lock(self.root / ".lock", within=agent_root)
         self._clock = clock
         self._idle = idle

@@ -1,4 +1,5 @@
-"""Settled near-duplicate clusters, per agent: `consolidation/clusters.json`.
+"""Settled near-duplicate clusters, per agent: the document `consolidation/clusters.json`
+(`stores.documents`).
 
 A cluster the LLM was shown and did not merge is settled with a decline count; gating
 reopens it (merge-only) after a backoff. The file is small (one record per cluster that
@@ -13,13 +14,14 @@ import json
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
 
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_text, real_directory, replace_within
+from dreamkeeper.stores.documents import AgentDocuments
 
+NAME = "consolidation/clusters.json"
+ASIDE = "consolidation/clusters.json.malformed"
 MAX_FILE_BYTES = 64 * 1_048_576
 MAX_MEMBERS = 10_000
 MAX_ID_CHARS = 64
@@ -29,32 +31,33 @@ log = logging.getLogger(__name__)
 
 
 class ClusterState:
-    def __init__(self, agent_root: Path) -> None:
-        self.agent_root = agent_root
-        self.path = agent_root / "consolidation" / "clusters.json"
+    def __init__(self, documents: AgentDocuments) -> None:
+        self.documents = documents
 
     def load(self) -> dict[str, SettledCluster]:
         try:
-            if not real_directory(self.agent_root, self.path.parent, create=False):
+            data = self.documents.read(NAME, max_bytes=MAX_FILE_BYTES)
+            if data is None:
                 return {}
-            raw = safe_json.load_file(self.path, max_bytes=MAX_FILE_BYTES, max_depth=4)
+            raw = safe_json.loads(data, max_bytes=MAX_FILE_BYTES, max_depth=4)
             records = [_record(r) for r in raw["clusters"]]
-        except FileNotFoundError:
-            return {}
         except (OSError, ValueError, KeyError, TypeError) as exc:  # UnsafeJSON: ValueError
-            aside = self.path.with_suffix(".json.malformed")
-            log.warning("%s is malformed (%s); moved to %s, starting empty", self.path, exc, aside)
+            log.warning(
+                "%s is malformed (%s); moved to %s, starting empty",
+                self.documents.location(NAME),
+                exc,
+                ASIDE,
+            )
             with contextlib.suppress(OSError):
-                replace_within(self.path, aside, self.agent_root)
+                self.documents.rename(NAME, ASIDE)
             return {}
         return {r.key: r for r in records}
 
     def save(self, records: Iterable[SettledCluster]) -> None:
         ordered = sorted(records, key=lambda r: r.key)
-        atomic_write_text(
-            self.path,
-            within=self.agent_root,
-            text=json.dumps(
+        self.documents.write(
+            NAME,
+            json.dumps(
                 {
                     "clusters": [
                         {
@@ -66,7 +69,7 @@ class ClusterState:
                     ]
                 },
                 indent=1,
-            ),
+            ).encode("utf-8"),
         )
 
 

@@ -1,6 +1,7 @@
 """The record one dream cycle keeps of what it changed, for `UndoDream`.
 
-`{agent root}/dreams/{cycle_id}.jsonl`: one line per write a cycle's activity is about to
+The document `dreams/{cycle_id}.jsonl` of the agent's documents
+(`stores.documents`: a file under the agent's directory, or rows in the database): one line per write a cycle's activity is about to
 make, appended *before* the write (write-ahead, like the journal): the entry id and the
 whole entry as it was before (null for an entry the cycle creates). The journal holds no
 content and no importance, so it cannot put a decayed importance back; this can.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +24,7 @@ from datetime import datetime
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.documents import AgentDocuments
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,13 @@ def _name(cycle_id: str) -> str:
 
 
 class DreamLedger:
-    def __init__(self, files: AgentFiles, cycle_id: str) -> None:
-        self._files = files
+    def __init__(self, documents: AgentDocuments, cycle_id: str) -> None:
+        self._documents = documents
         self.cycle_id = cycle_id
-        self._parts = (DIR, _name(cycle_id))
+        self._name = f"{DIR}/{_name(cycle_id)}"
 
     def exists(self) -> bool:
-        return self._files.size(self._parts) > 0
+        return bool(self._documents.read(self._name))
 
     def note(self, step: str, befores: Iterable[tuple[str, MemoryEntry | None]]) -> None:
         """Record intents (id, entry before) with one append and fsync."""
@@ -81,10 +81,10 @@ class DreamLedger:
         ]
         if lines:
             data = ("\n".join(lines) + "\n").encode("utf-8")
-            self._files.append(self._parts, data, ensure_newline_before=True)
+            self._documents.append(self._name, data)
 
     def lines(self) -> list[LedgerLine]:
-        data = self._files.read_from(self._parts, 0)
+        data = self._documents.read(self._name) or b""
         out = []
         for raw in data.split(b"\n"):
             if not raw.strip():
@@ -126,27 +126,19 @@ class _NoLedger:
         return None
 
 
-def ledger_for(files: AgentFiles, cycle_id: str | None) -> DreamLedger | _NoLedger:
-    return _NoLedger() if not cycle_id else DreamLedger(files, cycle_id)
+def ledger_for(documents: AgentDocuments, cycle_id: str | None) -> DreamLedger | _NoLedger:
+    return _NoLedger() if not cycle_id else DreamLedger(documents, cycle_id)
 
 
-def prune_ledgers(files: AgentFiles, cutoff: datetime) -> list[str]:
+def prune_ledgers(documents: AgentDocuments, cutoff: datetime) -> list[str]:
     """Remove the ledgers last written before `cutoff` (the archive retention: a cycle
     older than that cannot be undone whole anyway, its archives are being purged).
     Returns the cycle ids removed."""
-    folder = files.path(DIR)
     removed = []
-    try:
-        names = sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    for name in names:
-        if not name.endswith(".jsonl") or folder.joinpath(name).is_symlink():
+    for name in documents.names(f"{DIR}/"):
+        if not name.endswith(".jsonl"):
             continue
-        try:
-            written = os.stat(folder / name).st_mtime
-        except FileNotFoundError:
-            continue
-        if written < cutoff.timestamp() and files.unlink((DIR, name)):
-            removed.append(name.removesuffix(".jsonl"))
+        written = documents.written(name)
+        if written is not None and written < cutoff and documents.delete(name):
+            removed.append(name.removeprefix(f"{DIR}/").removesuffix(".jsonl"))
     return removed

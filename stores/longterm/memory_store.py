@@ -52,6 +52,7 @@ from dreamkeeper.core.errors import Conflict, InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm import snapshot, vector_pack
 from dreamkeeper.stores.longterm.entry_files import (
@@ -124,6 +125,9 @@ class FileMemoryStore(StoreOperations):
         self.agent_id = validate_agent_id(agent_id)
         self.files = AgentFiles(data_dir, agent_id)
         self.root = self.files.root
+        # What dream cycles keep between runs (ledgers, cluster state, settings, the
+        # conversation log): files under the agent's directory, as they always were.
+        self.documents: AgentDocuments = FileDocuments(self.files)
         self.memory_dir = self.files.path(MEMORY)
         self.embeddings_dir = self.files.path(MEMORY, EMBEDDINGS_DIR)
         self.journal = Journal(self.files)

@@ -58,10 +58,12 @@ from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres.database import Database
+from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
@@ -120,6 +122,7 @@ class PostgresMemoryStore(StoreOperations):
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.db = db
+        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id)
         self._clock = clock
         self.embeddings = embeddings
         self._snapshots = snapshots

@@ -93,6 +93,61 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE dk_memory_cache ALTER COLUMN data SET STORAGE EXTERNAL;
         """,
     ),
+    Migration(
+        3,
+        "agent documents, working memory, conversations",
+        """
+        -- An agent's documents (dream ledgers, cluster state, settings, the conversation
+        -- log): a document is its rows in `seq` order; `write` replaces them with one row,
+        -- `append` adds one, so an append is atomic and never torn.
+        CREATE TABLE dreamkeeper_documents (
+            agent_id text NOT NULL,
+            name text NOT NULL,
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            data bytea NOT NULL,
+            written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (agent_id, name, seq)
+        );
+
+        -- Working memory: one row per key; the agent's row in dreamkeeper_working_agents
+        -- is every writer's lock and the version readers compare to see a change.
+        CREATE TABLE dreamkeeper_working_agents (
+            agent_id text PRIMARY KEY,
+            version bigint NOT NULL
+        );
+        CREATE TABLE dreamkeeper_working (
+            agent_id text NOT NULL,
+            key text NOT NULL,
+            expires_at timestamptz NOT NULL,
+            entry text NOT NULL,
+            PRIMARY KEY (agent_id, key)
+        );
+        CREATE TABLE dreamkeeper_working_vectors (
+            agent_id text NOT NULL,
+            key text NOT NULL,
+            vector bytea NOT NULL,
+            PRIMARY KEY (agent_id, key)
+        );
+
+        -- Conversations: a session row (locked by each turn's writer) and its turns; the
+        -- window and the archive are the newest turns by number.
+        CREATE TABLE dreamkeeper_conversation_sessions (
+            agent_id text NOT NULL,
+            session_id text NOT NULL,
+            started_at timestamptz NOT NULL,
+            last_at timestamptz NOT NULL,
+            next_n bigint NOT NULL,
+            PRIMARY KEY (agent_id, session_id)
+        );
+        CREATE TABLE dreamkeeper_conversation_turns (
+            agent_id text NOT NULL,
+            session_id text NOT NULL,
+            n bigint NOT NULL,
+            turn text NOT NULL,
+            PRIMARY KEY (agent_id, session_id, n)
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

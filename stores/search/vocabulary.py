@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import validate_category
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.documents import AgentDocuments
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ MAX_WORD_CHARS = 64
 @dataclass(frozen=True)
 class LoadedVocabulary:
     vocabulary: Vocabulary
-    source: str  # the file read, or "built-in baseline"
+    source: str  # where the document read is, or "built-in baseline"
     warning: str | None = None
 
     @property
@@ -45,10 +45,14 @@ class LoadedVocabulary:
         )
 
 
-def load_vocabulary(agent_root: Path) -> LoadedVocabulary:
-    path = agent_root / FILE_NAME
+def load_vocabulary(documents: AgentDocuments) -> LoadedVocabulary:
+    """The agent's vocabulary, from its document `FILE_NAME` (`stores.documents`)."""
+    path = documents.location(FILE_NAME)
     try:
-        raw = safe_json.load_file(path, max_bytes=MAX_FILE_BYTES, max_depth=2)
+        data = documents.read(FILE_NAME, max_bytes=MAX_FILE_BYTES)
+        if data is None:
+            raise FileNotFoundError(path)
+        raw = safe_json.loads(data, max_bytes=MAX_FILE_BYTES, max_depth=2)
     except FileNotFoundError:
         loaded = LoadedVocabulary(DEFAULT_VOCABULARY, "built-in baseline")
     except (OSError, ValueError) as exc:  # UnsafeJSON is a ValueError
@@ -64,7 +68,7 @@ def load_vocabulary(agent_root: Path) -> LoadedVocabulary:
                     raw.get("alwaysSpecificWords", []),
                     raw.get("numericExemptCategories", []),
                 ),
-                str(path),
+                path,
             )
     if loaded.warning:
         log.warning(loaded.warning)
@@ -94,7 +98,7 @@ def _problem(raw: object) -> str | None:
     return None
 
 
-def _fallback(path: Path, problem: str) -> LoadedVocabulary:
+def _fallback(path: str, problem: str) -> LoadedVocabulary:
     return LoadedVocabulary(
         DEFAULT_VOCABULARY,
         "built-in baseline",

@@ -29,10 +29,12 @@ def vector_name(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
-class WorkingVectors:
-    def __init__(self, directory: Path, client: Embedder, *, within: Path | None = None) -> None:
-        self.directory = directory
-        self.within = within  # the agent's directory: no link below it is followed
+class WorkingVectorsBase:
+    """The vectors of working-memory entries, made in the background and read through a
+    cache; a backend stores them (`_read_stored`, `_write_stored`, `_remove_stored`,
+    `_prune_stored`)."""
+
+    def __init__(self, client: Embedder) -> None:
         self.client = client
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future] = set()
@@ -63,9 +65,7 @@ class WorkingVectors:
         cached = self._cache.get(key)
         if cached is not None and cached[0] == fingerprint and cached[1].size == dim:
             return cached[1]
-        vector = read_vector(
-            self.directory, vector_name(key), fingerprint, self.client.model_key, dim
-        )
+        vector = self._read_stored(key, fingerprint, dim)
         if vector is None:
             return None
         self._cache[key] = (fingerprint, unit(vector))
@@ -81,22 +81,14 @@ class WorkingVectors:
 
     def forget(self, key: str) -> None:
         self._cache.pop(key, None)
-        self._unlink(vector_path(self.directory, vector_name(key)))
+        self._remove_stored(key)
 
     def prune(self, live_keys: Iterable[str]) -> int:
-        """Delete vector files of keys no longer live (an entry that left while its vector
-        was still being made leaves one behind); returns how many went."""
+        """Delete stored vectors of keys no longer live (an entry that left while its
+        vector was still being made leaves one behind); returns how many went."""
         live = set(live_keys)
         self._cache = {k: v for k, v in self._cache.items() if k in live}
-        keep = {f"{vector_name(k)}.bin" for k in live}
-        try:
-            names = [n for n in os.listdir(self.directory) if n.endswith(".bin")]
-        except FileNotFoundError:
-            return 0
-        stale = [n for n in names if n not in keep]
-        for name in stale:
-            self._unlink(self.directory / name)
-        return len(stale)
+        return self._prune_stored(live)
 
     def wait(self, timeout: float | None = None) -> None:
         with self._lock:
@@ -110,14 +102,57 @@ class WorkingVectors:
     def _embed(self, key: str, value: str) -> None:
         vector = self.client.embed([value])[0]
         if vector is not None:
-            write_vector(
-                self.directory,
-                vector_name(key),
-                vector,
-                content_fingerprint(value),
-                self.client.model_key,
-                within=self.within,
-            )
+            self._write_stored(key, vector, content_fingerprint(value))
+
+    def _read_stored(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def _write_stored(self, key: str, vector: np.ndarray, fingerprint: str) -> None:
+        raise NotImplementedError
+
+    def _remove_stored(self, key: str) -> None:
+        raise NotImplementedError
+
+    def _prune_stored(self, live: set[str]) -> int:
+        raise NotImplementedError
+
+
+class WorkingVectors(WorkingVectorsBase):
+    """Vectors in `working-memory/.embeddings/{hash of key}.bin`."""
+
+    def __init__(self, directory: Path, client: Embedder, *, within: Path | None = None) -> None:
+        super().__init__(client)
+        self.directory = directory
+        self.within = within  # the agent's directory: no link below it is followed
+
+    def _read_stored(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
+        return read_vector(
+            self.directory, vector_name(key), fingerprint, self.client.model_key, dim
+        )
+
+    def _write_stored(self, key: str, vector: np.ndarray, fingerprint: str) -> None:
+        write_vector(
+            self.directory,
+            vector_name(key),
+            vector,
+            fingerprint,
+            self.client.model_key,
+            within=self.within,
+        )
+
+    def _remove_stored(self, key: str) -> None:
+        self._unlink(vector_path(self.directory, vector_name(key)))
+
+    def _prune_stored(self, live: set[str]) -> int:
+        keep = {f"{vector_name(k)}.bin" for k in live}
+        try:
+            names = [n for n in os.listdir(self.directory) if n.endswith(".bin")]
+        except FileNotFoundError:
+            return 0
+        stale = [n for n in names if n not in keep]
+        for name in stale:
+            self._unlink(self.directory / name)
+        return len(stale)
 
     def _unlink(self, path: Path) -> None:
         if self.within is None:

@@ -22,11 +22,13 @@ on the stored time; there is no importance).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,7 +51,7 @@ from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directo
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.fusion import fuse
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.working_vectors import WorkingVectors
+from dreamkeeper.stores.vectors.working_vectors import WorkingVectors, WorkingVectorsBase
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ def _document(entry: WorkingEntry) -> list[str]:
 
 @dataclass
 class _Segment:
-    signature: tuple[int, int, int]
+    signature: object  # what the backend compares to see a change (file stat, version)
     entries: dict[str, WorkingEntry] = field(default_factory=dict)
 
 
@@ -160,103 +162,60 @@ class Listing:
         return self.total > len(self.entries)
 
 
-class FileWorkingMemoryStore:
+class WorkingMemoryBase:
+    """What every working-memory backend shares: validation, the namespace rules and
+    cap, the stash rule, expiry, listing and ranking, over an in-memory copy of the
+    entries grouped by top-level segment. A backend provides `_refresh` (bring the copy
+    up to date with the shared storage), `_writing` (hold the agent's writer exclusion
+    across a refresh and the writes that depend on it), `_write` (replace a segment's
+    entries, inside `_writing`) and `sweep`."""
+
     def __init__(
         self,
-        data_dir: Path | str,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime],
+        embeddings: Embedder | None,
+        vectors: WorkingVectorsBase | None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        self.agent_root = Path(data_dir) / "agents" / agent_id
-        self.root = self.agent_root / "working-memory"
         self.embeddings = embeddings
-        self._vectors = (
-            WorkingVectors(self.root / ".embeddings", embeddings, within=self.agent_root)
-            if embeddings
-            else None
-        )
-        self._lock = path_lock(self.root / ".lock", within=self.agent_root)
+        self._vectors = vectors
         self._clock = clock
         self._segments: dict[str, _Segment] = {}
         self._index = BM25Index()
         self._namespace_ids: dict[str, int] = {}
         self._last_sweep: datetime | None = None
 
+    # -- what a backend provides -------------------------------------------------------
+
+    def _refresh(self) -> None:
+        raise NotImplementedError
+
+    def _writing(self) -> AbstractContextManager[object]:
+        raise NotImplementedError
+
+    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
+        raise NotImplementedError
+
+    def sweep(self) -> int:
+        """Drop expired entries from the storage; returns how many went."""
+        raise NotImplementedError
+
     def now(self) -> datetime:
         return as_utc(self._clock())
 
     # -- loading -----------------------------------------------------------------------
 
-    def _path(self, segment: str) -> Path:
-        return self.root / f"{segment}.json"
-
-    def _refresh(self) -> None:
-        """Reload the segment files that changed on disk (stat only when none did)."""
-        seen: set[str] = set()
-        try:
-            if not real_directory(self.agent_root, self.root, create=False):
-                raise FileNotFoundError(self.root)
-            listing = [item for item in os.scandir(self.root) if not item.is_symlink()]
-        except FileNotFoundError:
-            listing = []
-        except OSError as exc:  # a file or a dangling link where the directory should be
-            log.warning("working memory %s: cannot list %s (%s)", self.agent_id, self.root, exc)
-            listing = []
-        for item in listing:
-            if not item.name.endswith(".json") or item.name.startswith("."):
-                continue
-            segment = item.name[: -len(".json")]
-            seen.add(segment)
-            try:
-                st = item.stat()
-            except FileNotFoundError:
-                continue
-            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-            cached = self._segments.get(segment)
-            if cached is None or cached.signature != signature:
-                self._load(segment, signature)
-        for gone in set(self._segments) - seen:
-            self._install(gone, {}, None)
-
-    def _load(self, segment: str, signature: tuple[int, int, int]) -> None:
-        path = self._path(segment)
-        now = self.now()
-        entries: dict[str, WorkingEntry] = {}
-        skipped = 0
-        try:
-            raw = safe_json.load_file(
-                path, max_bytes=MAX_SEGMENT_FILE_BYTES, max_depth=MAX_FILE_DEPTH
-            )
-            items = raw.get("entries") if isinstance(raw, dict) else None
-            if not isinstance(items, list):
-                raise ValueError("no 'entries' list")
-            for item in items:
-                try:
-                    entry = WorkingEntry.model_validate(item)
-                    _check_loaded(entry, segment)
-                except (ValidationError, InvalidInput):
-                    skipped += 1
-                    continue
-                if not entry.expired(now):  # expired entries are dropped on load
-                    entries[entry.key] = entry
-            if skipped:
-                log.warning(
-                    "working memory %s: skipped %d malformed or misplaced entr(ies) in %s",
-                    self.agent_id,
-                    skipped,
-                    path,
-                )
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
-        self._install(segment, entries, signature)
+    def _forget_vectors(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
+        """Delete the vectors of the entries leaving `segment` (a write is replacing it)."""
+        old = self._segments.get(segment)
+        if self._vectors is not None and old is not None:
+            for gone in old.entries.keys() - entries.keys():
+                self._vectors.forget(gone)
 
     def _install(
-        self, segment: str, entries: dict[str, WorkingEntry], signature: tuple | None
+        self, segment: str, entries: dict[str, WorkingEntry], signature: object | None
     ) -> None:
         old = self._segments.get(segment)
         old_entries = old.entries if old else {}
@@ -420,8 +379,7 @@ class FileWorkingMemoryStore:
 
     def delete(self, key: str) -> bool:
         key = validate_key(key)
-        with self._lock.hold():
-            self._refresh()
+        with self._writing():
             segment = key.split("/", 1)[0]
             seg = self._segments.get(segment)
             if seg is None or key not in seg.entries:
@@ -438,8 +396,7 @@ class FileWorkingMemoryStore:
         if prefix is not None:
             prefix = validate_key(prefix)
         removed = 0
-        with self._lock.hold():
-            self._refresh()
+        with self._writing():
             now = self.now()
             for segment in self._segments_under(prefix):
                 entries = self._segments[segment].entries
@@ -454,25 +411,6 @@ class FileWorkingMemoryStore:
             return list(self._segments)
         root = prefix.split("/", 1)[0]
         return [root] if root in self._segments else []
-
-    def sweep(self) -> int:
-        """Drop expired entries from the files; returns how many went."""
-        removed = 0
-        with self._lock.hold():
-            self._refresh()
-            now = self.now()
-            for segment, seg in list(self._segments.items()):
-                on_disk = _read_keys(self._path(segment))
-                live = {k: e for k, e in seg.entries.items() if not e.expired(now)}
-                if on_disk != set(live):
-                    removed += len(on_disk - set(live))
-                    self._write(segment, live)
-            if self._vectors is not None:
-                self._vectors.prune(
-                    e.key for seg in self._segments.values() for e in seg.entries.values()
-                )
-            self._last_sweep = now
-        return removed
 
     def _put(
         self,
@@ -493,8 +431,7 @@ class FileWorkingMemoryStore:
         require_unicode(value, "working-memory data")
         _check_category(category)
         tag_list = validate_tags(tags)
-        with self._lock.hold():
-            self._refresh()
+        with self._writing():
             now = self.now()
             if self._last_sweep is None or now - self._last_sweep >= SWEEP_EVERY:
                 self.sweep()
@@ -532,13 +469,126 @@ class FileWorkingMemoryStore:
         entries.pop(key, None)
         self._write(segment, entries)
 
+
+class FileWorkingMemoryStore(WorkingMemoryBase):
+    """Working memory in `working-memory/{segment}.json` files (this module's docstring)."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+    ) -> None:
+        agent_root = Path(data_dir) / "agents" / validate_agent_id(agent_id)
+        root = agent_root / "working-memory"
+        super().__init__(
+            agent_id,
+            clock=clock,
+            embeddings=embeddings,
+            vectors=WorkingVectors(root / ".embeddings", embeddings, within=agent_root)
+            if embeddings
+            else None,
+        )
+        self.agent_root = agent_root
+        self.root = root
+        self._lock = path_lock(self.root / ".lock", within=self.agent_root)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[object]:
+        with self._lock.hold():
+            self._refresh()
+            yield None
+
+    def _path(self, segment: str) -> Path:
+        return self.root / f"{segment}.json"
+
+    def _refresh(self) -> None:
+        """Reload the segment files that changed on disk (stat only when none did)."""
+        seen: set[str] = set()
+        try:
+            if not real_directory(self.agent_root, self.root, create=False):
+                raise FileNotFoundError(self.root)
+            listing = [item for item in os.scandir(self.root) if not item.is_symlink()]
+        except FileNotFoundError:
+            listing = []
+        except OSError as exc:  # a file or a dangling link where the directory should be
+            log.warning("working memory %s: cannot list %s (%s)", self.agent_id, self.root, exc)
+            listing = []
+        for item in listing:
+            if not item.name.endswith(".json") or item.name.startswith("."):
+                continue
+            segment = item.name[: -len(".json")]
+            seen.add(segment)
+            try:
+                st = item.stat()
+            except FileNotFoundError:
+                continue
+            signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+            cached = self._segments.get(segment)
+            if cached is None or cached.signature != signature:
+                self._load(segment, signature)
+        for gone in set(self._segments) - seen:
+            self._install(gone, {}, None)
+
+    def _load(self, segment: str, signature: tuple[int, int, int]) -> None:
+        path = self._path(segment)
+        now = self.now()
+        entries: dict[str, WorkingEntry] = {}
+        skipped = 0
+        try:
+            raw = safe_json.load_file(
+                path, max_bytes=MAX_SEGMENT_FILE_BYTES, max_depth=MAX_FILE_DEPTH
+            )
+            items = raw.get("entries") if isinstance(raw, dict) else None
+            if not isinstance(items, list):
+                raise ValueError("no 'entries' list")
+            for item in items:
+                try:
+                    entry = WorkingEntry.model_validate(item)
+                    check_stored_entry(entry, segment)
+                except (ValidationError, InvalidInput):
+                    skipped += 1
+                    continue
+                if not entry.expired(now):  # expired entries are dropped on load
+                    entries[entry.key] = entry
+            if skipped:
+                log.warning(
+                    "working memory %s: skipped %d malformed or misplaced entr(ies) in %s",
+                    self.agent_id,
+                    skipped,
+                    path,
+                )
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
+        self._install(segment, entries, signature)
+
+    def sweep(self) -> int:
+        """Drop expired entries from the files; returns how many went."""
+        removed = 0
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment, seg in list(self._segments.items()):
+                on_disk = _read_keys(self._path(segment))
+                live = {k: e for k, e in seg.entries.items() if not e.expired(now)}
+                if on_disk != set(live):
+                    removed += len(on_disk - set(live))
+                    self._write(segment, live)
+            if self._vectors is not None:
+                self._vectors.prune(
+                    e.key for seg in self._segments.values() for e in seg.entries.values()
+                )
+            self._last_sweep = now
+        return removed
+
     def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
         """Replace a segment file (lock held), install what was written, and delete the
         vectors of entries that left it."""
-        old = self._segments.get(segment)
-        if self._vectors is not None and old is not None:
-            for gone in old.entries.keys() - entries.keys():
-                self._vectors.forget(gone)
+        self._forget_vectors(segment, entries)
         path = self._path(segment)
         body = {"entries": [e.model_dump(mode="json", by_alias=True) for e in entries.values()]}
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -568,7 +618,7 @@ def _check_category(category: str | None) -> None:
     require_unicode(category, "working-memory category")
 
 
-def _check_loaded(entry: WorkingEntry, segment: str) -> None:
+def check_stored_entry(entry: WorkingEntry, segment: str) -> None:
     """An entry from a segment file is used only if a save could have written it there:
     a valid key under this file's segment, data, category and tags within the limits."""
     validate_key(entry.key)

@@ -8,6 +8,8 @@ import logging
 import pytest
 
 from dreamkeeper.policies.coverage import Source, Vocabulary, find_missing_specifics
+from dreamkeeper.stores.documents import FileDocuments
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 
 IDENTITY = (
@@ -142,19 +144,26 @@ def test_numeric_exempt_categories_skip_numbers_only():
     assert find_missing_specifics([Source("Latency 250 ms", "other")], "Latency", vocab) == ["250"]
 
 
+def _documents(tmp_path):
+    """The documents of agent a1 in the data directory `tmp_path` (and its folder)."""
+    (tmp_path / "agents" / "a1").mkdir(parents=True, exist_ok=True)
+    return FileDocuments(AgentFiles(tmp_path, "a1")), tmp_path / "agents" / "a1"
+
+
 def test_vocabulary_file_is_read(tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    (tmp_path / FILE_NAME).write_text(
+    documents, root = _documents(tmp_path)
+    (root / FILE_NAME).write_text(
         json.dumps({"extraCommonWords": ["briefing"], "alwaysSpecificWords": ["May"]})
     )
-    loaded = load_vocabulary(tmp_path)
+    loaded = load_vocabulary(documents)
     assert loaded.warning is None and loaded.source.endswith(FILE_NAME)
     assert find_missing_specifics(["Briefing. May said hi"], "hi", loaded.vocabulary) == ["May"]
     assert "1 reclaimed as specifics" in caplog.text
 
 
 def test_missing_vocabulary_file_is_the_baseline(tmp_path):
-    loaded = load_vocabulary(tmp_path)
+    loaded = load_vocabulary(_documents(tmp_path)[0])
     assert loaded.source == "built-in baseline" and loaded.warning is None
 
 
@@ -162,9 +171,10 @@ def test_missing_vocabulary_file_is_the_baseline(tmp_path):
     "content", ["{ nope", "[]", '{"alwaysSpecificWords": "May"}', '{"typo": []}']
 )
 def test_malformed_vocabulary_falls_back_to_the_baseline_with_a_warning(tmp_path, caplog, content):
-    (tmp_path / FILE_NAME).write_text(content)
+    documents, root = _documents(tmp_path)
+    (root / FILE_NAME).write_text(content)
     caplog.set_level(logging.WARNING)
-    loaded = load_vocabulary(tmp_path)
+    loaded = load_vocabulary(documents)
     assert loaded.source == "built-in baseline" and loaded.warning
     assert "coverage checking stays on" in caplog.text
     # Still checking: a dropped name is still caught.

@@ -97,7 +97,7 @@ def seed(settings: StoreSettings) -> None:
     store.create("ping received from the monitor", category="status", entry_id=NOTE, importance=0.1)
     store.create("An old note about a meeting room.", category="notes", entry_id=STALE)
     store.archive(STALE, "deleted by agent tool")
-    log = ConversationLog(store.root)
+    log = ConversationLog(store.documents)
     log.append("s1", "user", "Stop using emoji. I told you twice.", T0)
     log.append("s1", "assistant", "Understood.", T0 + timedelta(seconds=5))
 

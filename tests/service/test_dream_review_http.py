@@ -26,7 +26,7 @@ def _until(probe):
 def test_pending_approve_and_reject_over_http(temporal_env, tmp_path, llm):
     agent = "apr"
     store = _seed(type("S", (), {"data_dir": tmp_path})(), agent)
-    write_approval(store.root, "all")
+    write_approval(store.documents, "all")
     llm.replies.append(_reply())
     served = start_serve(
         temporal_env,

@@ -1,12 +1,16 @@
 """One store suite for both backends: `backend` opens long-term stores on files (a data
 directory) or on PostgreSQL (a fresh database per test), and `any_store` is a store of
 agent-1 on each. A test written against them runs twice; a test about one backend's own
-storage (files, journal bytes, symlinks) keeps using `store` or opens its class itself."""
+storage (files, journal bytes, symlinks) keeps using `store` or opens its class itself.
+The other tiers' fixtures (`tier_db`, `make_documents`, `make_working`, ...) build on the
+same `backend` (skipped locally when the machine has no server, failed in CI)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,8 @@ import pytest
 
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]
@@ -92,3 +98,78 @@ def backend(request, tmp_path, clock) -> Iterator[Backend]:
 @pytest.fixture
 def any_store(backend) -> MemoryStore:
     return backend.open()
+
+
+@pytest.fixture
+def tier_db(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The PostgreSQL `Database` of this test (None for the file backend)."""
+    if backend.kind == "file":
+        yield None
+        return
+    from dreamkeeper.stores.postgres.database import Database
+
+    db = Database(request.getfixturevalue("database_url"), max_size=4)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def make_documents(tier_db: Any, tmp_path: Path) -> Callable[[str], AgentDocuments]:
+    """An agent's documents on this test's backend (a new instance per call: another
+    process's view of the same documents)."""
+
+    def make(agent_id: str = "a1") -> AgentDocuments:
+        if tier_db is None:
+            return FileDocuments(AgentFiles(tmp_path, agent_id))
+        from dreamkeeper.stores.postgres.documents import PostgresDocuments
+
+        return PostgresDocuments(tier_db, agent_id)
+
+    return make
+
+
+@pytest.fixture
+def documents(make_documents: Callable[[str], AgentDocuments]) -> AgentDocuments:
+    return make_documents("a1")
+
+
+@pytest.fixture
+def age_document(tier_db: Any, tmp_path: Path) -> Callable[[str, datetime], None]:
+    """Make a1's document look last written at `when` (a file's mtime, a row's time)."""
+
+    def age(name: str, when: datetime) -> None:
+        if tier_db is None:
+            path = tmp_path.joinpath("agents", "a1", *check_name(name))
+            os.utime(path, (when.timestamp(), when.timestamp()))
+            return
+        with tier_db.transaction() as conn:
+            conn.execute(
+                "UPDATE dreamkeeper_documents SET written_at = %s WHERE agent_id = %s AND name = %s",
+                (when, "a1", name),
+            )
+
+    return age
+
+
+@pytest.fixture
+def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+    """A working-memory store on this test's backend (a new instance per call: another
+    process's view of the same agent)."""
+
+    def make(agent_id: str = "a1", **options: Any) -> Any:
+        options.setdefault("clock", clock)
+        if tier_db is None:
+            from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+            return FileWorkingMemoryStore(tmp_path, agent_id, **options)
+        from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+        return PostgresWorkingMemoryStore(tier_db, agent_id, **options)
+
+    return make
+
+
+@pytest.fixture
+def store_location(tier_db: Any, tmp_path: Path) -> str:
+    """What a child process opens the same stores from: the data directory or the URL."""
+    return str(tmp_path) if tier_db is None else str(tier_db.url)

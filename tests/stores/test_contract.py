@@ -18,12 +18,15 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.merge import exact_duplicate_folds
 from dreamkeeper.stores import conformance
 from dreamkeeper.stores.contract import (
+    AgentDocuments,
     ConversationStore,
     IntentLog,
     MemoryStore,
     WorkingMemoryStore,
 )
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.documents import FileDocuments
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
@@ -58,9 +61,40 @@ def _parameters(function: Any) -> list[tuple[str, Any, bool]]:
 def test_the_file_backend_has_every_contract_operation_with_its_parameters(
     tmp_path: Path, protocol: type, backend: type, conforms: Any
 ) -> None:
+    _check_members(protocol, backend, backend(tmp_path, "contract"), conforms)
+
+
+def test_the_documents_and_postgres_backends_have_every_contract_operation(
+    tmp_path: Path, database_url: str
+) -> None:
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.documents import PostgresDocuments
+    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+    db = Database(database_url, max_size=2)
+    files = AgentFiles(tmp_path, "contract")
+    for protocol, backend, store, conforms in [
+        (AgentDocuments, FileDocuments, FileDocuments(files), conformance.file_documents),
+        (
+            AgentDocuments,
+            PostgresDocuments,
+            PostgresDocuments(db, "contract"),
+            conformance.postgres_documents,
+        ),
+        (
+            WorkingMemoryStore,
+            PostgresWorkingMemoryStore,
+            PostgresWorkingMemoryStore(db, "contract"),
+            conformance.postgres_working,
+        ),
+    ]:
+        _check_members(protocol, backend, store, conforms)
+    db.close()
+
+
+def _check_members(protocol: type, backend: type, store: Any, conforms: Any) -> None:
     members = _members(protocol)
     assert len(members) >= 5, f"no members found on {protocol.__name__}"
-    store = backend(tmp_path, "contract")
     assert isinstance(store, protocol)
     assert conforms(store) is store
     for name, declared in members.items():

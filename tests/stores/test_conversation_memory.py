@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
@@ -70,8 +69,7 @@ def test_sessions_are_separate_and_clear_ends_one(conversations):
 def test_every_turn_goes_to_the_conversation_log(conversations, tmp_path):
     conversations.add_turn("s1", "user", "I prefer metric units")
     conversations.add_turn("s1", "assistant", "Noted.")
-    log = ConversationLog(tmp_path / "agents" / "a1")
-    assert [(t.session_id, t.role, t.content) for t in ConversationLog.read(log.path)] == [
+    assert [(t.session_id, t.role, t.content) for t in conversations.log.read()] == [
         ("s1", "user", "I prefer metric units"),
         ("s1", "assistant", "Noted."),
     ]

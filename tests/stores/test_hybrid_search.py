@@ -168,24 +168,33 @@ def test_an_unreachable_endpoint_is_no_vector(tmp_path, clock):
     client.close()
 
 
-def test_working_memory_search_is_hybrid_and_vectors_follow_their_entries(
-    tmp_path, clock, embedding_client, embedder
-):
+def _has_vector(working, key: str) -> bool:
+    """A stored vector for `key` (a file, or a row on PostgreSQL)."""
     from dreamkeeper.stores.vectors.working_vectors import vector_name
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
-    working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+    if hasattr(working, "db"):
+        with working.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM dreamkeeper_working_vectors WHERE key = %s", (key,)
+            ).fetchone()
+        return row is not None
+    return (working.root / ".embeddings" / f"{vector_name(key)}.bin").exists()
+
+
+def test_working_memory_search_is_hybrid_and_vectors_follow_their_entries(
+    make_working, embedding_client, embedder
+):
+    working = make_working("agent-1", embeddings=embedding_client)
     working.save("session/s1", "pets", "Biscuit the puppy needs a vet visit on Tuesday")
     working.save("session/s1", "bills", "Contoso quarterly statement, 4 pages")
     working.wait_for_embeddings(timeout=10)
     assert [e.key for e, _ in working.search("canine")] == ["session/s1/pets"]
     assert [e.key for e, _ in working.search("contoso")] == ["session/s1/bills"]
-    keywords_only = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock)
+    keywords_only = make_working("agent-1")
     assert keywords_only.search("canine") == []
-    vector = working.root / ".embeddings" / f"{vector_name('session/s1/pets')}.bin"
-    assert vector.exists()
+    assert _has_vector(working, "session/s1/pets")
     working.delete("session/s1/pets")
-    assert not vector.exists()  # deleted with its entry
+    assert not _has_vector(working, "session/s1/pets")  # deleted with its entry
     embedder.down = True
     assert [e.key for e, _ in working.search("contoso statement")] == ["session/s1/bills"]
 
@@ -327,10 +336,8 @@ def test_ties_prefer_the_entry_seen_last(store, clock):
     assert [h.entry.id for h in search(store, "alpha")] == [older.id, newer.id]
 
 
-def test_working_memory_fuses_with_the_same_rule(tmp_path, clock, embedding_client):
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-
-    working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock, embeddings=embedding_client)
+def test_working_memory_fuses_with_the_same_rule(make_working, embedding_client):
+    working = make_working("agent-1", embeddings=embedding_client)
     for i in range(6):
         working.save("session/s1", f"note{i}", f"weekly status note {i}")
     working.save("session/s1", "pet", "Biscuit the puppy has a weekly vet visit")

@@ -1,5 +1,6 @@
 """Working memory: namespaces, TTL, the per-namespace limit, the stash prefix,
-persistence, expiry and visibility across processes."""
+persistence, expiry and visibility across processes — on both backends
+(`tests/stores/conftest.py`); what is about the files themselves is file-only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from datetime import timedelta
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import utc_now
+from dreamkeeper.stores.contract import WorkingMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.working.working_memory import (
     BACKGROUND_MIN_TTL,
@@ -24,14 +27,16 @@ SESSION = "session/s1"
 
 
 @pytest.fixture
-def working(tmp_path, clock) -> FileWorkingMemoryStore:
-    return FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
+def working(make_working) -> WorkingMemoryStore:
+    return make_working()
 
 
-def test_a_plain_key_lands_in_the_callers_namespace_and_reads_cross_by_full_key(working, clock):
+def test_a_plain_key_lands_in_the_callers_namespace_and_reads_cross_by_full_key(
+    working, make_working
+):
     entry = working.save(SESSION, "emails_inbox", "12 unread")
     assert entry.key == "session/s1/emails_inbox"
-    other = FileWorkingMemoryStore(working.root.parents[2], "a1", clock=clock)
+    other = make_working()
     assert other.get("session/s1/emails_inbox").value == "12 unread"  # full key, any reader
     assert other.get("session/s2/emails_inbox") is None  # s2's plain key is not s1's entry
 
@@ -106,16 +111,41 @@ def test_bad_keys_are_refused(working, key):
         working.save(SESSION, key, "v")
 
 
-def test_entries_persist_across_a_restart_grouped_by_top_level_segment(tmp_path, clock):
-    first = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
+def test_entries_persist_across_a_restart(make_working, backend, tmp_path):
+    first = make_working()
     first.save(SESSION, "k", "v", category="email", tags=["inbox"])
     first.save("patrol/heartbeat", "alert", "disk full", background=True)
-    root = tmp_path / "agents" / "a1" / "working-memory"
-    assert sorted(p.name for p in root.glob("*.json")) == ["patrol.json", "session.json"]
-    restarted = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)
+    if backend.kind == "file":  # grouped by top-level segment
+        root = tmp_path / "agents" / "a1" / "working-memory"
+        assert sorted(p.name for p in root.glob("*.json")) == ["patrol.json", "session.json"]
+    restarted = make_working()
     entry = restarted.get("session/s1/k")
     assert (entry.value, entry.category, entry.tags) == ("v", "email", ["inbox"])
     assert restarted.get("patrol/heartbeat/alert").value == "disk full"
+
+
+def test_expired_entries_are_dropped_on_load_and_swept_from_the_database_hourly(
+    make_working, tier_db, clock
+):
+    first = make_working()
+    first.save(SESSION, "short", "v")
+    first.save(SESSION, "long", "v", ttl=timedelta(hours=3))
+    clock.advance(minutes=10)
+    restarted = make_working()
+    assert [e.key for e in restarted.list().entries] == ["session/s1/long"]
+    if tier_db is None:
+        return  # the file backend's sweep: the test below
+
+    def stored() -> set[str]:
+        with tier_db.transaction() as conn:
+            rows = conn.execute("SELECT key FROM dreamkeeper_working").fetchall()
+        return {r[0] for r in rows}
+
+    assert stored() == {"session/s1/short", "session/s1/long"}  # not yet swept
+    clock.advance(hours=1)
+    restarted.save("session/s2", "k", "v")  # the first write after the hour sweeps
+    assert stored() == {"session/s1/long", "session/s2/k"}
+    assert restarted.sweep() == 0
 
 
 def test_expired_entries_are_dropped_on_load_and_swept_from_disk_hourly(tmp_path, clock):
@@ -163,19 +193,26 @@ def test_search_ranks_by_content_within_a_prefix(working):
 
 _WRITER = """
 import sys
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-store = FileWorkingMemoryStore(sys.argv[1], "a1")
+if sys.argv[1].startswith("postgresql:"):
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+    store = PostgresWorkingMemoryStore(Database(sys.argv[1]), "a1")
+else:
+    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+    store = FileWorkingMemoryStore(sys.argv[1], "a1")
 for i in range(int(sys.argv[3])):
     store.save(sys.argv[2], f"k{i}", f"from {sys.argv[2]} #{i}")
 """
 
 
-def test_another_process_sees_writes_and_concurrent_writers_lose_nothing(tmp_path):
-    reader = FileWorkingMemoryStore(tmp_path, "a1")
+def test_another_process_sees_writes_and_concurrent_writers_lose_nothing(
+    make_working, store_location
+):
+    reader = make_working(clock=utc_now)
     reader.save(SESSION, "mine", "v")
     assert reader.get("session/s2/k0") is None
     writers = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), ns, "20"])
+        subprocess.Popen([sys.executable, "-c", _WRITER, store_location, ns, "20"])
         for ns in ("session/s2", "session/s3")
     ]
     assert [w.wait(timeout=60) for w in writers] == [0, 0]
@@ -215,7 +252,7 @@ def test_category_filter_is_a_whole_segment_prefix_like_long_term_search(
     assert bool(search(store, "pricing notes", category=wanted)) is found
 
 
-def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(tmp_path, working, clock):
+def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(working, make_working):
     working.save(SESSION, "drafts/one", "d1")
     working.save(SESSION, "drafts/two", "d2")
     working.save(SESSION, "draftsman", "kept: not under drafts/")
@@ -224,7 +261,7 @@ def test_clear_removes_a_namespace_or_a_sub_path_by_whole_segments(tmp_path, wor
     assert working.clear(f"{SESSION}/drafts") == 2
     assert {e.key for e in working.list(SESSION).entries} == {f"{SESSION}/draftsman"}
     assert working.clear(SESSION) == 1
-    restarted = FileWorkingMemoryStore(tmp_path, "a1", clock=clock)  # the files changed too
+    restarted = make_working()  # the storage changed too
     assert {e.key for e in restarted.list().entries} == {"session/s10/k", "patrol/heartbeat/alert"}
     assert restarted.clear() == 2 and restarted.list().total == 0
     assert working.list().total == 0
@@ -236,3 +273,24 @@ def test_clear_refuses_a_bad_prefix_and_changes_nothing(working, prefix):
     with pytest.raises(InvalidInput):
         working.clear(prefix)
     assert working.list().total == 1
+
+
+def test_a_database_write_that_dies_half_way_changes_nothing(database_url, clock):
+    from dreamkeeper.stores import faults
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+    db = Database(database_url, max_size=4)
+    working = PostgresWorkingMemoryStore(db, "a1", clock=clock)
+    working.save(SESSION, "k", "before")
+    working.save(SESSION, "gone", "deleted below")
+    with faults.armed(faults.ROWS_HALF_WRITTEN), pytest.raises(faults.SimulatedCrash):
+        working.delete(f"{SESSION}/gone")  # the row deleted, the transaction not committed
+    with faults.armed(faults.ROWS_HALF_WRITTEN), pytest.raises(faults.SimulatedCrash):
+        working.save(SESSION, "k", "after")
+    for reader in (working, PostgresWorkingMemoryStore(db, "a1", clock=clock)):
+        assert reader.get(f"{SESSION}/k").value == "before"  # the writer re-reads too
+        assert reader.get(f"{SESSION}/gone") is not None
+    working.save(SESSION, "k", "after")  # the retry applies
+    assert PostgresWorkingMemoryStore(db, "a1", clock=clock).get(f"{SESSION}/k").value == "after"
+    db.close()

@@ -122,7 +122,7 @@ async def test_the_agents_own_setting_makes_its_cycles_wait(worker, llm):
     client, queue, settings = worker
     agent = f"ap-{uuid.uuid4().hex[:6]}"
     store = _seed(settings, agent)
-    write_approval(store.root, "all")
+    write_approval(store.documents, "all")
     llm.replies.append(_reply())
     handle = await _start(client, queue, agent, archive_share=1.0)  # approval: off here
     state = await _pending(handle)

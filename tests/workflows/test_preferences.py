@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
@@ -14,7 +13,7 @@ from dreamkeeper.core.dream_payloads import (
     PreferenceInput,
     PreferenceResult,
 )
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_log import PROCESSED, ConversationLog
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
@@ -34,7 +33,7 @@ PREFS = {
 
 
 def _log(settings, agent: str) -> ConversationLog:
-    log = ConversationLog(FileMemoryStore(settings.data_dir, agent).root)
+    log = ConversationLog(FileMemoryStore(settings.data_dir, agent).documents)
     log.append("s1", "user", "Stop using emoji. I told you twice.", T0)
     log.append("s1", "assistant", "Understood.", T0 + timedelta(seconds=5))
     log.append("s2", "user", "Ask me before you buy anything over $50.", T0 + timedelta(hours=1))
@@ -69,8 +68,9 @@ async def test_preferences_are_inferred_saved_through_dedup_and_the_log_rotated(
         assert "inferred" in entry.tags and entry.source == "inferred"
     assert money.metadata["requires_user_permission"] == "true"
     assert "requires_user_permission" not in emoji.metadata
-    assert not log.path.exists()  # cleared ...
-    assert len(ConversationLog.read(Path(result.rotated_to))) == 3  # ... but kept
+    assert log.read() == []  # cleared ...
+    assert result.rotated_to is not None
+    assert len(log.read(result.rotated_to)) == 3  # ... but kept
     # ... and the same preferences again reinforce rather than duplicate.
     _log(settings, agent)
     llm.replies.append(Reply(json.dumps(PREFS)))
@@ -92,7 +92,7 @@ async def test_the_log_is_cleared_even_when_the_llm_fails(worker, llm):
     llm.replies.append(Reply("I think the user likes tea"))  # not JSON
     result = await _infer(client, queue, agent)
     assert result.saved == [] and result.skipped.startswith("inference failed")
-    assert not log.path.exists() and len(list(log.processed.glob("*.jsonl"))) == 1
+    assert log.read() == [] and len(log.documents.names(PROCESSED)) == 1
     assert FileMemoryStore(settings.data_dir, agent).entries() == []
 
 

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import MAX_METADATA_KEYS, MAX_TAGS
+from dreamkeeper.stores.documents import FileDocuments
+from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 AGENT = "a1"
@@ -88,6 +90,7 @@ class Sandbox:
         self.data = root / "data"
         self.outside = root / "outside"
         self.agent_dir = self.data / "agents" / AGENT
+        self.documents = FileDocuments(AgentFiles(self.data, AGENT))
         # The agent directory's state as last observed (set by mark_before and the
         # surfaces that observe a settled refusal), compared against after a call.
         self.before: dict[str, tuple] = {}

@@ -246,7 +246,7 @@ def _apply_merges(sandbox: Sandbox, checks: list[MergeCheck]) -> list[str]:
     if not checks:
         return []
     activities = ConsolidationActivities(product_stores(sandbox), LLMSettings(), HighValueFloor())
-    vocabulary = vocabulary_payload(load_vocabulary(sandbox.agent_dir).vocabulary)
+    vocabulary = vocabulary_payload(load_vocabulary(sandbox.documents).vocabulary)
     reviews = activities.review_merges(
         ReviewInput(agent_id=AGENT, checks=checks, vocabulary=vocabulary)
     ).reviews

@@ -198,7 +198,7 @@ def run_log(sandbox: Sandbox, example) -> bool:
     rel = os.path.join("conversation-log", "processed", "turns-20260101T000000.jsonl")
     sandbox.plant(rel, kind, payload)
     mark_before(sandbox)
-    turns = ConversationLog.read(sandbox.agent_dir / rel)
+    turns = ConversationLog(sandbox.documents).read(rel)
     transcript(turns)
     for turn in turns:
         if turn.role not in ("user", "assistant") or not isinstance(turn.content, str):

@@ -298,7 +298,7 @@ def run_vocabulary(sandbox: Sandbox, example) -> bool:
     kind, payload = example
     sandbox.plant(VOCABULARY_FILE, kind, payload)
     mark_before(sandbox)
-    loaded = load_vocabulary(sandbox.agent_dir)
+    loaded = load_vocabulary(sandbox.documents)
     if loaded.source == "built-in baseline" and loaded.warning is None:
         raise Violation("a file that is there but unusable gave no warning")
     return loaded.source == "built-in baseline"
@@ -337,7 +337,7 @@ def run_clusters(sandbox: Sandbox, example) -> bool:
     else:
         sandbox.plant(rel, kind, payload)
     mark_before(sandbox)
-    state = ClusterState(sandbox.agent_dir)
+    state = ClusterState(sandbox.documents)
     settled = state.load()
     after = sandbox.agent_state()
     moved = changed_paths(sandbox.before, after)

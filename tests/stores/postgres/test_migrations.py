@@ -10,6 +10,7 @@ import pytest
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.stores.postgres.database import Database, describe
 from dreamkeeper.stores.postgres.migrations import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     check_schema,
     current_version,
@@ -28,7 +29,7 @@ def test_an_empty_database_is_refused_until_upgraded_then_accepted(empty_db):
     with pytest.raises(SettingsError, match="has no Dreamkeeper schema.*dreamkeeper db upgrade"):
         check_schema(empty_db)
     applied = upgrade(empty_db)
-    assert [m.version for m in applied] == list(range(1, SCHEMA_VERSION + 1))
+    assert [m.version for m in applied] == [m.version for m in MIGRATIONS]
     assert current_version(empty_db) == SCHEMA_VERSION
     check_schema(empty_db)  # no longer raises
     assert upgrade(empty_db) == []  # idempotent: a second run applies nothing
@@ -65,10 +66,10 @@ def test_concurrent_upgrades_apply_each_migration_once(empty_db):
     for t in threads:
         t.join()
     assert not errors
-    assert sorted(results) == [0, 0, 0, SCHEMA_VERSION]
+    assert sorted(results) == [0, 0, 0, len(MIGRATIONS)]
     with empty_db.transaction() as conn:
         rows = conn.execute("SELECT version FROM dreamkeeper_schema ORDER BY version").fetchall()
-    assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+    assert [r[0] for r in rows] == [m.version for m in MIGRATIONS]
 
 
 def test_the_store_identity_is_made_once_by_the_first_migration(empty_db):
