@@ -63,7 +63,6 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
         "codeSchemaVersion": SCHEMA_VERSION,
         "state": state,
         "storeId": identity.store_id if identity else None,
-        "agents": len(backend.agents()) if have == SCHEMA_VERSION else None,
     }
     if args.json:
         print(json.dumps(status, indent=2))
@@ -72,8 +71,6 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
         print(f"schema: version {have} (this Dreamkeeper: {SCHEMA_VERSION}): {state}")
         if identity is not None:
             print(f"store: {identity.store_id}")
-        if status["agents"] is not None:
-            print(f"agents: {status['agents']}")
     return 0 if have == SCHEMA_VERSION else 2
 
 
@@ -129,7 +126,7 @@ def register(sub: Subparsers) -> None:
     a = actions.add_parser("upgrade", help="apply the schema migrations the database lacks")
     a.set_defaults(handler=db_upgrade)
     _database_option(a, default=argparse.SUPPRESS)
-    a = actions.add_parser("status", help="the schema version, store id and agent count")
+    a = actions.add_parser("status", help="the schema version and the store id")
     a.set_defaults(handler=db_status)
     _database_option(a, default=argparse.SUPPRESS)
     add_json(a, default=argparse.SUPPRESS)

@@ -440,9 +440,14 @@ def check_database_url(value: str) -> str:
     if "://" in value and not value.startswith(("postgresql://", "postgres://")):
         raise ValueError("is not a postgresql:// URL")
     try:
-        conninfo.conninfo_to_dict(value)
+        parts = conninfo.conninfo_to_dict(value)
     except ProgrammingError:
         raise ValueError("is not a PostgreSQL URL psycopg can parse") from None
+    # libpq parses the port only when it connects: a typo would surface as a worker
+    # failing its first store step, not here.
+    for port in str(parts.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65_536):
+            raise ValueError(f"port {port!r} is not a number")
     return value
 
 

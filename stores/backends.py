@@ -197,11 +197,17 @@ class PostgresBackend:
         return StoreIdentity(str(row[0]), self.location) if row else None
 
     def agents(self) -> list[str]:
-        agent_ids = _postgres("memory_store", "agent_ids")
-        return sorted(agent_ids(self.db))
+        # An agent's counter row is made by its store's first write (migration 2).
+        with self.db.transaction() as conn:
+            rows = conn.execute("SELECT agent_id FROM dk_memory_agent ORDER BY agent_id")
+            return [str(row[0]) for row in rows.fetchall()]
 
     def has_agent(self, agent_id: str) -> bool:
-        return agent_id in self.agents()
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM dk_memory_agent WHERE agent_id = %s", (agent_id,)
+            ).fetchone()
+        return row is not None
 
     def check_ready(self) -> None:
         import psycopg

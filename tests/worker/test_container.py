@@ -286,7 +286,7 @@ def _environment(service: dict) -> dict[str, str]:
     return {k: "" if v is None else str(v) for k, v in env.items()}
 
 
-def test_compose_serves_the_memory_api_on_the_data_volume():
+def test_compose_serves_the_memory_api_on_the_database():
     parsed = compose()
     services = dreamkeeper_services(parsed)
     serving = [name for name, command in services.items() if command[:1] == ["serve"]]
@@ -299,22 +299,57 @@ def test_compose_serves_the_memory_api_on_the_data_volume():
     port = args.port or 8780
     assert any(str(p).endswith(f":{port}:{port}") for p in service.get("ports", []))
     env = _environment(service)
-    assert env["DREAMKEEPER_DATA"] == "/data"
-    assert "/data" in [str(v).split(":")[1] for v in service["volumes"]]
+    assert env["DREAMKEEPER_DATABASE_URL"].endswith("@postgresql:5432/dreamkeeper")
     for setting in ("DREAMKEEPER_PAYLOAD_KEY", "DREAMKEEPER_SERVE_TOKEN", "TEMPORAL_ADDRESS"):
         assert setting in env, f"{name} lacks {setting}"
     assert "/v1/health" in " ".join(service["healthcheck"]["test"])
 
 
-def test_each_data_volume_has_one_worker_process():
-    """serve runs the worker: one process per data directory (docs/service.md), so no
-    volume is mounted by two services that run a worker, and every worker has one."""
+def _workers(parsed: dict) -> dict[str, list[str]]:
+    return {
+        name: command
+        for name, command in dreamkeeper_services(parsed).items()
+        if command[:1] in (["serve"], ["worker"])
+    }
+
+
+def test_workers_on_the_database_share_it_start_after_its_schema_and_keep_no_volume():
+    """serve and at least two worker replicas on one database and one task queue; each
+    waits for the one-shot `db upgrade` (a worker refuses a schema not its own)."""
+    parsed = compose()
+    on_database = {
+        name: parsed["services"][name]
+        for name in _workers(parsed)
+        if "DREAMKEEPER_DATABASE_URL" in _environment(parsed["services"][name])
+    }
+    urls = {_environment(service)["DREAMKEEPER_DATABASE_URL"] for service in on_database.values()}
+    assert len(urls) == 1
+    replicas = sum(s.get("deploy", {}).get("replicas", 1) for s in on_database.values())
+    assert replicas >= 3 and "dreamkeeper-serve" in on_database
+    upgrades = [
+        name
+        for name, command in dreamkeeper_services(parsed).items()
+        if command == ["db", "upgrade"]
+    ]
+    assert len(upgrades) == 1
+    (upgrade,) = upgrades
+    assert _environment(parsed["services"][upgrade])["DREAMKEEPER_DATABASE_URL"] in urls
+    for name, service in on_database.items():
+        assert service["depends_on"][upgrade]["condition"] == "service_completed_successfully"
+        assert not [v for v in service.get("volumes", []) if ":/data" in str(v)], name
+        env = _environment(service)
+        assert "DREAMKEEPER_SHARD_MAP" not in env and "DREAMKEEPER_TASK_QUEUE" not in env
+
+
+def test_each_data_volume_has_one_file_store_worker():
+    """A worker on files owns its data directory: one process per volume, and every
+    such worker has one (docs/service.md)."""
     parsed = compose()
     owners: dict[str, list[str]] = {}
-    for name, command in dreamkeeper_services(parsed).items():
-        if command[:1] not in (["serve"], ["worker"]):
-            continue
+    for name in _workers(parsed):
         service = parsed["services"][name]
+        if "DREAMKEEPER_DATABASE_URL" in _environment(service):
+            continue
         data = [str(v).split(":")[0] for v in service.get("volumes", []) if ":/data" in str(v)]
         assert len(data) == 1, f"{name} runs a worker without a /data volume"
         owners.setdefault(data[0], []).append(name)

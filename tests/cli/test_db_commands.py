@@ -1,0 +1,153 @@
+"""`dreamkeeper db status` / `db upgrade`, and the schema check that refuses `worker`,
+`serve` and `dev` on a database older or newer than the code (a real PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+
+import pytest
+
+from dreamkeeper.cli.main import main
+from dreamkeeper.stores.postgres.database import Database, describe
+from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, upgrade
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith("DREAMKEEPER_"):
+            monkeypatch.delenv(name)
+    # Past the schema check these commands would reach for Temporal: nothing listens here.
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
+
+    def go(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return go
+
+
+@pytest.fixture
+def bare_url(postgres_cluster):
+    """A database Dreamkeeper has never upgraded."""
+    return postgres_cluster.create_database(f"dk_cli_{uuid.uuid4().hex[:12]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_status_then_upgrade_then_status(run, bare_url):
+    code, out, _ = run("db", "status", "--database", bare_url)
+    assert code == 2 and f"schema: version 0 (this Dreamkeeper: {SCHEMA_VERSION})" in out
+    assert "needs `dreamkeeper db upgrade`" in out
+    code, out, _ = run("db", "upgrade", "--database", bare_url)
+    assert code == 0 and "applied 1: store identity" in out
+    assert f"upgraded to schema version {SCHEMA_VERSION}" in out
+    code, out, _ = run("db", "upgrade", "--database", bare_url)
+    assert code == 0 and "already at" in out and "applied" not in out
+    code, out, _ = run("db", "--json", "--database", bare_url)  # `db` alone is status
+    status = json.loads(out)
+    assert code == 0 and status["state"] == "current"
+    assert status["database"] == describe(bare_url) and len(status["storeId"]) == 16
+
+
+def test_the_environment_names_the_database_and_none_is_refused(run, monkeypatch, database_url):
+    code, _, err = run("db", "status")
+    assert code == 2 and "needs a database: set DREAMKEEPER_DATABASE_URL" in err
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    code, out, _ = run("db", "status")
+    assert code == 0 and "current" in out
+
+
+@pytest.mark.parametrize("command", ["worker", "serve", "dev"])
+def test_a_database_older_than_the_code_refuses_to_start(run, monkeypatch, bare_url, command):
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", bare_url)
+    ports = ["--port", str(_free_port())] if command != "worker" else []
+    ports += ["--ui-port", str(_free_port())] if command == "dev" else []
+    code, _, err = run(command, *ports)
+    assert code == 2, err
+    assert err.strip() == (
+        f"error: the database at {describe(bare_url)} has no Dreamkeeper schema; this "
+        f"Dreamkeeper needs version {SCHEMA_VERSION}: run `dreamkeeper db upgrade`"
+    )
+
+
+@pytest.mark.parametrize("command", ["worker", "serve", "dev"])
+def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_url, command):
+    db = Database(bare_url, max_size=1)
+    try:
+        upgrade(db)
+        with db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO dreamkeeper_schema (version, name) VALUES (%s, 'from the future')",
+                (SCHEMA_VERSION + 1,),
+            )
+    finally:
+        db.close()
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", bare_url)
+    ports = ["--port", str(_free_port())] if command != "worker" else []
+    ports += ["--ui-port", str(_free_port())] if command == "dev" else []
+    code, _, err = run(command, *ports)
+    assert code == 2, err
+    assert f"has schema version {SCHEMA_VERSION + 1}, newer than this Dreamkeeper's" in err
+    code, out, _ = run("db", "status")
+    assert code == 2 and "newer than this Dreamkeeper" in out
+
+
+def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path, database_url):
+    pytest.importorskip("dreamkeeper.stores.postgres.working_memory")
+    from tests.stores.test_migrate import generated_store
+
+    generated_store(tmp_path / "data", agents=2)
+    code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
+    assert code == 0, err
+    assert "[1/2] agent agent-0:" in err and "[2/2] agent agent-1:" in err
+    assert "migrated 2 agents" in out and "counts and content hashes match" in out
+    code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
+    assert code == 0 and "(0 new this run)" in out
+
+
+def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):
+    from tests.stores.test_migrate import generated_store
+
+    generated_store(tmp_path / "data", agents=1)
+    code, _, err = run("--data", str(tmp_path / "data"), "migrate", "--to", bare_url)
+    assert code == 2 and "run `dreamkeeper db upgrade`" in err
+    code, _, err = run("--data", str(tmp_path / "nowhere"), "migrate", "--to", bare_url)
+    assert code == 2 and "does not exist" in err
+
+
+def test_export_from_files_and_import_into_a_database_then_export_again(
+    run, tmp_path, monkeypatch, database_url
+):
+    from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+    from dreamkeeper.stores.migrate import content_digest
+
+    source = FileBackend(tmp_path / "data")
+    store = source.memory("a1")
+    kept = store.create("Invoices are archived after seven years", category="finance")
+    gone = store.create("The VPN gateway lives in Frankfurt")
+    store.archive(gone.id, "moved")
+    out_file = tmp_path / "a1.jsonl"
+    base = ["--data", str(tmp_path / "data"), "--agent", "a1"]
+    assert run(*base, "export", "--include-archived", "-o", str(out_file))[0] == 0
+
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    code, out, err = run(*base, "import", str(out_file))
+    assert code == 0, err
+    ours = PostgresBackend(database_url).memory("a1").entries(include_archived=True)
+    assert content_digest(ours) == content_digest(store.entries(include_archived=True))
+    assert {e.id for e in ours if e.is_archived} == {gone.id}
+    code, again, _ = run(*base, "import", str(out_file))  # idempotent by id
+    assert code == 0 and len(PostgresBackend(database_url).memory("a1")) == 1
+    code, exported, _ = run(*base, "export", "--include-archived")
+    assert code == 0 and kept.id in exported and gone.id in exported
+    code, _, err = run(*base[:2], "--agent", "nobody", "export")
+    assert code == 2 and "no store in the database" in err

@@ -1,0 +1,122 @@
+"""`migrate`: a generated file store copied into another backend (a database, and a
+second data directory, which runs the same code), verified by counts and content hashes;
+killed between agents by a crash point and re-run, with nothing duplicated."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.faults import (
+    BATCH_HALF_WRITTEN,
+    MIGRATE_AGENT_COPIED,
+    TRANSACTION_OPEN,
+    SimulatedCrash,
+    armed,
+)
+from dreamkeeper.stores.longterm.records import NewEntry
+from dreamkeeper.stores.migrate import content_digest, migrate
+
+WORDS = "deploy window friday rollback canary latency budget owner pager runbook".split()
+
+
+def generated_store(root, seed: int = 7, agents: int = 3) -> FileBackend:
+    """Agents with live and archived entries, working memory (a stash too) and sessions."""
+    rng = random.Random(seed)
+    source = FileBackend(root)
+    for n in range(agents):
+        agent = f"agent-{n}"
+        store = source.memory(agent)
+        made = store.create_many(
+            NewEntry(
+                " ".join(rng.choices(WORDS, k=rng.randint(3, 12))) + f" #{n}-{i}",
+                category=rng.choice([None, "ops", "people"]),
+                tags=tuple(rng.sample(WORDS, rng.randint(0, 3))),
+                importance=round(rng.random(), 2),
+            )
+            for i in range(rng.randint(20, 60))
+        )
+        for entry in rng.sample(made, len(made) // 5):
+            store.archive(entry.id, "generated")
+        working = source.working(agent)
+        working.save("session/s1", "plan", "ship on friday", ttl=timedelta(hours=1))
+        working.save("patrol/p1", "seen", "the canary", ttl=timedelta(hours=2), tags=["ops"])
+        working.put_stash("stash/run1/call1", "a tool result", ttl=timedelta(hours=1), tags=[])
+        talk = source.conversations(agent)
+        for t in range(rng.randint(2, 6)):
+            talk.add_turn("s1", "user" if t % 2 == 0 else "assistant", f"turn {t} of {agent}")
+    return source
+
+
+@pytest.fixture(params=["file", "postgres"])
+def target(request, tmp_path) -> StoreBackend:
+    if request.param == "file":
+        return FileBackend(tmp_path / "target")
+    pytest.importorskip("dreamkeeper.stores.postgres.working_memory")
+    return PostgresBackend(request.getfixturevalue("database_url"))
+
+
+def _state(backend: StoreBackend, agent: str) -> tuple:
+    entries = backend.memory(agent).entries(include_archived=True)
+    working = sorted(
+        (e.key, e.value, e.category, tuple(e.tags))
+        for e in backend.working(agent).list(cap=1_000).entries
+    )
+    turns = [(t.role, t.content) for t in backend.conversations(agent).conversation("s1").turns]
+    return len(entries), content_digest(entries), working, turns
+
+
+def test_everything_is_copied_and_verified(tmp_path, target):
+    source = generated_store(tmp_path / "source")
+    seen: list[tuple[int, int, str]] = []
+    report = migrate(source, target, progress=lambda d, t, c: seen.append((d, t, c.agent_id)))
+    assert report.verified and report.mismatches == []
+    assert seen == [(1, 3, "agent-0"), (2, 3, "agent-1"), (3, 3, "agent-2")]
+    assert target.agents() == source.agents()
+    for agent in source.agents():
+        assert _state(target, agent) == _state(source, agent)
+        archived = {e.id for e in source.memory(agent).archived()}
+        assert archived and {e.id for e in target.memory(agent).archived()} == archived
+    assert report.created == report.entries  # all new the first time
+
+
+def test_a_run_killed_between_agents_completes_on_a_rerun_without_duplicates(tmp_path, target):
+    source = generated_store(tmp_path / "source")
+    with armed(MIGRATE_AGENT_COPIED, after=1), pytest.raises(SimulatedCrash):
+        migrate(source, target)  # dies after the second agent
+    assert target.agents() == ["agent-0", "agent-1"]
+    again = migrate(source, target)
+    assert again.verified
+    assert [a.created for a in again.agents][:2] == [0, 0]  # already there: left alone
+    assert again.agents[2].created == again.agents[2].entries
+    for agent in source.agents():
+        assert _state(target, agent) == _state(source, agent)  # no turn appended twice
+    third = migrate(source, target)  # and once more: nothing changes
+    assert third.verified and third.created == 0
+    assert sum(a.turns for a in third.agents) == 0
+
+
+def test_a_target_that_differs_is_reported_not_overwritten(tmp_path, target):
+    source = generated_store(tmp_path / "source", agents=1)
+    victim = source.memory("agent-0").entries()[0]
+    target.memory("agent-0").create("other content under the same id", entry_id=victim.id)
+    report = migrate(source, target)
+    assert report.agents[0].conflicts == [victim.id]
+    assert not report.verified and "content differs" in str(report.mismatches[0])
+    assert target.memory("agent-0").require(victim.id).content == "other content under the same id"
+
+
+def test_a_run_killed_inside_an_agents_bulk_import_completes_on_a_rerun(tmp_path, target):
+    """Killed half way through writing an agent's entries (the backend's own crash point
+    inside its bulk write): the re-run finds some entries there and copies the rest."""
+    source = generated_store(tmp_path / "source", agents=2)
+    point = BATCH_HALF_WRITTEN if isinstance(target, FileBackend) else TRANSACTION_OPEN
+    with armed(point), pytest.raises(SimulatedCrash):
+        migrate(source, target)
+    again = migrate(source, target)  # each call opens the stores afresh, as a new process
+    assert again.verified
+    for agent in source.agents():
+        assert _state(target, agent) == _state(source, agent)
