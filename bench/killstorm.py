@@ -3,7 +3,7 @@ every acknowledged save still there afterwards, once, and did everything finish?
 
     .venv/bin/python bench/killstorm.py [--saves 300] [--agents 3] [--kills 100]
         [--seed 1] [--dream-every 5] [--data DIR] [--keep]
-        [--backend files|postgres] [--workers N] [--db-restarts N] [--warm-spares]
+        [--backend files|postgres] [--workers N] [--db-restarts N] [--prefork]
 
 What runs, all on this machine and started by this script:
 - a Temporal dev server (`temporal server start-dev --headless`, free ports, history in
@@ -17,9 +17,9 @@ What runs, all on this machine and started by this script:
   child process on the one task queue, pointed at it with DREAMKEEPER_LLM_BASE_URL,
   each SIGKILLed after a seeded uniform 0.5–4 s of uptime (counted from its "ready")
   and restarted at once, until they have been killed `--kills` times in all and every
-  save has returned — then left running. With `--warm-spares` (the default with
-  postgres) each worker's successor is started ahead and has done its imports, so on a
-  loaded machine a restart costs a connect rather than seconds of imports;
+  save has returned — then left running. With `--prefork` (the default with postgres)
+  every worker is forked from one process that has done the imports, so on a loaded
+  machine a restart costs a connect rather than seconds of imports;
 - with `--backend postgres`: a PostgreSQL server of its own (tests/harness/postgres.py,
   fsync on, as in production) holding every agent's memory; the workers get its
   DREAMKEEPER_DATABASE_URL and each its own empty data directory (so nothing a worker
@@ -96,7 +96,7 @@ DRAIN_TARGET_SECONDS = 60.0
 SEARCH_ATTRIBUTES = ("AgentId", "MemoryOp")
 AGAIN = ["(noted again)", "(confirmed)", "(mentioned again)", "(heard again)", "(still true)"]
 
-WORKER_SCRIPT = textwrap.dedent(
+WORKER_DEFINITIONS = textwrap.dedent(
     """
     import asyncio, dataclasses, logging, os, sys
     from concurrent.futures import ThreadPoolExecutor
@@ -122,13 +122,58 @@ WORKER_SCRIPT = textwrap.dedent(
             worker = build_worker(client, store, task_queue=queue,
                                   executor=pool, llm=LLMSettings.from_env(),
                                   embeddings=EmbeddingSettings())
-            print("ready", flush=True)
+            say_ready()
             await worker.run()
 
-    # A warm spare has paid for its imports and waits for "go" before it connects.
-    if sys.argv[5:] == ["spare"] and not sys.stdin.readline():
-        sys.exit(0)  # the bench is gone
-    asyncio.run(main(*sys.argv[1:5]))
+    def say_ready():
+        print("ready", flush=True)
+    """
+)
+WORKER_SCRIPT = WORKER_DEFINITIONS + "\nasyncio.run(main(*sys.argv[1:5]))\n"
+
+# The fork server (`--prefork`): WORKER_SCRIPT's imports paid once, then a worker forked
+# per line "address queue data slot" read from stdin. A child writes "ready {pid}" on
+# the shared stdout (one short write: atomic on a pipe); the server reports each child's
+# end as "exited {pid} {code}" from its SIGCHLD handler. No thread runs in the server, so
+# a fork never copies a held lock, and nothing starts the Temporal runtime before a fork.
+FORK_SERVER = WORKER_DEFINITIONS + textwrap.dedent(
+    """
+    import signal, traceback
+
+    def reap(signum, frame):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            os.write(1, f"exited {pid} {os.waitstatus_to_exitcode(status)}\\n".encode())
+
+    def child(address, queue, data, slot):
+        global say_ready
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.chdir(data)
+        os.environ["DREAMKEEPER_DATA"] = data
+        say_ready = lambda: os.write(1, f"ready {os.getpid()}\\n".encode())
+        code = 0
+        try:
+            asyncio.run(main(address, queue, data, slot))
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+
+    signal.signal(signal.SIGCHLD, reap)
+    os.write(1, b"serving\\n")
+    for line in sys.stdin:
+        fields = line.split()
+        if len(fields) == 4:
+            pid = os.fork()
+            if pid == 0:
+                child(*fields)
+            os.write(1, f"forked {pid}\\n".encode())
     """
 )
 
@@ -304,11 +349,91 @@ async def start_temporal(workdir: Path) -> tuple[subprocess.Popen, str, Client]:
             await asyncio.sleep(0.3)
 
 
+class ForkedWorker:
+    """A worker forked by the fork server: what the storm uses of a process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.ready = asyncio.Event()
+        self.exited = asyncio.Event()
+
+    async def wait(self) -> int | None:
+        await self.exited.wait()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkServer:
+    """`FORK_SERVER` in a child process, and what it reports about each worker."""
+
+    def __init__(self) -> None:
+        self.proc = None
+        self.workers: dict[int, ForkedWorker] = {}
+        self.pending: list[asyncio.Future] = []  # fork requests in the order sent
+        self.reader: asyncio.Task | None = None
+
+    async def start(self, env: dict[str, str], log) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            FORK_SERVER,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
+        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout=300)
+        if line.strip() != b"serving":
+            raise RuntimeError(f"the fork server did not start; see {log.name}")
+        self.reader = asyncio.create_task(self._read())
+
+    def _worker(self, pid: int) -> ForkedWorker:
+        # "ready" or "exited" may come before "forked": whichever names the pid first.
+        return self.workers.setdefault(pid, ForkedWorker(pid))
+
+    async def _read(self) -> None:
+        while line := await self.proc.stdout.readline():
+            word, _, rest = line.decode().strip().partition(" ")
+            if word == "forked":
+                self.pending.pop(0).set_result(self._worker(int(rest)))
+            elif word == "ready":
+                self._worker(int(rest)).ready.set()
+            elif word == "exited":
+                pid, code = rest.split()
+                worker = self._worker(int(pid))
+                worker.returncode = int(code)
+                worker.exited.set()
+
+    async def fork(self, address: str, data: Path, slot: int) -> ForkedWorker:
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append(future)
+        self.proc.stdin.write(f"{address} {TASK_QUEUE} {data} {slot}\n".encode())
+        await self.proc.stdin.drain()
+        return await future
+
+    async def close(self) -> None:
+        for worker in self.workers.values():
+            worker.kill()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        if self.reader is not None:
+            self.reader.cancel()
+
+
 class Spawner:
-    """Starts worker `slot` and waits for its "ready". With `warm`, each slot keeps one
-    spare process that has done its imports (seconds of CPU on a loaded machine) and waits
-    for "go": a killed worker's successor then only connects, so the workers spend the
-    storm working rather than importing."""
+    """Starts worker `slot` and waits for its "ready": a new Python process each time,
+    or with `prefork` a fork of the fork server, which has done the imports once (on a
+    loaded machine a fresh process spends seconds importing, so a storm of short-lived
+    workers would mostly be importing)."""
 
     def __init__(
         self,
@@ -318,10 +443,10 @@ class Spawner:
         storm: Storm,
         database_url: str | None = None,
         *,
-        warm: bool = False,
+        prefork: bool = False,
     ) -> None:
         self.address, self.log, self.storm = address, log, storm
-        self.database_url, self.warm = database_url, warm
+        self.database_url = database_url
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DREAMKEEPER_")}
         self.env.update(
             DREAMKEEPER_LLM_BASE_URL=llm_url,
@@ -330,10 +455,10 @@ class Spawner:
         )
         if database_url is not None:
             self.env["DREAMKEEPER_DATABASE_URL"] = database_url
-        self.spares: dict[int, asyncio.Task] = {}
+        self.server = ForkServer() if prefork else None
 
-    async def _launch(self, data: Path, slot: int, spare: bool):
-        return await asyncio.create_subprocess_exec(
+    async def _start_fresh(self, data: Path, slot: int):
+        proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
             WORKER_SCRIPT,
@@ -341,34 +466,36 @@ class Spawner:
             TASK_QUEUE,
             str(data),
             str(slot),
-            *(["spare"] if spare else []),
-            stdin=asyncio.subprocess.PIPE if spare else None,
             stdout=asyncio.subprocess.PIPE,
             stderr=self.log,
             env={**self.env, "DREAMKEEPER_DATA": str(data)},
             cwd=str(data),
         )
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+        except TimeoutError:
+            line = b""
+        return proc, line.strip() == b"ready"
 
-    async def _start(self, data: Path, slot: int):
-        if not self.warm:
-            return await self._launch(data, slot, spare=False)
-        spare = self.spares.pop(slot, None)
-        proc = await spare if spare is not None else await self._launch(data, slot, spare=True)
-        self.spares[slot] = asyncio.create_task(self._launch(data, slot, spare=True))
-        proc.stdin.write(b"go\n")
-        await proc.stdin.drain()
-        return proc
+    async def _start_forked(self, data: Path, slot: int):
+        assert self.server is not None
+        if self.server.proc is None:
+            await self.server.start(self.env, self.log)
+        worker = await self.server.fork(self.address, data, slot)
+        ready = asyncio.create_task(worker.ready.wait())
+        exited = asyncio.create_task(worker.exited.wait())
+        await asyncio.wait([ready, exited], timeout=120, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        exited.cancel()
+        return worker, worker.ready.is_set() and worker.returncode is None
 
     async def __call__(self, data: Path, slot: int = 0):
         storm, log = self.storm, self.log
         for attempt in range(1, START_ATTEMPTS + 1):
             began = time.monotonic()
-            proc = await self._start(data, slot)
-            try:
-                line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
-            except TimeoutError:
-                line = b""
-            if line.strip() == b"ready":
+            start = self._start_fresh if self.server is None else self._start_forked
+            proc, ready = await start(data, slot)
+            if ready:
                 storm.startups.append(time.monotonic() - began)
                 storm.restarts += 1
                 return proc
@@ -381,13 +508,8 @@ class Spawner:
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
-        for task in self.spares.values():
-            with contextlib.suppress(Exception):
-                proc = await task
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-        self.spares.clear()
+        if self.server is not None:
+            await self.server.close()
 
 
 async def kill_storm(args, storm: Storm, spawn, live: dict[int, object]) -> None:
@@ -821,7 +943,7 @@ async def run(args) -> int:
     worker_log = open(work / "worker.log", "ab")  # noqa: SIM115 - shared by every worker
     storm = Storm()
     live: dict[int, object] = {}
-    spawner = Spawner(address, llm.base_url, worker_log, storm, database_url, warm=args.warm_spares)
+    spawner = Spawner(address, llm.base_url, worker_log, storm, database_url, prefork=args.prefork)
     where = f"data {data}" if cluster is None else f"database {database_url}"
     print(
         f"kill storm: temporal at {address}, chaos LLM at {llm.base_url}, {where}, "
@@ -970,10 +1092,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="crash-like restarts of the database server, spread over the kills (postgres only; 1)",
     )
     parser.add_argument(
-        "--warm-spares",
+        "--prefork",
         action=argparse.BooleanOptionalAction,
-        help="keep a started spare per worker, so a killed one's successor only connects "
-        "(default: on with postgres, off with files)",
+        help="fork each worker from one process that has done the imports, so a killed "
+        "worker's successor only connects (default: on with postgres, off with files)",
     )
     args = parser.parse_args(argv)
     if args.saves < 1 or args.agents < 1 or args.kills < 0:
@@ -983,8 +1105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.workers = 2 if postgres else 1
     if args.db_restarts is None:
         args.db_restarts = 1 if postgres else 0
-    if args.warm_spares is None:
-        args.warm_spares = postgres
+    if args.prefork is None:
+        args.prefork = postgres
     if args.workers < 1 or args.db_restarts < 0:
         parser.error("--workers must be at least 1, --db-restarts at least 0")
     if not postgres and args.db_restarts:
