@@ -379,8 +379,14 @@ class ForkServer:
         self.workers: dict[int, ForkedWorker] = {}
         self.pending: list[asyncio.Future] = []  # fork requests in the order sent
         self.reader: asyncio.Task | None = None
+        self.starting = asyncio.Lock()  # the workers' first starts race to start it
 
     async def start(self, env: dict[str, str], log) -> None:
+        async with self.starting:
+            if self.reader is None:
+                await self._start(env, log)
+
+    async def _start(self, env: dict[str, str], log) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -479,8 +485,7 @@ class Spawner:
 
     async def _start_forked(self, data: Path, slot: int):
         assert self.server is not None
-        if self.server.proc is None:
-            await self.server.start(self.env, self.log)
+        await self.server.start(self.env, self.log)
         worker = await self.server.fork(self.address, data, slot)
         ready = asyncio.create_task(worker.ready.wait())
         exited = asyncio.create_task(worker.exited.wait())
