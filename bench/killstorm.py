@@ -138,7 +138,7 @@ WORKER_SCRIPT = WORKER_DEFINITIONS + "\nasyncio.run(main(*sys.argv[1:5]))\n"
 # a fork never copies a held lock, and nothing starts the Temporal runtime before a fork.
 FORK_SERVER = WORKER_DEFINITIONS + textwrap.dedent(
     """
-    import signal, traceback
+    import ctypes, signal, traceback
 
     def reap(signum, frame):
         while True:
@@ -153,6 +153,10 @@ FORK_SERVER = WORKER_DEFINITIONS + textwrap.dedent(
     def child(address, queue, data, slot):
         global say_ready
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        try:  # die with the server (PR_SET_PDEATHSIG): no worker outlives the bench
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.chdir(data)
         os.environ["DREAMKEEPER_DATA"] = data
