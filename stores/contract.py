@@ -59,7 +59,7 @@ from dreamkeeper.policies.coverage import Vocabulary
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
 from dreamkeeper.stores.documents import AgentDocuments
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.records import (
     AppliedOp,
     BulkReport,
@@ -335,6 +335,14 @@ class MemoryStore(Protocol):
 
     def approx_bytes(self) -> int:
         """Roughly what this store holds in memory (the worker's store cache bound)."""
+        ...
+
+    # -- the change feed, read whole -----------------------------------------------------
+
+    def changes(self) -> list[JournalRecord]:
+        """Every record of the change feed, oldest first (what each write did: action,
+        entry id, revision after it, fingerprint, op, reason; never content). For audits
+        and tools; reads catch up with the feed on their own."""
         ...
 
 

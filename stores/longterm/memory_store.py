@@ -454,6 +454,10 @@ class FileMemoryStore(StoreOperations):
         except OSError:
             return None
 
+    def changes(self) -> list[JournalRecord]:
+        """The whole journal, oldest first (a torn or malformed line skipped)."""
+        return self.journal.read_all()
+
     # -- the write protocol ------------------------------------------------------------
 
     @contextmanager

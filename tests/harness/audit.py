@@ -1,9 +1,12 @@
 """An audit of agents' stores (and of the workflows that wrote them) after a run.
 
-Reads only what is on disk — each agent's store opened fresh, its entry files, its
-journal and its op ledgers — plus, for the workflow part, the Temporal visibility list.
-Used by `bench/killstorm.py`; written as plain functions so tests can run it on a store
-they built by hand.
+Reads only what is stored — each agent's store opened fresh, its entries and its change
+feed — plus, for the workflow part, the Temporal visibility list. One set of checks for
+every backend (`audit_entries`): `audit_store` feeds it a file store's entry files,
+journal and op ledgers as they lie on disk; `audit_memory_store` feeds it any store
+through the store contract (its entries and `changes()`, the change feed), which is how
+a PostgreSQL store is audited. Used by `bench/killstorm.py`; written as plain functions
+so tests can run it on a store they built by hand.
 
 What it checks, per agent:
 - coverage: every acknowledged save is live, or archived into entries (`retiredInto`
@@ -16,32 +19,40 @@ What it checks, per agent:
   (invariant 13: retire only into something live), covered or not.
 - duplicate live entries: live entries of one category with the same
   whitespace-collapsed content (the ones beyond the first of each group are counted).
-- files without a journal record: an entry file whose id no journal record names (or,
-  when records carry `rev` and files `revision`, whose revision none does); and, beyond
-  that, files whose current state the journal never recorded: the last record of the id
-  has another content fingerprint, or the file is archived (live) while the journal's
-  last archive/restore record says the opposite.
+- files (rows) without a journal (feed) record: a stored entry whose id no record of the
+  change feed names (or, when records carry `rev` and entries `revision`, whose revision
+  none does); and, beyond that, entries whose current state the feed never recorded: the
+  last record of the id has another content fingerprint, or the entry is archived (live)
+  while the feed's last archive/restore record says the opposite.
 - ops applied twice: one op reason ("save {op}", "absorbed {id}", "folded exact
   duplicates [...]", "merge of [...]") recorded twice on one entry; an entry whose
   reinforcementCount exceeds what every op that could reach it adds up to (its creation
   or its merge sources, each distinct reinforcing op in the journal or the op ledgers,
   the copies folded into it); and an acknowledged save whose content also persisted
   under another id (a retry that minted a new id after the first attempt landed).
+
+And across agents: which worker served which agent (`worker_split`), from the workflow
+histories: every completed activity counted for the worker identity that completed it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from temporalio.api.history.v1 import HistoryEvent
 
 from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.journal import JournalRecord
 from dreamkeeper.stores.longterm.memory_store import EMBEDDINGS_DIR, FileMemoryStore
 from dreamkeeper.workflows.save import derived_id
 
@@ -305,10 +316,11 @@ def duplicate_groups(entries: Iterable[MemoryEntry]) -> list[list[str]]:
 
 def check_journal(
     audit: StoreAudit,
-    files: dict[str, tuple[Path, dict]],
+    files: dict[str, tuple[str, dict]],
     records: list[dict],
     entries: dict[str, MemoryEntry],
 ) -> None:
+    """`files`: each stored entry as id -> (where it lies, its raw JSON)."""
     by_id: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         by_id[record["id"]].append(record)
@@ -369,7 +381,7 @@ def void_writes(records: list[dict]) -> frozenset[int]:
 
 
 def check_applied_twice(
-    audit: StoreAudit, records: list[dict], entries: dict[str, MemoryEntry], ops_dir: Path
+    audit: StoreAudit, records: list[dict], entries: dict[str, MemoryEntry], ops_dir: Path | None
 ) -> None:
     reasons: Counter[tuple[str, str]] = Counter()
     created: set[str] = set()
@@ -393,7 +405,7 @@ def check_applied_twice(
             merge_sources.setdefault(eid, _ids(reason))
         elif action == "merged" and reason.startswith("folded exact duplicates "):
             folded[eid].add(tuple(sorted(_ids(reason))))
-    targets, folds = op_ledgers(ops_dir)
+    targets, folds = op_ledgers(ops_dir) if ops_dir is not None else ({}, [])
     for op_id, target in targets.items():
         reinforcing[target].add(f"save {op_id}")
     for fold in folds:
@@ -441,27 +453,73 @@ def check_retry_copies(
 # -- one agent -------------------------------------------------------------------------
 
 
-def audit_store(data_dir: Path, agent: str, acked: Iterable[AckedSave]) -> StoreAudit:
-    """Every check above for one agent's store, from what is on disk now."""
+def audit_entries(
+    agent: str,
+    acked: Iterable[AckedSave],
+    entries: list[MemoryEntry],
+    records: list[dict],
+    *,
+    documents: dict[str, tuple[str, dict]] | None = None,
+    problems: Iterable[str] = (),
+    temp_files: int = 0,
+    ops_dir: Path | None = None,
+) -> StoreAudit:
+    """Every check above for one agent, whatever the backend: `entries` as the store
+    serves them, `records` its change feed (oldest first, as dicts), `documents` each
+    entry as stored (id -> (where, raw JSON); default: the entries' own JSON)."""
     acked = [a for a in acked if a.agent == agent]
     audit = StoreAudit(agent=agent)
-    store = FileMemoryStore(data_dir, agent)
-    all_entries = store.entries(include_archived=True)
-    entries = {e.id: e for e in all_entries}
-    audit.live = sum(1 for e in all_entries if not e.is_archived)
-    audit.archived = len(all_entries) - audit.live
-    audit.problems = [f"{path}: {why}" for path, why in store.problems().items()]
-    files, audit.temp_files = entry_files(store.memory_dir)
-    raw = {eid: data for eid, (_, data) in files.items()}
-    records = journal_records(store.journal.path)
+    by_id = {e.id: e for e in entries}
+    audit.live = sum(1 for e in entries if not e.is_archived)
+    audit.archived = len(entries) - audit.live
+    audit.problems = list(problems)
+    audit.temp_files = temp_files
+    if documents is None:
+        documents = {e.id: (f"entry {e.id}", json.loads(e.to_json())) for e in entries}
+    raw = {eid: data for eid, (_, data) in documents.items()}
     order = archive_order(records)
-    check_coverage(audit, acked, entries, raw, order)
-    audit.late_retirements = late_retirements(entries, raw, order)
-    audit.duplicate_groups = duplicate_groups(all_entries)
-    check_journal(audit, files, records, entries)
-    check_applied_twice(audit, records, entries, store.root / "ops")
-    check_retry_copies(audit, acked, entries)
+    check_coverage(audit, acked, by_id, raw, order)
+    audit.late_retirements = late_retirements(by_id, raw, order)
+    audit.duplicate_groups = duplicate_groups(entries)
+    check_journal(audit, documents, records, by_id)
+    check_applied_twice(audit, records, by_id, ops_dir)
+    check_retry_copies(audit, acked, by_id)
     return audit
+
+
+def audit_store(data_dir: Path, agent: str, acked: Iterable[AckedSave]) -> StoreAudit:
+    """Every check for one agent's file store, from what is on disk now: the entry files
+    as they lie (not as the store loads them), the journal's lines, the op ledgers."""
+    store = FileMemoryStore(data_dir, agent)
+    files, temps = entry_files(store.memory_dir)
+    return audit_entries(
+        agent,
+        acked,
+        store.entries(include_archived=True),
+        journal_records(store.journal.path),
+        documents={eid: (str(path), data) for eid, (path, data) in files.items()},
+        problems=[f"{path}: {why}" for path, why in store.problems().items()],
+        temp_files=temps,
+        ops_dir=store.root / "ops",
+    )
+
+
+def feed_record(record: JournalRecord) -> dict:
+    """A change-feed record as the audit reads it (the journal line's fields)."""
+    return dict(json.loads(record.to_line()))
+
+
+def audit_memory_store(store: MemoryStore, acked: Iterable[AckedSave]) -> StoreAudit:
+    """Every check for one agent's store of any backend, through the store contract:
+    its entries (live and archived) and its change feed (`changes()`). Open the store
+    fresh, so nothing cached in this process stands in for what is stored."""
+    return audit_entries(
+        store.agent_id,
+        acked,
+        store.entries(include_archived=True),
+        [feed_record(r) for r in store.changes()],
+        problems=[f"{where}: {why}" for where, why in store.problems().items()],
+    )
 
 
 # -- (e), (f): the workflows ---------------------------------------------------------
@@ -492,3 +550,53 @@ async def audit_workflows(client, agents: Iterable[str], query: str | None = Non
             if agent in result.dreams_completed:
                 result.dreams_completed[agent] += 1
     return result
+
+
+# -- (g) which worker served which agent ---------------------------------------------
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the SDK core's marker for a local activity
+WORKER_IDENTITY = re.compile(r"^killstorm-w(\d+)-")
+
+
+def worker_of(identity: str) -> str:
+    """The worker slot an identity `killstorm-w{n}-{pid}` names ("w{n}"), whichever of
+    its restarts it was; another identity as it is."""
+    match = WORKER_IDENTITY.match(identity)
+    return f"w{match[1]}" if match else (identity or "unknown")
+
+
+def completed_by(events: Iterable[HistoryEvent]) -> Iterator[str]:
+    """The worker of each activity a history completed: a regular activity by the identity
+    on its completed event; a local activity (a marker) by the workflow task that
+    recorded it, whose completed event comes just before its commands' events."""
+    task_identity = ""
+    for event in events:
+        if event.HasField("workflow_task_completed_event_attributes"):
+            task_identity = event.workflow_task_completed_event_attributes.identity
+        elif event.HasField("activity_task_completed_event_attributes"):
+            yield worker_of(event.activity_task_completed_event_attributes.identity)
+        elif (
+            event.HasField("marker_recorded_event_attributes")
+            and event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+        ):
+            yield worker_of(task_identity)
+
+
+async def worker_split(client, agents: Iterable[str], *, parallel: int = 8) -> dict[str, Counter]:
+    """Per agent, how many activities each worker completed for it, read from the
+    histories of every visible workflow tagged with the agent (`AgentId`)."""
+    from dreamkeeper.client.attributes import AGENT_ID
+
+    split: dict[str, Counter] = {a: Counter() for a in agents}
+    gate = asyncio.Semaphore(parallel)
+
+    async def count(wf) -> None:
+        agent = wf.typed_search_attributes.get(AGENT_ID)
+        if agent not in split:
+            return
+        async with gate:
+            history = await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        split[agent].update(completed_by(history.events))
+
+    await asyncio.gather(*[count(wf) async for wf in client.list_workflows()])
+    return split
