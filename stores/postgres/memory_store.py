@@ -60,7 +60,7 @@ from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
@@ -157,6 +157,28 @@ class PostgresMemoryStore(StoreOperations):
     @property
     def location(self) -> str:
         return f"{self.db.location} (agent {self.agent_id})"
+
+    def changes(self) -> list[JournalRecord]:
+        """The whole change feed, oldest first (read straight from the table)."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT at, action, id, category, fingerprint, reason, rev, op "
+                "FROM dk_memory_feed WHERE agent_id = %s ORDER BY seq",
+                (self.agent_id,),
+            ).fetchall()
+        return [
+            JournalRecord(
+                at=at,
+                action=JournalAction(action),
+                id=entry_id,
+                category=category,
+                fingerprint=fingerprint,
+                reason=reason,
+                rev=rev,
+                op=op,
+            )
+            for at, action, entry_id, category, fingerprint, reason, rev, op in rows
+        ]
 
     @property
     def feed_offset(self) -> int:
