@@ -1,0 +1,142 @@
+"""Supersede: a checked store operation that makes an older fact history (invariant 20)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
+from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.records import imported_entry
+from dreamkeeper.stores.longterm.supersede import history, supersede, unsupersede
+
+AGENT = "facts"
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def _store(tmp_path) -> FileMemoryStore:
+    return FileMemoryStore(tmp_path, AGENT, clock=lambda: T0 + timedelta(days=400))
+
+
+def _pair(store: FileMemoryStore) -> tuple[MemoryEntry, MemoryEntry]:
+    old = store.create("Maya lives in Lisbon.", category="people", now=T0)
+    new = store.create("Maya lives in Porto.", category="people", now=T0 + timedelta(days=90))
+    return old, new
+
+
+def test_supersede_ends_the_old_fact_and_keeps_its_content(tmp_path):
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    done = supersede(store, old.id, new.id)
+    assert done.applied
+    after = store.require(old.id)
+    assert after.content == old.content and not after.is_archived
+    assert after.superseded_by == new.id and after.invalid_at == new.valid_since
+    assert not after.is_current and store.require(new.id).is_current
+    actions = [r.action for r in store.journal.read_all() if r.id == old.id]
+    assert actions[-1] is JournalAction.SUPERSEDED
+    # A reader opened afresh sees the same.
+    assert FileMemoryStore(tmp_path, AGENT).require(old.id) == after
+
+
+def test_supersede_is_refused_when_the_target_changed_was_superseded_or_is_archived(tmp_path):
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    shown = old.fingerprint
+    store.update(old.id, content="Maya lives in Lisbon, near the river.")
+    refused = supersede(store, old.id, new.id, expected_fingerprint=shown)
+    assert not refused.applied and "changed since it was shown" in (refused.detail or "")
+    assert store.require(old.id).is_current
+
+    third = store.create("Maya lives in Braga.", category="people", now=T0 + timedelta(days=200))
+    assert supersede(store, old.id, new.id).applied
+    again = supersede(store, old.id, third.id)
+    assert not again.applied and "already replaced" in (again.detail or "")
+    assert store.require(old.id).superseded_by == new.id
+
+    gone = store.create("Maya has a cat.", category="people", now=T0)
+    store.archive(gone.id, "test")
+    assert not supersede(store, gone.id, third.id).applied
+    # Nor into something that is not current.
+    assert not supersede(store, third.id, old.id).applied
+    assert store.require(third.id).is_current
+
+
+def test_a_retried_supersede_applies_once_even_with_writes_in_between(tmp_path):
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
+        supersede(store, old.id, new.id, op="op-1")
+    retry = FileMemoryStore(tmp_path, AGENT)
+    assert supersede(retry, old.id, new.id, op="op-1").applied
+    revision = retry.require(old.id).revision
+    unsupersede(retry, old.id)  # someone undoes it in between
+    # The same op again: recorded with the effect, so it is not applied a second time.
+    assert supersede(retry, old.id, new.id, op="op-1").applied
+    assert retry.require(old.id).is_current
+    assert retry.require(old.id).revision == revision + 1
+
+
+def test_unsupersede_and_dream_undo_restore_the_fact(tmp_path):
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    supersede(store, old.id, new.id)
+    back = unsupersede(store, old.id)
+    assert back.is_current and back.invalid_at is None and back.content == old.content
+    ledger = DreamLedger(store.files, "cycle-1")
+    assert supersede(store, old.id, new.id, ledger=ledger).applied
+    assert [line.step for line in ledger.lines()] == ["supersede"]
+    assert ledger.lines()[0].before is not None and ledger.lines()[0].before.is_current
+
+
+def test_history_lists_every_version_oldest_first(tmp_path):
+    store = _store(tmp_path)
+    a = store.create("The Granite team has 20 people.", category="work", now=T0)
+    b = store.create("The Granite team has 3 people.", category="work", now=T0 + timedelta(30))
+    c = store.create("The Granite team has 12 people.", category="work", now=T0 + timedelta(60))
+    supersede(store, a.id, b.id)
+    supersede(store, b.id, c.id)
+    for member in (a, b, c):
+        assert [e.id for e in history(store, member.id)] == [a.id, b.id, c.id]
+    assert store.require(a.id).valid_at(T0 + timedelta(days=1))
+    assert store.require(b.id).valid_at(T0 + timedelta(days=45))
+    assert not store.require(b.id).valid_at(T0 + timedelta(days=61))
+
+
+def test_old_entry_files_without_validity_load_as_current(tmp_path):
+    raw = {
+        "id": "0123456789ab",
+        "content": "An old fact.",
+        "createdAt": "2025-01-01T00:00:00Z",
+    }
+    entry = MemoryEntry.model_validate(raw)
+    assert entry.is_current and entry.valid_since == entry.created_at
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    superseded_by=st.one_of(st.none(), st.text(max_size=20)),
+    invalid=st.booleans(),
+)
+def test_import_refuses_half_or_malformed_validity(superseded_by, invalid):
+    raw = {
+        "id": "0123456789ab",
+        "content": "A fact.",
+        "createdAt": "2025-01-01T00:00:00Z",
+        "supersededBy": superseded_by,
+        "invalidAt": "2025-06-01T00:00:00Z" if invalid else None,
+    }
+    try:
+        entry = imported_entry(MemoryEntry.model_validate(raw))
+    except Exception:
+        return  # refused: a validation error, or InvalidInput for a malformed id
+    # Whatever was accepted is whole and names a well-formed other entry.
+    assert (entry.invalid_at is None) == (entry.superseded_by is None)
+    if entry.superseded_by is not None:
+        assert len(entry.superseded_by) == 12 and entry.superseded_by != entry.id
