@@ -26,11 +26,13 @@ from dreamkeeper.core.payloads import (
     SaveInput,
 )
 from dreamkeeper.core.settings import HighValueFloor, LLMSettings
+from dreamkeeper.core.validation import validate_replaces
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
 
 
 def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:
@@ -81,7 +83,11 @@ class SaveActivities:
         )
         if self._llm.configured and not flagged(metadata):
             metadata[ENRICHMENT_KEY] = PENDING
-        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
+        replaces = validate_replaces(inp.replaces)
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
+            # One lock hold: what it replaces is checked (bad ids change nothing), the
+            # original written, then each replaced entry superseded by it, exactly once.
+            check_replaceable(store, replaces, inp.entry_id)
             existing = store.get(inp.entry_id)
             entry = store.create(
                 inp.content,
@@ -91,6 +97,7 @@ class SaveActivities:
                 importance=importance,
                 entry_id=inp.entry_id,
             )
+            replaced = apply_replaces(store, inp.entry_id, replaces)
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
@@ -107,6 +114,7 @@ class SaveActivities:
             already_done=done,
             enrich_skipped=skipped,
             embeddings=self._stores.embeddings is not None,
+            replaced=replaced,
         )
 
     @activity.defn(name="enrich_memory")

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
@@ -179,3 +180,39 @@ def history(store: MemoryStore, entry_id: str) -> list[MemoryEntry]:
 def replaced_ids(entries: Iterable[MemoryEntry], entry_id: str) -> list[str]:
     """The ids of the entries `entry_id` directly replaced."""
     return sorted(e.id for e in entries if e.superseded_by == entry_id)
+
+
+def check_replaceable(store: MemoryStore, replaces: Iterable[str], new_id: str) -> None:
+    """Refuse a save's `replaces` before anything is written: each must exist and be
+    current (or already be replaced by `new_id`: a retried save)."""
+    for old_id in replaces:
+        old = store.get(validate_entry_id(old_id))
+        if old_id == new_id:
+            raise InvalidInput("a memory cannot replace itself")
+        if old is None:
+            raise NotFound(f"cannot replace {old_id}: no such memory")
+        if old.superseded_by == new_id:
+            continue
+        if old.is_archived:
+            raise Conflict(f"cannot replace {old_id}: it is archived")
+        if old.superseded_by is not None:
+            raise Conflict(
+                f"cannot replace {old_id}: it was already replaced by {old.superseded_by} "
+                "(replace the current version instead)"
+            )
+
+
+def replace_op(new_id: str, old_id: str) -> str:
+    """The operation id of a save's own replacement of `old_id` (exactly once per save)."""
+    return f"replace-{new_id}-{old_id}"
+
+
+def apply_replaces(store: MemoryStore, new_id: str, replaces: Iterable[str]) -> list[str]:
+    """Supersede each of `replaces` by `new_id` (a save that names what it replaces);
+    returns those now replaced by it. Call under the same writer-lock hold as
+    `check_replaceable` and the save, so nothing comes in between."""
+    done = []
+    for old_id in replaces:
+        if supersede(store, old_id, new_id, op=replace_op(new_id, old_id)).applied:
+            done.append(old_id)
+    return done

@@ -140,3 +140,24 @@ def test_import_refuses_half_or_malformed_validity(superseded_by, invalid):
     assert (entry.invalid_at is None) == (entry.superseded_by is None)
     if entry.superseded_by is not None:
         assert len(entry.superseded_by) == 12 and entry.superseded_by != entry.id
+
+
+def test_default_search_returns_current_facts_and_the_rest_on_request(tmp_path):
+    from dreamkeeper.stores.search.query import format_hit, search
+
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    other = store.create("Maya's sister lives in Lisbon too.", category="people", now=T0)
+    supersede(store, old.id, new.id)
+    ids = lambda hits: [h.entry.id for h in hits]  # noqa: E731
+    assert old.id not in ids(search(store, "Maya lives Lisbon"))
+    assert other.id in ids(search(store, "Maya lives Lisbon"))
+    assert old.id not in ids(search(store, None, category="people"))
+    assert old.id in ids(search(store, "Maya lives Lisbon", include_superseded=True))
+    # As of a time: what was valid then, by validity time.
+    assert ids(search(store, "Maya lives", as_of=T0 + timedelta(days=10)))[:1] == [old.id]
+    assert new.id not in ids(search(store, "Maya lives", as_of=T0 + timedelta(days=10)))
+    assert old.id not in ids(search(store, "Maya lives", as_of=T0 + timedelta(days=100)))
+    assert ids(search(store, history=new.id)) == [old.id, new.id]
+    line = format_hit(store.require(old.id), store.now())
+    assert f"replaced on {new.valid_since:%Y-%m-%d} by [{new.id}]" in line

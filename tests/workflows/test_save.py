@@ -258,3 +258,37 @@ async def test_a_finished_save_shows_done_not_a_stale_step(memory):
     # What the UI reads as the run's current details.
     meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert meta.current_details == "done: kept as saved"
+
+
+async def test_a_save_that_replaces_a_fact_supersedes_it_and_recall_returns_the_new_one(memory):
+    from dreamkeeper.core.errors import Conflict, NotFound
+    from dreamkeeper.stores.search.query import search
+
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    old = store.create("Maya's manager is Tom Baker.", category="people")
+    ack = await memory.save_memory(
+        agent, "Maya's manager is Ana Ruiz.", category="people", replaces=[old.id]
+    )
+    assert ack.replaced == [old.id]
+    await _result(memory, agent, ack.entry_id)
+    before = store.require(old.id)
+    assert before.superseded_by == ack.entry_id and before.content == old.content
+    assert not before.is_archived
+    assert [h.entry.id for h in search(store, "Maya manager")] == [ack.entry_id]
+    # The same save again (a retry): nothing more happens.
+    again = await memory.save_memory(
+        agent,
+        "Maya's manager is Ana Ruiz.",
+        category="people",
+        replaces=[old.id],
+        entry_id=ack.entry_id,
+    )
+    assert again.entry_id == ack.entry_id
+    assert store.require(old.id).revision == before.revision
+    # Replacing what was already replaced, or what does not exist, changes nothing.
+    with pytest.raises(Conflict):
+        await memory.save_memory(agent, "Maya's manager is Li Wei.", replaces=[old.id])
+    with pytest.raises(NotFound):
+        await memory.save_memory(agent, "Maya's manager is Li Wei.", replaces=["0123456789ab"])
+    assert [e.id for e in store.entries() if "Li Wei" in e.content] == []
