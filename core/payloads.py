@@ -139,6 +139,9 @@ class FactProposal(BaseModel):
     tags: list[str] = Field(default_factory=list)
     importance: float = 0.5
     metadata: dict[str, str] = Field(default_factory=dict)
+    # Entries the LLM says this fact makes outdated, each with the fingerprint it was
+    # shown: only ids it was shown get here; the store checks the rest when it saves.
+    replaces: dict[str, str] = Field(default_factory=dict)
 
 
 class EnrichResult(BaseModel):
@@ -175,6 +178,7 @@ class RetireResult(BaseModel):
 class SaveFactResult(BaseModel):
     outcome: DedupOutcome
     entry_id: str
+    replaced: list[str] = Field(default_factory=list)  # superseded by this fact
 
 
 class MarkInput(BaseModel):

@@ -1,0 +1,57 @@
+"""Whether an LLM's "this fact replaces that entry" is believable: pure, deterministic.
+
+An LLM (enrichment, consolidation) may say a new fact makes an old entry outdated. The
+store checks that the old entry is live, current and unchanged since it was shown
+(`stores.longterm.supersede`); this checks what the store cannot know, that the two are
+about the same thing:
+
+- **same category** (exactly: "people/maya" does not replace "people/tom");
+- **not a repeat**: a text covering the old one says nothing new, it does not replace
+  it (that is a reinforcement, or an extension);
+- **a shared subject**: the two share a name (a capitalised word other than a common
+  sentence starter such as "The" or "User") or at least two fact words beyond a short
+  list of words nearly every fact has ("user", "my", "in", "now", ...).
+
+Biased toward refusing: a wrongly refused supersede leaves both versions current (the
+stale one may still rank first, as without this feature, until the next dream), while a
+wrongly applied one hides a true fact from default recall.
+"""
+
+from __future__ import annotations
+
+from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.policies.dedup import covers, fact_words
+
+# Words nearly every saved fact shares: they say nothing about which thing it is about.
+_COMMON = frozenset(
+    "user users i my me we our you your he she they his her their them in on at to for "
+    "with from by as now new currently current still also".split()
+)
+_STARTERS = _COMMON | frozenset("the a an this that these those it there".split())
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words (a sentence's first word too, unless it is a common starter
+    such as "The" or "User"), lowercased, possessive dropped."""
+    found = set()
+    for word in text.split():
+        bare = word.strip(".,;:!?()[]\"'")
+        if bare[:1].isupper():
+            name = bare.lower().removesuffix("'s").removesuffix("’s")
+            if name not in _STARTERS:
+                found.add(name)
+    return found
+
+
+def objection(old: MemoryEntry, new_content: str, new_category: str | None) -> str | None:
+    """Why `new_content` may not replace `old` (None: it may)."""
+    if (old.category or None) != (new_category or None):
+        return "another category"
+    if covers(new_content, old.content, old.category):
+        return "a repeat, not a change"
+    if _names(old.content) & _names(new_content):
+        return None
+    shared = (fact_words(old.content) & fact_words(new_content)) - _COMMON
+    if len(shared) >= 2:
+        return None
+    return "no shared subject"
