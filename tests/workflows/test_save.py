@@ -294,9 +294,7 @@ async def test_a_save_that_replaces_a_fact_supersedes_it_and_recall_returns_the_
     assert [e.id for e in store.entries() if "Li Wei" in e.content] == []
 
 
-async def test_enrichment_may_replace_only_a_shown_current_entry_about_the_same_thing(
-    memory, llm
-):
+async def test_enrichment_may_replace_only_a_shown_current_entry_about_the_same_thing(memory, llm):
     agent = _agent()
     store = FileMemoryStore(memory.settings.data_dir, agent)
     old = store.create("Maya Lund lives in Lisbon.", category="people")
