@@ -363,6 +363,10 @@ class ConsolidationActivities:
                         why = "changed since it was shown"
                     elif new.valid_since < old.valid_since:
                         why = "the replacement is older"
+                    elif self._floor.protects(old):
+                        # As for a prune: the dream alone never hides a high-value fact;
+                        # the agent (replaces) or a new save's enrichment may.
+                        why = "above the high-value floor"
                     else:
                         why = objection(old, new.content, new.category)
                 if why is None and len(result.applied) >= inp.max_applied:

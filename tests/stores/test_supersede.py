@@ -161,3 +161,36 @@ def test_default_search_returns_current_facts_and_the_rest_on_request(tmp_path):
     assert ids(search(store, history=new.id)) == [old.id, new.id]
     line = format_hit(store.require(old.id), store.now())
     assert f"replaced on {new.valid_since:%Y-%m-%d} by [{new.id}]" in line
+
+
+def test_an_old_value_saved_again_is_a_new_entry_not_a_reinforcement_of_history(tmp_path):
+    from dreamkeeper.policies.dedup import Candidate, DedupOutcome
+    from dreamkeeper.stores.longterm.dedup_save import save_fact
+
+    store = _store(tmp_path)
+    old, new = _pair(store)
+    supersede(store, old.id, new.id)
+    back = save_fact(
+        store, Candidate("Maya lives in Lisbon.", "people"), new_id="0000000000aa", op_id="op-b"
+    )
+    assert back.outcome is DedupOutcome.CREATED and back.entry_id == "0000000000aa"
+    assert store.require(old.id).reinforcement_count == 1
+    # A repeat of the current value still reinforces it.
+    again = save_fact(
+        store, Candidate("Maya lives in Porto.", "people"), new_id="0000000000ab", op_id="op-c"
+    )
+    assert again.outcome is DedupOutcome.REINFORCED and again.entry_id == new.id
+
+
+def test_supersede_transfers_no_counts_along_a_chain(tmp_path):
+    store = _store(tmp_path)
+    versions = [
+        store.create(f"The Granite team has {n} people.", category="work", now=T0 + timedelta(i))
+        for i, n in enumerate((3, 20, 7, 12, 9))
+    ]
+    for i in range(4):
+        store.update(versions[i].id, reinforcement_count=4)
+        supersede(store, versions[i].id, versions[i + 1].id)
+    current = store.require(versions[-1].id)
+    # Five versions seen four times each are five facts, not one fact seen 20 times.
+    assert current.reinforcement_count == 1 and current.importance_score == 0.5

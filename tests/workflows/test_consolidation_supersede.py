@@ -107,3 +107,14 @@ async def test_the_dry_run_plan_shows_the_supersedes_and_changes_nothing(worker,
     assert result.plan is not None
     assert [(p.id, p.by) for p in result.plan.supersedes] == [(old.id, new.id)]
     assert {e.id: e for e in store.entries()} == before
+
+
+async def test_the_dream_never_supersedes_a_high_value_entry(worker, llm):
+    client, queue, settings = worker
+    agent, store, old, new, other, work = _setup(settings)
+    store.update_importance(old.id, 0.9)
+    llm.replies.append(_reply(old, new, other, work))
+    result = await _run(client, queue, agent)
+    assert result.superseded == []
+    assert result.refused_supersedes[old.id] == "above the high-value floor"
+    assert store.require(old.id).is_current and not store.require(old.id).is_archived
