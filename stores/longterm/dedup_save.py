@@ -29,6 +29,7 @@ from dreamkeeper.policies.dedup import (
 )
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
+from dreamkeeper.policies.preferences import replaces_on_conflict
 from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
@@ -74,26 +75,21 @@ def save_fact(
             return SavedFact(DedupOutcome(done.action), done.entry_id)
         if store.get(new_id) is not None:
             # A retry after the create: the supersedes are exactly-once by their own ops.
+            near = _near(store, candidate, candidate_vector, lambda e: e.id != new_id)
+            replaces = _with_conflict(candidate, near, replaces)
             return SavedFact(
                 DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
             )
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
-        match, decision = decide_best(
+        near = _near(
+            store,
             candidate,
-            _near(
-                store,
-                candidate,
-                candidate_vector,
-                lambda e: (
-                    e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata)
-                ),
-            ),
-            at,
-            vocabulary=vocabulary,
-            touched=touched,
+            candidate_vector,
+            lambda e: e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata),
         )
+        match, decision = decide_best(candidate, near, at, vocabulary=vocabulary, touched=touched)
         if decision.outcome is DedupOutcome.CREATED:
             created = store.create(
                 candidate.content,
@@ -106,6 +102,7 @@ def save_fact(
             )
             if candidate_vector is not None and store.embeddings is not None:
                 store.write_vector(new_id, candidate_vector, created.fingerprint)
+            replaces = _with_conflict(candidate, near, replaces)
             return SavedFact(
                 DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
             )
@@ -114,6 +111,22 @@ def save_fact(
             decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}", op=op_id
         )
         return SavedFact(decision.outcome, match.id)
+
+
+def _with_conflict(
+    candidate: Candidate,
+    near: list[tuple[MemoryEntry, float, float]],
+    replaces: Mapping[str, str] | None,
+) -> Mapping[str, str] | None:
+    """An inferred preference also replaces its nearest inferred near-duplicate, which
+    it neither repeats nor extends (it was created): the newer inference wins
+    (`policies.preferences.replaces_on_conflict`)."""
+    if not near or not replaces_on_conflict(candidate.category, candidate.source):
+        return replaces
+    nearest = near[0][0]
+    if not replaces_on_conflict(nearest.category, nearest.source):
+        return replaces
+    return {**(replaces or {}), nearest.id: nearest.fingerprint}
 
 
 def _replace(

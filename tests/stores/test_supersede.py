@@ -194,3 +194,45 @@ def test_supersede_transfers_no_counts_along_a_chain(tmp_path):
     current = store.require(versions[-1].id)
     # Five versions seen four times each are five facts, not one fact seen 20 times.
     assert current.reinforcement_count == 1 and current.importance_score == 0.5
+
+
+def test_a_newer_inferred_preference_replaces_the_older_one(tmp_path):
+    from dreamkeeper.policies.dedup import Candidate, DedupOutcome
+    from dreamkeeper.stores.longterm.dedup_save import save_fact
+
+    store = _store(tmp_path)
+    meta = (("source", "inferred"),)
+    cat = "user-preferences/inferred"
+    first = save_fact(
+        store,
+        Candidate("The user prefers short answers.", cat, (), meta),
+        new_id="0000000000a1",
+        op_id="p-1",
+    )
+    unrelated = save_fact(
+        store,
+        Candidate("The user prefers dark mode.", cat, (), meta),
+        new_id="0000000000a2",
+        op_id="p-2",
+    )
+    newer = save_fact(
+        store,
+        Candidate("The user prefers detailed answers.", cat, (), meta),
+        new_id="0000000000a3",
+        op_id="p-3",
+    )
+    assert newer.outcome is DedupOutcome.CREATED and newer.replaced == (first.entry_id,)
+    assert store.require(first.entry_id).superseded_by == newer.entry_id
+    assert store.require(unrelated.entry_id).is_current
+    # A user-stated preference is never replaced by an inference this way.
+    stated = store.create(
+        "The user prefers long answers.", category=cat, metadata={"source": "user"}
+    )
+    later = save_fact(
+        store,
+        Candidate("The user prefers brief answers.", cat, (), meta),
+        new_id="0000000000a4",
+        op_id="p-4",
+    )
+    assert store.require(stated.id).is_current
+    assert later.replaced in ((), (newer.entry_id,))
