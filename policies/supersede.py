@@ -8,13 +8,18 @@ about the same thing:
 - **same category** (exactly: "people/maya" does not replace "people/tom");
 - **not a repeat**: a text covering the old one says nothing new, it does not replace
   it (that is a reinforcement, or an extension);
-- **a shared subject**: the two share a name (a capitalised word other than a common
-  sentence starter such as "The" or "User") or at least two fact words beyond a short
-  list of words nearly every fact has ("user", "my", "in", "now", ...).
+- **the same subject**: when both name someone or something (a capitalised word other
+  than a common sentence starter such as "The" or "User"), their first names are the
+  same — the first name is taken as what the fact is about; when either names nothing,
+  they share at least two fact words beyond a short list that nearly every fact has
+  ("user", "my", "in", "now", ...).
 
 Biased toward refusing: a wrongly refused supersede leaves both versions current (the
 stale one may still rank first, as without this feature, until the next dream), while a
-wrongly applied one hides a true fact from default recall.
+wrongly applied one hides a true fact from default recall. So "Porto is where Maya lives
+now" (first name Porto) does not replace "Maya lives in Lisbon". What this cannot catch:
+a proposal about the same subject in the same category but another attribute ("Maya's
+manager is Ana" for "Maya's mentor is Tom" under one category).
 """
 
 from __future__ import annotations
@@ -30,16 +35,16 @@ _COMMON = frozenset(
 _STARTERS = _COMMON | frozenset("the a an this that these those it there".split())
 
 
-def _names(text: str) -> set[str]:
-    """Capitalised words (a sentence's first word too, unless it is a common starter
-    such as "The" or "User"), lowercased, possessive dropped."""
-    found = set()
+def _names(text: str) -> list[str]:
+    """Capitalised words in order (a sentence's first word too, unless it is a common
+    starter such as "The" or "User"), lowercased, possessive dropped."""
+    found = []
     for word in text.split():
         bare = word.strip(".,;:!?()[]\"'")
         if bare[:1].isupper():
             name = bare.lower().removesuffix("'s").removesuffix("’s")
             if name not in _STARTERS:
-                found.add(name)
+                found.append(name)
     return found
 
 
@@ -49,8 +54,11 @@ def objection(old: MemoryEntry, new_content: str, new_category: str | None) -> s
         return "another category"
     if covers(new_content, old.content, old.category):
         return "a repeat, not a change"
-    if _names(old.content) & _names(new_content):
-        return None
+    old_names, new_names = _names(old.content), _names(new_content)
+    if old_names and new_names:
+        # The first name is taken as what the fact is about: "Tom's sister lives in
+        # Porto" shares Porto with "Maya moved to Porto" but is not about Maya.
+        return None if old_names[0] == new_names[0] else "another subject"
     shared = (fact_words(old.content) & fact_words(new_content)) - _COMMON
     if len(shared) >= 2:
         return None
