@@ -37,7 +37,11 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
+from dreamkeeper.stores.longterm.supersede import (
+    apply_replaces,
+    check_replaceable,
+    restore_or_unsupersede,
+)
 from dreamkeeper.stores.search.query import (
     DEFAULT_LIMIT,
     display_text,
@@ -187,7 +191,7 @@ def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
         result = remote.restore_memory(settings.agent_id, args.id, force=args.force)
         entry_id = asyncio.run(result).entry_id
     elif args.direct:
-        entry_id = _store(settings).restore(args.id, force=args.force).id
+        entry_id = restore_or_unsupersede(_store(settings), args.id, force=args.force).id
     else:
 
         async def go() -> str:

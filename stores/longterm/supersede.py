@@ -128,6 +128,17 @@ def unsupersede(store: MemoryStore, entry_id: str, *, reason: str | None = None)
         )
 
 
+def restore_or_unsupersede(
+    store: MemoryStore, entry_id: str, *, force: bool = False
+) -> MemoryEntry:
+    """What "restore" means for an entry: an archived one comes back (`restore`), a
+    superseded live one becomes current again (`unsupersede`)."""
+    entry = store.require(validate_entry_id(entry_id))
+    if entry.is_superseded and not entry.is_archived:
+        return unsupersede(store, entry_id, reason="restored: current again")
+    return store.restore(entry_id, force=force)
+
+
 def successor(store: MemoryStore, entry: MemoryEntry) -> str | None:
     """The entry that replaced this one, following a replacement that was itself
     retired into others (an enriched original): the first live one it went into."""
