@@ -113,6 +113,7 @@ class ApplyPlanResult(BaseModel):
     merged: list[str] = Field(default_factory=list)  # new ids saved
     archived: list[str] = Field(default_factory=list)
     pruned: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(default_factory=list)
     purged: list[str] = Field(default_factory=list)
     decayed: int = 0
     refused: list[Refusal] = Field(default_factory=list)

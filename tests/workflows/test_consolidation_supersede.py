@@ -8,8 +8,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
-from dreamkeeper.core.dream_plan import UndoInput, UndoResult
-from dreamkeeper.core.names import UNDO_DREAM
+from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput, UndoResult
+from dreamkeeper.core.names import APPLY_DREAM_PLAN, UNDO_DREAM
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
@@ -107,6 +107,24 @@ async def test_the_dry_run_plan_shows_the_supersedes_and_changes_nothing(worker,
     assert result.plan is not None
     assert [(p.id, p.by) for p in result.plan.supersedes] == [(old.id, new.id)]
     assert {e.id: e for e in store.entries()} == before
+    # Applying the plan does exactly it; undoing that takes it back.
+    applied = await client.execute_workflow(
+        APPLY_DREAM_PLAN,
+        ApplyPlanInput(plan=result.plan),
+        id=f"apply-{agent}",
+        task_queue=queue,
+        result_type=ApplyPlanResult,
+    )
+    assert applied.superseded == [old.id]
+    assert store.require(old.id).superseded_by == new.id
+    await client.execute_workflow(
+        UNDO_DREAM,
+        UndoInput(agent_id=agent, cycle_id=applied.cycle_id),
+        id=f"undo-{agent}",
+        task_queue=queue,
+        result_type=UndoResult,
+    )
+    assert store.require(old.id).is_current
 
 
 async def test_the_dream_never_supersedes_a_high_value_entry(worker, llm):
