@@ -151,14 +151,22 @@ class SaveActivities:
         the note itself, one flagged as an instruction, or one still being saved."""
         with self._stores.using(inp.agent_id) as store:
             now = store.now()
-            hits = search(store, inp.content, limit=NEIGHBOURS + 1)
-        return [
-            h.entry
-            for h in hits
-            if h.entry.id != inp.entry_id
-            and not flagged(h.entry.metadata)
-            and not save_in_flight(h.entry, now)
-        ][:NEIGHBOURS]
+            # The note's own category first (a replaced fact is usually filed where its
+            # new version will be), then anywhere: many entries sharing a name must not
+            # crowd the previous version out.
+            scopes = [inp.category, None] if inp.category else [None]
+            hits = [
+                h
+                for scope in scopes
+                for h in search(store, inp.content, category=scope, limit=NEIGHBOURS + 1)
+            ]
+        shown: dict[str, MemoryEntry] = {}
+        for h in hits:
+            entry = h.entry
+            if entry.id != inp.entry_id and not flagged(entry.metadata):
+                if not save_in_flight(entry, now):
+                    shown.setdefault(entry.id, entry)
+        return list(shown.values())[:NEIGHBOURS]
 
     def _shaped(self, fact: FactProposal, inp: SaveInput, source: str | None) -> FactProposal:
         """An LLM cannot mint a memory worth more than what it was given, and text that
