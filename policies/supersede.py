@@ -8,9 +8,10 @@ about the same thing:
 - **same category** (exactly: "people/maya" does not replace "people/tom");
 - **not a repeat**: a text covering the old one says nothing new, it does not replace
   it (that is a reinforcement, or an extension);
-- **the same subject**: when both name someone or something (a capitalised word other
-  than a common sentence starter such as "The" or "User"), their first names are the
-  same — the first name is taken as what the fact is about; when either names nothing,
+- **the same subject**: when both name someone or something (a run of capitalised
+  words other than a common sentence starter such as "The" or "User"), their first
+  names are one name ("Maya" and "Maya Lund" are; "Sara Okafor" and "Sara Sato" are
+  not) — the first name is taken as what the fact is about; when either names nothing,
   they share at least two fact words beyond a short list that nearly every fact has
   ("user", "my", "in", "now", ...).
 
@@ -35,17 +36,33 @@ _COMMON = frozenset(
 _STARTERS = _COMMON | frozenset("the a an this that these those it there".split())
 
 
-def _names(text: str) -> list[str]:
-    """Capitalised words in order (a sentence's first word too, unless it is a common
-    starter such as "The" or "User"), lowercased, possessive dropped."""
-    found = []
+def _names(text: str) -> list[tuple[str, ...]]:
+    """Runs of capitalised words in order ("Maya Lund", "Porto"), a sentence's first
+    word too unless it is a common starter such as "The" or "User"; lowercased,
+    possessive dropped."""
+    found: list[tuple[str, ...]] = []
+    run: list[str] = []
     for word in text.split():
         bare = word.strip(".,;:!?()[]\"'")
-        if bare[:1].isupper():
-            name = bare.lower().removesuffix("'s").removesuffix("’s")
-            if name not in _STARTERS:
-                found.append(name)
+        name = bare.lower().removesuffix("'s").removesuffix("’s")
+        if bare[:1].isupper() and name not in _STARTERS:
+            run.append(name)
+            if word.rstrip(".,;:!?)]\"'") != word or name != bare.lower():
+                found.append(tuple(run))  # punctuation or a possessive ends the name
+                run = []
+            continue
+        if run:
+            found.append(tuple(run))
+            run = []
+    if run:
+        found.append(tuple(run))
     return found
+
+
+def _same_name(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """One name, possibly written shorter: "Maya" is "Maya Lund"; "Sara Okafor" is not
+    "Sara Sato"."""
+    return set(a) <= set(b) or set(b) <= set(a)
 
 
 def objection(old: MemoryEntry, new_content: str, new_category: str | None) -> str | None:
@@ -58,7 +75,7 @@ def objection(old: MemoryEntry, new_content: str, new_category: str | None) -> s
     if old_names and new_names:
         # The first name is taken as what the fact is about: "Tom's sister lives in
         # Porto" shares Porto with "Maya moved to Porto" but is not about Maya.
-        return None if old_names[0] == new_names[0] else "another subject"
+        return None if _same_name(old_names[0], new_names[0]) else "another subject"
     shared = (fact_words(old.content) & fact_words(new_content)) - _COMMON
     if len(shared) >= 2:
         return None

@@ -60,3 +60,14 @@ def test_the_first_name_decides_the_subject(first, other, city):
         assert verdict == "another subject"
     else:
         assert verdict is None
+
+
+def test_a_shared_first_name_is_not_a_shared_subject():
+    old = _entry("Sara Okafor's phone number is +1 291-347-7545.", "people/contacts")
+    assert objection(old, "Sara Sato can be reached at +1 404-519-2406.", "people/contacts") == (
+        "another subject"
+    )
+    assert (
+        objection(old, "Sara Okafor got a new number: +1 800-242-7454.", "people/contacts") is None
+    )
+    assert objection(_entry("Maya Lund lives in Lisbon."), "Maya moved to Porto.", "people") is None
