@@ -153,7 +153,14 @@ class ConsolidationReply(BaseModel):
     @field_validator("superseded", mode="before")
     @classmethod
     def _bounded_pairs(cls, value: object) -> object:
-        return value[:MAX_IDS_PER_LIST] if isinstance(value, list) else value
+        # A garbled pair is no proposal: dropped, not a reason to lose the whole reply.
+        if not isinstance(value, list):
+            return []
+        return [
+            p
+            for p in value[:MAX_IDS_PER_LIST]
+            if isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("by"), str)
+        ]
 
     @field_validator("to_delete")
     @classmethod
