@@ -71,3 +71,18 @@ def test_a_shared_first_name_is_not_a_shared_subject():
         objection(old, "Sara Okafor got a new number: +1 800-242-7454.", "people/contacts") is None
     )
     assert objection(_entry("Maya Lund lives in Lisbon."), "Maya moved to Porto.", "people") is None
+
+
+def test_two_conflicting_versions_saved_apart_are_a_candidate_cluster_for_the_dream():
+    from dreamkeeper.policies.dedup import Candidate, DedupOutcome, content_tokens, decide
+    from dreamkeeper.policies.gating import GateEntry, near_duplicate_clusters
+
+    twenty = _entry("The Granite team has 20 people.")
+    three = "The Granite team has 3 people."
+    # Dedup without an LLM: a different value is its own entry, never a reinforcement.
+    assert decide(Candidate(three, "people"), twenty, 1.0, NOW).outcome is DedupOutcome.CREATED
+    gate = [
+        GateEntry("a00000000001", "people", "f1", None, content_tokens(twenty.content)),
+        GateEntry("a00000000002", "people", "f2", None, content_tokens(three)),
+    ]
+    assert near_duplicate_clusters(gate) == [("a00000000001", "a00000000002")]
