@@ -37,17 +37,11 @@ class Supersession:
     detail: str | None = None
 
 
-def supersede_op(new_id: str, old_id: str) -> str:
-    """The operation id of "`new_id` replaces `old_id`": the same pair is one operation,
-    however often it is retried or proposed again."""
-    return f"supersede-{old_id}-by-{new_id}"
-
-
 def refusal(
     old: MemoryEntry | None, new: MemoryEntry | None, old_id: str, new_id: str
 ) -> str | None:
-    """Why `new` may not replace `old` now (None: it may). Pure, so a caller can ask it
-    before writing anything (a save refuses bad `replaces` up front)."""
+    """Why `new` may not replace `old` now (None: it may). Pure: the dream's check asks
+    it too, and a dry run reports it without writing."""
     if old_id == new_id:
         return "an entry cannot replace itself"
     if old is None:
@@ -101,8 +95,8 @@ def supersede(
         end = new.valid_since if new.valid_since > old.valid_since else at
         if ledger is not None:
             ledger.note("supersede", [(old_id, old)])
-        # put() compares the revision just read: a writer that slipped in (another
-        # process not holding this lock is impossible; a hand edit is caught by it) wins.
+        # put() compares the revision just read: a file edited behind the journal since
+        # is refused (Conflict), never overwritten.
         store.put(
             old.model_copy(update={"invalid_at": end, "superseded_by": new_id}),
             action=JournalAction.SUPERSEDED,
@@ -186,11 +180,6 @@ def history(store: MemoryStore, entry_id: str) -> list[MemoryEntry]:
         for older in replaced.get(cursor.id, []):
             chain.setdefault(older.id, older)
     return sorted(chain.values(), key=lambda e: (e.valid_since, e.created_at, e.id))
-
-
-def replaced_ids(entries: Iterable[MemoryEntry], entry_id: str) -> list[str]:
-    """The ids of the entries `entry_id` directly replaced."""
-    return sorted(e.id for e in entries if e.superseded_by == entry_id)
 
 
 def check_replaceable(store: MemoryStore, replaces: Iterable[str], new_id: str) -> None:
