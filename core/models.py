@@ -144,8 +144,19 @@ class MemoryEntry(BaseModel):
 
     @property
     def valid_since(self) -> datetime:
-        """When the fact became true: its validFrom, else when it was saved."""
-        return self.valid_from if self.valid_from is not None else self.created_at
+        """When the fact became true: its validFrom, else the subject time its metadata
+        gives (`subjectTimeStart`, `subjectTime`: what the fact is about, when known),
+        else when it was saved."""
+        if self.valid_from is not None:
+            return self.valid_from
+        for key in ("subjectTimeStart", "subjectTime"):
+            text = self.metadata.get(key)
+            if text:
+                try:
+                    return as_utc(datetime.fromisoformat(text))
+                except ValueError:
+                    continue  # not a date: the save time stands
+        return self.created_at
 
     def valid_at(self, moment: datetime) -> bool:
         """Was this fact the valid one at `moment` (by validity time, not save time)?"""

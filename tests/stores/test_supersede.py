@@ -236,3 +236,16 @@ def test_a_newer_inferred_preference_replaces_the_older_one(tmp_path):
     )
     assert store.require(stated.id).is_current
     assert later.replaced in ((), (newer.entry_id,))
+
+
+def test_validity_starts_at_the_subject_time_when_known(tmp_path):
+    store = _store(tmp_path)
+    dated = store.create(
+        "Maya Lund moved to Porto.",
+        category="people",
+        metadata={"subjectTime": "2025-03-01"},
+        now=T0 + timedelta(days=400),
+    )
+    assert dated.valid_since == datetime(2025, 3, 1, tzinfo=UTC)
+    garbled = store.create("Maya Lund has a cat.", metadata={"subjectTime": "soon"}, now=T0)
+    assert garbled.valid_since == T0
