@@ -46,6 +46,9 @@ from dreamkeeper.core.dream_payloads import (
     SaveMergedResult,
     StampInput,
     StampResult,
+    SupersedeInput,
+    SupersedePair,
+    SupersedeResult,
 )
 from dreamkeeper.core.dream_plan import PlannedFold
 from dreamkeeper.core.models import MemoryEntry
@@ -76,11 +79,13 @@ from dreamkeeper.policies.merge import (
     valid_tags,
 )
 from dreamkeeper.policies.merge_safety import context_problems
+from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.dream_settings import read_approval
 from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.supersede import refusal, supersede
 from dreamkeeper.stores.search.vocabulary import load_vocabulary
 
 FEEDBACK_SHOWN = 5
@@ -104,8 +109,13 @@ def fold_duplicates(store: MemoryStore, fold: Fold, as_of, ledger: IntentLog) ->
 
 
 def consolidatable(entry: MemoryEntry, as_of) -> bool:
-    """Entries a dream may touch: not a save still in flight, not flagged text."""
-    return not save_in_flight(entry, as_of) and FLAG_KEY not in entry.metadata
+    """Entries a dream may touch: not a save still in flight, not flagged text, not
+    history (a superseded version is never folded, merged, pruned or shown)."""
+    return (
+        not save_in_flight(entry, as_of)
+        and FLAG_KEY not in entry.metadata
+        and not entry.is_superseded
+    )
 
 
 class ConsolidationActivities:
@@ -260,6 +270,14 @@ class ConsolidationActivities:
                         persisted=False,
                         detail=f"source {sid} changed since it was shown",
                     )
+                if entry.is_superseded:
+                    # History is never merged: a merge of a current and a replaced
+                    # version would state both values as one current fact.
+                    return SaveMergedResult(
+                        new_id=inp.new_id,
+                        persisted=False,
+                        detail=f"source {sid} was replaced since it was shown",
+                    )
                 sources.append(entry)
             proposal = MergeProposal(
                 content=merge.content,
@@ -301,6 +319,9 @@ class ConsolidationActivities:
             ledger = ledger_for(store.documents, inp.cycle_id)
             for sid, fingerprint in inp.expected.items():
                 current = store.get(sid)
+                if current is not None and current.is_superseded:
+                    result.skipped.append(sid)  # history stays where it is
+                    continue
                 if current is not None and not current.is_archived:
                     ledger.note("merge", [(sid, current)])
                 done = store.retire_into(
@@ -318,6 +339,61 @@ class ConsolidationActivities:
             len(result.archived),
             inp.replacement_id,
             len(result.skipped),
+        )
+        return result
+
+    @activity.defn(name="supersede_outdated")
+    def supersede_outdated(self, inp: SupersedeInput) -> SupersedeResult:
+        """Mark entries the LLM called outdated as replaced by a newer shown entry — each
+        only if it is about the same thing (`policies.supersede`), the replacement is
+        not older, and the store finds both live and current and the old one unchanged
+        since it was shown. At most `max_applied` (the cycle's budget: a supersede hides
+        a fact from default recall). A dry run checks and reports, writing nothing."""
+        result = SupersedeResult()
+        with (
+            self._stores.using(inp.agent_id) as store,
+            store.writing() if not inp.dry_run else contextlib.nullcontext(),
+        ):
+            ledger = ledger_for(store.files, None if inp.dry_run else inp.cycle_id)
+            for pair in inp.pairs:
+                old, new = store.get(pair.id), store.get(pair.by)
+                why = refusal(old, new, pair.id, pair.by)
+                if why is None and old is not None and new is not None:
+                    if old.fingerprint != inp.expected.get(pair.id):
+                        why = "changed since it was shown"
+                    elif new.valid_since < old.valid_since:
+                        why = "the replacement is older"
+                    elif self._floor.protects(old):
+                        # As for a prune: the dream alone never hides a high-value fact;
+                        # the agent (replaces) or a new save's enrichment may.
+                        why = "above the high-value floor"
+                    else:
+                        why = objection(old, new.content, new.category)
+                if why is None and len(result.applied) >= inp.max_applied:
+                    result.deferred.append(pair.id)
+                    continue
+                if why is None and not inp.dry_run:
+                    done = supersede(
+                        store,
+                        pair.id,
+                        pair.by,
+                        op=f"dream-{inp.cycle_id}-supersede-{pair.id}",
+                        expected_fingerprint=inp.expected[pair.id],
+                        reason=f"outdated: replaced by {pair.by} (dream)",
+                        ledger=ledger,
+                        now=inp.as_of,
+                    )
+                    why = None if done.applied else done.detail
+                if why is None:
+                    result.applied.append(pair)
+                else:
+                    result.refused[pair.id] = why
+        activity.logger.info(
+            "consolidation %s: %d entr(ies) superseded, %d refused, %d deferred",
+            inp.agent_id,
+            len(result.applied),
+            len(result.refused),
+            len(result.deferred),
         )
         return result
 
@@ -466,6 +542,7 @@ def proposal_of(
             for m in reply.to_save
         ],
         prompt_tokens=tokens,
+        superseded=[SupersedePair(id=p.id, by=p.by) for p in reply.superseded],
     )
 
 

@@ -33,7 +33,11 @@ entries, each with an ID. Find entries that say the same thing or belong togethe
 merge them, and find entries that are truly ephemeral (stale chatter, one-off status \
 with no lasting value). Reply with one JSON object only:
 {"toDelete": [ids of ephemeral entries], "toSave": [{"content": str, "category": str, \
-"tags": [str], "sourceIds": [ids merged into this entry], "importance": number 0-1}]}
+"tags": [str], "sourceIds": [ids merged into this entry], "importance": number 0-1}], \
+"superseded": [{"id": id of an outdated entry, "by": id of the newer listed entry that \
+gives the current value of the same thing}]}
+An outdated entry (an old address, a former manager) is history, not ephemeral: list it \
+in superseded, never in toDelete, and do not merge it with its newer version.
 Rules: a merged entry must keep every name, number, date, email, URL, handle and phone \
 number of every source, verbatim. Use only IDs listed below. Do not list a merge's \
 sources in toDelete. Entries reinforced many times or with high importance matter. \
@@ -131,9 +135,32 @@ class ProposedMergeReply(BaseModel):
         return [str(v) for v in value[:MAX_IDS_PER_LIST]]
 
 
+class SupersededReply(BaseModel):
+    id: str
+    by: str
+
+    @field_validator("id", "by", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> str:
+        return str(value)[:64]
+
+
 class ConsolidationReply(BaseModel):
     to_delete: list[str] = Field(default_factory=list, alias="toDelete")
     to_save: list[ProposedMergeReply] = Field(default_factory=list, alias="toSave")
+    superseded: list[SupersededReply] = Field(default_factory=list)
+
+    @field_validator("superseded", mode="before")
+    @classmethod
+    def _bounded_pairs(cls, value: object) -> object:
+        # A garbled pair is no proposal: dropped, not a reason to lose the whole reply.
+        if not isinstance(value, list):
+            return []
+        return [
+            p
+            for p in value[:MAX_IDS_PER_LIST]
+            if isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("by"), str)
+        ]
 
     @field_validator("to_delete")
     @classmethod

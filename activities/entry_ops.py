@@ -1,4 +1,5 @@
-"""Single-entry writes: archive, restore, re-score. Each is idempotent by nature (archive
+"""Single-entry writes: archive, restore (or make a superseded entry current again),
+re-score. Each is idempotent by nature (archive
 keeps the first reason, restore of a live entry and a repeated score change nothing)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpInput, EntryOpResult
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.supersede import restore_or_unsupersede
 
 
 class EntryActivities:
@@ -36,7 +38,7 @@ class EntryActivities:
 
     @activity.defn(name="restore_memory")
     def restore_memory(self, inp: EntryOpInput) -> EntryOpResult:
-        return self._run(inp, lambda s: s.restore(inp.entry_id, force=inp.force))
+        return self._run(inp, lambda s: restore_or_unsupersede(s, inp.entry_id, force=inp.force))
 
     @activity.defn(name="update_memory_importance")
     def update_memory_importance(self, inp: EntryOpInput) -> EntryOpResult:

@@ -16,6 +16,7 @@ half-way; a reply has at most `MAX_FACTS_PER_REPLY` facts (the rest ignored, cou
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -34,6 +35,7 @@ from dreamkeeper.core.errors import (
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
+    MAX_REPLACES,
     validate_category,
     validate_content,
     validate_metadata,
@@ -165,12 +167,25 @@ def parse_json_reply(text: str, what: str) -> object:
         raise MalformedLLMOutput(f"{what} reply is not usable JSON: {exc}") from None
 
 
+_ID = re.compile(r"[0-9a-f]{12}")
+
+
 class EnrichedFact(BaseModel):
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     metadata: dict[str, str] | None = None
+    replaces: list[str] = Field(default_factory=list)
+
+    @field_validator("replaces", mode="before")
+    @classmethod
+    def _ids_only(cls, value: object) -> list[str]:
+        # Anything but a short list of well-formed ids is no proposal at all; whether
+        # an id was shown, and may be replaced, the host decides.
+        if not isinstance(value, list):
+            return []
+        return [v for v in value[:MAX_REPLACES] if isinstance(v, str) and _ID.fullmatch(v)]
 
     @field_validator("importance")
     @classmethod
@@ -189,8 +204,21 @@ ENRICH_PROMPT = """You turn a raw note an AI agent wants to remember into focuse
 self-contained long-term memory entries. Reply with a JSON array only, no prose. Each \
 element: {"content": str, "category": str or null (like "user-preferences/timezone"), \
 "tags": [str], "importance": number 0.2-0.95, "metadata": {"subjectTime" | \
-"subjectTimeStart" | "subjectTimeEnd": ISO date} (only when confident)}. Keep every \
-name, number, date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
+"subjectTimeStart" | "subjectTimeEnd": ISO date} (only when confident), "replaces": \
+[id] (only ids listed under "Existing memories", and only when this fact gives a new \
+value for exactly the same thing, making that memory outdated)}. Keep every name, \
+number, date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
+
+EXISTING_HEADER = "Existing memories (id, category: text):"
+
+
+def enrich_message(note: str, existing: list[tuple[str, str | None, str]]) -> str:
+    """The user message of an enrichment call: the note, and the nearest existing
+    memories a fact of it may replace (id, category, text)."""
+    if not existing:
+        return note
+    lines = [f"- [{i}] {c or 'uncategorized'}: {' '.join(t.split())}" for i, c, t in existing]
+    return "\n".join([note, "", EXISTING_HEADER, *lines])
 
 
 @dataclass(frozen=True)

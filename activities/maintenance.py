@@ -82,7 +82,9 @@ class MaintenanceActivities:
         planned: list[PlannedDecay] = []
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
             excluded = set(inp.exclude)
-            live = [e for e in store.entries() if e.id not in excluded]
+            # History does not decay: a superseded entry keeps the importance it had
+            # while current, so unsuperseding brings the fact back as it was.
+            live = [e for e in store.entries() if e.id not in excluded and e.is_current]
             if inp.dry_run or inp.cycle_id:
                 for entry in live:
                     new = decayed_importance(entry, as_of, self._decay)

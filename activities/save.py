@@ -10,10 +10,11 @@ from dreamkeeper.activities.llm import (
     MAX_FACTS_PER_REPLY,
     Enrichment,
     ask_llm,
+    enrich_message,
     parse_enrichment,
 )
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.core.models import SOURCE_KEY
+from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
 from dreamkeeper.core.payloads import (
     EnrichResult,
     FactProposal,
@@ -26,11 +27,16 @@ from dreamkeeper.core.payloads import (
     SaveInput,
 )
 from dreamkeeper.core.settings import HighValueFloor, LLMSettings
+from dreamkeeper.core.validation import validate_replaces
 from dreamkeeper.policies.dedup import Candidate
-from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING
+from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING, save_in_flight
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
+from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
+from dreamkeeper.stores.search.query import search
+
+NEIGHBOURS = 5  # existing entries shown with a note, that one of its facts may replace
 
 
 def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:
@@ -81,7 +87,11 @@ class SaveActivities:
         )
         if self._llm.configured and not flagged(metadata):
             metadata[ENRICHMENT_KEY] = PENDING
-        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
+        replaces = validate_replaces(inp.replaces)
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
+            # One lock hold: what it replaces is checked (bad ids change nothing), the
+            # original written, then each replaced entry superseded by it, exactly once.
+            check_replaceable(store, replaces, inp.entry_id)
             existing = store.get(inp.entry_id)
             entry = store.create(
                 inp.content,
@@ -91,6 +101,7 @@ class SaveActivities:
                 importance=importance,
                 entry_id=inp.entry_id,
             )
+            replaced = apply_replaces(store, inp.entry_id, replaces)
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
@@ -107,6 +118,7 @@ class SaveActivities:
             already_done=done,
             enrich_skipped=skipped,
             embeddings=self._stores.embeddings is not None,
+            replaced=replaced,
         )
 
     @activity.defn(name="enrich_memory")
@@ -115,17 +127,46 @@ class SaveActivities:
             return EnrichResult(skipped=NO_LLM_SKIP)
         if reads_as_instruction(inp.content):
             return EnrichResult(skipped=FLAGGED_SKIP)  # never shown to an LLM that may obey
+        shown = self._neighbours(inp)
+        existing = [(e.id, e.category, e.content) for e in shown]
         messages = [
             {"role": "system", "content": ENRICH_PROMPT},
-            {"role": "user", "content": inp.content},
+            {"role": "user", "content": enrich_message(inp.content, existing)},
         ]
         reply = await ask_llm(
             self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
         )
         result = enrichment_result(reply, inp.category, inp.entry_id)
+        # Only what was shown can be replaced, as it was shown (its fingerprint): the
+        # store refuses it later if it changed, went, or was replaced meanwhile.
+        seen = {e.id: e.fingerprint for e in shown}
+        for fact, proposed in zip(result.facts, reply.facts, strict=True):
+            fact.replaces = {i: seen[i] for i in proposed.replaces if i in seen}
         source = parse_source(inp.source).value
         result.facts = [self._shaped(fact, inp, source) for fact in result.facts]
         return result
+
+    def _neighbours(self, inp: SaveInput) -> list[MemoryEntry]:
+        """The current entries nearest the note: what a fact of it may replace. Never
+        the note itself, one flagged as an instruction, or one still being saved."""
+        with self._stores.using(inp.agent_id) as store:
+            now = store.now()
+            # The note's own category first (a replaced fact is usually filed where its
+            # new version will be), then anywhere: many entries sharing a name must not
+            # crowd the previous version out.
+            scopes = [inp.category, None] if inp.category else [None]
+            hits = [
+                h
+                for scope in scopes
+                for h in search(store, inp.content, category=scope, limit=NEIGHBOURS + 1)
+            ]
+        shown: dict[str, MemoryEntry] = {}
+        for h in hits:
+            entry = h.entry
+            if entry.id != inp.entry_id and not flagged(entry.metadata):
+                if not save_in_flight(entry, now):
+                    shown.setdefault(entry.id, entry)
+        return list(shown.values())[:NEIGHBOURS]
 
     def _shaped(self, fact: FactProposal, inp: SaveInput, source: str | None) -> FactProposal:
         """An LLM cannot mint a memory worth more than what it was given, and text that
@@ -159,8 +200,11 @@ class SaveActivities:
                 exclude=frozenset(inp.exclude),
                 touched=frozenset(inp.touched),
                 candidate_vector=vector,
+                replaces=fact.replaces,
             )
-        return SaveFactResult(outcome=saved.outcome, entry_id=saved.entry_id)
+        return SaveFactResult(
+            outcome=saved.outcome, entry_id=saved.entry_id, replaced=list(saved.replaced)
+        )
 
     @activity.defn(name="retire_original")
     def retire_original(self, inp: RetireInput) -> RetireResult:

@@ -89,6 +89,7 @@ from dreamkeeper.core.validation import (
     validate_content,
     validate_entry_id,
     validate_importance,
+    validate_replaces,
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
@@ -369,6 +370,7 @@ class MemoryClient:
             source=options.get("source"),
             importance=validate_importance(options.get("importance", 0.5)),
             store_id=self.store_id,
+            replaces=validate_replaces(options.get("replaces")),
         )
         return await self._save(inp)
 

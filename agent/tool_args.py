@@ -57,6 +57,21 @@ class SearchMemoryArgs(ToolArgs):
         "(a date alone means its midnight UTC)",
     )
     limit: int = Field(20, ge=1, le=MAX_SEARCH_LIMIT)
+    include_superseded: bool = Field(
+        False,
+        description="also return older versions of facts that were replaced "
+        "(by default only the current version is returned)",
+    )
+    as_of: str | None = Field(
+        None,
+        description="what was true at this ISO 8601 date or time (e.g. 2025-06-01), "
+        "instead of what is true now",
+    )
+    history: str | None = Field(
+        None,
+        description="a memory id: list every version of that fact, oldest first "
+        "(query and filters are ignored)",
+    )
 
 
 class SearchWorkingMemoryArgs(ToolArgs):
@@ -78,6 +93,12 @@ class SaveMemoryArgs(ToolArgs):
         None, description="user (the user said it), tool:<name>, or inferred"
     )
     importance: float = Field(0.5, ge=0, le=1)
+    replaces: list[str] | None = Field(
+        None,
+        description="ids of memories this fact replaces because the fact changed "
+        "(e.g. a new address or phone number): they are kept as history, no longer "
+        "returned as current",
+    )
 
 
 class DeleteMemoryArgs(ToolArgs):

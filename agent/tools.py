@@ -146,6 +146,9 @@ class MemoryTools:
         created_after: str | None = None,
         created_before: str | None = None,
         limit: int = 20,
+        include_superseded: bool = False,
+        as_of: str | None = None,
+        history: str | None = None,
     ) -> str:
         if not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be 1 to {MAX_SEARCH_LIMIT}")
@@ -158,9 +161,15 @@ class MemoryTools:
             limit=limit,
             created_after=created_after,
             created_before=created_before,
+            include_superseded=include_superseded,
+            as_of=as_of,
+            history=history,
         )
         now = self.memory.now()
-        lines = [format_hit(h.entry, now) for h in hits]
+        validity = include_superseded or as_of is not None or history is not None
+        lines = [format_hit(h.entry, now, validity=validity) for h in hits]
+        if history is not None:
+            return "\n".join([f"Versions of [{history}], oldest first:", *lines])
         if query is None or not query.strip():
             # A browse answers "how is knowledge organised here?", matches or not.
             header = "Most recently reinforced entries:" if lines else "No entries in scope."
@@ -183,6 +192,7 @@ class MemoryTools:
         tags: list[str] | None = None,
         source: str | None = None,
         importance: float = 0.5,
+        replaces: list[str] | None = None,
     ) -> str:
         ack = await self._writer().save_memory(
             self.agent_id,
@@ -191,11 +201,14 @@ class MemoryTools:
             tags=tags,
             source=source,
             importance=importance,
+            replaces=replaces,
         )
         text = (
             f"Saved to long-term memory as [{ack.entry_id}]. Enrichment and deduplication "
             "continue in the background."
         )
+        if ack.replaced:
+            text += f" It replaces {', '.join(f'[{i}]' for i in ack.replaced)} (kept as history)."
         return f"{text} Note: {ack.note}." if ack.note else text
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002 — the tool's parameter name

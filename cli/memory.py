@@ -32,11 +32,17 @@ from dreamkeeper.core.validation import (
     validate_content,
     validate_entry_id,
     validate_importance,
+    validate_replaces,
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.supersede import (
+    apply_replaces,
+    check_replaceable,
+    restore_or_unsupersede,
+)
 from dreamkeeper.stores.search.query import (
     DEFAULT_LIMIT,
     display_text,
@@ -94,10 +100,16 @@ def _entry_json(entry: MemoryEntry, score: float | None = None) -> dict[str, Any
     return data
 
 
-def _print_entries(entries: list[MemoryEntry], store: MemoryStore) -> None:
+def _print_entries(
+    entries: list[MemoryEntry], store: MemoryStore, *, validity: bool = False
+) -> None:
     now = store.now()
     for entry in entries:
-        print(format_hit(entry, now))
+        print(format_hit(entry, now, validity=validity))
+
+
+def _asks_versions(args: argparse.Namespace) -> bool:
+    return bool(args.include_superseded or args.as_of or args.history)
 
 
 def _store(settings: StoreSettings, *, hybrid: bool = False) -> MemoryStore:
@@ -109,16 +121,21 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     content = validate_content(read_content(args))
     parsed = parse_source(args.source)
     remote = remote_client(args)
+    replaces = validate_replaces(args.replaces)
     if remote is None and args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        entry = _store(settings).create(
-            content,
-            category=args.category,
-            tags=args.tags,
-            metadata=metadata,
-            importance=args.importance,
-            entry_id=args.entry_id,
-        )
+        store = _store(settings)
+        with store.writing():
+            check_replaceable(store, replaces, args.entry_id or "")
+            entry = store.create(
+                content,
+                category=args.category,
+                tags=args.tags,
+                metadata=metadata,
+                importance=args.importance,
+                entry_id=args.entry_id,
+            )
+            apply_replaces(store, entry.id, replaces)
         print(entry.id)
     else:
         if remote is None:
@@ -140,6 +157,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
                 importance=args.importance,
                 entry_id=args.entry_id,
                 idempotency_key=args.idempotency_key,
+                replaces=replaces or None,
             )
             return ack.entry_id
 
@@ -174,7 +192,7 @@ def restore(args: argparse.Namespace, settings: StoreSettings) -> int:
         result = remote.restore_memory(settings.agent_id, args.id, force=args.force)
         entry_id = asyncio.run(result).entry_id
     elif args.direct:
-        entry_id = _store(settings).restore(args.id, force=args.force).id
+        entry_id = restore_or_unsupersede(_store(settings), args.id, force=args.force).id
     else:
 
         async def go() -> str:
@@ -210,7 +228,7 @@ def search_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     if args.json:
         print(json.dumps([_entry_json(h.entry, h.score) for h in hits], indent=2))
         return 0
-    _print_entries([h.entry for h in hits], store)
+    _print_entries([h.entry for h in hits], store, validity=_asks_versions(args))
     if args.query and args.query.strip():
         if not hits:
             print(empty_result(SEARCH_MEMORY, args.query))
@@ -228,6 +246,9 @@ def _search_filters(args: argparse.Namespace, metadata: dict[str, str]) -> dict[
         "tags": args.tags,
         "limit": args.limit,
         "include_archived": args.include_archived,
+        "include_superseded": args.include_superseded,
+        "as_of": args.as_of,
+        "history": args.history,
         "created_after": args.created_after,
         "created_before": args.created_before,
         "metadata": metadata,
@@ -246,7 +267,7 @@ def _remote_search(
         return 0
     now = utc_now()
     for hit in hits:
-        print(format_hit(hit.entry, now))
+        print(format_hit(hit.entry, now, validity=_asks_versions(args)))
     if args.query and args.query.strip() and not hits:
         print(empty_result(SEARCH_MEMORY, args.query))
     elif not hits:
@@ -366,6 +387,13 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--importance", type=float, default=0.5, help="0 to 1 (default 0.5)")
     p.add_argument("--entry-id", help="the id to save under: repeating the call is safe")
     p.add_argument("--idempotency-key", help="derive the id from this key (same effect)")
+    p.add_argument(
+        "--replaces",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a memory this fact replaces (a changed fact; kept as history; repeatable)",
+    )
     add_direct(p)
 
     p = sub.add_parser("search", help="search memories; no query browses recent ones")
@@ -389,6 +417,11 @@ def register(sub: Subparsers) -> None:
         "--limit", type=int, default=DEFAULT_LIMIT, help=f"at most N hits (default {DEFAULT_LIMIT})"
     )
     p.add_argument("--include-archived", action="store_true", help="archived memories too")
+    p.add_argument(
+        "--include-superseded", action="store_true", help="replaced versions of facts too"
+    )
+    p.add_argument("--as-of", help="what was true at this ISO 8601 date or time")
+    p.add_argument("--history", metavar="ID", help="every version of this fact, oldest first")
     add_json(p)
 
     p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")

@@ -33,9 +33,15 @@ class SearchFilters(TypedDict, total=False):
 
 
 class SearchOptions(SearchFilters, total=False):
-    """`SearchFilters`, and whether archived entries are found too (default False)."""
+    """`SearchFilters`, and whether archived entries are found too (default False).
+    Current facts only by default: `include_superseded` finds replaced versions too,
+    `as_of` (ISO 8601 or a datetime) what was valid then, by validity time, and
+    `history` (an entry id) that fact's versions, oldest first."""
 
     include_archived: bool
+    include_superseded: bool
+    as_of: datetime | str | None
+    history: str | None
 
 
 class SaveOptions(TypedDict, total=False):
@@ -48,6 +54,7 @@ class SaveOptions(TypedDict, total=False):
     importance: float
     entry_id: str | None
     idempotency_key: str | None
+    replaces: list[str] | None  # ids of entries this fact replaces (a changed fact)
 
 
 @dataclass(frozen=True)

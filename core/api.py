@@ -34,6 +34,9 @@ class SearchRequest(_Body):
     created_before: str | None = None
     limit: int = Field(20, ge=1, le=MAX_API_SEARCH_LIMIT)  # stores.search.query.DEFAULT_LIMIT
     include_archived: bool = False
+    include_superseded: bool = False
+    as_of: str | None = None
+    history: str | None = None
 
 
 class Hit(BaseModel):
@@ -57,6 +60,7 @@ class SaveRequest(_Body):
     importance: float = 0.5
     entry_id: str | None = None
     idempotency_key: str | None = None
+    replaces: list[str] | None = None
 
 
 class RestoreRequest(_Body):

@@ -83,11 +83,35 @@ class ProposedMerge(BaseModel):
     importance: float | None = None
 
 
+class SupersedePair(BaseModel):
+    """`id` is outdated: `by` states its current value."""
+
+    id: str
+    by: str
+
+
 class ProposeResult(BaseModel):
     shown: Fingerprints = Field(default_factory=dict)  # what the LLM saw
     to_delete: list[str] = Field(default_factory=list)
     to_save: list[ProposedMerge] = Field(default_factory=list)
     prompt_tokens: int = 0
+    superseded: list[SupersedePair] = Field(default_factory=list)
+
+
+class SupersedeInput(BaseModel):
+    agent_id: str
+    pairs: list[SupersedePair]
+    expected: Fingerprints  # each pair's entries, as the LLM saw them
+    as_of: datetime
+    max_applied: int  # what the cycle's budget leaves
+    dry_run: bool = False
+    cycle_id: str | None = None
+
+
+class SupersedeResult(BaseModel):
+    applied: list[SupersedePair] = Field(default_factory=list)  # planned, in a dry run
+    refused: dict[str, str] = Field(default_factory=dict)  # old id -> why not
+    deferred: list[str] = Field(default_factory=list)  # past the budget
 
 
 class MergeCheck(BaseModel):
@@ -252,6 +276,8 @@ class ConsolidationResult(BaseModel):
     protected: list[str] = Field(default_factory=list)  # prunes refused by the floor
     refused_prunes: dict[str, str] = Field(default_factory=dict)
     pruned: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(default_factory=list)  # marked outdated, kept as history
+    refused_supersedes: dict[str, str] = Field(default_factory=dict)
     archived_with_replacement: int = 0
     stamped: int = 0
     prompt_tokens: int = 0
@@ -267,6 +293,8 @@ class ConsolidationResult(BaseModel):
             f"protected {len(self.protected)}, archived {self.archived_with_replacement} "
             f"with a replacement and {len(self.pruned)} without"
         )
+        if self.superseded:
+            text += f", {len(self.superseded)} superseded by a newer entry"
         if self.deferred_by_budget:
             text += f", {self.deferred_by_budget} left for later cycles by the archive budget"
         return text

@@ -39,6 +39,15 @@ class PlannedPrune(BaseModel):
     revision: int = 0
 
 
+class PlannedSupersede(BaseModel):
+    """An outdated entry the cycle would mark as replaced by a newer one (kept, as
+    history), as it was shown."""
+
+    id: str
+    by: str
+    fingerprint: str
+
+
 class PlannedDecay(BaseModel):
     id: str
     revision: int
@@ -57,6 +66,7 @@ class DreamPlan(BaseModel):
     folds: list[PlannedFold] = Field(default_factory=list)
     merges: list[PlannedMerge] = Field(default_factory=list)
     prunes: list[PlannedPrune] = Field(default_factory=list)
+    supersedes: list[PlannedSupersede] = Field(default_factory=list)
     refusals: list[Refusal] = Field(default_factory=list)
     purge: list[str] = Field(default_factory=list)  # archived ids a purge would delete
     purge_revisions: Revisions = Field(default_factory=dict)
@@ -67,6 +77,7 @@ class DreamPlan(BaseModel):
         return (
             f"plan: fold {sum(len(f.copies) for f in self.folds)} duplicate(s), "
             f"{len(self.merges)} merge(s), {len(self.prunes)} prune(s), "
+            f"{len(self.supersedes)} supersede(s), "
             f"{len(self.refusals)} refusal(s), purge {len(self.purge)}, "
             f"decay {len(self.decay)}"
         )
@@ -102,6 +113,7 @@ class ApplyPlanResult(BaseModel):
     merged: list[str] = Field(default_factory=list)  # new ids saved
     archived: list[str] = Field(default_factory=list)
     pruned: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(default_factory=list)
     purged: list[str] = Field(default_factory=list)
     decayed: int = 0
     refused: list[Refusal] = Field(default_factory=list)

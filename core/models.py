@@ -68,6 +68,13 @@ class MemoryEntry(BaseModel):
     archive_reason: str | None = None
     retired_into: list[str] = Field(default_factory=list)  # live replacements when archived
     consolidation_reviewed_hash: str | None = None
+    # Validity (when the fact was true), apart from when it was saved: `valid_from` unset
+    # means "since it was saved" (files from before validity existed have none). A
+    # superseded entry is history, not garbage: it stays live, unchanged in content, with
+    # the time it stopped being true and the entry that replaced it.
+    valid_from: datetime | None = None
+    invalid_at: datetime | None = None
+    superseded_by: str | None = None
     # Bookkeeping of the store, not of the memory: the write that produced this file
     # (matched against the journal) and the operations applied to it, so a retried
     # operation applies exactly once (see stores.longterm.memory_store).
@@ -90,10 +97,22 @@ class MemoryEntry(BaseModel):
                 data = {**data, "tags": []}
         return data
 
-    @field_validator("created_at", "last_seen_at", "updated_at", "archived_at")
+    @field_validator(
+        "created_at", "last_seen_at", "updated_at", "archived_at", "valid_from", "invalid_at"
+    )
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return None if value is None else as_utc(value)
+
+    @model_validator(mode="after")
+    def _validity(self) -> MemoryEntry:
+        # Half a supersede (an end without a successor, or one replacing itself) would
+        # hide a fact from recall with no way to find what replaced it.
+        if (self.invalid_at is None) != (self.superseded_by is None):
+            raise ValueError("invalidAt and supersededBy are set together or not at all")
+        if self.superseded_by == self.id:
+            raise ValueError("an entry cannot supersede itself")
+        return self
 
     @field_validator("importance_score")
     @classmethod
@@ -113,6 +132,37 @@ class MemoryEntry(BaseModel):
     @property
     def is_archived(self) -> bool:
         return self.archived_at is not None
+
+    @property
+    def is_superseded(self) -> bool:
+        return self.superseded_by is not None
+
+    @property
+    def is_current(self) -> bool:
+        """Live and not replaced by a newer fact: what default recall returns."""
+        return not self.is_archived and not self.is_superseded
+
+    @property
+    def valid_since(self) -> datetime:
+        """When the fact became true: its validFrom, else the subject time its metadata
+        gives (`subjectTimeStart`, `subjectTime`: what the fact is about, when known),
+        else when it was saved."""
+        if self.valid_from is not None:
+            return self.valid_from
+        for key in ("subjectTimeStart", "subjectTime"):
+            text = self.metadata.get(key)
+            if text:
+                try:
+                    return as_utc(datetime.fromisoformat(text))
+                except ValueError:
+                    continue  # not a date: the save time stands
+        return self.created_at
+
+    def valid_at(self, moment: datetime) -> bool:
+        """Was this fact the valid one at `moment` (by validity time, not save time)?"""
+        if self.valid_since > moment:
+            return False
+        return self.invalid_at is None or moment < self.invalid_at
 
     @property
     def fingerprint(self) -> str:

@@ -111,6 +111,9 @@ class SaveInput(BaseModel):
     source: str | None = None
     importance: float = 0.5
     store_id: str | None = None  # the caller's store; None: whichever the worker has
+    # Entries this save replaces (a changed fact): superseded by it when it is persisted,
+    # each only if still current then. Older clients send nothing.
+    replaces: list[str] = Field(default_factory=list)
 
 
 class SaveAck(BaseModel):
@@ -127,6 +130,7 @@ class SaveAck(BaseModel):
     # text flagged as an instruction), and whether an embedding model is configured.
     enrich_skipped: str | None = None
     embeddings: bool | None = None
+    replaced: list[str] = Field(default_factory=list)  # the entries it superseded
 
 
 class FactProposal(BaseModel):
@@ -135,6 +139,9 @@ class FactProposal(BaseModel):
     tags: list[str] = Field(default_factory=list)
     importance: float = 0.5
     metadata: dict[str, str] = Field(default_factory=dict)
+    # Entries the LLM says this fact makes outdated, each with the fingerprint it was
+    # shown: only ids it was shown get here; the store checks the rest when it saves.
+    replaces: dict[str, str] = Field(default_factory=dict)
 
 
 class EnrichResult(BaseModel):
@@ -171,6 +178,7 @@ class RetireResult(BaseModel):
 class SaveFactResult(BaseModel):
     outcome: DedupOutcome
     entry_id: str
+    replaced: list[str] = Field(default_factory=list)  # superseded by this fact
 
 
 class MarkInput(BaseModel):

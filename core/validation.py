@@ -42,6 +42,21 @@ def validate_entry_id(entry_id: str) -> str:
     return entry_id
 
 
+MAX_REPLACES = 16  # one fact replaces a few older versions, never a corpus
+
+
+def validate_replaces(replaces: Iterable[str] | None) -> list[str]:
+    """The ids a save replaces: well-formed entry ids, each once, at most `MAX_REPLACES`."""
+    if replaces is None:
+        return []
+    if isinstance(replaces, str) or not isinstance(replaces, Iterable):
+        raise InvalidInput("replaces must be a list of memory ids")
+    ids = list(dict.fromkeys(validate_entry_id(i) for i in replaces))
+    if len(ids) > MAX_REPLACES:
+        raise InvalidInput(f"a save replaces at most {MAX_REPLACES} memories, not {len(ids)}")
+    return ids
+
+
 def new_entry_id() -> str:
     return secrets.token_hex(6)
 

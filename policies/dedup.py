@@ -202,12 +202,14 @@ def _scored(
     candidate_vector: np.ndarray | None,
     vector_of: Callable[[MemoryEntry], np.ndarray | None],
 ) -> Iterator[tuple[MemoryEntry, float, float]]:
-    """Each live entry in the candidate's scope, its similarity and the threshold that
-    applies: cosine (0.88) where both have a vector, else Jaccard (0.60)."""
+    """Each current entry in the candidate's scope, its similarity and the threshold that
+    applies: cosine (0.88) where both have a vector, else Jaccard (0.60). A superseded
+    entry is history: a save repeating its old value is that value again (a change
+    back), a new entry — never a reinforcement of the replaced version."""
     wanted = content_tokens(candidate.content)
     query = None if candidate_vector is None else _unit(candidate_vector)
     for entry in entries:
-        if entry.is_archived or not same_scope(entry.category, candidate.category):
+        if not entry.is_current or not same_scope(entry.category, candidate.category):
             continue
         vector = vector_of(entry) if query is not None else None
         if vector is not None and query is not None and vector.shape == query.shape:

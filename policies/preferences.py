@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from dreamkeeper.policies.provenance import INFERRED
+
 INFERRED_CATEGORY = "user-preferences/inferred"
 PERMISSION_KEY = "requires_user_permission"
 _SENSITIVE = re.compile(
@@ -20,3 +22,10 @@ _SENSITIVE = re.compile(
 
 def needs_permission(text: str) -> bool:
     return _SENSITIVE.search(text) is not None
+
+
+def replaces_on_conflict(category: str | None, source: str | None) -> bool:
+    """An inferred preference replaces the inferred preference it conflicts with (its
+    nearest near-duplicate that it neither repeats nor extends): the newer inference
+    is the user's current preference, the older one history."""
+    return category == INFERRED_CATEGORY and source == INFERRED

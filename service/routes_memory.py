@@ -70,6 +70,9 @@ def run_search(state: ServiceState, agent_id: str, raw: bytes) -> bytes:
         metadata=body.metadata,
         limit=body.limit,
         include_archived=body.include_archived,
+        include_superseded=body.include_superseded,
+        as_of=body.as_of,
+        history=body.history,
         created_after=body.created_after,
         created_before=body.created_before,
     )
@@ -110,6 +113,7 @@ async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck
             importance=body.importance,
             entry_id=body.entry_id,
             idempotency_key=body.idempotency_key,
+            replaces=body.replaces,
         )
     except DreamkeeperError as exc:
         outcome = (

@@ -116,6 +116,7 @@ def worker_activities(
         dream.save_merged_entry,
         dream.archive_merged_sources,
         dream.prune_ephemeral,
+        dream.supersede_outdated,
         dream.stamp_reviewed,
         preferences.rotate_conversation_log,
         preferences.infer_preferences,

@@ -40,8 +40,16 @@ with workflow.unsafe.imports_passed_through():
         ReviewResult,
         SaveMergedInput,
         StampInput,
+        SupersedeInput,
+        SupersedePair,
     )
-    from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState, DreamPlan, PlannedPrune
+    from dreamkeeper.core.dream_plan import (
+        ApprovalDecision,
+        ApprovalState,
+        DreamPlan,
+        PlannedPrune,
+        PlannedSupersede,
+    )
     from dreamkeeper.policies.consolidation import (
         Verdict,
         archive_budget,
@@ -57,6 +65,9 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP, with_summary
 
 MAX_IGNORED_REPORTED = 50
+# Consolidation may mark outdated entries as superseded (a step histories from before
+# it never had): a workflow.patched id.
+SUPERSEDE_PATCH = "consolidation-supersedes"
 Activities = ConsolidationActivities
 
 
@@ -65,6 +76,7 @@ class Proposals:
     merges: list[MergeCheck] = field(default_factory=list)
     to_delete: list[str] = field(default_factory=list)
     shown: dict[str, str] = field(default_factory=dict)  # id -> fingerprint the LLM saw
+    superseded: list[SupersedePair] = field(default_factory=list)  # both ids shown together
 
 
 @workflow.defn(name=names.CONSOLIDATION)
@@ -120,6 +132,8 @@ class Consolidation:
             consumed = self._plan_merges(proposals.merges, accepted)
         else:
             consumed = await self._save_then_archive(proposals.merges, accepted)
+        if proposals.superseded and workflow.patched(SUPERSEDE_PATCH):
+            await self._supersede(proposals, consumed)
         await self._prune(proposals, gate)
         if self._dry:
             return await self._finish()
@@ -222,6 +236,13 @@ class Consolidation:
             kept, ignored = resolve_ids(proposal.to_delete, proposal.shown)
             out.to_delete += kept
             self._ignore(ignored)
+            for pair in proposal.superseded:
+                # Both ids resolve against this batch: an outdated entry is replaced only
+                # by one the LLM saw beside it.
+                both, ignored = resolve_ids([pair.id, pair.by], proposal.shown)
+                self._ignore(ignored)
+                if len(both) == 2:
+                    out.superseded.append(pair)
             for merge in proposal.to_save:
                 sources, ignored = resolve_ids(merge.source_ids, proposal.shown)
                 self._ignore(ignored)
@@ -362,6 +383,52 @@ class Consolidation:
         if canaries is not None:
             consumed -= await self._recall.check(canaries, self._res, self._as_of, self._cycle)
         return consumed
+
+    async def _supersede(self, proposals: Proposals, consumed: set[str]) -> None:
+        """Outdated entries become history instead of prunes: marked superseded (kept,
+        current no more), never archived. Not a merge's source or a merge's product
+        this cycle, within the cycle's budget (a supersede
+        hides a fact from default recall). An entry the LLM called outdated leaves the
+        prune path whether or not its supersede is applied."""
+        outdated = {p.id for p in proposals.superseded}
+        proposals.to_delete = [i for i in proposals.to_delete if i not in outdated]
+        # An entry is either outdated or a replacement in one cycle, never both (no
+        # chain whose outcome would depend on the order), and outdated only once.
+        old_ids: set[str] = set()
+        by_ids: set[str] = set()
+        pairs = []
+        for pair in proposals.superseded:
+            if pair.id == pair.by or {pair.id, pair.by} & consumed:
+                continue
+            if pair.id in old_ids or pair.id in by_ids or pair.by in old_ids:
+                continue
+            old_ids.add(pair.id)
+            by_ids.add(pair.by)
+            pairs.append(pair)
+        if not pairs:
+            return
+        workflow.set_current_details(f"step 6/7: superseding {len(pairs)} outdated entr(ies)")
+        done = await workflow.execute_activity_method(
+            Activities.supersede_outdated,
+            SupersedeInput(
+                agent_id=self._inp.agent_id,
+                pairs=pairs,
+                expected={i: proposals.shown[i] for p in pairs for i in (p.id, p.by)},
+                as_of=self._as_of,
+                max_applied=max(0, self._budget),
+                dry_run=self._dry,
+                cycle_id=self._cycle,
+            ),
+            **with_summary(STORE_STEP, f"supersede {len(pairs)} outdated"),
+        )
+        self._budget -= len(done.applied)
+        self._defer(done.deferred)
+        self._res.superseded = [p.id for p in done.applied]
+        self._res.refused_supersedes = dict(list(done.refused.items())[:MAX_IGNORED_REPORTED])
+        self._plan.supersedes = [
+            PlannedSupersede(id=p.id, by=p.by, fingerprint=proposals.shown[p.id])
+            for p in done.applied
+        ]
 
     async def _prune(self, proposals: Proposals, gate: GateResult) -> None:
         allowed, refused = prune_candidates(

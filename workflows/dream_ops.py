@@ -3,7 +3,7 @@
 ApplyDreamPlan applies exactly a dry run's plan: first it reads the revision of every
 entry the plan names (one activity), and any part naming an entry that moved on is
 refused, the rest applied in the cycle's order — folds, merges (save, then retire the
-sources), prunes, purge, decay — through the same activities a cycle uses, every write
+sources), supersedes, prunes, purge, decay — through the same activities a cycle uses, every write
 recorded in this run's ledger, so `UndoDream` takes it back like any cycle.
 """
 
@@ -22,6 +22,8 @@ with workflow.unsafe.imports_passed_through():
         ProposedMerge,
         PruneInput,
         SaveMergedInput,
+        SupersedeInput,
+        SupersedePair,
     )
     from dreamkeeper.core.dream_plan import (
         ApplyDecayInput,
@@ -35,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         UndoInput,
         UndoResult,
     )
+    from dreamkeeper.workflows.consolidation import SUPERSEDE_PATCH
     from dreamkeeper.workflows.options import SCAN_STEP, STORE_STEP, with_summary
 
 Activities = ConsolidationActivities
@@ -58,6 +61,8 @@ class ApplyDreamPlan:
         for merge in self.plan.merges:
             if not self._refuse(merge.sources, f"merge {merge.new_id}"):
                 await self._apply_merge(merge)
+        if self.plan.supersedes and workflow.patched(SUPERSEDE_PATCH):
+            await self._apply_supersedes()
         await self._apply_prunes()
         await self._apply_purge()
         await self._apply_decay()
@@ -147,6 +152,27 @@ class ApplyDreamPlan:
         )
         self.res.merged.append(merge.new_id)
         self.res.archived += archived.archived
+
+    async def _apply_supersedes(self) -> None:
+        """The plan's supersedes, each checked again by the store (still current, unchanged
+        since shown, the replacement live and current)."""
+        pairs = [p for p in self.plan.supersedes if not self._refuse([p.id, p.by], "supersede")]
+        if not pairs:
+            return
+        done = await workflow.execute_activity_method(
+            Activities.supersede_outdated,
+            SupersedeInput(
+                agent_id=self.plan.agent_id,
+                pairs=[SupersedePair(id=p.id, by=p.by) for p in pairs],
+                expected={p.id: p.fingerprint for p in pairs},
+                as_of=self.plan.as_of,
+                max_applied=len(pairs),
+                cycle_id=self.cycle,
+            ),
+            **with_summary(STORE_STEP, f"supersede {len(pairs)} outdated"),
+        )
+        self.res.superseded = [p.id for p in done.applied]
+        self.res.refused += [Refusal(ids=[i], reason=r) for i, r in done.refused.items()]
 
     async def _apply_prunes(self) -> None:
         prunes = [p for p in self.plan.prunes if not self._refuse([p.id], "prune")]

@@ -11,7 +11,7 @@ no record: its id is derived by the workflow, so a retry finds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,15 +29,19 @@ from dreamkeeper.policies.dedup import (
 )
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
+from dreamkeeper.policies.preferences import replaces_on_conflict
+from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import retired_into
+from dreamkeeper.stores.longterm.supersede import supersede
 
 
 @dataclass(frozen=True)
 class SavedFact:
     outcome: DedupOutcome
     entry_id: str
+    replaced: tuple[str, ...] = ()  # entries this fact superseded (an LLM's proposal)
 
 
 _ACTION = {
@@ -57,34 +61,35 @@ def save_fact(
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     now: datetime | None = None,
     candidate_vector: np.ndarray | None = None,
+    replaces: Mapping[str, str] | None = None,
 ) -> SavedFact:
     """`touched`: entries this save already reinforced — one save reinforces an entry at
     most once. `candidate_vector`, when given, compares by cosine with entries that have
-    a vector and is stored as the new entry's vector if one is created."""
+    a vector and is stored as the new entry's vector if one is created. `replaces`:
+    entries an LLM says this fact makes outdated (id → the fingerprint it was shown),
+    superseded by a created entry when the store and `policies.supersede` agree."""
     validate_entry_id(new_id)
     with store.writing():  # one lock hold for lookup + write
         done = store.applied(op_id)
         if done is not None:
             return SavedFact(DedupOutcome(done.action), done.entry_id)
         if store.get(new_id) is not None:
-            return SavedFact(DedupOutcome.CREATED, new_id)
+            # A retry after the create: the supersedes are exactly-once by their own ops.
+            near = _near(store, candidate, candidate_vector, lambda e: e.id != new_id)
+            replaces = _with_conflict(candidate, near, replaces)
+            return SavedFact(
+                DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
+            )
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
-        match, decision = decide_best(
+        near = _near(
+            store,
             candidate,
-            _near(
-                store,
-                candidate,
-                candidate_vector,
-                lambda e: (
-                    e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata)
-                ),
-            ),
-            at,
-            vocabulary=vocabulary,
-            touched=touched,
+            candidate_vector,
+            lambda e: e.id not in exclude and not save_in_flight(e, at) and not flagged(e.metadata),
         )
+        match, decision = decide_best(candidate, near, at, vocabulary=vocabulary, touched=touched)
         if decision.outcome is DedupOutcome.CREATED:
             created = store.create(
                 candidate.content,
@@ -97,12 +102,53 @@ def save_fact(
             )
             if candidate_vector is not None and store.embeddings is not None:
                 store.write_vector(new_id, candidate_vector, created.fingerprint)
-            return SavedFact(DedupOutcome.CREATED, new_id)
+            replaces = _with_conflict(candidate, near, replaces)
+            return SavedFact(
+                DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
+            )
         assert match is not None and decision.updated is not None
         store.put(
             decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}", op=op_id
         )
         return SavedFact(decision.outcome, match.id)
+
+
+def _with_conflict(
+    candidate: Candidate,
+    near: list[tuple[MemoryEntry, float, float]],
+    replaces: Mapping[str, str] | None,
+) -> Mapping[str, str] | None:
+    """An inferred preference also replaces its nearest inferred near-duplicate, which
+    it neither repeats nor extends (it was created): the newer inference wins
+    (`policies.preferences.replaces_on_conflict`)."""
+    if not near or not replaces_on_conflict(candidate.category, candidate.source):
+        return replaces
+    nearest = near[0][0]
+    if not replaces_on_conflict(nearest.category, nearest.source):
+        return replaces
+    return {**(replaces or {}), nearest.id: nearest.fingerprint}
+
+
+def _replace(
+    store: MemoryStore,
+    candidate: Candidate,
+    new_id: str,
+    op_id: str,
+    replaces: Mapping[str, str] | None,
+) -> tuple[str, ...]:
+    """Supersede what the LLM said the new fact replaces, each only if it is about the
+    same thing (`policies.supersede`) and, checked by the store, still live, current and
+    as it was shown. Only a created entry replaces anything: a fact that repeated or
+    extended an entry is not a new value."""
+    done = []
+    for old_id, shown in sorted((replaces or {}).items()):
+        old = store.get(old_id)
+        if old is None or objection(old, candidate.content, candidate.category) is not None:
+            continue
+        op = f"{op_id}-replaces-{old_id}"
+        if supersede(store, old_id, new_id, op=op, expected_fingerprint=shown).applied:
+            done.append(old_id)
+    return tuple(done)
 
 
 def _near(

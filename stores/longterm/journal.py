@@ -47,6 +47,8 @@ class JournalAction(StrEnum):
     MERGED = "merged"
     ARCHIVED = "archived"
     RESTORED = "restored"
+    SUPERSEDED = "superseded"  # a newer fact replaced it: validity ended, content kept
+    UNSUPERSEDED = "unsuperseded"  # a supersede undone: current again
     DECAYED = "decayed"
     REVIEWED = "reviewed"
     PURGED = "purged"

@@ -137,7 +137,8 @@ class StoreOperations:
         self._index.put(
             entry.id,
             tokenize(document_text(entry)),
-            archived=entry.is_archived,
+            # The index's default scope is what default recall returns: current facts.
+            archived=not entry.is_current,
             weight=0.5 + 0.5 * entry.importance_score,
             group=self._category_id(entry.category),
             importance=entry.importance_score,

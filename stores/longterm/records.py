@@ -99,6 +99,8 @@ def imported_entry(entry: MemoryEntry) -> MemoryEntry:
     validate_tags(entry.tags)
     validate_metadata(entry.metadata)
     validate_importance(entry.importance_score)
+    if entry.superseded_by is not None:
+        validate_entry_id(entry.superseded_by)
     return entry.model_copy(update={"revision": 0, "applied_ops": {}})
 
 

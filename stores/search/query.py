@@ -28,8 +28,9 @@ from dreamkeeper.core.agent_api import DEFAULT_LIMIT, SearchHit
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
-from dreamkeeper.core.validation import category_matches, validate_category
+from dreamkeeper.core.validation import category_matches, validate_category, validate_entry_id
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.supersede import history as versions
 from dreamkeeper.stores.search.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.search.fusion import (
     IMPORTANCE_SPAN,
@@ -54,6 +55,16 @@ class _Filters:
     created_after: datetime | None = None  # inclusive
     created_before: datetime | None = None  # inclusive
     metadata: dict[str, str] = field(default_factory=dict)  # every key equal to its value
+    # The scope beyond current facts (the index's default): archived and superseded
+    # entries on request, or exactly what was valid at `as_of` (validity, not save time).
+    include_archived: bool = False
+    include_superseded: bool = False
+    as_of: datetime | None = None
+
+    @property
+    def wide(self) -> bool:
+        """Whether the index's wide scope (every entry) is searched, and filtered here."""
+        return self.include_archived or self.include_superseded or self.as_of is not None
 
     @property
     def per_entry(self) -> bool:
@@ -62,10 +73,18 @@ class _Filters:
             or bool(self.metadata)
             or self.created_after is not None
             or self.created_before is not None
+            or self.wide
         )
 
     def admits(self, entry: MemoryEntry) -> bool:
-        """Tags, metadata and created dates (not the category)."""
+        """Tags, metadata, created dates and validity (not the category)."""
+        if entry.is_archived and not self.include_archived:
+            return False
+        if self.as_of is not None:
+            if not entry.valid_at(self.as_of):
+                return False
+        elif entry.is_superseded and not (self.include_superseded or self.include_archived):
+            return False
         if self.tags and not _has_tags(entry, self.tags):
             return False
         if any(entry.metadata.get(k) != v for k, v in self.metadata.items()):
@@ -82,6 +101,10 @@ def _filters(
     created_after: datetime | str | None,
     created_before: datetime | str | None,
     metadata: dict[str, str] | None = None,
+    *,
+    include_archived: bool = False,
+    include_superseded: bool = False,
+    as_of: datetime | str | None = None,
 ) -> _Filters:
     if category is not None:
         category = validate_category(category.rstrip("/") or category)
@@ -93,7 +116,16 @@ def _filters(
             f"created_after {after.isoformat()} is later than created_before "
             f"{before.isoformat()}: nothing can match"
         )
-    return _Filters(category, wanted, after, before, _metadata_filter(metadata))
+    return _Filters(
+        category,
+        wanted,
+        after,
+        before,
+        _metadata_filter(metadata),
+        include_archived=bool(include_archived),
+        include_superseded=bool(include_superseded),
+        as_of=_moment(as_of, "as_of"),
+    )
 
 
 def _metadata_filter(metadata: dict[str, str] | None) -> dict[str, str]:
@@ -148,13 +180,35 @@ def search(
     created_before: datetime | str | None = None,
     limit: int = DEFAULT_LIMIT,
     include_archived: bool = False,
+    include_superseded: bool = False,
+    as_of: datetime | str | None = None,
+    history: str | None = None,
     query_vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
     """Both created bounds are inclusive; text bounds are ISO 8601 (see `_moment`).
     `metadata` keeps entries whose metadata holds every given key with exactly that
     value. `query_vector` defaults to the store's embedding of the query, when it has a
-    model and the endpoint answers; otherwise the ranking is BM25 only."""
-    filters = _filters(category, tags, created_after, created_before, metadata)
+    model and the endpoint answers; otherwise the ranking is BM25 only.
+
+    Current facts only, by default: a superseded entry is found with
+    `include_superseded` (or `include_archived`), `as_of` returns what was valid at that
+    time (by validity, not save time), and `history=<id>` returns that fact's versions,
+    oldest first (the query and the other filters are then ignored)."""
+    if history is not None:
+        return [SearchHit(e, None) for e in versions(store, validate_entry_id(history))][
+            : _check_limit(limit)
+        ]
+    filters = _filters(
+        category,
+        tags,
+        created_after,
+        created_before,
+        metadata,
+        include_archived=include_archived,
+        include_superseded=include_superseded,
+        as_of=as_of,
+    )
+    include_archived = filters.wide
     limit = _check_limit(limit)
     if query is None or not query.strip():
         return _browse(store, filters, limit, include_archived)
@@ -433,7 +487,9 @@ def format_age(entry: MemoryEntry, now: datetime) -> str:
     return f"seen {entry.reinforcement_count}× from {first} to {last}"
 
 
-def format_hit(entry: MemoryEntry, now: datetime) -> str:
+def format_hit(entry: MemoryEntry, now: datetime, *, validity: bool = False) -> str:
+    """One result line. A replaced version always says so; `validity` (a search that
+    asked for versions) also dates the current one, so the two read as a timeline."""
     parts = [
         entry.category or "uncategorized",
         f"importance={entry.importance_score:.2f}",
@@ -443,6 +499,10 @@ def format_hit(entry: MemoryEntry, now: datetime) -> str:
         parts.append(f"source={entry.source}")
     if entry.is_archived:
         parts.append(f"archived: {entry.archive_reason}")
+    if entry.invalid_at is not None and entry.superseded_by is not None:
+        parts.append(f"replaced on {entry.invalid_at:%Y-%m-%d} by [{entry.superseded_by}]")
+    elif (validity or entry.valid_from is not None) and entry.is_current:
+        parts.append(f"current since {entry.valid_since:%Y-%m-%d}")
     return f"- [{entry.id}] ({', '.join(parts)}): {display_text(entry.content)}"
 
 

@@ -261,7 +261,7 @@ class EntryVectors:
         self, dim: int, entries: Callable[[], Mapping], ids: Iterable[str] | None = None
     ) -> VectorIndex:
         """The index for vectors of `dim` components. `entries()` maps id → entry (with
-        `fingerprint` and `is_archived`); switching dimension re-reads every file."""
+        `fingerprint` and `is_current`); switching dimension re-reads every file."""
         current = entries()
         index = self._index
         if index is None or self.needs_full(dim):
@@ -276,7 +276,8 @@ class EntryVectors:
             if vector is None or entry is None:
                 index.remove(entry_id)
             else:
-                index.put(entry_id, vector, live=not entry.is_archived)
+                # Superseded entries are out of the default scope, like archived ones.
+                index.put(entry_id, vector, live=entry.is_current)
         self._dirty.clear()
         return index
 

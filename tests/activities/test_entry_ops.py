@@ -94,3 +94,17 @@ def test_a_store_mismatch_fails_for_good_and_loudly(run, ops, entry_id):
     failure = run.fails(ops.archive_memory, inp)
     assert (failure.type, failure.non_retryable) == (StoreMismatch.failure_type, True)
     assert failure.category == ApplicationErrorCategory.UNSPECIFIED
+
+
+def test_restoring_a_superseded_entry_makes_it_current_again(run, ops, registry, entry_id):
+    from dreamkeeper.stores.longterm.supersede import supersede
+
+    with registry.using(AGENT) as store:
+        newer = store.create("The user lives in Denver.", importance=0.4)
+        assert supersede(store, entry_id, newer.id).applied
+    done = run(ops.restore_memory, EntryOpInput(agent_id=AGENT, entry_id=entry_id))
+    assert done.entry_id == entry_id and not done.archived
+    with registry.using(AGENT) as store:
+        back = store.require(entry_id)
+        assert back.is_current and back.content == "The user lives in Chicago."
+        assert store.require(newer.id).is_current

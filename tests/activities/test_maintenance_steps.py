@@ -92,3 +92,17 @@ def test_a_dry_decay_plans_without_writing(run, maintenance, registry, archived)
         live = store.require(archived["live"])
     assert (planned.id, planned.before) == (live.id, live.importance_score)
     assert planned.after < planned.before and planned.revision == live.revision
+
+
+def test_a_superseded_entry_does_not_decay(run, maintenance, registry):
+    from dreamkeeper.stores.longterm.supersede import supersede
+
+    with registry.using(AGENT) as store:
+        old = store.create("Maya lives in Lisbon.", importance=0.6, now=CREATED)
+        new = store.create("Maya lives in Porto.", importance=0.6, now=CREATED)
+        assert supersede(store, old.id, new.id).applied
+    done = run(maintenance.decay_importance, DecayInput(agent_id=AGENT, as_of=LATER))
+    assert (done.considered, done.decayed) == (1, 1)
+    with registry.using(AGENT) as store:
+        assert store.require(old.id).importance_score == 0.6
+        assert store.require(new.id).importance_score < 0.6

@@ -4,10 +4,10 @@ tests (`tests/replay/test_replay.py`).
     .venv/bin/python -m tests.replay.capture --label v1
 
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
-enriched save and a duplicate one, archive, restore, re-score, a search on the worker, a
-full dream cycle (purge, consolidation with a merge and a prune, preferences, decay), its
-undo, a dry run, applying its plan and undoing that, a consolidation waiting on approval,
-and a paced sweep — then writes each
+enriched save, a duplicate one and one replacing an older fact, archive, restore,
+re-score, a search on the worker, a full dream cycle (purge, consolidation with a merge,
+a prune and a supersede, preferences, decay), its undo, a dry run, applying its plan and
+undoing that, a consolidation waiting on approval, and a paced sweep — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -55,6 +55,8 @@ T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 PAIR = ("a00000000001", "a00000000002")
 NOTE = "a00000000003"
 STALE = "a00000000004"
+VERSIONS = ("a00000000005", "a00000000006")  # an old and a newer value of one fact
+HOME = "a00000000007"  # replaced by a save that says so
 FACTS = [
     {"content": "Trish Roberts works at PWOP Productions.", "category": "people/colleagues"},
     {"content": "Trish Roberts' phone number is +1 386-299-4605.", "category": "people/contacts"},
@@ -77,7 +79,14 @@ def respond(request: dict) -> Reply:
         prompt = request["messages"][1]["content"]
         if PAIR[0] in prompt and PAIR[1] in prompt:
             merge = {**MERGED, "sourceIds": list(PAIR)}
-            return Reply(json.dumps({"toDelete": [NOTE], "toSave": [merge]}))
+            outdated = (
+                [{"id": VERSIONS[0], "by": VERSIONS[1]}]
+                if all(v in prompt for v in VERSIONS)
+                else []
+            )
+            return Reply(
+                json.dumps({"toDelete": [NOTE], "toSave": [merge], "superseded": outdated})
+            )
         return Reply(json.dumps({"toDelete": [], "toSave": []}))
     return Reply(json.dumps(PREFS))
 
@@ -96,6 +105,14 @@ def seed(settings: StoreSettings) -> None:
     )
     store.create("ping received from the monitor", category="status", entry_id=NOTE, importance=0.1)
     store.create("An old note about a meeting room.", category="notes", entry_id=STALE)
+    store.create("Maya Lund lives in Lisbon.", category="people/friends", entry_id=VERSIONS[0])
+    store.create(
+        "Maya Lund lives in Porto.",
+        category="people/friends",
+        entry_id=VERSIONS[1],
+        now=T0 + timedelta(days=30),
+    )
+    store.create("Trish Roberts lives in Henderson.", category="people", entry_id=HOME)
     store.archive(STALE, "deleted by agent tool")
     log = ConversationLog(store.documents)
     log.append("s1", "user", "Stop using emoji. I told you twice.", T0)
@@ -111,6 +128,10 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
     await client.get_workflow_handle(save_workflow_id(AGENT, first.entry_id)).result()
     again = await memory.save_memory(AGENT, "Trish Roberts works at PWOP Productions.")
     await client.get_workflow_handle(save_workflow_id(AGENT, again.entry_id)).result()
+    moved = await memory.save_memory(
+        AGENT, "Trish Roberts lives in Reno.", category="people", replaces=[HOME]
+    )
+    await client.get_workflow_handle(save_workflow_id(AGENT, moved.entry_id)).result()
     await memory.delete_memory(AGENT, PAIR[0])
     await memory.restore_memory(AGENT, PAIR[0])
     await memory.update_memory_importance(AGENT, PAIR[0], 0.8)

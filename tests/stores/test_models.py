@@ -22,6 +22,9 @@ FIELDS = {
     "archivedAt",
     "archiveReason",
     "consolidationReviewedHash",
+    "validFrom",
+    "invalidAt",
+    "supersededBy",
 }
 
 

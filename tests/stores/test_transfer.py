@@ -206,3 +206,18 @@ def test_vectors_travel_with_vectors_into_a_store_of_the_same_model(tmp_path, em
     keyword_only = FileMemoryStore(tmp_path / "c", "dst")
     plan = apply_import(keyword_only, read_export(lines))
     assert plan.vectors_written == 0 and plan.vectors_skipped == len(FACTS)
+
+
+def test_validity_and_supersedes_survive_an_export_and_import(tmp_path):
+    from dreamkeeper.stores.longterm.supersede import history, supersede
+
+    source = FileMemoryStore(tmp_path / "a", "src")
+    old = source.create("Maya Lund lives in Lisbon.", category="people")
+    new = source.create("Maya Lund lives in Porto.", category="people")
+    assert supersede(source, old.id, new.id).applied
+    target = FileMemoryStore(tmp_path / "b", "dst")
+    apply_import(target, read_export(list(export_lines(source))))
+    moved = target.require(old.id)
+    assert (moved.superseded_by, moved.invalid_at) == (new.id, source.require(old.id).invalid_at)
+    assert [e.id for e in history(target, new.id)] == [old.id, new.id]
+    assert [h.entry.id for h in search(target, "Maya Lund lives")] == [new.id]

@@ -258,3 +258,66 @@ async def test_a_finished_save_shows_done_not_a_stale_step(memory):
     # What the UI reads as the run's current details.
     meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert meta.current_details == "done: kept as saved"
+
+
+async def test_a_save_that_replaces_a_fact_supersedes_it_and_recall_returns_the_new_one(memory):
+    from dreamkeeper.core.errors import Conflict, NotFound
+    from dreamkeeper.stores.search.query import search
+
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    old = store.create("Maya's manager is Tom Baker.", category="people")
+    ack = await memory.save_memory(
+        agent, "Maya's manager is Ana Ruiz.", category="people", replaces=[old.id]
+    )
+    assert ack.replaced == [old.id]
+    await _result(memory, agent, ack.entry_id)
+    before = store.require(old.id)
+    assert before.superseded_by == ack.entry_id and before.content == old.content
+    assert not before.is_archived
+    assert [h.entry.id for h in search(store, "Maya manager")] == [ack.entry_id]
+    # The same save again (a retry): nothing more happens.
+    again = await memory.save_memory(
+        agent,
+        "Maya's manager is Ana Ruiz.",
+        category="people",
+        replaces=[old.id],
+        entry_id=ack.entry_id,
+    )
+    assert again.entry_id == ack.entry_id
+    assert store.require(old.id).revision == before.revision
+    # Replacing what was already replaced, or what does not exist, changes nothing.
+    with pytest.raises(Conflict):
+        await memory.save_memory(agent, "Maya's manager is Li Wei.", replaces=[old.id])
+    with pytest.raises(NotFound):
+        await memory.save_memory(agent, "Maya's manager is Li Wei.", replaces=["0123456789ab"])
+    assert [e.id for e in store.entries() if "Li Wei" in e.content] == []
+
+
+async def test_enrichment_may_replace_only_a_shown_current_entry_about_the_same_thing(memory, llm):
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    old = store.create("Maya Lund lives in Lisbon.", category="people")
+    other = store.create("Tom Berg lives in Lisbon.", category="people")
+    elsewhere = store.create("Maya Lund's office is in Lisbon.", category="work")
+    hidden = store.create("Oslo has long winters.", category="places")
+    facts = [
+        # Right: shown, current, same category, same subject.
+        {"content": "Maya Lund lives in Porto.", "category": "people", "replaces": [old.id]},
+        # Wrong: another subject, another category, never shown, not an id at all.
+        {
+            "content": "Maya Lund's sister lives in Porto.",
+            "category": "people",
+            "replaces": [other.id, elsewhere.id, hidden.id, "../../etc", 7],
+        },
+    ]
+    llm.replies.append(Reply(json.dumps(facts)))
+    ack = await memory.save_memory(agent, "Maya Lund moved to Porto, near her sister.")
+    result = await _result(memory, agent, ack.entry_id)
+    shown = llm.requests[-1]["messages"][-1]["content"]
+    assert old.id in shown and hidden.id not in shown
+    replaced = {i for r in result.replacements for i in r.replaced}
+    assert replaced == {old.id}
+    assert store.require(old.id).superseded_by == result.replacements[0].entry_id
+    for untouched in (other, elsewhere, hidden):
+        assert store.require(untouched.id).is_current
