@@ -11,6 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import (
     new_entry_id,
@@ -21,6 +22,10 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
+from dreamkeeper.policies.merge import MERGED_FROM
+from dreamkeeper.stores import safe_json
+
+MAX_ID_LIST_BYTES = 65_536
 
 
 def document_text(entry: MemoryEntry) -> str:
@@ -90,10 +95,45 @@ class BulkReport:
     conflicts: list[str] = field(default_factory=list)  # already here, other content
 
 
+# Fields naming other entries, besides `retiredInto`: whatever a file says there is later
+# used to look entries up (undo, forget, history), so it must be an id, never a path.
+_ID_FIELDS = ("superseded_by", "supersedes", "replaces")
+_ID_LIST_METADATA = (MERGED_FROM,)
+
+
+def _ids_of(value: object, where: str) -> None:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise InvalidInput(f"{where}: expected a memory id or a list of them")
+    for item in items:
+        try:
+            validate_entry_id(item)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+
+
+def validate_id_fields(entry: MemoryEntry) -> None:
+    """Every id an entry carries is a memory id (12 lowercase hex): its own, those it was
+    retired into, merged from or superseded by. InvalidInput naming the field otherwise."""
+    validate_entry_id(entry.id)
+    _ids_of(list(entry.retired_into), "retiredInto")
+    for name in _ID_FIELDS:
+        value = getattr(entry, name, None)
+        if value is not None and value != []:
+            _ids_of(value, name)
+    for key in _ID_LIST_METADATA:
+        if key in entry.metadata:
+            try:
+                listed = safe_json.loads(entry.metadata[key], max_bytes=MAX_ID_LIST_BYTES)
+            except ValueError:
+                raise InvalidInput(f"metadata {key}: not a JSON list of memory ids") from None
+            _ids_of(listed, f"metadata {key}")
+
+
 def imported_entry(entry: MemoryEntry) -> MemoryEntry:
     """An entry from elsewhere, checked by the store's rules; its store bookkeeping
     (revision, applied ops) is this store's own, so it starts afresh."""
-    validate_entry_id(entry.id)
+    validate_id_fields(entry)
     validate_content(entry.content)
     validate_category(entry.category)
     validate_tags(entry.tags)
