@@ -89,8 +89,7 @@ def register(sub: Subparsers) -> None:
         "--access",
         choices=[x.value for x in Access],
         default=Access.WRITE.value,
-        help="read, write (read-write, the default) or admin (every agent and the "
-        "operator routes)",
+        help="read, write (read-write, the default) or admin (every agent and the operator routes)",
     )
     add_json(a)
 
