@@ -72,8 +72,13 @@ def revoke_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
+def no_action(args: argparse.Namespace, settings: StoreSettings) -> int:
+    raise InvalidInput("`token` needs an action: create, list or revoke")
+
+
 def register(sub: Subparsers) -> None:
     p = sub.add_parser("token", help="access tokens for serve: create, list, revoke")
+    p.set_defaults(handler=no_action)
     actions = p.add_subparsers(dest="token_action", required=True, parser_class=type(p))
 
     a = actions.add_parser("create", help="issue a token; prints its secret once")
