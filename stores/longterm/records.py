@@ -22,6 +22,7 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
+from dreamkeeper.policies.injection import flag_if_instruction
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import safe_json
 
@@ -130,15 +131,40 @@ def validate_id_fields(entry: MemoryEntry) -> None:
             _ids_of(listed, f"metadata {key}")
 
 
-def imported_entry(entry: MemoryEntry) -> MemoryEntry:
-    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
-    (revision, applied ops) is this store's own, so it starts afresh."""
-    validate_id_fields(entry)
+def screened(
+    content: str, metadata: dict[str, str], importance: float
+) -> tuple[dict[str, str], float]:
+    """(metadata, importance) as a store keeps them: text that reads as an instruction
+    to the memory system is flagged and capped below the high-value floor
+    (policies.injection), whichever path wrote it — the worker's save, `save --direct`,
+    import, a bulk create, a whole-entry put. Screening in the store, not in one caller,
+    is what keeps a dream's LLM from ever seeing such text unflagged."""
+    return flag_if_instruction(content, metadata, importance)
+
+
+def screened_entry(entry: MemoryEntry) -> MemoryEntry:
+    metadata, importance = screened(entry.content, dict(entry.metadata), entry.importance_score)
+    if metadata == entry.metadata and importance == entry.importance_score:
+        return entry
+    return entry.model_copy(update={"metadata": metadata, "importance_score": importance})
+
+
+def checked_entry(entry: MemoryEntry) -> MemoryEntry:
+    """A whole entry about to be written, by the store's rules: valid, and screened."""
+    validate_entry_id(entry.id)
     validate_content(entry.content)
     validate_category(entry.category)
     validate_tags(entry.tags)
     validate_metadata(entry.metadata)
     validate_importance(entry.importance_score)
+    return screened_entry(entry)
+
+
+def imported_entry(entry: MemoryEntry) -> MemoryEntry:
+    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
+    (revision, applied ops) is this store's own, so it starts afresh."""
+    validate_id_fields(entry)
+    entry = checked_entry(entry)
     return entry.model_copy(update={"revision": 0, "applied_ops": {}})
 
 
@@ -155,13 +181,17 @@ class NewEntry:
 
 
 def new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
+    content = validate_content(item.content)
+    metadata, importance = screened(
+        content, validate_metadata(item.metadata), validate_importance(item.importance)
+    )
     return MemoryEntry(
         id=validate_entry_id(item.entry_id) if item.entry_id is not None else new_entry_id(),
-        content=validate_content(item.content),
+        content=content,
         category=validate_category(item.category),
         tags=validate_tags(item.tags),
-        metadata=validate_metadata(item.metadata),
-        importance_score=validate_importance(item.importance),
+        metadata=metadata,
+        importance_score=importance,
         created_at=at,
         last_seen_at=at,
     )
