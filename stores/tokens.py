@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -31,6 +32,8 @@ from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.policies.access import Access, Grant, validate_patterns
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import atomic_write_text, path_lock
+
+log = logging.getLogger(__name__)
 
 PREFIX = "dkt_"
 _TOKEN = re.compile(r"dkt_([0-9a-f]{12})_([A-Za-z0-9_\-]{43})")
@@ -182,6 +185,7 @@ class FileTokenStore:
         self._lock = path_lock(self.root / DIR / ".lock", within=self.root / DIR)
         self._cache: tuple[tuple[int, int, int], dict[str, TokenRecord]] | None = None
         self._guard = threading.Lock()
+        self._unreadable = False
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -197,7 +201,16 @@ class FileTokenStore:
         with self._guard:
             if self._cache is not None and self._cache[0] == stamp:
                 return self._cache[1]
-            raw = safe_json.load_file(self.path, max_bytes=MAX_FILE_BYTES)
+            try:
+                raw = safe_json.load_file(self.path, max_bytes=MAX_FILE_BYTES)
+            except (OSError, ValueError) as exc:
+                # Fail closed: a server whose token file cannot be read accepts no
+                # issued token and stays guarded (`issued`), rather than open.
+                log.error("cannot read %s (%s): no issued token is accepted", self.path, exc)
+                self._cache = (stamp, {})
+                self._unreadable = True
+                return {}
+            self._unreadable = False
             records: dict[str, TokenRecord] = {}
             for item in raw.get("tokens", []) if isinstance(raw, dict) else []:
                 # A damaged record is left out (it opens nothing), never a crash.
@@ -239,4 +252,4 @@ class FileTokenStore:
             return record
 
     def issued(self) -> bool:
-        return bool(self._load())
+        return bool(self._load()) or self._unreadable

@@ -170,3 +170,14 @@ def test_bad_agent_patterns_are_refused(tokens, pattern):
     with pytest.raises(InvalidInput):
         issue(tokens, "bad", [pattern], Access.READ)
     assert not tokens.issued()
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"[" * 100 + b"]" * 100, b"\xff\xfe"])
+def test_an_unreadable_token_file_keeps_the_server_closed(tokens, tmp_path, damage):
+    behind = Behind()
+    _, secret = issue(tokens, "bot", ["a1"], Access.WRITE)
+    (tmp_path / "access" / "tokens.json").write_bytes(damage)
+    guard = _guard(tokens, behind, shared=None)
+    assert _call(guard, "GET", "/v1/agents/a1/archived", secret).status_code == 401
+    assert _call(guard, "GET", "/v1/agents/a1/archived", None).status_code == 401
+    assert behind.seen == []
