@@ -79,6 +79,7 @@ from dreamkeeper.policies.merge import (
     valid_tags,
 )
 from dreamkeeper.policies.merge_safety import context_problems
+from dreamkeeper.policies.prune_cap import recent_prunes
 from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
@@ -175,6 +176,7 @@ class ConsolidationActivities:
         with self._stores.using(inp.agent_id) as store:
             loaded = load_vocabulary(store.documents)  # re-read every cycle; logs what it loaded
             approval = read_approval(store.documents)
+            week_prunes = recent_prunes(store.archived(), inp.as_of)
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
             entries = store.entries()
             excluded = set(inp.exclude)
@@ -224,6 +226,7 @@ class ConsolidationActivities:
             llm_configured=self._llm.configured,
             held_back=len(entries) - len(live) - len(excluded),
             approval=approval,
+            recent_prunes=week_prunes,
         )
 
     @activity.defn(name="review_merges")

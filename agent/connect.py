@@ -14,7 +14,7 @@ async def connect_memory(service: ServiceSettings | None = None) -> MemoryBacken
     local `MemoryClient.connect()`: the same calls either way."""
     service = service or ServiceSettings.from_env()
     if service.url:
-        return RemoteMemoryClient(service.url, token=service.token)
+        return RemoteMemoryClient(service.url, token=service.sent_token)
     # Here, not at the top: a remote agent never loads Temporal and the file store.
     from dreamkeeper.agent.client import MemoryClient
 

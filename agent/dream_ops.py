@@ -20,7 +20,7 @@ from dreamkeeper.core.dream_plan import (
     UndoInput,
     UndoResult,
 )
-from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.core.validation import validate_agent_id, validate_cycle_id
 
 if TYPE_CHECKING:
     from dreamkeeper.agent.client import MemoryClient
@@ -61,6 +61,7 @@ async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
 
 async def undo(memory: MemoryClient, agent_id: str, cycle_id: str) -> UndoResult:
     validate_agent_id(agent_id)
+    validate_cycle_id(cycle_id)
     return await memory.client.execute_workflow(
         names.UNDO_DREAM,
         UndoInput(agent_id=agent_id, cycle_id=cycle_id, store_id=memory.store_id),

@@ -91,7 +91,7 @@ class RemoteMemoryClient:
         service = service or ServiceSettings.from_env()
         if not service.url:
             raise InvalidInput("no memory service configured: set DREAMKEEPER_URL")
-        return cls(service.url, token=service.token)
+        return cls(service.url, token=service.sent_token)
 
     # -- plumbing ----------------------------------------------------------------------
 

@@ -4,12 +4,13 @@ Runs generated inputs (the hypothesis strategies of `tests/harness/hostile/`, se
 shrinking) through each surface — CLI argv, entry files on disk (with links, FIFOs and
 hostile JSON), journal lines, the vocabulary file, environment settings, LLM replies to
 enrichment, consolidation, repair and preference inference, working-memory segment
-files, conversation session files, conversation-log lines and the clusters file — in a
+files, conversation session files, conversation-log lines, the clusters file, import
+files and `dream undo` run ids — in a
 fresh sandbox each, and prints per surface: inputs, refused, accepted, uncaught
 exceptions, writes outside the agent's directory and unintended disk changes (a refused
 input that changed the agent's directory). Exit 0 when the last three are 0 everywhere.
 
-    .venv/bin/python bench/fuzz.py                    # 10,400 inputs (800 a surface)
+    .venv/bin/python bench/fuzz.py                    # 12,000 inputs (800 a surface)
     .venv/bin/python bench/fuzz.py --per-surface 100 --seed 7 --only "LLM"
 """
 

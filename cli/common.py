@@ -90,7 +90,7 @@ def remote_client(args: argparse.Namespace) -> RemoteMemoryClient | None:
         raise InvalidInput("--direct writes a local store: it cannot be used with --url")
     from dreamkeeper.agent.remote import RemoteMemoryClient
 
-    return RemoteMemoryClient(service.url, token=service.token)
+    return RemoteMemoryClient(service.url, token=service.sent_token)
 
 
 def refuse_url(args: argparse.Namespace, what: str) -> None:

@@ -24,6 +24,7 @@ from dreamkeeper.cli.common import (
 from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.core.validation import validate_cycle_id
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
@@ -155,6 +156,9 @@ def undo(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.agent import dream_ops
 
     _no_cycle_flags(args)
+    # Before anything connects: a malformed id is the caller's to fix (exit 2), and it
+    # must never reach a workflow id or an activity that would retry it.
+    validate_cycle_id(args.run_id)
     _through_serve(args, "undo")
     require_store(settings)
 

@@ -67,6 +67,7 @@ class GateResult(BaseModel):
     llm_configured: bool = False
     held_back: int = 0  # saves still in flight, or text that reads as an instruction
     approval: str | None = None  # the agent's own setting (stores.dream_state.dream_settings)
+    recent_prunes: int = 0  # standalone prunes in the week up to as_of (policies.prune_cap)
 
 
 class ProposeInput(BaseModel):
@@ -228,6 +229,10 @@ class ConsolidationOptions(BaseModel):
     approval_timeout_minutes: float = Field(default=60.0, gt=0.0, le=24 * 60)
     risky_sources: int = Field(default=5, ge=2, le=50)
     risky_prunes: int = Field(default=10, ge=0, le=10_000)
+    # Across cycles: standalone prunes over a rolling week beyond this share of the live
+    # entries (never fewer than the minimum) wait for an operator (policies.prune_cap).
+    weekly_prune_share: float = Field(default=0.25, gt=0.0, le=1.0)
+    min_weekly_prunes: int = Field(default=4, ge=0, le=100_000)
 
 
 class ConsolidationInput(ConsolidationOptions):

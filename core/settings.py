@@ -219,6 +219,14 @@ class ServiceSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     agents: tuple[str, ...] = ()  # when given, the only agents serve answers for
     temporal_metrics: str | None = None  # host:port the Temporal runtime's Prometheus binds
+    metrics_agents: bool = False  # store-size metrics labelled by agent id (else totals)
+    client_token: str | None = None  # what a remote client sends, when not the shared token
+
+    @property
+    def sent_token(self) -> str | None:
+        """The bearer token a remote client sends: its own (DREAMKEEPER_TOKEN, e.g. one
+        scoped to its agent), else the shared one."""
+        return self.client_token or self.token
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceSettings:
@@ -306,6 +314,8 @@ class Environment(BaseModel):
     DREAMKEEPER_SERVE_PORT: int = _range(DEFAULT_SERVE_PORT, 1, 65_535)
     DREAMKEEPER_SERVE_MAX_BODY_BYTES: int = _range(DEFAULT_MAX_BODY_BYTES, 1_024, 1_073_741_824)
     DREAMKEEPER_SERVE_AGENTS: str = ""
+    DREAMKEEPER_SERVE_METRICS_AGENTS: bool = False
+    DREAMKEEPER_TOKEN: str | None = None
     DREAMKEEPER_TEMPORAL_METRICS_ADDRESS: str | None = None
 
     @field_validator("DREAMKEEPER_AGENT")
@@ -563,6 +573,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_body_bytes=e.DREAMKEEPER_SERVE_MAX_BODY_BYTES,
         agents=tuple(a.strip() for a in e.DREAMKEEPER_SERVE_AGENTS.split(",") if a.strip()),
         temporal_metrics=e.DREAMKEEPER_TEMPORAL_METRICS_ADDRESS,
+        metrics_agents=e.DREAMKEEPER_SERVE_METRICS_AGENTS,
+        client_token=e.DREAMKEEPER_TOKEN,
     )
     return Settings(store, temporal, llm, _embeddings(e), codec, service, worker)
 

@@ -22,6 +22,10 @@ MAX_METADATA_VALUE_CHARS = 2_000
 
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
 _ENTRY_ID = re.compile(r"[0-9a-f]{12}")
+# A dream run id names a ledger file and goes into a Temporal workflow id
+# (`undo-{agent}-{run}-{suffix}`, limited to 1,000 characters by the server): a run id
+# is a UUID; anything else that fits this is refused by the ledger lookup, not here.
+_CYCLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
 _CATEGORY = re.compile(r"[a-zA-Z0-9_\-]+(/[a-zA-Z0-9_\-]+)*")
 _METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -55,6 +59,22 @@ def validate_replaces(replaces: Iterable[str] | None) -> list[str]:
     if len(ids) > MAX_REPLACES:
         raise InvalidInput(f"a save replaces at most {MAX_REPLACES} memories, not {len(ids)}")
     return ids
+
+
+def validate_cycle_id(cycle_id: str) -> str:
+    """A dream run id (`dream undo RUN_ID`): checked before any workflow starts, so a
+    malformed one is a clear error at once, never a retried activity."""
+    if not isinstance(cycle_id, str) or not _CYCLE_ID.fullmatch(cycle_id):
+        shown = (
+            cycle_id
+            if not isinstance(cycle_id, str) or len(cycle_id) <= 80
+            else (cycle_id[:80] + "…")
+        )
+        raise InvalidInput(
+            f"invalid dream run id {shown!r}: use 1-128 letters, digits, '_' or '-', "
+            "starting with a letter or digit (as `dreamkeeper dream` printed it)"
+        )
+    return cycle_id
 
 
 def new_entry_id() -> str:

@@ -9,15 +9,16 @@ from collections.abc import AsyncIterator
 from html import escape
 from typing import Any, cast
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from mcp.server.context import ServerRequestContext
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service import problems
 from dreamkeeper.service.fast_path import FastSearch
-from dreamkeeper.service.guard import Guard
+from dreamkeeper.service.guard import Guard, grant_of
 from dreamkeeper.service.mcp_server import (
     AGENT_HEADER,
     MountedMCP,
@@ -39,6 +40,14 @@ def create_app(state: ServiceState) -> Guard:
                     f"this MCP connection names no agent: send the {AGENT_HEADER} header "
                     "(or ?agent= on the URL)"
                 )
+            # The grant of the request carrying this call (each MCP POST passes the
+            # guard); checked per call, before the agent is looked up, as HTTP is.
+            grant = grant_of(ctx.request.scope) if ctx.request is not None else None
+            agent = validate_agent_id(agent)
+            if grant is None or not grant.covers(agent):
+                raise state.unknown_agent(agent)
+            if not grant.may_call_tool(agent, name):
+                raise InvalidInput(f"tool {name!r} writes: this token may only read agent {agent}")
             tools = state.tools(agent, session)
         except DreamkeeperError as exc:
             return f"Error: {exc}; nothing was done."
@@ -79,8 +88,10 @@ def create_app(state: ServiceState) -> Guard:
         return {"ok": True, "store_id": state.memory.store_id}
 
     @app.get("/v1/agents", tags=["service"])
-    async def agents() -> dict[str, list[str]]:
-        return {"agents": state.agents()}
+    async def agents(request: Request) -> dict[str, list[str]]:
+        """The agents with a store here that the caller's token reaches."""
+        grant = grant_of(request.scope)
+        return {"agents": [a for a in state.agents() if grant is not None and grant.covers(a)]}
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
@@ -99,6 +110,8 @@ def create_app(state: ServiceState) -> Guard:
         FastSearch(app, state),
         token=state.settings.token,
         max_body_bytes=state.settings.max_body_bytes,
+        tokens=state.tokens,
+        unknown_agent=state.unknown_agent,
     )
 
 

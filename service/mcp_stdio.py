@@ -30,7 +30,7 @@ async def run_stdio(
     if service.url:
         from dreamkeeper.agent.remote import RemoteMemoryClient
 
-        remote = RemoteMemoryClient(service.url, token=service.token)
+        remote = RemoteMemoryClient(service.url, token=service.sent_token)
         remote_tools = remote.agent(agent_id).tools(SessionContext.user(session))
 
         async def run(ctx: ServerRequestContext[Any, Any], name: str, args: dict) -> str:

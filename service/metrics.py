@@ -51,32 +51,47 @@ class StoreSizes(Collector):
         store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
+        per_agent: bool = True,
     ) -> None:
         self._agents = agents
         self._store = store
         self._embeddings = embeddings
+        self._per_agent = per_agent
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
+        # Agent ids are names a tenant may not want a scraper to learn: without
+        # per_agent (DREAMKEEPER_SERVE_METRICS_AGENTS) the sizes are totals.
+        by = ["agent"] if self._per_agent else []
         sizes = GaugeMetricFamily(
-            "dreamkeeper_store_entries", "Entries in an agent's store", labels=["agent", "state"]
+            "dreamkeeper_store_entries", "Entries in an agent's store", labels=[*by, "state"]
         )
         backlog = GaugeMetricFamily(
             "dreamkeeper_embedding_backlog",
             "Live entries without a vector file yet (embeddings configured)",
-            labels=["agent"],
+            labels=by,
         )
+        totals = {"live": 0, "archived": 0, "backlog": 0}
         for agent in self._agents():
             try:
                 store = self._store(agent)
-                live = store.entries()
+                live = len(store.entries())
                 archived = len(store.archived())
+                unembedded = store.unembedded() if self._embeddings else 0
             except Exception as exc:  # noqa: BLE001 - a scrape reports what it can
-                log.warning("store sizes for %s: %s", agent, exc)
+                log.warning("store sizes for %s: %s", agent if self._per_agent else "an agent", exc)
                 continue
-            sizes.add_metric([agent, "live"], len(live))
-            sizes.add_metric([agent, "archived"], archived)
-            if self._embeddings:
-                backlog.add_metric([agent], store.unembedded())
+            if self._per_agent:
+                sizes.add_metric([agent, "live"], live)
+                sizes.add_metric([agent, "archived"], archived)
+                if self._embeddings:
+                    backlog.add_metric([agent], unembedded)
+            totals["live"] += live
+            totals["archived"] += archived
+            totals["backlog"] += unembedded
+        if not self._per_agent:
+            sizes.add_metric(["live"], totals["live"])
+            sizes.add_metric(["archived"], totals["archived"])
+            backlog.add_metric([], totals["backlog"])
         yield sizes
         if self._embeddings:
             yield backlog
@@ -136,8 +151,11 @@ class ServiceMetrics:
         store: Callable[[str], MemoryStore],
         *,
         embeddings: bool = False,
+        per_agent: bool = True,
     ) -> None:
-        self.registry.register(StoreSizes(agents, store, embeddings=embeddings))
+        self.registry.register(
+            StoreSizes(agents, store, embeddings=embeddings, per_agent=per_agent)
+        )
 
     def interceptor(self) -> Interceptor:
         """For the worker: counts the outcome of every SaveMemory and Dream it runs."""

@@ -40,6 +40,7 @@ _STATUS: list[tuple[type[DreamkeeperError], int]] = [
 ]
 # Problems raised by the service itself (no core error stands for them).
 UNAUTHORIZED = "Unauthorized"
+FORBIDDEN = "Forbidden"  # a valid token that does not reach this operation
 
 
 def status_for(exc: DreamkeeperError) -> int:

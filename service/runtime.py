@@ -81,7 +81,7 @@ async def run_serve(
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop)
-        announce = asyncio.create_task(_announce(server, service))
+        announce = asyncio.create_task(_announce(server, service, state.tokens.issued()))
         try:
             await server.serve()
         finally:
@@ -92,16 +92,21 @@ async def run_serve(
             raise OSError(f"cannot listen on {service.host}:{service.port}")
 
 
-async def _announce(server: uvicorn.Server, service: ServiceSettings) -> None:
+async def _announce(server: uvicorn.Server, service: ServiceSettings, issued: bool) -> None:
     while not server.started:
         await asyncio.sleep(0.05)
     url = f"http://{service.host}:{service.port}"
-    auth = "bearer token required" if service.token else "no token (DREAMKEEPER_SERVE_TOKEN)"
+    guarded = bool(service.token) or issued
+    auth = (
+        "bearer token required"
+        if guarded
+        else "no token (DREAMKEEPER_SERVE_TOKEN, `dreamkeeper token create`)"
+    )
     print(
         f"dreamkeeper serve: {url}  (API {url}/docs, MCP {url}/mcp, metrics {url}/metrics; {auth})",
         flush=True,
     )
-    if not service.token and service.host not in ("127.0.0.1", "localhost", "::1"):
+    if not guarded and service.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "serving on %s without a token: anyone who can reach it reads and writes every "
             "agent's memory (set DREAMKEEPER_SERVE_TOKEN)",

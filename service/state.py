@@ -17,6 +17,7 @@ from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.stores.tokens import FileTokenStore
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,13 @@ class ServiceState:
         self.settings = settings
         self.metrics = metrics
         self._handles: dict[str, AgentMemory] = {}
-        metrics.watch_stores(self.agents, memory.store, embeddings=memory.embeddings is not None)
+        self.tokens = FileTokenStore(self.data_dir)
+        metrics.watch_stores(
+            self.agents,
+            memory.store,
+            embeddings=memory.embeddings is not None,
+            per_agent=settings.metrics_agents,
+        )
 
     def agents(self) -> list[str]:
         found = self.memory.backend.agents()
@@ -37,18 +44,22 @@ class ServiceState:
             return [a for a in found if a in self.settings.agents]
         return found
 
+    def unknown_agent(self, agent_id: str) -> NotFound:
+        """The one answer for an agent this server does not answer for, has no store
+        for, or the caller's token does not reach (the guard sends it for the last):
+        the same text in every case, so it tells a caller nothing about which. It names
+        no other agent: it may go to a token scoped to one."""
+        return NotFound(f"unknown agent {agent_id!r}: it has no store here yet")
+
     def agent(self, agent_id: str, *, write: bool = False) -> AgentMemory:
         """The agent, if this server answers for it: one in DREAMKEEPER_SERVE_AGENTS when
         that is set; otherwise any valid id for writes, and an agent with a store here
         for reads (an unknown agent is refused, not answered with an empty store)."""
         agent_id = validate_agent_id(agent_id)
         if self.settings.agents and agent_id not in self.settings.agents:
-            raise NotFound(
-                f"unknown agent {agent_id!r}: this server answers for "
-                f"{', '.join(self.settings.agents)} (DREAMKEEPER_SERVE_AGENTS)"
-            )
+            raise self.unknown_agent(agent_id)
         if not write and not self.settings.agents and not self.memory.backend.has_agent(agent_id):
-            raise NotFound(f"unknown agent {agent_id!r}: it has no store here yet")
+            raise self.unknown_agent(agent_id)
         if agent_id not in self._handles:
             self._handles[agent_id] = self.memory.agent(agent_id)
         return self._handles[agent_id]

@@ -119,3 +119,15 @@ def test_conversation_log_lines(example):
 @given(hostile.CLUSTERS.strategy)
 def test_consolidation_clusters_file(example):
     _judge(hostile.CLUSTERS, example)
+
+
+@settings(FAST, max_examples=60)
+@given(hostile.IMPORT.strategy)
+def test_import_files_are_taken_whole_or_refused_whole(example):
+    _judge(hostile.IMPORT, example)
+
+
+@FAST
+@given(hostile.UNDO.strategy)
+def test_dream_undo_run_ids_are_refused_at_once_or_find_nothing(example):
+    _judge(hostile.UNDO, example)

@@ -59,7 +59,13 @@ with workflow.unsafe.imports_passed_through():
         without_overlaps,
     )
     from dreamkeeper.policies.gating import pack_batches, shown_hints
-    from dreamkeeper.workflows.dream_approval import APPROVAL_PATCH, Approval, risky_items
+    from dreamkeeper.workflows.dream_approval import (
+        APPROVAL_PATCH,
+        WEEKLY_PRUNE_PATCH,
+        Approval,
+        over_weekly_cap,
+        risky_items,
+    )
     from dreamkeeper.workflows.dream_gate import RECALL_GATE_PATCH, RecallGate
     from dreamkeeper.workflows.dream_planning import complete_plan, planned_merge
     from dreamkeeper.workflows.options import LLM_STEP, SCAN_STEP, STORE_STEP, with_summary
@@ -93,10 +99,12 @@ class Consolidation:
         self._res.cycle_id = self._cycle
         self._plan = DreamPlan(agent_id=inp.agent_id, as_of=self._as_of)
         self._budget = 0  # archives this cycle may still make
+        self._live = 0  # live entries when the cycle began (the fold counts them)
         self._unstamped: set[str] = set()  # shown, but left for a later cycle
         self._recall = RecallGate()
         self._approval = Approval()
         self._vetoed: dict[str, str] = {}  # prune id -> why it was not approved
+        self._prune_cap: int | None = None  # prunes the rolling week still allows
         self._reviews: list[MergeReviewPayload] = []
 
     @workflow.update(name="approve")
@@ -169,6 +177,7 @@ class Consolidation:
         self._plan.folds = fold.planned
         budget = archive_budget(fold.live, inp.archive_share, inp.min_archive_budget)
         self._budget = max(0, budget - len(fold.archived))
+        self._live = fold.live
 
     async def _gate(self) -> GateResult | None:
         """Which entries the LLM sees; None when there is nothing to ask it."""
@@ -448,7 +457,9 @@ class Consolidation:
                 agent_id=self._inp.agent_id,
                 expected={i: proposals.shown[i] for i in allowed},
                 as_of=self._as_of,
-                max_archived=max(0, self._budget),
+                max_archived=max(0, self._budget)
+                if self._prune_cap is None
+                else max(0, min(self._budget, self._prune_cap)),
                 dry_run=self._dry,
                 cycle_id=self._cycle,
             ),
@@ -506,21 +517,40 @@ class Consolidation:
         inp = self._inp
         if inp.approval == "off" and gate.approval in ("risky", "all"):
             inp = inp.model_copy(update={"approval": gate.approval})  # the agent's setting
-        if self._dry or inp.approval == "off" or not workflow.patched(APPROVAL_PATCH):
-            return accepted
         prunes, _ = prune_candidates(
             proposals.to_delete,
             shown=proposals.shown,
             merge_only=gate.merge_only,
             merge_sources=[s for m in proposals.merges for s in m.merge.source_ids],
         )
-        items = risky_items(inp, proposals.merges, self._reviews, accepted, prunes)
+        items = []
+        if not (self._dry or inp.approval == "off" or not workflow.patched(APPROVAL_PATCH)):
+            items = risky_items(inp, proposals.merges, self._reviews, accepted, prunes)
+        # Whatever the approval setting: prunes past the week's cap wait for an operator,
+        # so an LLM obeying an injected instruction cannot prune a little every cycle
+        # until nothing below the floor is left. Patched: older histories never asked.
+        weekly: set[str] = set()
+        if not self._dry and prunes and workflow.patched(WEEKLY_PRUNE_PATCH):
+            room, over = over_weekly_cap(
+                inp, prunes, self._live, gate.recent_prunes, items, self._budget
+            )
+            # A count, not a list: whichever prunes apply, at most `room` of them
+            # without an operator's yes (a protected one ahead of them frees no slot).
+            self._prune_cap = room
+            weekly = {p.key for p in over}
+            items += over
+            if over:  # past the budget: not asked about, left for a later cycle
+                for i in prunes[self._budget :]:
+                    self._vetoed[i] = "left for a later cycle: weekly prune cap"
+                    self._unstamped.add(i)
         if not items:
             return accepted
         state = await self._approval.wait(items, inp.approval_timeout_minutes)
         dropped: set[str] = set()
         for item in items:
             if item.key in state.approved:
+                if item.key in weekly and self._prune_cap is not None:
+                    self._prune_cap += 1
                 continue
             timed_out = item.key in state.timed_out
             reason = "approval timed out" if timed_out else "rejected by the operator"

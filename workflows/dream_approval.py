@@ -19,8 +19,38 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.core.dream_payloads import ConsolidationInput, MergeCheck, MergeReviewPayload
     from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState, PendingItem
     from dreamkeeper.policies.consolidation import merge_id
+    from dreamkeeper.policies.prune_cap import weekly_prune_room
 
 APPROVAL_PATCH = "approval-17"
+WEEKLY_PRUNE_PATCH = "weekly-prune-cap"
+
+
+def over_weekly_cap(
+    inp: ConsolidationInput,
+    prunes: list[str],
+    live: int,
+    recent: int,
+    already: list[PendingItem],
+    budget: int,
+) -> tuple[int, list[PendingItem]]:
+    """The prunes past what the rolling week still allows (policies.prune_cap), as items
+    waiting for an operator; those already waiting for another reason are not repeated.
+    Only prunes this cycle could apply count: past the cycle's archive budget they are
+    deferred anyway, and asking about them would hold up a cycle for nothing. Returns the
+    room too: the cycle archives at most that many prunes plus those approved."""
+    room = weekly_prune_room(live, recent, inp.weekly_prune_share, inp.min_weekly_prunes)
+    if min(len(prunes), budget) <= room:
+        return room, []
+    waiting = {p.key for p in already}
+    why = (
+        f"weekly prune cap: {recent} pruned in the last 7 days, {len(prunes)} more proposed, "
+        f"room for {room}"
+    )
+    return room, [
+        PendingItem(key=f"prune:{i}", kind="prune", ids=[i], why=why)
+        for i in prunes[room:budget]
+        if f"prune:{i}" not in waiting
+    ]
 
 
 def risky_items(

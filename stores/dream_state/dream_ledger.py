@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.core.validation import validate_entry_id
+from dreamkeeper.core.validation import validate_cycle_id, validate_entry_id
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.documents import AgentDocuments
 
@@ -50,9 +50,9 @@ class EntryHistory:
 
 
 def _name(cycle_id: str) -> str:
-    if not cycle_id or not all(c.isalnum() or c in "-_" for c in cycle_id):
-        raise ValueError(f"invalid cycle id {cycle_id!r}")
-    return f"{cycle_id}.jsonl"
+    # InvalidInput, not a bare ValueError: raised in an activity, it must fail the
+    # step at once (non-retryable), not be retried until the activity times out.
+    return f"{validate_cycle_id(cycle_id)}.jsonl"
 
 
 class DreamLedger:

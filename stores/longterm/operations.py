@@ -47,10 +47,12 @@ from dreamkeeper.stores.longterm.records import (
     PurgeReport,
     Retirement,
     StoredVector,
+    checked_entry,
     document_text,
     imported_entry,
     new_entry,
     retired_into,
+    screened,
 )
 from dreamkeeper.stores.search.bm25 import BM25Index, tokenize
 from dreamkeeper.stores.vectors.vectors import EntryVectors, decode_any_model, decode_vector
@@ -289,8 +291,9 @@ class StoreOperations:
         content = validate_content(content)
         category = validate_category(category)
         tag_list = validate_tags(tags)
-        metadata = validate_metadata(metadata)
-        importance = validate_importance(importance)
+        metadata, importance = screened(
+            content, validate_metadata(metadata), validate_importance(importance)
+        )
         entry_id = validate_entry_id(entry_id) if entry_id is not None else None
         with self.writing():
             if entry_id is None:
@@ -398,12 +401,7 @@ class StoreOperations:
         """Write a whole entry (validated), computed by the caller from the revision it
         carries: if the stored entry moved past that revision since, the write is refused.
         `op` (with `op_detail`) is recorded in the entry, for `applied()`."""
-        validate_entry_id(entry.id)
-        validate_content(entry.content)
-        validate_category(entry.category)
-        validate_tags(entry.tags)
-        validate_metadata(entry.metadata)
-        validate_importance(entry.importance_score)
+        entry = checked_entry(entry)
         with self.writing():
             current = self._fresh(entry.id)
             if current is None:

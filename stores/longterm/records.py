@@ -11,6 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import (
     new_entry_id,
@@ -21,6 +22,11 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
+from dreamkeeper.policies.injection import flag_if_instruction
+from dreamkeeper.policies.merge import MERGED_FROM
+from dreamkeeper.stores import safe_json
+
+MAX_ID_LIST_BYTES = 65_536
 
 
 def document_text(entry: MemoryEntry) -> str:
@@ -90,17 +96,75 @@ class BulkReport:
     conflicts: list[str] = field(default_factory=list)  # already here, other content
 
 
-def imported_entry(entry: MemoryEntry) -> MemoryEntry:
-    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
-    (revision, applied ops) is this store's own, so it starts afresh."""
+# Fields naming other entries, besides `retiredInto`: whatever a file says there is later
+# used to look entries up (undo, forget, history), so it must be an id, never a path.
+_ID_FIELDS = ("superseded_by", "supersedes", "replaces")
+_ID_LIST_METADATA = (MERGED_FROM,)
+
+
+def _ids_of(value: object, where: str) -> None:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise InvalidInput(f"{where}: expected a memory id or a list of them")
+    for item in items:
+        try:
+            validate_entry_id(item)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+
+
+def validate_id_fields(entry: MemoryEntry) -> None:
+    """Every id an entry carries is a memory id (12 lowercase hex): its own, those it was
+    retired into, merged from or superseded by. InvalidInput naming the field otherwise."""
+    validate_entry_id(entry.id)
+    _ids_of(list(entry.retired_into), "retiredInto")
+    for name in _ID_FIELDS:
+        value = getattr(entry, name, None)
+        if value is not None and value != []:
+            _ids_of(value, name)
+    for key in _ID_LIST_METADATA:
+        if key in entry.metadata:
+            try:
+                listed = safe_json.loads(entry.metadata[key], max_bytes=MAX_ID_LIST_BYTES)
+            except ValueError:
+                raise InvalidInput(f"metadata {key}: not a JSON list of memory ids") from None
+            _ids_of(listed, f"metadata {key}")
+
+
+def screened(
+    content: str, metadata: dict[str, str], importance: float
+) -> tuple[dict[str, str], float]:
+    """(metadata, importance) as a store keeps them: text that reads as an instruction
+    to the memory system is flagged and capped below the high-value floor
+    (policies.injection), whichever path wrote it — the worker's save, `save --direct`,
+    import, a bulk create, a whole-entry put. Screening in the store, not in one caller,
+    is what keeps a dream's LLM from ever seeing such text unflagged."""
+    return flag_if_instruction(content, metadata, importance)
+
+
+def screened_entry(entry: MemoryEntry) -> MemoryEntry:
+    metadata, importance = screened(entry.content, dict(entry.metadata), entry.importance_score)
+    if metadata == entry.metadata and importance == entry.importance_score:
+        return entry
+    return entry.model_copy(update={"metadata": metadata, "importance_score": importance})
+
+
+def checked_entry(entry: MemoryEntry) -> MemoryEntry:
+    """A whole entry about to be written, by the store's rules: valid, and screened."""
     validate_entry_id(entry.id)
     validate_content(entry.content)
     validate_category(entry.category)
     validate_tags(entry.tags)
     validate_metadata(entry.metadata)
     validate_importance(entry.importance_score)
-    if entry.superseded_by is not None:
-        validate_entry_id(entry.superseded_by)
+    return screened_entry(entry)
+
+
+def imported_entry(entry: MemoryEntry) -> MemoryEntry:
+    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
+    (revision, applied ops) is this store's own, so it starts afresh."""
+    validate_id_fields(entry)
+    entry = checked_entry(entry)
     return entry.model_copy(update={"revision": 0, "applied_ops": {}})
 
 
@@ -117,13 +181,17 @@ class NewEntry:
 
 
 def new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
+    content = validate_content(item.content)
+    metadata, importance = screened(
+        content, validate_metadata(item.metadata), validate_importance(item.importance)
+    )
     return MemoryEntry(
         id=validate_entry_id(item.entry_id) if item.entry_id is not None else new_entry_id(),
-        content=validate_content(item.content),
+        content=content,
         category=validate_category(item.category),
         tags=validate_tags(item.tags),
-        metadata=validate_metadata(item.metadata),
-        importance_score=validate_importance(item.importance),
+        metadata=metadata,
+        importance_score=importance,
         created_at=at,
         last_seen_at=at,
     )

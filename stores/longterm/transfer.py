@@ -28,8 +28,9 @@ from pydantic import ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
+from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.records import BulkReport
+from dreamkeeper.stores.longterm.records import BulkReport, validate_id_fields
 
 FORMAT = "dreamkeeper-export"
 FORMAT_VERSION = 1
@@ -102,7 +103,9 @@ def _line_json(line: str, number: int) -> Any:
     if len(line.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
         raise InvalidInput(f"line {number} is over {MAX_LINE_BYTES} bytes")
     try:
-        return json.loads(line)
+        # The bounded parser: a file is untrusted text, and `json.loads` recurses on its
+        # nesting (RecursionError, not ValueError, on a line nested 100,000 deep).
+        return safe_json.loads(line, max_bytes=MAX_LINE_BYTES)
     except ValueError as exc:
         raise InvalidInput(f"line {number} is not JSON: {exc}") from None
 
@@ -137,6 +140,10 @@ def read_export(
             reason = exc.errors()[0]
             where = ".".join(str(p) for p in reason.get("loc", ()))
             raise InvalidInput(f"line {number}: {where}: {reason.get('msg')}") from None
+        try:
+            validate_id_fields(entry)  # the store checks again; here for --dry-run's sake
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {number}: {exc}") from None
         parsed.entries.append(entry)
         vector = data.get("vector")
         if isinstance(vector, dict):

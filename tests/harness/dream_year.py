@@ -40,7 +40,7 @@ from dreamkeeper.activities.dream_prompts import (
     prompt_tokens,
 )
 from dreamkeeper.activities.dream_review import RECALL_REJECTED
-from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
+from dreamkeeper.core.dream_payloads import ConsolidationOptions, DreamInput, DreamResult
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
@@ -253,7 +253,13 @@ async def run_year(
         started = time.perf_counter()
         result: DreamResult = await client.execute_workflow(
             Dream.run,
-            DreamInput(agent_id=AGENT, as_of=as_of),
+            # Nobody approves here: prunes past the weekly cap wait a moment, then are
+            # dropped (not applied) and proposed again by a later cycle.
+            DreamInput(
+                agent_id=AGENT,
+                as_of=as_of,
+                consolidation=ConsolidationOptions(approval_timeout_minutes=0.01),
+            ),
             id=f"dream-{AGENT}-{cycle}",
             task_queue=queue,
         )

@@ -7,7 +7,8 @@ runs one scenario against a throwaway dev server and an in-process worker — a 
 enriched save, a duplicate one and one replacing an older fact, archive, restore,
 re-score, a search on the worker, a full dream cycle (purge, consolidation with a merge,
 a prune and a supersede, preferences, decay), its undo, a dry run, applying its plan and
-undoing that, a consolidation waiting on approval, and a paced sweep — then writes each
+undoing that, a consolidation waiting on approval, a paced sweep, and a consolidation
+whose prunes are past the week's cap — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -37,6 +38,7 @@ from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInp
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
+from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.identity import ensure_identity
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
@@ -66,6 +68,8 @@ MERGED = {
     "category": "people/colleagues",
     "importance": 0.7,
 }
+WEEKLY_AGENT = "replay-weekly"
+WEEKLY_NOTES = [f"b000000000{n:02d}" for n in range(8)]
 PREFS = {"toSave": [{"content": "The user prefers answers without emoji.", "importance": 0.7}]}
 
 
@@ -77,6 +81,8 @@ def respond(request: dict) -> Reply:
         return Reply(json.dumps(FACTS if split else []))
     if "long-term memory" in system and "toDelete" in system:
         prompt = request["messages"][1]["content"]
+        if "Weekly status ping" in prompt:  # the weekly-cap agent: prune every note
+            return Reply(json.dumps({"toDelete": list(WEEKLY_NOTES), "toSave": []}))
         if PAIR[0] in prompt and PAIR[1] in prompt:
             merge = {**MERGED, "sourceIds": list(PAIR)}
             outdated = (
@@ -146,6 +152,25 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
     await reversible(client, queue, dream)
     await client.execute_workflow(
         DreamSweep.run, SweepInput(parallelism=2), id="dream-sweep", task_queue=queue
+    )
+    await weekly_cap(client, settings, queue)
+
+
+async def weekly_cap(client: Client, settings: StoreSettings, queue: str) -> None:
+    """A cycle whose prunes are past the week's cap: they wait for an approval that
+    never comes (the weekly-prune-cap patch)."""
+    as_of = T0 + timedelta(days=300)
+    store = FileMemoryStore(settings.data_dir, WEEKLY_AGENT, clock=lambda: T0)
+    for n, entry_id in enumerate(WEEKLY_NOTES):
+        store.create(f"Weekly status ping {n} from the monitor.", entry_id=entry_id)
+    for n in range(4):  # pruned earlier this week: the cap is used up
+        gone = store.create(f"An earlier ping {n}.", category="status", importance=0.1)
+        store.archive(gone.id, EPHEMERAL_REASON, now=as_of - timedelta(days=1))
+    await client.execute_workflow(
+        Consolidation.run,
+        ConsolidationInput(agent_id=WEEKLY_AGENT, as_of=as_of, approval_timeout_minutes=0.01),
+        id=f"consolidation-{WEEKLY_AGENT}",
+        task_queue=queue,
     )
 
 

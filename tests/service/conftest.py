@@ -94,6 +94,9 @@ def stop_serve(served: Served) -> None:
 
 @pytest.fixture(scope="module")
 def served(temporal_env, tmp_path_factory):  # noqa: F811 - the imported fixture
-    served = start_serve(temporal_env, tmp_path_factory.mktemp("serve"))
+    # Store sizes per agent: the metrics tests follow one agent's count.
+    served = start_serve(
+        temporal_env, tmp_path_factory.mktemp("serve"), DREAMKEEPER_SERVE_METRICS_AGENTS="1"
+    )
     yield served
     stop_serve(served)

@@ -7,7 +7,8 @@ package.
 - `strategies`: hostile values;
 - one module per kind of surface: `surfaces_cli` (argv, stdin, environment),
   `surfaces_store` (the long-term store's files), `surfaces_sessions` (working memory,
-  conversations, the conversation log), `surfaces_llm` (LLM replies).
+  conversations, the conversation log), `surfaces_llm` (LLM replies), `surfaces_transfer`
+  (import files, dream undo run ids).
 """
 
 from tests.harness.hostile.sandbox import Outcome, Sandbox, Surface, Violation, check
@@ -15,6 +16,7 @@ from tests.harness.hostile.surfaces_cli import CLI, SETTINGS
 from tests.harness.hostile.surfaces_llm import CONSOLIDATION, ENRICHMENT, PREFERENCES, REPAIR
 from tests.harness.hostile.surfaces_sessions import CONVERSATION, CONVERSATION_LOG, WORKING
 from tests.harness.hostile.surfaces_store import CLUSTERS, ENTRY_FILES, JOURNAL, VOCABULARY
+from tests.harness.hostile.surfaces_transfer import IMPORT, UNDO
 
 SURFACES = [
     CLI,
@@ -30,6 +32,8 @@ SURFACES = [
     CONVERSATION,
     CONVERSATION_LOG,
     CLUSTERS,
+    IMPORT,
+    UNDO,
 ]
 
 __all__ = [
@@ -40,11 +44,13 @@ __all__ = [
     "CONVERSATION_LOG",
     "ENRICHMENT",
     "ENTRY_FILES",
+    "IMPORT",
     "JOURNAL",
     "PREFERENCES",
     "REPAIR",
     "SETTINGS",
     "SURFACES",
+    "UNDO",
     "VOCABULARY",
     "WORKING",
     "Outcome",
