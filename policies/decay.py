@@ -30,3 +30,14 @@ def decayed_importance(entry: MemoryEntry, as_of: datetime, params: DecayParams)
     factor = 0.5 ** (elapsed.total_seconds() / params.half_life.total_seconds())
     new = max(params.floor, importance * factor)
     return new if new < importance else None
+
+
+# Below this a cycle leaves decay for later: passes compose (each measures from the
+# entry's last rewrite), so a step deferred is applied whole by the next pass that runs.
+DECAY_STEP = 0.01
+
+
+def decay_due(entry: MemoryEntry, as_of: datetime, params: DecayParams) -> bool:
+    """Whether a pass as of `as_of` would lower the entry by a step or bring it to the floor."""
+    new = decayed_importance(entry, as_of, params)
+    return new is not None and (entry.importance_score - new >= DECAY_STEP or new <= params.floor)
