@@ -81,35 +81,29 @@ def tag_if_untagged(agent: str | None, op: str) -> None:
 
 @workflow.defn(name=names.DREAM)
 class Dream:
+    @workflow.init
+    def __init__(self, inp: DreamInput) -> None:
+        self._inp = inp
+        # One as_of for the whole cycle, so every pass sees the same "now".
+        self._as_of = inp.as_of or workflow.now()
+        self._work: DreamWork | None = None
+        self._idle: list[str] = []  # passes skipped: nothing to do
+
     @workflow.run
     async def run(self, inp: DreamInput) -> DreamResult:
-        # One as_of for the whole cycle, so every pass sees the same "now".
-        as_of = inp.as_of or workflow.now()
+        as_of = self._as_of
         agent = inp.agent_id
-        run_id = workflow.info().workflow_id
         cycle_id = workflow.info().run_id  # names this cycle's ledger: what undo takes
         tag_if_untagged(agent, "dream")
         if inp.dry_run:
             return await dry_run(inp, as_of)
-
-        def child(op: str) -> dict:
-            return _child_options(run_id, agent, op)
-
-        work = await self._work(agent, as_of, inp.store_id)
-        idle: list[str] = []
-
-        def due(step: str, count: int) -> bool:
-            if work is None or count:
-                return True
-            idle.append(step)
-            return False
-
-        if due("purge", work.purge if work else 0):
+        work = self._work = await self._check(agent, as_of, inp.store_id)
+        if self._due("purge", "purge"):
             workflow.set_current_details("step 1/5: purging archived entries past retention")
             purge: PurgeResult = await workflow.execute_child_workflow(
                 ArchivePurge.run,
                 PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
-                **child("purge"),
+                **self._child("purge"),
             )
         else:
             purge = PurgeResult(agent_id=agent, as_of=as_of)
@@ -118,57 +112,77 @@ class Dream:
         if work is None or (work.embeddings_configured and (work.vectors or work.consolidation)):
             embeddings = await self._backfill(agent)
         else:
-            idle.append("embedding backfill")
+            self._idle.append("embedding backfill")
             embeddings = EmbedResult(skipped=None if work.embeddings_configured else NOT_CONFIGURED)
-        if due("consolidation", work.consolidation if work else 0):
-            workflow.set_current_details("step 3/5: consolidation")
-            consolidation: ConsolidationResult = await workflow.execute_child_workflow(
-                Consolidation.run,
-                ConsolidationInput(
-                    agent_id=agent,
-                    as_of=as_of,
-                    embedding_dim=embeddings.dim,
-                    store_id=inp.store_id,
-                    cycle_id=cycle_id,
-                    **inp.consolidation.model_dump(),
-                ),
-                **child("consolidation"),
-            )
-        else:
-            consolidation = ConsolidationResult(
-                agent_id=agent, as_of=as_of, cycle_id=cycle_id, total=work.live if work else 0
-            )
-        if due("preference inference", work.preferences if work else 0):
-            workflow.set_current_details("step 4/5: preference inference")
-            preferences: PreferenceResult = await workflow.execute_child_workflow(
-                PreferenceInference.run,
-                PreferenceInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
-                **child("preferences"),
-            )
-        else:
-            preferences = PreferenceResult(agent_id=agent, skipped="the conversation log is empty")
-        if due("decay", work.decay if work else 0):
-            workflow.set_current_details("step 5/5: importance decay")
-            decay: DecayResult = await workflow.execute_child_workflow(
-                ImportanceDecay.run,
-                DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id, cycle_id=cycle_id),
-                **child("decay"),
-            )
-        else:
-            decay = DecayResult(agent_id=agent, as_of=as_of)
         result = DreamResult(
             agent_id=agent,
             as_of=as_of,
             purge=purge,
-            consolidation=consolidation,
-            preferences=preferences,
-            decay=decay,
+            consolidation=await self._consolidation(cycle_id, embeddings.dim),
+            preferences=await self._preferences(),
+            decay=await self._decay(cycle_id),
             embeddings=embeddings,
             cycle_id=cycle_id,
-            idle=idle,
+            idle=self._idle,
         )
         self._report(result)
         return result
+
+    def _child(self, op: str) -> dict:
+        return _child_options(workflow.info().workflow_id, self._inp.agent_id, op)
+
+    def _due(self, step: str, count: str) -> bool:
+        """Whether the pass runs: always without a check, else when its `count` of the
+        check's (a DreamWork field) is not zero."""
+        if self._work is None or getattr(self._work, count):
+            return True
+        self._idle.append(step)
+        return False
+
+    async def _consolidation(self, cycle_id: str, dim: int | None) -> ConsolidationResult:
+        inp, work = self._inp, self._work
+        if not self._due("consolidation", "consolidation"):
+            total = work.live if work else 0
+            return ConsolidationResult(
+                agent_id=inp.agent_id, as_of=self._as_of, cycle_id=cycle_id, total=total
+            )
+        workflow.set_current_details("step 3/5: consolidation")
+        return await workflow.execute_child_workflow(
+            Consolidation.run,
+            ConsolidationInput(
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                embedding_dim=dim,
+                store_id=inp.store_id,
+                cycle_id=cycle_id,
+                **inp.consolidation.model_dump(),
+            ),
+            **self._child("consolidation"),
+        )
+
+    async def _preferences(self) -> PreferenceResult:
+        inp = self._inp
+        if not self._due("preference inference", "preferences"):
+            return PreferenceResult(agent_id=inp.agent_id, skipped="the conversation log is empty")
+        workflow.set_current_details("step 4/5: preference inference")
+        return await workflow.execute_child_workflow(
+            PreferenceInference.run,
+            PreferenceInput(agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id),
+            **self._child("preferences"),
+        )
+
+    async def _decay(self, cycle_id: str) -> DecayResult:
+        inp = self._inp
+        if not self._due("decay", "decay"):
+            return DecayResult(agent_id=inp.agent_id, as_of=self._as_of)
+        workflow.set_current_details("step 5/5: importance decay")
+        return await workflow.execute_child_workflow(
+            ImportanceDecay.run,
+            DecayInput(
+                agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id, cycle_id=cycle_id
+            ),
+            **self._child("decay"),
+        )
 
     @staticmethod
     def _report(result: DreamResult) -> None:
@@ -184,7 +198,7 @@ class Dream:
         workflow.set_current_details(f"done: {summary}")
 
     @staticmethod
-    async def _work(agent: str, as_of, store_id: str | None) -> DreamWork | None:  # noqa: ANN001
+    async def _check(agent: str, as_of, store_id: str | None) -> DreamWork | None:  # noqa: ANN001
         """What each pass has to do (None: run them all, as cycles before the check did).
         A failed check runs every pass: skipping is an optimisation, never a risk."""
         if not workflow.patched(IDLE_CHECK):

@@ -100,7 +100,8 @@ class DreamSweep:
     async def _with_work(agents: list[str], as_of: datetime) -> tuple[list[str], list[str]]:
         """Split the agents into those with work for a cycle and the idle, a batch of
         agents per check; a failed check counts its whole batch as having work."""
-        busy, idle = [], []
+        busy: list[str] = []
+        idle: list[str] = []
         for start in range(0, len(agents), CHECK_BATCH):
             batch = agents[start : start + CHECK_BATCH]
             workflow.set_current_details(f"checking for work: {start}/{len(agents)} agents")
