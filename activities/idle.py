@@ -13,7 +13,15 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput, WorkResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
-from dreamkeeper.stores.dream_state.workload import dream_work
+from dreamkeeper.stores.dream_state.workload import (
+    dream_work,
+    idle_by_mark,
+    mark_idle,
+    next_work_at,
+    settings_key,
+    state_key,
+)
+from dreamkeeper.stores.files import AgentFiles
 
 
 class IdleCheckActivities:
@@ -35,17 +43,42 @@ class IdleCheckActivities:
     @activity.defn(name="dream_work")
     def dream_work(self, inp: WorkInput) -> WorkResult:
         result = WorkResult()
+        embedder = self._stores.embeddings
+        llm = self._llm.configured
+        settings = settings_key(
+            retention=self._retention,
+            decay=self._decay,
+            floor=self._floor,
+            llm_configured=llm,
+            model_key=embedder.model_key if embedder else None,
+        )
         for done, agent in enumerate(inp.agent_ids, start=1):
+            root = AgentFiles(self._stores.data_dir, agent).root
+            # A cycle for a named store checks it is that store: it opens the store.
+            marked = idle_by_mark(root, agent, inp.as_of, settings) if not inp.store_id else None
+            if marked is not None:
+                result.agents.append(marked)
+                activity.heartbeat(done, len(inp.agent_ids))
+                continue
+            state = state_key(root, settings)  # before the store is read
             with self._stores.using(agent, store_id=inp.store_id) as store:
-                result.agents.append(
-                    dream_work(
+                work = dream_work(
+                    store,
+                    inp.as_of,
+                    retention=self._retention,
+                    decay=self._decay,
+                    floor=self._floor,
+                    llm_configured=llm,
+                )
+                if work.idle and state is not None:
+                    until = next_work_at(
                         store,
-                        inp.as_of,
                         retention=self._retention,
                         decay=self._decay,
                         floor=self._floor,
-                        llm_configured=self._llm.configured,
+                        llm_configured=llm,
                     )
-                )
+                    mark_idle(store.root, state, until, work.live)
+            result.agents.append(work)
             activity.heartbeat(done, len(inp.agent_ids))
         return result

@@ -10,12 +10,19 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR, DecayParams
-from dreamkeeper.policies.decay import DECAY_STEP, decay_due, decayed_importance
+from dreamkeeper.policies.decay import DECAY_STEP, decay_due, decay_due_at, decayed_importance
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
-from dreamkeeper.stores.dream_state.workload import dream_work
+from dreamkeeper.stores.dream_state.workload import (
+    dream_work,
+    idle_by_mark,
+    mark_idle,
+    next_work_at,
+    settings_key,
+    state_key,
+)
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
@@ -112,3 +119,68 @@ def test_a_decay_step_left_for_later_is_applied_whole_by_the_next_pass(
         then = decayed_importance(applied, later, PARAMS)
         both = then if then is not None else now
         assert skipped is not None and abs(both - skipped) < 1e-9
+
+
+@given(
+    importance=st.floats(0.0, 1.0),
+    seen_days=st.floats(0, 400),
+    updated_days=st.floats(0, 400),
+    before=st.floats(0, 400),
+)
+def test_decay_is_never_due_before_the_time_the_idle_mark_waits_for(
+    importance, seen_days, updated_days, before
+):
+    entry = _entry(importance, seen_days, updated_days)
+    at = decay_due_at(entry, PARAMS)
+    if at is None:
+        assert not decay_due(entry, T0 + timedelta(days=before), PARAMS)
+    else:
+        assert not decay_due(entry, at - timedelta(days=before), PARAMS)
+        assert decay_due(entry, at + timedelta(minutes=1), PARAMS)
+
+
+SETTINGS = settings_key(
+    retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=False, model_key=None
+)
+
+
+def _mark(store, as_of=T0):
+    """What the idle check does for an idle agent: state first, then count, then mark."""
+    state = state_key(store.root, SETTINGS)
+    assert _work(store, as_of).idle and state is not None
+    until = next_work_at(
+        store, retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=False
+    )
+    mark_idle(store.root, state, until, len(store.entries()))
+    return until
+
+
+def test_an_idle_mark_holds_until_its_time_or_any_change(tmp_path):
+    old = FileMemoryStore(tmp_path, "a1", clock=lambda: T0 - timedelta(days=20))
+    old.create("The user's desk is on the third floor.", importance=0.5)
+    until = _mark(old)
+    # The mark waits exactly for the decay step: idle just before, work from then on.
+    assert until is not None and not _work(old, until).decay
+    assert _work(old, until + timedelta(minutes=1)).decay == 1
+    assert idle_by_mark(old.root, "a1", until - timedelta(hours=1), SETTINGS).live == 1
+    assert idle_by_mark(old.root, "a1", until + timedelta(minutes=1), SETTINGS) is None
+    other = settings_key(
+        retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=True, model_key=None
+    )
+    assert idle_by_mark(old.root, "a1", T0, other) is None
+    log = ConversationLog(old.root)
+    log.append("s1", "user", "Please stop using emoji.", T0)
+    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is None
+    log.rotate("read")
+    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is not None
+    FileMemoryStore(tmp_path, "a1", clock=lambda: T0).create("Another note.")
+    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is None
+
+
+def test_the_mark_waits_for_an_archive_to_pass_the_retention(tmp_path):
+    store = FileMemoryStore(tmp_path, "a1", clock=lambda: T0)
+    gone = store.create("An old note.", importance=0.2)
+    store.archive(gone.id, "deleted by agent tool")
+    until = _mark(store)
+    assert until == T0 + RETENTION
+    assert _work(store, until).purge == 0 and _work(store, until + timedelta(seconds=1)).purge == 1
