@@ -78,7 +78,7 @@ class IdleCheckActivities:
                         floor=self._floor,
                         llm_configured=llm,
                     )
-                    mark_idle(store.root, state, until, work.live)
+                    mark_idle(store.root, state, until, work)
             result.agents.append(work)
             activity.heartbeat(done, len(inp.agent_ids))
         return result

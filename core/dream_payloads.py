@@ -345,6 +345,7 @@ class DreamWork(BaseModel):
 
     agent_id: str
     live: int = 0  # live entries (a skipped consolidation's total)
+    held_back: int = 0  # live entries no dream may touch (flagged, save in flight)
     purge: int = 0  # archived past retention and not protected, plus ledgers past it
     vectors: int = 0  # live entries without a current vector (0 without a model)
     consolidation: int = 0  # exact-duplicate copies, plus unreviewed entries and due

@@ -142,9 +142,12 @@ class Dream:
     async def _consolidation(self, cycle_id: str, dim: int | None) -> ConsolidationResult:
         inp, work = self._inp, self._work
         if not self._due("consolidation", "consolidation"):
-            total = work.live if work else 0
             return ConsolidationResult(
-                agent_id=inp.agent_id, as_of=self._as_of, cycle_id=cycle_id, total=total
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                cycle_id=cycle_id,
+                total=work.live if work else 0,
+                held_back=work.held_back if work else 0,
             )
         workflow.set_current_details("step 3/5: consolidation")
         return await workflow.execute_child_workflow(

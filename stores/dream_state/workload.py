@@ -68,6 +68,7 @@ def dream_work(
         # consolidation has work (it needs the dimension) or any vector is missing.
         work.vectors = sum(1 for e in live if store.stored_vector(e, embedder.model_key) is None)
     candidates = [e for e in live if consolidatable(e, as_of)]
+    work.held_back = len(live) - len(candidates)
     copies = Counter(fold_key(e) for e in candidates)
     work.consolidation = sum(n - 1 for n in copies.values())
     if llm_configured:
@@ -144,7 +145,7 @@ def idle_by_mark(root: Path, agent_id: str, as_of: datetime, settings: str) -> D
         until = raw["until"]
         if until is not None and as_of >= as_utc(datetime.fromisoformat(until)):
             return None
-        return DreamWork(agent_id=agent_id, live=int(raw["live"]))
+        return DreamWork(agent_id=agent_id, live=int(raw["live"]), held_back=int(raw["heldBack"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no mark, or not one we wrote: count from the store
 
@@ -184,6 +185,11 @@ def next_work_at(
     return min(times) if times else None
 
 
-def mark_idle(root: Path, state: str, until: datetime | None, live: int) -> None:
-    mark = {"state": state, "until": until.isoformat() if until else None, "live": live}
+def mark_idle(root: Path, state: str, until: datetime | None, work: DreamWork) -> None:
+    mark = {
+        "state": state,
+        "until": until.isoformat() if until else None,
+        "live": work.live,
+        "heldBack": work.held_back,
+    }
     atomic_write_text(root / MARK, json.dumps(mark), within=root)

@@ -147,11 +147,12 @@ SETTINGS = settings_key(
 def _mark(store, as_of=T0):
     """What the idle check does for an idle agent: state first, then count, then mark."""
     state = state_key(store.root, SETTINGS)
-    assert _work(store, as_of).idle and state is not None
+    work = _work(store, as_of)
+    assert work.idle and state is not None
     until = next_work_at(
         store, retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=False
     )
-    mark_idle(store.root, state, until, len(store.entries()))
+    mark_idle(store.root, state, until, work)
     return until
 
 
