@@ -17,9 +17,6 @@ process:
   - with --engines (the `bench` extra installed): tantivy and bm25s over the same entry
     texts and queries, top 20 by their own plain BM25: p50/p99, the RSS their index
     adds, and Dreamkeeper's p50/p99 as a multiple of theirs
-  - the same queries, interleaved, with the top-k pruning off (every entry sharing a
-    query word scored, as before it): p50/p99, the ratio, and whether hits and scores
-    are the same on every query
 """
 
 from __future__ import annotations
@@ -174,33 +171,17 @@ def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
     qs = queries(nq)
     for q in qs[:10]:
         search(store, q)  # warm-up
-    from dreamkeeper.stores.search.bm25 import BM25Index
-
-    pruned = BM25Index.top_scores
-
-    def every_entry(index, tokens, limit, *, include_archived=False, max_factor=1.0):  # noqa: ANN001, ANN202
-        return index.scores(tokens, include_archived=include_archived)
-
-    times, tops, full_times, same = [], [], [], 0
-    for q in qs:  # interleaved: the top-k search, then the same query scoring every entry
+    times, tops = [], []
+    for q in qs:
         t = time.perf_counter()
         hits = search(store, q)
         times.append(time.perf_counter() - t)
         tops.append([h.entry.id for h in hits])
-        BM25Index.top_scores = every_entry  # type: ignore[method-assign]
-        t = time.perf_counter()
-        full = search(store, q)
-        full_times.append(time.perf_counter() - t)
-        BM25Index.top_scores = pruned  # type: ignore[method-assign]
-        same += [(h.entry.id, h.score) for h in hits] == [(h.entry.id, h.score) for h in full]
     return {
         "cold_s": cold,
         "rss_mb": rss_mb,
         "p50_ms": 1e3 * statistics.median(times),
         "p99_ms": 1e3 * _percentile(times, 0.99),
-        "full_p50_ms": 1e3 * statistics.median(full_times),
-        "full_p99_ms": 1e3 * _percentile(full_times, 0.99),
-        "same_as_full": same,
         "tops": tops,
     }
 
@@ -359,12 +340,6 @@ def main() -> None:
                 f"{size:>8} {label:>12} {ours['cold_s']:>9.2f}s {ours['rss_mb']:>6.0f}MB "
                 f"{ours['p50_ms']:>7.2f}ms {ours['p99_ms']:>7.2f}ms {base['p50_ms']:>12.2f}ms "
                 f"{base['p50_ms'] / ours['p50_ms']:>8.1f}x {same:>5}/{len(base['tops'])}"
-            )
-            print(
-                f"{'':>8} {'':>12} scoring every entry instead: p50 {ours['full_p50_ms']:.2f}ms "
-                f"p99 {ours['full_p99_ms']:.2f}ms; top-k {ours['full_p50_ms'] / ours['p50_ms']:.2f}x "
-                f"faster at p50, {ours['full_p99_ms'] / ours['p99_ms']:.2f}x at p99; "
-                f"same hits and scores on {ours['same_as_full']}/{len(ours['tops'])} queries"
             )
         print(
             f"{'':>8} snapshot written in {wrote['write_s']:.2f}s; cold open from it "
