@@ -238,24 +238,6 @@ class _Grow:
         return self._data[index]
 
 
-def _bounds(
-    tf: np.ndarray, slots: np.ndarray, offsets: np.ndarray, index: BM25Index
-) -> tuple[list[float], list[float]]:
-    """Each term's highest frequency and shortest document, from its postings (what
-    `put` keeps as it goes), for an index read back from a snapshot."""
-    terms = len(offsets) - 1
-    max_tf = np.zeros(terms, dtype=np.float64)
-    min_len = np.full(terms, np.inf)
-    held = offsets[:-1] < offsets[1:]
-    if slots.size and int(slots.max()) >= index._doc_len.size:
-        raise ValueError("a posting names a slot past the end")
-    if tf.size:
-        starts = offsets[:-1][held]
-        max_tf[held] = np.maximum.reduceat(tf.astype(np.float64), starts)
-        min_len[held] = np.minimum.reduceat(index._doc_len.view[slots], starts)
-    return max_tf.tolist(), min_len.tolist()
-
-
 class BM25Index:
     """Documents are keys (entry ids) with token lists; each belongs to one "group".
 
@@ -289,10 +271,6 @@ class BM25Index:
         # Python lists: per-token increments on numpy arrays cost ~10x more.
         self._df_all: list[int] = []
         self._df_live: list[int] = []
-        # Per token, the highest frequency and the shortest document it has been in: the
-        # bounds `top_scores` skips by. Not lowered on removal, so they stay bounds.
-        self._max_tf: list[float] = []
-        self._min_len: list[float] = []
         self._n_all = 0
         self._n_live = 0
         self._len_all = 0
@@ -371,9 +349,6 @@ class BM25Index:
             if len(column) != slots:
                 raise ValueError(f"{name} has the wrong length")
             getattr(index, f"_{name}").adopt(column)
-        index._max_tf, index._min_len = _bounds(
-            values("post_tf", np.float32), values("post_slots", np.uint32), post_off, index
-        )
         index._df_all = values("df_all", np.int64).tolist()
         index._df_live = values("df_live", np.int64).tolist()
         if len(index._df_all) != terms or len(index._df_live) != terms:
@@ -436,17 +411,12 @@ class BM25Index:
         live = not archived
         post_slots, post_tf = self._post_slots, self._post_tf
         df_all, df_live = self._df_all, self._df_live
-        max_tf, min_len, length = self._max_tf, self._min_len, len(tokens)
         for tid, tf in Counter(tids).items():
             post_slots[tid].append(slot)
             post_tf[tid].append(tf)
             df_all[tid] += 1
             if live:
                 df_live[tid] += 1
-            if tf > max_tf[tid]:
-                max_tf[tid] = tf
-            if length < min_len[tid]:
-                min_len[tid] = length
         self._n_all += 1
         self._len_all += len(tokens)
         if live:
@@ -467,8 +437,6 @@ class BM25Index:
                 self._post_tf.append(array("f"))
                 self._df_all.append(0)
                 self._df_live.append(0)
-                self._max_tf.append(0.0)
-                self._min_len.append(math.inf)
             out.append(tid)
         return out
 
@@ -625,98 +593,3 @@ class BM25Index:
             del slots, tf  # release the buffer exports so the arrays can grow again
         scores[~in_scope] = 0.0
         return scores
-
-    def top_scores(
-        self,
-        query_tokens: list[str],
-        limit: int,
-        *,
-        include_archived: bool = False,
-        max_factor: float = 1.0,
-    ) -> np.ndarray:
-        """`scores`, exact, but zero for documents that cannot reach the top `limit` of
-        score × weight × a factor of at most `max_factor` (the caller's bonus): MaxScore
-        over the query's terms. A term's bound is its score at the highest frequency and
-        the shortest document it has ever held, so a document holding only terms whose
-        bounds add up (× the largest weight × `max_factor`) below the `limit`-th best
-        weighted score of some documents cannot be in the top `limit`, nor tied with it.
-        What is kept is scored as `scores` does, term by term in the query's order, so
-        its scores are the same floats."""
-        n, total_len, df, in_scope = self._scope(include_archived)
-        size = len(self._key_of)
-        terms = [
-            tid
-            for tok in dict.fromkeys(query_tokens)
-            if (tid := self._token_id.get(tok)) is not None and df[tid] > 0
-        ]
-        if n == 0 or not terms or limit <= 0:
-            return self.scores(query_tokens, include_archived=include_archived)
-        avgdl = total_len / n
-        idf = {t: lucene_idf(n, df[t]) for t in terms}
-        bound = {t: self._bound(t, idf[t], avgdl) for t in terms}
-        weights = self._weight.view
-        top_weight = float(weights[in_scope].max()) if n else 0.0
-        # A floor on the limit-th best: the exact weighted scores of the documents of the
-        # rarest terms (at least `limit` of them, when there are that many).
-        seed: list[int] = []
-        gathered = 0
-        for t in sorted(terms, key=lambda t: df[t]):
-            seed.append(t)
-            gathered += len(self._post_slots[t])
-            if gathered >= 4 * limit:
-                break
-        first = self._in_scope(self._union(seed), in_scope)
-        if first.size < limit:
-            return self.scores(query_tokens, include_archived=include_archived)
-        weighted = self._exact(terms, first, idf, avgdl) * weights[first]
-        floor = np.partition(weighted, first.size - limit)[first.size - limit]
-        # Terms by bound, lowest first: those whose bounds add up below the floor cannot
-        # lift a document holding only them into the top; the rest are essential.
-        essential = []
-        total = 0.0
-        for t in sorted(terms, key=lambda t: bound[t]):
-            total += bound[t]
-            if total * top_weight * max_factor >= floor:
-                essential.append(t)
-        if len(essential) == len(terms):
-            return self.scores(query_tokens, include_archived=include_archived)
-        slots = self._in_scope(self._union(essential), in_scope)
-        scores = np.zeros(size, dtype=np.float64)
-        scores[slots] = self._exact(terms, slots, idf, avgdl)
-        return scores
-
-    def _bound(self, tid: int, idf: float, avgdl: float) -> float:
-        """The term's highest possible score: at its highest frequency, in the shortest
-        document holding it (both kept as they only grow and shrink, so they stay bounds
-        after removals). Rounded up, so float error cannot make it a hair low."""
-        tf, length = self._max_tf[tid], self._min_len[tid]
-        return math.nextafter(
-            idf * (tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / avgdl))), math.inf
-        ) * (1 + 1e-9)
-
-    def _union(self, tids: list[int]) -> np.ndarray:
-        parts = [np.frombuffer(self._post_slots[t], dtype=np.uint32) for t in tids]
-        out = np.unique(np.concatenate(parts)).astype(np.int64)
-        del parts  # release the buffer exports so the arrays can grow again
-        return out
-
-    @staticmethod
-    def _in_scope(slots: np.ndarray, in_scope: np.ndarray) -> np.ndarray:
-        return slots[in_scope[slots]]
-
-    def _exact(
-        self, tids: list[int], slots: np.ndarray, idf: dict[int, float], avgdl: float
-    ) -> np.ndarray:
-        """`scores` at `slots` (sorted): the same operations, term by term in order."""
-        out = np.zeros(slots.size, dtype=np.float64)
-        doc_len = self._doc_len.view[slots]
-        for t in tids:
-            posting = np.frombuffer(self._post_slots[t], dtype=np.uint32)
-            at = np.searchsorted(posting, slots)
-            at[at == posting.size] = 0
-            held = posting[at] == slots
-            tf = np.frombuffer(self._post_tf[t], dtype=np.float32)[at[held]].astype(np.float64)
-            del posting  # release the buffer export so the array can grow again
-            denom = tf + K1 * (1 - B + B * doc_len[held] / avgdl)
-            out[held] += idf[t] * (tf * (K1 + 1) / denom)
-        return out

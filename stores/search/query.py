@@ -165,14 +165,7 @@ def search(
     if not tokens and vectors is None:
         return []
     index = store.index()
-    if vectors is None and filters.category is None and not filters.per_entry:
-        # Keywords only and no filter: what cannot reach the top `limit` (its bound,
-        # phrase bonus included, below a floor) is skipped. The category and per-entry
-        # filters could leave fewer than `limit` of what was kept, so they score all.
-        bonus = PHRASE_BONUS if query_phrases(tokens) else 1.0
-        base = index.top_scores(tokens, limit, include_archived=include_archived, max_factor=bonus)
-    else:
-        base = index.scores(tokens, include_archived=include_archived)
+    base = index.scores(tokens, include_archived=include_archived)
     semantic = None
     if vectors is not None and query_vector is not None:
         semantic = _semantic(index, vectors, query_vector, include_archived)
