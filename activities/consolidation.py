@@ -68,8 +68,7 @@ from dreamkeeper.policies.gating import (
     near_duplicate_clusters,
     settle_clusters,
 )
-from dreamkeeper.policies.in_flight import save_in_flight
-from dreamkeeper.policies.injection import FLAG_KEY
+from dreamkeeper.policies.in_flight import consolidatable
 from dreamkeeper.policies.merge import (
     Fold,
     MergeProposal,
@@ -106,16 +105,6 @@ def fold_duplicates(store: MemoryStore, fold: Fold, as_of, ledger: IntentLog) ->
         reason=merged_reason(fold.survivor.id),
         ledger=ledger,
         now=as_of,
-    )
-
-
-def consolidatable(entry: MemoryEntry, as_of) -> bool:
-    """Entries a dream may touch: not a save still in flight, not flagged text, not
-    history (a superseded version is never folded, merged, pruned or shown)."""
-    return (
-        not save_in_flight(entry, as_of)
-        and FLAG_KEY not in entry.metadata
-        and not entry.is_superseded
     )
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/search.py [--sizes 1000,10000,100000] [--queries 200]
     .venv/bin/python bench/search.py --backend postgres [--sizes ...]
+    .venv/bin/python bench/search.py --engines   # also tantivy and bm25s (the bench extra)
 
 For each corpus size (synthetic entries of realistic length over a Zipf vocabulary,
 written once under bench/.data/) it prints two rows — the store opened from the files,
@@ -15,6 +16,9 @@ process:
     as the index uses) plus the same importance boost and phrase bonus (the plain
     baseline), its p50, and the ratio
   - whether both produce the same top-20 for every query
+  - with --engines (the `bench` extra installed): tantivy and bm25s over the same entry
+    texts and queries, top 20 by their own plain BM25: p50/p99, the RSS their index
+    adds, and Dreamkeeper's p50/p99 as a multiple of theirs
 
 `--backend postgres` adds a row per size for a PostgreSQL store (a durable server started
 for the run): the corpus imported on the bulk path (timed), one full open that writes the
@@ -248,6 +252,65 @@ def measure_postgres(size: int, nq: int, url: str) -> dict:
     }
 
 
+def _rss_now_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 1_048_576
+
+
+def measure_engines(size: int, nq: int) -> dict:
+    """tantivy and bm25s over the same entry texts and queries, top 20 each: their own
+    ranking (plain BM25, no importance boost or phrase bonus), for the latency and the
+    memory their index adds. Needs the `bench` extra."""
+    import bm25s
+    import tantivy
+
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+
+    texts = [document_text(e) for e in FileMemoryStore(corpus_dir(size), "bench").entries()]
+    qs = queries(nq)
+    out = {}
+    before = _rss_now_mb()
+    schema_builder = tantivy.SchemaBuilder()
+    schema_builder.add_text_field("body", stored=False)
+    schema_builder.add_integer_field("n", stored=True, indexed=False)
+    schema = schema_builder.build()
+    index = tantivy.Index(schema)
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    for i, text in enumerate(texts):
+        writer.add_document(tantivy.Document(body=text, n=i))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+    added = _rss_now_mb() - before
+    times = []
+    for q in qs:
+        t = time.perf_counter()
+        parsed = index.parse_query(q, ["body"])
+        searcher.search(parsed, 20)
+        times.append(time.perf_counter() - t)
+    out["tantivy"] = {
+        "p50_ms": 1e3 * statistics.median(times),
+        "p99_ms": 1e3 * _percentile(times, 0.99),
+        "added_mb": added,
+    }
+    before = _rss_now_mb()
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, show_progress=False), show_progress=False)
+    added = _rss_now_mb() - before
+    times = []
+    for q in qs:
+        t = time.perf_counter()
+        retriever.retrieve(bm25s.tokenize([q], show_progress=False), k=20, show_progress=False)
+        times.append(time.perf_counter() - t)
+    out["bm25s"] = {
+        "p50_ms": 1e3 * statistics.median(times),
+        "p99_ms": 1e3 * _percentile(times, 0.99),
+        "added_mb": added,
+    }
+    return out
+
+
 def lucene_bm25(docs: list[list[str]]):
     """rank_bm25's BM25Okapi with Lucene's idf, ln(1 + (N − n + 0.5) / (n + 0.5))."""
     import math
@@ -312,7 +375,10 @@ def main() -> None:
     parser.add_argument("--baseline-queries-100k", type=int, default=10)
     parser.add_argument(
         "--child",
-        choices=["dreamkeeper", "snapshot", "write", "baseline", "pg-load", "postgres"],
+        choices=["dreamkeeper", "snapshot", "write", "baseline", "engines", "pg-load", "postgres"],
+    )
+    parser.add_argument(
+        "--engines", action="store_true", help="also tantivy and bm25s (the bench extra)"
     )
     parser.add_argument("--backend", choices=["files", "postgres"], default="files")
     parser.add_argument("--url", default="")
@@ -334,6 +400,8 @@ def main() -> None:
             print(json.dumps(write_snapshot(size)))
         elif args.child == "baseline":
             print(json.dumps(measure_baseline(size, nq)))
+        elif args.child == "engines":
+            print(json.dumps(measure_engines(size, nq)))
         else:
             print(json.dumps(measure_dreamkeeper(size, nq, cached=args.child == "snapshot")))
         return
@@ -372,6 +440,14 @@ def run(sizes: list[int], args: argparse.Namespace, url: str) -> None:
             f"{'':>8} snapshot written in {wrote['write_s']:.2f}s; cold open from it "
             f"{files['cold_s'] / snap['cold_s']:.1f}x faster than from the files"
         )
+        if args.engines:
+            for name, row in _child("engines", size, args.queries).items():
+                print(
+                    f"{'':>8} {name}: p50 {row['p50_ms']:.2f}ms p99 {row['p99_ms']:.2f}ms, "
+                    f"index adds {row['added_mb']:.0f}MB; Dreamkeeper (snapshot) p50 "
+                    f"{snap['p50_ms'] / row['p50_ms']:.2f}x and p99 "
+                    f"{snap['p99_ms'] / row['p99_ms']:.2f}x its"
+                )
         if url:
             _postgres_rows(size, args, url, base)
 

@@ -361,3 +361,38 @@ class DreamResult(BaseModel):
     embeddings: EmbedResult = Field(default_factory=EmbedResult)
     cycle_id: str | None = None  # the run id `dreamkeeper dream undo` takes
     plan: DreamPlan | None = None  # dry runs only
+    idle: list[str] = Field(default_factory=list)  # passes skipped: nothing to do
+
+
+class WorkInput(BaseModel):
+    """Which passes of a cycle have anything to do for these agents as of `as_of`."""
+
+    agent_ids: list[str]
+    as_of: datetime
+    store_id: str | None = None  # one agent's cycle for a given store; None: the worker's
+
+
+class DreamWork(BaseModel):
+    """One agent's work per pass, counted from state the store already keeps. A pass
+    whose count is zero has nothing to do and is skipped."""
+
+    agent_id: str
+    live: int = 0  # live entries (a skipped consolidation's total)
+    held_back: int = 0  # live entries no dream may touch (flagged, save in flight)
+    purge: int = 0  # archived past retention and not protected, plus ledgers past it
+    vectors: int = 0  # live entries without a current vector (0 without a model)
+    consolidation: int = 0  # exact-duplicate copies, plus unreviewed entries and due
+    # settled clusters when an LLM is configured
+    preferences: int = 0  # bytes in the live conversation log
+    decay: int = 0  # live entries whose decay step is due
+    embeddings_configured: bool = False
+
+    @property
+    def idle(self) -> bool:
+        return not (
+            self.purge or self.vectors or self.consolidation or self.preferences or self.decay
+        )
+
+
+class WorkResult(BaseModel):
+    agents: list[DreamWork] = Field(default_factory=list)

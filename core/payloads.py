@@ -76,6 +76,7 @@ class SweepResult(BaseModel):
     started: list[str] = Field(default_factory=list)
     already_running: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
+    idle: list[str] = Field(default_factory=list)  # nothing to do: no cycle started
 
 
 class EntryOpInput(BaseModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.policies.injection import FLAG_KEY
 
 ENRICHMENT_KEY = "enrichment"
 PENDING = "pending"
@@ -24,4 +25,14 @@ def save_in_flight(entry: MemoryEntry, as_of: datetime) -> bool:
         not entry.is_archived
         and entry.metadata.get(ENRICHMENT_KEY) == PENDING
         and as_of - entry.created_at < IN_FLIGHT_LIMIT
+    )
+
+
+def consolidatable(entry: MemoryEntry, as_of: datetime) -> bool:
+    """Entries a dream may touch: not a save still in flight, not flagged text, not
+    history (a superseded version is never folded, merged, pruned or shown)."""
+    return (
+        not save_in_flight(entry, as_of)
+        and FLAG_KEY not in entry.metadata
+        and not entry.is_superseded
     )

@@ -14,6 +14,7 @@ from dreamkeeper.activities.dream_review import DreamReviewActivities
 from dreamkeeper.activities.dream_undo import UndoActivities
 from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
+from dreamkeeper.activities.idle import IdleCheckActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
 from dreamkeeper.activities.save import SaveActivities
@@ -95,7 +96,15 @@ def worker_activities(
     review = DreamReviewActivities(
         stores, floor=settings.floor, decay=settings.decay, retention=settings.archive_retention
     )
+    idle = IdleCheckActivities(
+        stores,
+        llm,
+        retention=settings.archive_retention,
+        decay=settings.decay,
+        floor=settings.floor,
+    )
     return [
+        idle.dream_work,
         maintenance.purge_archived,
         maintenance.decay_importance,
         AgentActivities(stores.backend).list_agents,

@@ -6,6 +6,12 @@ clustering can use cosine for every entry (it is an activity here, not a child: 
 changes no entry, only vectors); consolidation before decay so merge arithmetic sees
 importance as it stood; preference inference after consolidation so what it saves is
 reviewed next cycle, not merged in the same one.
+
+Before the passes, one activity counts each pass's work from what the store keeps (new
+or changed entries, duplicates, conversation turns, archives past retention, decay
+steps due, missing vectors): a pass with nothing to do is skipped and named in the
+result's `idle` and the summary, so an idle agent costs one activity, not five
+workflows.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from dreamkeeper.activities.embeddings import EmbeddingActivities
+    from dreamkeeper.activities.embeddings import NOT_CONFIGURED, EmbeddingActivities
+    from dreamkeeper.activities.idle import IdleCheckActivities
     from dreamkeeper.client.attributes import tagged
     from dreamkeeper.core import names
     from dreamkeeper.core.dream_payloads import (
@@ -24,8 +31,11 @@ with workflow.unsafe.imports_passed_through():
         ConsolidationResult,
         DreamInput,
         DreamResult,
+        DreamWork,
         PreferenceInput,
         PreferenceResult,
+        WorkInput,
+        WorkResult,
     )
     from dreamkeeper.core.payloads import (
         DecayInput,
@@ -38,9 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.workflows.consolidation import Consolidation
     from dreamkeeper.workflows.dream_dry_run import dry_run
     from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
-    from dreamkeeper.workflows.options import EMBED_STEP, with_summary
+    from dreamkeeper.workflows.options import EMBED_STEP, SCAN_STEP, with_summary
     from dreamkeeper.workflows.preferences import PreferenceInference
 
+IDLE_CHECK = "dream-idle-check"  # workflow.patched id: passes with nothing to do skipped
 TAGS_ITSELF = "dream-tags-itself"  # workflow.patched id: search attributes when started bare
 BACKFILL_BATCH = 512
 BACKFILL_ROUNDS = 40  # at most 20k vectors a cycle; the rest next cycle
@@ -70,64 +81,111 @@ def tag_if_untagged(agent: str | None, op: str) -> None:
 
 @workflow.defn(name=names.DREAM)
 class Dream:
+    @workflow.init
+    def __init__(self, inp: DreamInput) -> None:
+        self._inp = inp
+        # One as_of for the whole cycle, so every pass sees the same "now".
+        self._as_of = inp.as_of or workflow.now()
+        self._work: DreamWork | None = None
+        self._idle: list[str] = []  # passes skipped: nothing to do
+
     @workflow.run
     async def run(self, inp: DreamInput) -> DreamResult:
-        # One as_of for the whole cycle, so every pass sees the same "now".
-        as_of = inp.as_of or workflow.now()
+        as_of = self._as_of
         agent = inp.agent_id
-        run_id = workflow.info().workflow_id
         cycle_id = workflow.info().run_id  # names this cycle's ledger: what undo takes
         tag_if_untagged(agent, "dream")
         if inp.dry_run:
             return await dry_run(inp, as_of)
-
-        def child(op: str) -> dict:
-            return _child_options(run_id, agent, op)
-
-        workflow.set_current_details("step 1/5: purging archived entries past retention")
-        purge: PurgeResult = await workflow.execute_child_workflow(
-            ArchivePurge.run,
-            PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
-            **child("purge"),
-        )
-        embeddings = await self._backfill(agent)
-        workflow.set_current_details("step 3/5: consolidation")
-        consolidation: ConsolidationResult = await workflow.execute_child_workflow(
-            Consolidation.run,
-            ConsolidationInput(
-                agent_id=agent,
-                as_of=as_of,
-                embedding_dim=embeddings.dim,
-                store_id=inp.store_id,
-                cycle_id=cycle_id,
-                **inp.consolidation.model_dump(),
-            ),
-            **child("consolidation"),
-        )
-        workflow.set_current_details("step 4/5: preference inference")
-        preferences: PreferenceResult = await workflow.execute_child_workflow(
-            PreferenceInference.run,
-            PreferenceInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
-            **child("preferences"),
-        )
-        workflow.set_current_details("step 5/5: importance decay")
-        decay: DecayResult = await workflow.execute_child_workflow(
-            ImportanceDecay.run,
-            DecayInput(agent_id=agent, as_of=as_of, store_id=inp.store_id, cycle_id=cycle_id),
-            **child("decay"),
-        )
+        work = self._work = await self._check(agent, as_of, inp.store_id)
+        if self._due("purge", "purge"):
+            workflow.set_current_details("step 1/5: purging archived entries past retention")
+            purge: PurgeResult = await workflow.execute_child_workflow(
+                ArchivePurge.run,
+                PurgeInput(agent_id=agent, as_of=as_of, store_id=inp.store_id),
+                **self._child("purge"),
+            )
+        else:
+            purge = PurgeResult(agent_id=agent, as_of=as_of)
+        # The backfill also gives consolidation the model's dimension, so it runs
+        # whenever consolidation does (and a model is configured).
+        if work is None or (work.embeddings_configured and (work.vectors or work.consolidation)):
+            embeddings = await self._backfill(agent)
+        else:
+            self._idle.append("embedding backfill")
+            embeddings = EmbedResult(skipped=None if work.embeddings_configured else NOT_CONFIGURED)
         result = DreamResult(
             agent_id=agent,
             as_of=as_of,
             purge=purge,
-            consolidation=consolidation,
-            preferences=preferences,
-            decay=decay,
+            consolidation=await self._consolidation(cycle_id, embeddings.dim),
+            preferences=await self._preferences(),
+            decay=await self._decay(cycle_id),
             embeddings=embeddings,
             cycle_id=cycle_id,
+            idle=self._idle,
         )
         self._report(result)
         return result
+
+    def _child(self, op: str) -> dict:
+        return _child_options(workflow.info().workflow_id, self._inp.agent_id, op)
+
+    def _due(self, step: str, count: str) -> bool:
+        """Whether the pass runs: always without a check, else when its `count` of the
+        check's (a DreamWork field) is not zero."""
+        if self._work is None or getattr(self._work, count):
+            return True
+        self._idle.append(step)
+        return False
+
+    async def _consolidation(self, cycle_id: str, dim: int | None) -> ConsolidationResult:
+        inp, work = self._inp, self._work
+        if not self._due("consolidation", "consolidation"):
+            return ConsolidationResult(
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                cycle_id=cycle_id,
+                total=work.live if work else 0,
+                held_back=work.held_back if work else 0,
+            )
+        workflow.set_current_details("step 3/5: consolidation")
+        return await workflow.execute_child_workflow(
+            Consolidation.run,
+            ConsolidationInput(
+                agent_id=inp.agent_id,
+                as_of=self._as_of,
+                embedding_dim=dim,
+                store_id=inp.store_id,
+                cycle_id=cycle_id,
+                **inp.consolidation.model_dump(),
+            ),
+            **self._child("consolidation"),
+        )
+
+    async def _preferences(self) -> PreferenceResult:
+        inp = self._inp
+        if not self._due("preference inference", "preferences"):
+            return PreferenceResult(agent_id=inp.agent_id, skipped="the conversation log is empty")
+        workflow.set_current_details("step 4/5: preference inference")
+        return await workflow.execute_child_workflow(
+            PreferenceInference.run,
+            PreferenceInput(agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id),
+            **self._child("preferences"),
+        )
+
+    async def _decay(self, cycle_id: str) -> DecayResult:
+        inp = self._inp
+        if not self._due("decay", "decay"):
+            return DecayResult(agent_id=inp.agent_id, as_of=self._as_of)
+        workflow.set_current_details("step 5/5: importance decay")
+        return await workflow.execute_child_workflow(
+            ImportanceDecay.run,
+            DecayInput(
+                agent_id=inp.agent_id, as_of=self._as_of, store_id=inp.store_id, cycle_id=cycle_id
+            ),
+            **self._child("decay"),
+        )
 
     @staticmethod
     def _report(result: DreamResult) -> None:
@@ -137,8 +195,30 @@ class Dream:
             f"{len(result.preferences.saved)} preference(s) inferred; "
             f"decayed {result.decay.decayed} of {result.decay.considered}"
         )
+        if result.idle:
+            summary += f"; nothing to do for {', '.join(result.idle)} (skipped)"
         workflow.logger.info("dream cycle complete for %s — %s", result.agent_id, summary)
         workflow.set_current_details(f"done: {summary}")
+
+    @staticmethod
+    async def _check(agent: str, as_of, store_id: str | None) -> DreamWork | None:  # noqa: ANN001
+        """What each pass has to do (None: run them all, as cycles before the check did).
+        A failed check runs every pass: skipping is an optimisation, never a risk."""
+        if not workflow.patched(IDLE_CHECK):
+            return None
+        workflow.set_current_details("checking which passes have work")
+        try:
+            got: WorkResult = await workflow.execute_activity_method(
+                IdleCheckActivities.dream_work,
+                WorkInput(agent_ids=[agent], as_of=as_of, store_id=store_id),
+                **with_summary(SCAN_STEP, "which passes have work"),
+            )
+        except ActivityError as exc:
+            workflow.logger.warning(
+                "dream %s: idle check failed, running every pass: %s", agent, exc.cause or exc
+            )
+            return None
+        return got.agents[0]
 
     @staticmethod
     async def _backfill(agent: str) -> EmbedResult:

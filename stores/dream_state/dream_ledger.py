@@ -142,3 +142,18 @@ def prune_ledgers(documents: AgentDocuments, cutoff: datetime) -> list[str]:
         if written is not None and written < cutoff and documents.delete(name):
             removed.append(name.removeprefix(f"{DIR}/").removesuffix(".jsonl"))
     return removed
+
+
+def ledgers_before(files: AgentFiles, cutoff: datetime) -> int:
+    """How many ledgers `prune_ledgers(files, cutoff)` would remove."""
+    try:
+        with os.scandir(files.path(DIR)) as found:
+            return sum(
+                1
+                for e in found
+                if e.name.endswith(".jsonl")
+                and not e.is_symlink()
+                and e.stat(follow_symlinks=False).st_mtime < cutoff.timestamp()
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return 0

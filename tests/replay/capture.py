@@ -7,8 +7,8 @@ runs one scenario against a throwaway dev server and an in-process worker — a 
 enriched save, a duplicate one and one replacing an older fact, archive, restore,
 re-score, a search on the worker, a full dream cycle (purge, consolidation with a merge,
 a prune and a supersede, preferences, decay), its undo, a dry run, applying its plan and
-undoing that, a consolidation waiting on approval, a paced sweep, and a consolidation
-whose prunes are past the week's cap — then writes each
+undoing that, a consolidation waiting on approval, an idle agent's cycle, a paced sweep,
+and a consolidation whose prunes are past the week's cap — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -53,6 +53,7 @@ from dreamkeeper.workflows.sweep import DreamSweep
 HISTORIES = Path(__file__).parent / "histories"
 TEMPORAL = Path(sys.executable).parent / "temporal"
 AGENT = "replay"
+IDLE = "replay-idle"
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 PAIR = ("a00000000001", "a00000000002")
 NOTE = "a00000000003"
@@ -150,6 +151,13 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
         result_type=DreamResult,
     )
     await reversible(client, queue, dream)
+    # A new entry: the first cycle reviews it, then the agent has nothing to do: its
+    # next cycle runs the idle check alone, and the sweep starts no cycle for it.
+    FileMemoryStore(settings.data_dir, IDLE).create("The user lives in Chicago.")
+    for run in ("first", "idle"):
+        await client.execute_workflow(
+            Dream.run, DreamInput(agent_id=IDLE), id=f"dream-{IDLE}-{run}", task_queue=queue
+        )
     await client.execute_workflow(
         DreamSweep.run, SweepInput(parallelism=2), id="dream-sweep", task_queue=queue
     )

@@ -107,6 +107,11 @@ async def test_a_dream_cycle_with_an_llm_runs_every_pass_in_order(worker, llm):
     agent = f"d-{uuid.uuid4().hex[:6]}"
     store = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0)
     note = store.create("ping received from the monitor", category="status", importance=0.1)
+    # Work for every pass: an archive past retention, and a note old enough to decay.
+    earlier = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0 - timedelta(days=200))
+    gone = earlier.create("An old note about a meeting room.", category="notes")
+    earlier.archive(gone.id, "deleted by agent tool")
+    earlier.create("The user's desk is on the third floor.", category="places", importance=0.5)
     _log(settings, agent)
     llm.replies += [
         Reply(json.dumps({"toDelete": [note.id], "toSave": []})),
@@ -124,7 +129,7 @@ async def test_a_dream_cycle_with_an_llm_runs_every_pass_in_order(worker, llm):
     assert "long-term memory" in prompts[0] and "preferences" in prompts[1]
     # What an operator reads in the UI: the cycle's summary as the workflow's details.
     meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-    assert meta.current_details.startswith("done: purged 0;")
+    assert meta.current_details.startswith("done: purged 1;")
     assert "archived 0 with a replacement and 1 without" in meta.current_details
     children = [
         e.workflow_type async for e in client.list_workflows(f"ParentWorkflowId = 'dream-{agent}'")

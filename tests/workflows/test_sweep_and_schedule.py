@@ -7,10 +7,42 @@ from temporalio.client import WorkflowExecutionStatus
 from dreamkeeper.core.dream_payloads import DreamInput
 from dreamkeeper.core.names import dream_workflow_id
 from dreamkeeper.core.payloads import SweepInput
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.worker.schedules import ensure_dream_schedule
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.sweep import DreamSweep
+
+
+def _with_work(settings, agent: str, text: str) -> None:
+    """An agent with something for a cycle to do: a conversation turn to read."""
+    store = FileMemoryStore(settings.data_dir, agent)
+    store.create(text)
+    ConversationLog(store.root).append("s1", "user", text, store.now())
+
+
+async def test_a_sweep_starts_cycles_only_for_agents_with_work(worker):
+    client, queue, settings = worker
+    tag = uuid.uuid4().hex[:6]
+    busy, idle = f"sweep-{tag}-busy", [f"sweep-{tag}-idle{i}" for i in range(3)]
+    _with_work(settings, busy, "The user prefers tea")
+    for agent in idle:
+        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+    handle = await client.start_workflow(
+        DreamSweep.run, SweepInput(), id=f"sweep-{tag}", task_queue=queue
+    )
+    result = await handle.result()
+    assert result.started == [busy] and result.idle == idle and result.failed == []
+    children, activities = [], []
+    async for event in handle.fetch_history_events():
+        if event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            attrs = event.start_child_workflow_execution_initiated_event_attributes
+            children.append(attrs.workflow_id)
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            activities.append(attrs.activity_type.name)
+    assert children == [dream_workflow_id(busy)]
+    assert activities == ["list_agents", "dream_work"]  # one check for the four agents
 
 
 async def test_sweep_dreams_for_every_agent_and_skips_one_already_dreaming(worker):
@@ -18,7 +50,7 @@ async def test_sweep_dreams_for_every_agent_and_skips_one_already_dreaming(worke
     tag = uuid.uuid4().hex[:6]
     agents = [f"sweep-{tag}-{i}" for i in range(3)]
     for agent in agents:
-        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+        _with_work(settings, agent, "something to remember")
     (settings.data_dir / "agents" / "not valid!").mkdir()
     # A dream for agent 0 that cannot finish: started on a queue no worker polls.
     blocker = await client.start_workflow(
@@ -62,7 +94,7 @@ async def test_a_paced_sweep_never_runs_more_dreams_at_once_than_its_parallelism
     tag = uuid.uuid4().hex[:6]
     agents = [f"paced-{tag}-{i}" for i in range(5)]
     for agent in agents:
-        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+        _with_work(settings, agent, "something to remember")
     result = await client.execute_workflow(
         DreamSweep.run, SweepInput(parallelism=2), id=f"sweep-{tag}", task_queue=queue
     )
@@ -86,7 +118,7 @@ async def test_a_dream_and_a_sweep_started_without_search_attributes_tag_themsel
 
     client, queue, settings = worker
     agent = f"bare-{uuid.uuid4().hex[:6]}"
-    FileMemoryStore(settings.data_dir, agent).create("The build uses make")
+    _with_work(settings, agent, "The build uses make")
     dream = await client.start_workflow(
         Dream.run, DreamInput(agent_id=agent), id=f"dream-{agent}", task_queue=queue
     )
@@ -98,6 +130,7 @@ async def test_a_dream_and_a_sweep_started_without_search_attributes_tag_themsel
     ]
     assert found == [f"dream-{agent}"]  # before: nothing (the children were tagged)
 
+    _with_work(settings, agent, "The build also uses ninja")  # the dream read the first
     sweep = await client.start_workflow(
         DreamSweep.run, SweepInput(), id=f"sweep-{queue}", task_queue=queue
     )

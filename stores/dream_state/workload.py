@@ -1,0 +1,195 @@
+"""Whether a dream cycle has anything to do for an agent, pass by pass.
+
+Counted from state the store already keeps, in one read, so an idle agent costs a
+dream sweep one check instead of a cycle of child workflows. Each count is what the pass
+itself would find as of the same `as_of`; where a count cannot be exact cheaply it errs
+towards work (a pass run for nothing costs time, a pass skipped wrongly only delays it to
+the next cycle: no pass loses a memory by being skipped).
+
+An agent found idle gets an *idle mark* (`idle.json` in its directory: sizes and times,
+never content): the earliest time a pass gets work without any write (a decay step, an
+archive or a ledger passing the retention, a settled cluster's backoff, a save in flight
+running out), and the state it was decided on (the journal, which every write to the
+store appends to; the clusters file; the ledger folder; the settings). While all of
+that is unchanged and the mark's time has not come, the agent is idle without opening
+its store. The conversation log is looked at every time (one stat).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dreamkeeper.core.dream_payloads import DreamWork
+from dreamkeeper.core.models import as_utc
+from dreamkeeper.core.settings import DecayParams, HighValueFloor
+from dreamkeeper.policies.decay import decay_due, decay_due_at
+from dreamkeeper.policies.gating import reopen_delay
+from dreamkeeper.policies.in_flight import IN_FLIGHT_LIMIT, consolidatable, save_in_flight
+from dreamkeeper.policies.merge import fold_key
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
+from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
+from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+
+
+def dream_work(
+    store: FileMemoryStore,
+    as_of: datetime,
+    *,
+    retention: timedelta,
+    decay: DecayParams,
+    floor: HighValueFloor,
+    llm_configured: bool,
+) -> DreamWork:
+    work = DreamWork(agent_id=store.agent_id)
+    everything = store.entries(include_archived=True)
+    live = [e for e in everything if not e.is_archived]
+    work.live = len(live)
+    if retention > timedelta(0):
+        cutoff = as_of - retention
+        work.purge = sum(
+            1
+            for e in everything
+            if e.archived_at is not None and e.archived_at < cutoff and not floor.protects(e)
+        ) + ledgers_before(store.files, cutoff)
+    embedder = store.embeddings
+    if embedder is not None:
+        work.embeddings_configured = True
+        # Missing or made from other content or by another model; a change of the
+        # model's dimension alone is found by the backfill's probe, which runs whenever
+        # consolidation has work (it needs the dimension) or any vector is missing.
+        work.vectors = sum(1 for e in live if store.stored_vector(e, embedder.model_key) is None)
+    candidates = [e for e in live if consolidatable(e, as_of)]
+    work.held_back = len(live) - len(candidates)
+    copies = Counter(fold_key(e) for e in candidates)
+    work.consolidation = sum(n - 1 for n in copies.values())
+    if llm_configured:
+        work.consolidation += sum(
+            1 for e in candidates if e.consolidation_reviewed_hash != e.fingerprint
+        )
+        # A settled cluster whose backoff ran out reopens (merge-only). A cluster the
+        # gate has no record of can also appear without any entry changing (a member
+        # archived by hand changes its key); it waits for the next change or reopening.
+        work.consolidation += sum(
+            1
+            for r in ClusterState(store.root).load().values()
+            if as_of - r.settled_at >= reopen_delay(r.declines)
+        )
+    try:
+        work.preferences = os.lstat(ConversationLog(store.root).path).st_size
+    except FileNotFoundError:
+        work.preferences = 0
+    work.decay = sum(1 for e in live if decay_due(e, as_of, decay))
+    return work
+
+
+MARK = "idle.json"
+MAX_MARK_BYTES = 4_096
+
+
+def settings_key(
+    *,
+    retention: timedelta,
+    decay: DecayParams,
+    floor: HighValueFloor,
+    llm_configured: bool,
+    model_key: bytes | None,
+) -> str:
+    """What the counts depend on besides the store: a mark made under other settings
+    does not hold."""
+    text = repr((retention, decay, floor, llm_configured, model_key))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def state_key(root: Path, settings: str) -> str | None:
+    """The state an idle decision rests on; None when the store has no journal yet.
+    Taken before the store is read, so a write in between makes the mark not hold."""
+    parts: list[object] = [settings]
+    for path in (root / "journal.jsonl", root / "consolidation" / "clusters.json", root / LEDGERS):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            if path.name == "journal.jsonl":
+                return None
+            parts.append(None)
+            continue
+        parts.append((st.st_size, st.st_mtime_ns, st.st_ino))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def conversation_waiting(root: Path) -> int:
+    try:
+        return os.lstat(ConversationLog(root).path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def idle_by_mark(root: Path, agent_id: str, as_of: datetime, settings: str) -> DreamWork | None:
+    """The agent's work (none) when its idle mark holds as of `as_of`, else None."""
+    key = state_key(root, settings)
+    if key is None or conversation_waiting(root):
+        return None
+    try:
+        with open(root / MARK, "rb") as f:
+            raw = json.loads(f.read(MAX_MARK_BYTES))
+        if raw["state"] != key:
+            return None
+        until = raw["until"]
+        if until is not None and as_of >= as_utc(datetime.fromisoformat(until)):
+            return None
+        return DreamWork(agent_id=agent_id, live=int(raw["live"]), held_back=int(raw["heldBack"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no mark, or not one we wrote: count from the store
+
+
+def next_work_at(
+    store: FileMemoryStore,
+    *,
+    retention: timedelta,
+    decay: DecayParams,
+    floor: HighValueFloor,
+    llm_configured: bool,
+) -> datetime | None:
+    """The earliest time a pass of an idle agent gets work with no write to the store
+    (None: never)."""
+    times: list[datetime] = []
+    for entry in store.entries(include_archived=True):
+        if entry.archived_at is not None:
+            if retention > timedelta(0) and not floor.protects(entry):
+                times.append(entry.archived_at + retention)
+            continue
+        if (at := decay_due_at(entry, decay)) is not None:
+            times.append(at)
+        if save_in_flight(entry, entry.created_at):
+            times.append(entry.created_at + IN_FLIGHT_LIMIT)
+    if retention > timedelta(0):
+        with (
+            contextlib.suppress(FileNotFoundError, NotADirectoryError),
+            os.scandir(store.files.path(LEDGERS)) as found,
+        ):
+            for e in found:
+                if e.name.endswith(".jsonl") and not e.is_symlink():
+                    written = e.stat(follow_symlinks=False).st_mtime
+                    times.append(datetime.fromtimestamp(written, tz=UTC) + retention)
+    if llm_configured:
+        for r in ClusterState(store.root).load().values():
+            times.append(r.settled_at + reopen_delay(r.declines))
+    return min(times) if times else None
+
+
+def mark_idle(root: Path, state: str, until: datetime | None, work: DreamWork) -> None:
+    mark = {
+        "state": state,
+        "until": until.isoformat() if until else None,
+        "live": work.live,
+        "heldBack": work.held_back,
+    }
+    atomic_write_text(root / MARK, json.dumps(mark), within=root)
