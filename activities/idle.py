@@ -13,6 +13,7 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput, WorkResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
+from dreamkeeper.stores.backends import FileBackend
 from dreamkeeper.stores.dream_state.workload import (
     dream_work,
     idle_by_mark,
@@ -52,15 +53,25 @@ class IdleCheckActivities:
             llm_configured=llm,
             model_key=embedder.model_key if embedder else None,
         )
+        backend = self._stores.backend
         for done, agent in enumerate(inp.agent_ids, start=1):
-            root = AgentFiles(self._stores.data_dir, agent).root
+            # The idle mark stands on a file store's own state (its journal's size and
+            # time); a database store is counted every time, from its cached index.
+            files = (
+                AgentFiles(backend.data_dir, agent) if isinstance(backend, FileBackend) else None
+            )
             # A cycle for a named store checks it is that store: it opens the store.
-            marked = idle_by_mark(root, agent, inp.as_of, settings) if not inp.store_id else None
+            marked = (
+                idle_by_mark(files, inp.as_of, settings)
+                if files is not None and not inp.store_id
+                else None
+            )
             if marked is not None:
                 result.agents.append(marked)
                 activity.heartbeat(done, len(inp.agent_ids))
                 continue
-            state = state_key(root, settings)  # before the store is read
+            # Taken before the store is read.
+            state = state_key(files.root, settings) if files is not None else None
             with self._stores.using(agent, store_id=inp.store_id) as store:
                 work = dream_work(
                     store,
@@ -78,7 +89,8 @@ class IdleCheckActivities:
                         floor=self._floor,
                         llm_configured=llm,
                     )
-                    mark_idle(store.root, state, until, work)
+                    assert files is not None  # a state key exists only for a file store
+                    mark_idle(files.root, state, until, work)
             result.agents.append(work)
             activity.heartbeat(done, len(inp.agent_ids))
         return result

@@ -6,6 +6,7 @@ which agents this server answers for."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import Request
 
@@ -30,7 +31,9 @@ class ServiceState:
         self.settings = settings
         self.metrics = metrics
         self._handles: dict[str, AgentMemory] = {}
-        self.tokens = FileTokenStore(self.data_dir)
+        # Tokens are the service's own state, kept in its data directory on either
+        # backend (serve is one process per deployment).
+        self.tokens = FileTokenStore(Path(memory.settings.data_dir))
         metrics.watch_stores(
             self.agents,
             memory.store,

@@ -144,16 +144,12 @@ def prune_ledgers(documents: AgentDocuments, cutoff: datetime) -> list[str]:
     return removed
 
 
-def ledgers_before(files: AgentFiles, cutoff: datetime) -> int:
-    """How many ledgers `prune_ledgers(files, cutoff)` would remove."""
-    try:
-        with os.scandir(files.path(DIR)) as found:
-            return sum(
-                1
-                for e in found
-                if e.name.endswith(".jsonl")
-                and not e.is_symlink()
-                and e.stat(follow_symlinks=False).st_mtime < cutoff.timestamp()
-            )
-    except (FileNotFoundError, NotADirectoryError):
-        return 0
+def ledgers_before(documents: AgentDocuments, cutoff: datetime) -> int:
+    """How many ledgers `prune_ledgers(documents, cutoff)` would remove."""
+    return sum(
+        1
+        for name in documents.names(f"{DIR}/")
+        if name.endswith(".jsonl")
+        and (written := documents.written(name)) is not None
+        and written < cutoff
+    )

@@ -17,12 +17,11 @@ its store. The conversation log is looked at every time (one stat).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from dreamkeeper.core.dream_payloads import DreamWork
@@ -32,16 +31,17 @@ from dreamkeeper.policies.decay import decay_due, decay_due_at
 from dreamkeeper.policies.gating import reopen_delay
 from dreamkeeper.policies.in_flight import IN_FLIGHT_LIMIT, consolidatable, save_in_flight
 from dreamkeeper.policies.merge import fold_key
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.conversation.conversation_log import LOG
+from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
-from dreamkeeper.stores.files import atomic_write_text
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files import AgentFiles, atomic_write_text
 
 
 def dream_work(
-    store: FileMemoryStore,
+    store: MemoryStore,
     as_of: datetime,
     *,
     retention: timedelta,
@@ -59,7 +59,7 @@ def dream_work(
             1
             for e in everything
             if e.archived_at is not None and e.archived_at < cutoff and not floor.protects(e)
-        ) + ledgers_before(store.files, cutoff)
+        ) + ledgers_before(store.documents, cutoff)
     embedder = store.embeddings
     if embedder is not None:
         work.embeddings_configured = True
@@ -80,13 +80,10 @@ def dream_work(
         # archived by hand changes its key); it waits for the next change or reopening.
         work.consolidation += sum(
             1
-            for r in ClusterState(store.root).load().values()
+            for r in ClusterState(store.documents).load().values()
             if as_of - r.settled_at >= reopen_delay(r.declines)
         )
-    try:
-        work.preferences = os.lstat(ConversationLog(store.root).path).st_size
-    except FileNotFoundError:
-        work.preferences = 0
+    work.preferences = conversation_waiting(store.documents)
     work.decay = sum(1 for e in live if decay_due(e, as_of, decay))
     return work
 
@@ -125,17 +122,20 @@ def state_key(root: Path, settings: str) -> str | None:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
-def conversation_waiting(root: Path) -> int:
+def conversation_waiting(documents: AgentDocuments) -> int:
+    """1 when the conversation log has turns the preference pass has not read, else 0."""
     try:
-        return os.lstat(ConversationLog(root).path).st_size
-    except FileNotFoundError:
-        return 0
+        return 1 if documents.read(LOG, max_bytes=0) else 0
+    except OSError:  # not a log (a link, a FIFO): the pass moves it aside
+        return 1
 
 
-def idle_by_mark(root: Path, agent_id: str, as_of: datetime, settings: str) -> DreamWork | None:
-    """The agent's work (none) when its idle mark holds as of `as_of`, else None."""
+def idle_by_mark(files: AgentFiles, as_of: datetime, settings: str) -> DreamWork | None:
+    """The agent's work (none) when its idle mark holds as of `as_of`, else None (always
+    for a store that is not on files: the mark stands on the files' state)."""
+    root, agent_id = files.root, files.base[-1]
     key = state_key(root, settings)
-    if key is None or conversation_waiting(root):
+    if key is None or conversation_waiting(FileDocuments(files)):
         return None
     try:
         with open(root / MARK, "rb") as f:
@@ -151,7 +151,7 @@ def idle_by_mark(root: Path, agent_id: str, as_of: datetime, settings: str) -> D
 
 
 def next_work_at(
-    store: FileMemoryStore,
+    store: MemoryStore,
     *,
     retention: timedelta,
     decay: DecayParams,
@@ -171,16 +171,11 @@ def next_work_at(
         if save_in_flight(entry, entry.created_at):
             times.append(entry.created_at + IN_FLIGHT_LIMIT)
     if retention > timedelta(0):
-        with (
-            contextlib.suppress(FileNotFoundError, NotADirectoryError),
-            os.scandir(store.files.path(LEDGERS)) as found,
-        ):
-            for e in found:
-                if e.name.endswith(".jsonl") and not e.is_symlink():
-                    written = e.stat(follow_symlinks=False).st_mtime
-                    times.append(datetime.fromtimestamp(written, tz=UTC) + retention)
+        for name in store.documents.names(f"{LEDGERS}/"):
+            if name.endswith(".jsonl") and (written := store.documents.written(name)):
+                times.append(written + retention)
     if llm_configured:
-        for r in ClusterState(store.root).load().values():
+        for r in ClusterState(store.documents).load().values():
             times.append(r.settled_at + reopen_delay(r.declines))
     return min(times) if times else None
 
