@@ -2,6 +2,7 @@
 is durable) against a no-op update-with-start workflow on the same dev server, same run.
 
     .venv/bin/python bench/save.py [--saves 200] [--agents 1,4,16,64] [--seconds 8]
+    .venv/bin/python bench/save.py --backend postgres [--saves 200]
 
 1. Latency: `--saves` sequential saves on one agent, interleaved with no-op starts; p50
    and p99 of both and their ratio.
@@ -12,6 +13,12 @@ is durable) against a no-op update-with-start workflow on the same dev server, s
    A SaveMemory keeps working after its ack (dedup, embeddings): that work competes
    with later saves, as it does in production. Between rounds the bench waits until the
    previous round's workflows are done, so a round does not pay for the one before.
+
+`--backend postgres` compares the long-term store's save itself on both backends, in one
+process and one run: the dedup save a SaveMemory activity makes (`save_fact`: search for
+a duplicate, then create, or reinforce by op id) on a file store and on a PostgreSQL store
+(a durable server started for the run), each over the same 1,000 entries, interleaved;
+p50/p99 of both and the p50 ratio (target <= 1.3x the file backend).
 
 No LLM is configured, so after the ack each save deduplicates its original. Embeddings
 are off unless `--embeddings local` (the in-process model: CPU-bound on a small host).
@@ -60,6 +67,55 @@ async def one_noop(client: Client) -> None:
             task_queue=NOOP_QUEUE,
         ),
     )
+
+
+def store_saves(saves: int) -> None:
+    """The store-level save on files and on PostgreSQL, interleaved (see the docstring)."""
+    from postgres_backend import database_url, open_store
+
+    from dreamkeeper.policies.dedup import Candidate
+    from dreamkeeper.stores.longterm.dedup_save import save_fact
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.records import NewEntry
+
+    seed = [
+        NewEntry(f"seed fact {i} about topic {i % 37} and item{i}", category="bench")
+        for i in range(1_000)
+    ]
+    with database_url() as url:
+        stores = {
+            "files": FileMemoryStore(Path(tempfile.mkdtemp(prefix="dk-bench-save-")), "bench"),
+            "postgres": open_store(url, "bench"),
+        }
+        times: dict[tuple[str, str], list[float]] = {}
+        for store in stores.values():
+            store.create_many(seed)
+        for i in range(-20, saves):  # 20 warm-up rounds, then interleaved: drift hits both
+            text = f"benchmark fact {i} about topic {i % 37} with detail {uuid.uuid4().hex[:8]}"
+            for name, store in stores.items():
+                t = time.perf_counter()
+                save_fact(
+                    store, Candidate(text, "bench"), new_id=uuid.uuid4().hex[:12], op_id=f"s{i}"
+                )
+                saved = time.perf_counter() - t
+                t = time.perf_counter()
+                store.create(f"plain {text}", category="plain")  # the write alone
+                created = time.perf_counter() - t
+                if i >= 0:
+                    times.setdefault(("save_fact", name), []).append(saved)
+                    times.setdefault(("create", name), []).append(created)
+        print(f"{saves} sequential saves on one agent of 1,000 entries, each backend in turn")
+        for op in ("save_fact", "create"):
+            for name in stores:
+                values = times[(op, name)]
+                print(
+                    f"  {op:<9} {name:<9} p50 {pct(values, 0.5):7.2f} ms  "
+                    f"p99 {pct(values, 0.99):7.2f} ms"
+                )
+            ratio = statistics.median(times[(op, "postgres")]) / statistics.median(
+                times[(op, "files")]
+            )
+            print(f"  {op:<9} postgres / files p50 {ratio:.2f}x (target <= 1.3x)")
 
 
 async def closed_loop(n: int, seconds: float, call) -> tuple[float, list[float]]:
@@ -185,6 +241,10 @@ if __name__ == "__main__":
     parser.add_argument("--agents", default="1,4,16,64")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--embeddings", choices=["none", "local"], default="none")
+    parser.add_argument("--backend", choices=["files", "postgres"], default="files")
     parsed = parser.parse_args()
+    if parsed.backend == "postgres":
+        store_saves(parsed.saves)
+        sys.exit(0)
     parsed.agents = [int(a) for a in parsed.agents.split(",")]
     asyncio.run(main(parsed))

@@ -9,6 +9,7 @@ from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingM
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -40,4 +41,8 @@ def postgres_documents(documents: PostgresDocuments) -> AgentDocuments:
 
 
 def postgres_working(store: PostgresWorkingMemoryStore) -> WorkingMemoryStore:
+    return store
+
+
+def postgres_conversations(store: PostgresConversationStore) -> ConversationStore:
     return store

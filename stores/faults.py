@@ -28,10 +28,9 @@ JOURNAL_APPENDED = "journal-appended"  # record durable, entry file not yet repl
 FILE_REPLACED = "file-replaced"  # entry file replaced, old path of a move not yet removed
 BATCH_JOURNALED = "batch-journaled"  # a bulk write's records durable, no file written yet
 BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway through its files
-# The PostgreSQL backend (`stores.postgres.memory_store`): one transaction per write.
+# The PostgreSQL backend: one transaction per write.
 TRANSACTION_OPEN = "transaction-open"  # every statement run, not committed
 COMMITTED = "committed"  # committed, the caller not yet told
-MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
 # A database write whose transaction has made some of its statements, not all: a crash
 # here must leave nothing of it (the transaction rolls back).
 ROWS_HALF_WRITTEN = "rows-half-written"
@@ -43,7 +42,6 @@ POINTS = frozenset(
         BATCH_HALF_WRITTEN,
         TRANSACTION_OPEN,
         COMMITTED,
-        MIGRATE_AGENT_COPIED,
         ROWS_HALF_WRITTEN,
     }
 )

@@ -119,7 +119,91 @@ class Conversation:
         return len(self.archived) + len(self.retained)
 
 
-class FileConversationStore:
+def check_turn(session_id: str, role: str, content: str) -> None:
+    """A turn a session may take: a valid session id and role, text within the limit."""
+    validate_session_id(session_id)
+    if role not in ROLES:
+        raise InvalidInput(f"invalid role {role!r}: expected one of {', '.join(ROLES)}")
+    if not isinstance(content, str):
+        raise InvalidInput("turn content must be text")
+    require_unicode(content, "turn content")
+    if len(content) > MAX_TURN_CHARS:
+        raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
+
+
+class ConversationBase:
+    """What every conversation backend shares: turn validation, the idle rule, the
+    session listing and the conversation log. A backend provides `_add` (append a turn
+    under its writer exclusion: a new or expired session starts afresh at turn 1, its
+    archive discarded; turns past the window go to the archive, of which the newest
+    `max_archived` are kept), `_live_turns`, `_stored_ids`, `_last_at` and `clear`."""
+
+    log: ConversationLog
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime],
+        idle: timedelta,
+        max_retained: int,
+        max_archived: int,
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        self._clock = clock
+        self._idle = idle
+        self._max_retained = max_retained
+        self._max_archived = max_archived
+
+    def now(self) -> datetime:
+        return as_utc(self._clock())
+
+    def _is_live(self, last_at: datetime) -> bool:
+        return self.now() - last_at <= self._idle
+
+    def conversation(self, session_id: str) -> Conversation:
+        """The live session's turns (nothing for a new or expired session)."""
+        validate_session_id(session_id)
+        found = self._live_turns(session_id)
+        if found is None:
+            return Conversation(session_id, (), ())
+        return Conversation(session_id, *found)
+
+    def sessions(self, *, include_expired: bool = False) -> list[str]:
+        """Ids of the stored sessions, nested ones too, sorted; without `include_expired`
+        only live ones (a session idle past the timeout has no conversation to read)."""
+        found = self._stored_ids()
+        if include_expired:
+            return found
+        return [sid for sid in found if (at := self._last_at(sid)) and self._is_live(at)]
+
+    def add_turn(self, session_id: str, role: str, content: str) -> Turn:
+        """Append a turn (numbered in order, never reused) to the session."""
+        check_turn(session_id, role, content)
+        turn = self._add(session_id, role, content)
+        self.log.append(session_id, role, content, turn.at)
+        return turn
+
+    def _add(self, session_id: str, role: str, content: str) -> Turn:
+        """Append the turn, its time read under the writer exclusion."""
+        raise NotImplementedError
+
+    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
+        """The live session's (archived, retained) turns; None when it is not live."""
+        raise NotImplementedError
+
+    def _stored_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    def _last_at(self, session_id: str) -> datetime | None:
+        raise NotImplementedError
+
+    def clear(self, session_id: str) -> None:
+        """End the session: its turns and its archive are discarded."""
+        raise NotImplementedError
+
+
+class FileConversationStore(ConversationBase):
     def __init__(
         self,
         data_dir: Path | str,
@@ -130,21 +214,20 @@ class FileConversationStore:
         max_retained: int = MAX_RETAINED,
         max_archived: int = MAX_ARCHIVED,
     ) -> None:
-        self.agent_id = validate_agent_id(agent_id)
-        agent_root = Path(data_dir) / "agents" / agent_id
+        super().__init__(
+            agent_id,
+            clock=clock,
+            idle=idle,
+            max_retained=max_retained,
+            max_archived=max_archived,
+        )
+        agent_root = Path(data_dir) / "agents" / self.agent_id
         self.agent_root = agent_root
         self.root = agent_root / "conversations"
         self.log = ConversationLog(FileDocuments(AgentFiles(data_dir, agent_id)))
         self._lock = path_lock(self.root / ".lock", within=agent_root)
-        self._clock = clock
-        self._idle = idle
-        self._max_retained = max_retained
-        self._max_archived = max_archived
         self._sessions: dict[str, tuple[tuple[int, int, int] | None, _SessionFile | None]] = {}
         self._archives: dict[str, _ArchiveCache] = {}
-
-    def now(self) -> datetime:
-        return as_utc(self._clock())
 
     def _session_path(self, session_id: str) -> Path:
         return _nested(self.root / "sessions", session_id, ".json")
@@ -183,9 +266,13 @@ class FileConversationStore:
 
     def _live(self, session_id: str) -> _SessionFile | None:
         state = self._session(session_id)
-        if state is None or self.now() - state.last_at > self._idle:
+        if state is None or not self._is_live(state.last_at):
             return None
         return state
+
+    def _last_at(self, session_id: str) -> datetime | None:
+        state = self._session(session_id)
+        return None if state is None else state.last_at
 
     def _archive(self, session_id: str) -> tuple[Turn, ...]:
         """Archived turns; after an append only the new bytes are read."""
@@ -222,35 +309,20 @@ class FileConversationStore:
         self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
         return turns
 
-    def conversation(self, session_id: str) -> Conversation:
-        """The live session's turns (nothing for a new or expired session)."""
-        validate_session_id(session_id)
+    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
         state = self._live(session_id)
         if state is None:
-            return Conversation(session_id, (), ())
+            return None
         first = state.turns[0].n if state.turns else state.next_n
         archived = tuple(t for t in self._archive(session_id) if t.n < first)
-        return Conversation(session_id, archived, tuple(state.turns))
+        return archived, tuple(state.turns)
 
-    def sessions(self, *, include_expired: bool = False) -> list[str]:
-        """Ids of the stored sessions, nested ones too, sorted; without `include_expired`
-        only live ones (a session idle past the timeout has no conversation to read)."""
-        found = _stored_ids(self.root / "sessions")
-        if include_expired:
-            return found
-        return [sid for sid in found if self._live(sid) is not None]
+    def _stored_ids(self) -> list[str]:
+        return _stored_ids(self.root / "sessions")
 
     # -- writes ------------------------------------------------------------------------
 
-    def add_turn(self, session_id: str, role: str, content: str) -> Turn:
-        validate_session_id(session_id)
-        if role not in ROLES:
-            raise InvalidInput(f"invalid role {role!r}: expected one of {', '.join(ROLES)}")
-        if not isinstance(content, str):
-            raise InvalidInput("turn content must be text")
-        require_unicode(content, "turn content")
-        if len(content) > MAX_TURN_CHARS:
-            raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
+    def _add(self, session_id: str, role: str, content: str) -> Turn:
         with self._lock.hold():
             now = self.now()
             state = self._live(session_id)
@@ -275,7 +347,6 @@ class FileConversationStore:
             path = self._session_path(session_id)
             atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
             self._sessions[session_id] = (_signature(path), new_state)
-        self.log.append(session_id, role, content, now)
         return turn
 
     def _append_archive(self, session_id: str, evicted: list[Turn], lines: int) -> int:
@@ -298,7 +369,6 @@ class FileConversationStore:
         return lines
 
     def clear(self, session_id: str) -> None:
-        """End the session: its turns and its archive are discarded."""
         validate_session_id(session_id)
         with self._lock.hold():
             unlink_within(self._session_path(session_id), self.agent_root)

@@ -3,8 +3,8 @@
 psycopg 3's pool hands out connections to the worker's activity threads; each
 `transaction()` is one database transaction, committed when the block ends and rolled
 back when it raises. A connection broken by a database restart is discarded by the pool
-when it comes back, and an idle one is checked before it is handed out, so the next call
-gets a live one: the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
+when it comes back (psycopg_pool checks its state), so the next call gets a fresh one:
+the failed call surfaces as `psycopg.OperationalError`, which the caller retries (an
 activity through Temporal) — nothing is half-applied, since the transaction never
 committed.
 """
@@ -15,6 +15,7 @@ import atexit
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import conninfo
@@ -60,15 +61,22 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
-            # Checked at checkout (one round trip): after a database restart every idle
-            # connection is dead, and a store's retry must get a live one, not the next
-            # dead one.
-            check=ConnectionPool.check_connection,
             name=f"dreamkeeper:{self.location}",
             open=False,
         )
         self._opened = False
         self._guard = threading.Lock()
+        # Autocommit connections for single-statement reads: one round trip each (no
+        # BEGIN/COMMIT, no check at checkout — a read that meets a dead connection is
+        # simply asked again on another). A store's hot read path is one of these.
+        self._readers = ConnectionPool(
+            url,
+            min_size=0,
+            max_size=max_size,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS, "autocommit": True},
+            name=f"dreamkeeper-read:{self.location}",
+            open=False,
+        )
 
     def _open(self) -> None:
         # Opened on first use, not in the constructor: building a settings object or a
@@ -76,6 +84,7 @@ class Database:
         with self._guard:
             if not self._opened:
                 self._pool.open(wait=False)
+                self._readers.open(wait=False)
                 self._opened = True
 
     @contextmanager
@@ -85,6 +94,24 @@ class Database:
         self._open()
         with self._pool.connection(timeout=CONNECT_TIMEOUT_SECONDS) as conn:
             yield conn
+
+    def fetch(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement, in autocommit (one round trip); asked
+        again on another connection while the one it got was dead (after a database
+        restart every idle one is: each is discarded as it fails, at most the pool)."""
+        self._open()
+        for attempt in range(self._readers.max_size + 1):
+            try:
+                with self._readers.connection(timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                    try:
+                        return conn.execute(sql, params).fetchall()
+                    except psycopg.OperationalError:
+                        if not conn.broken or attempt == self._readers.max_size:
+                            raise
+            except psycopg.OperationalError:
+                if attempt == self._readers.max_size:
+                    raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def dedicated(self) -> Iterator[psycopg.Connection]:
@@ -99,6 +126,7 @@ class Database:
         with self._guard:
             if self._opened:
                 self._pool.close()
+                self._readers.close()
                 self._opened = False
 
 

@@ -130,4 +130,5 @@ class PostgresDocuments:
         return None if row is None or row[0] is None else row[0]
 
     def location(self, name: str) -> str:
-        return f"{self.db.location} (agent {self.agent_id}, {check_name(name) and name})"
+        check_name(name)
+        return f"{self.db.location} (agent {self.agent_id}, document {name})"

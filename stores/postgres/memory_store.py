@@ -62,7 +62,7 @@ from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.postgres.database import Database
+from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
@@ -76,15 +76,22 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
 
+# One statement (one snapshot, one round trip): the feed's top first, then the ids changed
+# after the reader's offset up to it, with their documents as they are now (a purged id
+# has none). When nothing changed it is two index probes.
 _CATCH_UP = """
+WITH top AS (SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %(agent)s)
+SELECT NULL, feed_seq, NULL FROM top
+UNION ALL
 SELECT f.id, f.seq, m.doc
 FROM (
     SELECT id, max(seq) AS seq FROM dk_memory_feed
-    WHERE agent_id = %(agent)s AND seq > %(offset)s GROUP BY id
+    WHERE agent_id = %(agent)s AND seq > %(offset)s AND seq <= (SELECT feed_seq FROM top)
+    GROUP BY id
 ) f
-LEFT JOIN dk_memory m ON m.agent_id = %(agent)s AND m.id = f.id
-UNION ALL
-SELECT NULL, feed_seq, NULL FROM dk_memory_agent WHERE agent_id = %(agent)s
+LEFT JOIN LATERAL (
+    SELECT doc FROM dk_memory WHERE agent_id = %(agent)s AND id = f.id
+) m ON true
 """
 
 # Raise the agent's feed counter by %(n)s and return the new top: its row lock is held to
@@ -122,7 +129,6 @@ class PostgresMemoryStore(StoreOperations):
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.db = db
-        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id)
         self._clock = clock
         self.embeddings = embeddings
         self._snapshots = snapshots
@@ -139,6 +145,9 @@ class PostgresMemoryStore(StoreOperations):
         self._depth = 0
         self._holder = 0  # the thread holding the lock
         self._hold: psycopg.Connection | None = None
+        # The agent's other documents (dream ledger, cluster state, settings, the
+        # conversation log) live in the same database.
+        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id)
         self._vectors = (
             EntryVectors(None, embeddings.model_key, read=self._read_vectors)
             if embeddings
@@ -204,21 +213,43 @@ class PostgresMemoryStore(StoreOperations):
                 finally:
                     self._depth -= 1
                 return
-            with self.db.transaction() as conn:
-                conn.autocommit = True
+            with self._locked_connection() as conn:
+                self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
+                    self._ensure_loaded()
+                    yield
+                finally:
+                    self._hold, self._depth = None, 0
+                    if not conn.closed and not conn.broken:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+
+    @contextmanager
+    def _locked_connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit holding the agent's advisory lock. A pooled
+        connection found dead (a database restart kills every idle one) is discarded and
+        the next one tried: a dead session holds no lock, so nothing is held twice."""
+        for attempt in range(POOL_MAX + 1):
+            with self.db.transaction() as conn:
+                try:
+                    conn.autocommit = True
                     conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
-                    self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
-                    try:
-                        self._ensure_loaded()
-                        yield
-                    finally:
-                        self._hold, self._depth = None, 0
-                        if not conn.closed and not conn.broken:
-                            conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+                except psycopg.OperationalError:
+                    if not conn.broken or attempt == POOL_MAX:
+                        raise
+                    continue
+                try:
+                    yield conn
                 finally:
                     if not conn.closed and not conn.broken:
                         conn.autocommit = False
+                return
+
+    def _fetch(self, sql: str, params: Any) -> list[tuple[Any, ...]]:
+        """One read statement: on the hold's connection when this thread holds the lock,
+        else on an autocommit reader (one round trip)."""
+        if self._hold is not None and self._depth > 0 and self._holder == threading.get_ident():
+            return self._hold.execute(sql, params).fetchall()
+        return self.db.fetch(sql, params)
 
     def _transaction(self, body: Callable[[psycopg.Connection], Any]) -> Any:
         """Run `body` as one transaction on the hold's connection (the lock is held)."""
@@ -308,12 +339,8 @@ class PostgresMemoryStore(StoreOperations):
             self._vectors.forget(entry_id)
 
     def _catch_up(self) -> None:
-        """Take every write after this instance's offset: one query, the changed ids with
-        their documents as they are now (a purged id has none)."""
-        with self._connection() as conn:
-            rows = conn.execute(
-                _CATCH_UP, {"agent": self.agent_id, "offset": self._offset}
-            ).fetchall()
+        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
+        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
         top = 0
         changes = []
         for entry_id, seq, doc in rows:
@@ -356,6 +383,7 @@ class PostgresMemoryStore(StoreOperations):
             row = conn.execute(
                 "SELECT data FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
                 (self.agent_id, SNAPSHOT_NAME),
+                binary=True,  # tens of MB at 100k entries: no hex text to decode
             ).fetchone()
             if row is None:
                 return False
@@ -365,7 +393,7 @@ class PostgresMemoryStore(StoreOperations):
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
-                state = snapshot.decode(self.agent_id, bytes(row[0]), accept)
+                state = snapshot.decode(self.agent_id, row[0], accept)
             except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the table"
                 log.warning(
                     "memory store %s: index snapshot not used (%s: %s)",

@@ -5,7 +5,7 @@ result, and how a failure reaches Temporal (its type and whether it is retried).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.testing.scripted_embeddings import concept_vector
+from dreamkeeper.testing.scripted_llm import ScriptedLLM
 
 AGENT = "a1"
 
@@ -44,6 +45,14 @@ class Run:
 @pytest.fixture
 def run() -> Run:
     return Run()
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    """The scripted OpenAI-compatible server, on 127.0.0.1 for this test."""
+    server = ScriptedLLM()
+    yield server
+    server.close()
 
 
 @pytest.fixture

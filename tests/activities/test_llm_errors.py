@@ -24,7 +24,7 @@ from dreamkeeper.core.errors import (
     error_for,
 )
 from dreamkeeper.core.settings import LLMSettings
-from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
+from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows import options
 
 LLM_ERRORS = (LLMRejected, MalformedLLMOutput, LLMUnavailable)
@@ -66,13 +66,6 @@ def test_the_options_spell_no_failure_type():
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     ]
     assert literals == []
-
-
-@pytest.fixture
-def llm():
-    server = ScriptedLLM()
-    yield server
-    server.close()
 
 
 @pytest.mark.parametrize(

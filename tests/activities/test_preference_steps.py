@@ -16,17 +16,10 @@ from dreamkeeper.core.dream_payloads import CycleInput, InferInput
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import LLMSettings
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
+from dreamkeeper.testing.scripted_llm import Reply
 from tests.activities.conftest import AGENT
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def llm():
-    server = ScriptedLLM()
-    yield server
-    server.close()
 
 
 @pytest.fixture

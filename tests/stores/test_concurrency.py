@@ -1,5 +1,5 @@
 """Several processes on one agent store: one writer at a time, readers see changes (both
-backends: `backend`, tests/stores/conftest.py)."""
+backends: `long_term`, tests/stores/conftest.py)."""
 
 from __future__ import annotations
 
@@ -27,15 +27,15 @@ WRITER = OPEN_SPEC + textwrap.dedent(
 )
 
 
-def test_two_processes_writing_one_store_lose_no_write(backend):
-    store = backend.open()
+def test_two_processes_writing_one_store_lose_no_write(long_term):
+    store = long_term.open()
     shared = store.create("shared counter entry").id
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, backend.spec, tag, shared, "40"])
+        subprocess.Popen([sys.executable, "-c", WRITER, long_term.spec, tag, shared, "40"])
         for tag in ("alpha", "bravo")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    fresh = backend.open()
+    fresh = long_term.open()
     assert len(fresh.entries()) == 81
     assert fresh.get(shared).reinforcement_count == 81
     # The long-lived instance catches up through the feed, not a rescan.
@@ -44,18 +44,18 @@ def test_two_processes_writing_one_store_lose_no_write(backend):
 
 
 def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_entries(
-    backend, monkeypatch
+    long_term, monkeypatch
 ):
-    writer = backend.open()
+    writer = long_term.open()
     ids = [writer.create(f"background fact item{i:03d}", category="bulk").id for i in range(30)]
-    reader = backend.open()
+    reader = long_term.open()
     assert len(search(reader, "background fact", limit=100)) == 30
 
     loads: list[str] = []
-    # What each backend calls to (re)read one entry from its storage.
+    # What each long_term calls to (re)read one entry from its storage.
     cls, method = (
         (FileMemoryStore, "_load")
-        if backend.kind == "file"
+        if long_term.kind == "file"
         else (PostgresMemoryStore, "_install_doc")
     )
     real = getattr(cls, method)
@@ -67,7 +67,7 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_entr
     monkeypatch.setattr(cls, method, counting)
     script = OPEN_SPEC + textwrap.dedent(
         f"""
-        s = open_spec({backend.spec!r}, "agent-1")
+        s = open_spec({long_term.spec!r}, "agent-1")
         s.create("a brand new zebra fact", category="bulk")
         s.update({ids[0]!r}, content="background fact zero, now about a giraffe")
         s.archive({ids[1]!r}, "deleted by agent tool")

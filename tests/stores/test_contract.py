@@ -67,8 +67,10 @@ def test_the_file_backend_has_every_contract_operation_with_its_parameters(
 def test_the_documents_and_postgres_backends_have_every_contract_operation(
     tmp_path: Path, database_url: str
 ) -> None:
+    from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.documents import PostgresDocuments
+    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
     from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
 
     db = Database(database_url, max_size=2)
@@ -82,10 +84,22 @@ def test_the_documents_and_postgres_backends_have_every_contract_operation(
             conformance.postgres_documents,
         ),
         (
+            MemoryStore,
+            PostgresMemoryStore,
+            PostgresMemoryStore(db, "contract"),
+            conformance.long_term_postgres,
+        ),
+        (
             WorkingMemoryStore,
             PostgresWorkingMemoryStore,
             PostgresWorkingMemoryStore(db, "contract"),
             conformance.postgres_working,
+        ),
+        (
+            ConversationStore,
+            PostgresConversationStore,
+            PostgresConversationStore(db, "contract"),
+            conformance.postgres_conversations,
         ),
     ]:
         _check_members(protocol, backend, store, conforms)
@@ -123,29 +137,8 @@ def _duplicates(store: MemoryStore) -> list[MemoryEntry]:
     ]
 
 
-def test_the_postgres_backend_has_every_long_term_operation_with_its_parameters(
-    database_url: str,
-) -> None:
-    from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
-
-    db = Database(database_url, max_size=2)
-    try:
-        store = PostgresMemoryStore(db, "contract")
-        assert isinstance(store, MemoryStore)
-        assert conformance.long_term_postgres(store) is store
-        for name, declared in _members(MemoryStore).items():
-            assert hasattr(store, name), f"PostgresMemoryStore lacks {name}"
-            if declared is not None:
-                assert _parameters(getattr(PostgresMemoryStore, name)) == _parameters(declared), (
-                    f"PostgresMemoryStore.{name} differs from MemoryStore.{name}"
-                )
-    finally:
-        db.close()
-
-
-def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(backend: Any) -> None:
-    store: MemoryStore = backend.open("fold", clock=lambda: T0)
+def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(long_term: Any) -> None:
+    store: MemoryStore = long_term.open("fold", clock=lambda: T0)
     oldest, *copies = _duplicates(store)
     (fold,) = exact_duplicate_folds(store.entries())
     ledger: IntentLog = _Ledger()
@@ -163,8 +156,8 @@ def test_a_fold_sums_once_and_a_retry_of_its_op_retires_the_same_copies(backend:
     assert ledger.notes[0][1] == [oldest.id]
 
 
-def test_archive_if_unchanged_refuses_an_entry_edited_since_it_was_shown(backend: Any) -> None:
-    store: MemoryStore = backend.open("prune", clock=lambda: T0)
+def test_archive_if_unchanged_refuses_an_entry_edited_since_it_was_shown(long_term: Any) -> None:
+    store: MemoryStore = long_term.open("prune", clock=lambda: T0)
     shown = store.create("a passing remark about the weather")
     other = store.create("another passing remark")
     ledger = _Ledger()

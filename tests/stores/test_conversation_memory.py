@@ -1,10 +1,16 @@
-"""Conversation memory: retention, eviction to the archive, idle expiry, the log."""
+"""Conversation memory: retention, eviction to the archive, idle expiry, the log — on
+both backends (`tests/stores/conftest.py`); what is about the files is file-only."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.models import utc_now
+from dreamkeeper.stores.contract import ConversationStore
 from dreamkeeper.stores.conversation.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
@@ -13,11 +19,11 @@ from dreamkeeper.stores.conversation.conversation_memory import (
 
 
 @pytest.fixture
-def conversations(tmp_path, clock) -> FileConversationStore:
-    return FileConversationStore(tmp_path, "a1", clock=clock)
+def conversations(make_conversations) -> ConversationStore:
+    return make_conversations()
 
 
-def _talk(memory: FileConversationStore, session: str, n: int, clock=None) -> None:
+def _talk(memory: ConversationStore, session: str, n: int, clock=None) -> None:
     for i in range(n):
         if clock is not None:
             clock.advance(seconds=30)
@@ -28,21 +34,29 @@ def test_the_defaults_are_the_references():
     assert (MAX_RETAINED, MAX_ARCHIVED) == (50, 500)
 
 
-def test_turns_past_retention_move_to_the_archive_in_order(conversations, tmp_path):
+def test_turns_past_retention_move_to_the_archive_in_order(conversations, backend, tmp_path):
     _talk(conversations, "s1", 60)
     conv = conversations.conversation("s1")
     assert len(conv.retained) == 50 and len(conv.archived) == 10
     assert [t.content for t in conv.turns] == [f"turn {i}" for i in range(1, 61)]
+    assert [t.n for t in conv.turns] == list(range(1, 61))
+    if backend != "file":
+        return
     archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
     assert len(archive.read_text().splitlines()) == 10
 
 
-def test_the_archive_keeps_its_newest_turns_only(tmp_path, clock):
-    memory = FileConversationStore(tmp_path, "a1", clock=clock, max_retained=5, max_archived=20)
+def test_the_archive_keeps_its_newest_turns_only(make_conversations, tier_db, tmp_path):
+    memory = make_conversations(max_retained=5, max_archived=20)
     _talk(memory, "s1", 300)
     conv = memory.conversation("s1")
     assert len(conv.archived) == 20 and conv.turns[0].content == "turn 276"
     assert conv.turns[-1].content == "turn 300"
+    if tier_db is not None:
+        with tier_db.transaction() as conn:
+            stored = conn.execute("SELECT count(*) FROM dreamkeeper_conversation_turns").fetchone()
+        assert stored == (25,)  # trimmed, not unbounded
+        return
     archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
     assert len(archive.read_text().splitlines()) <= 20 + 100  # trimmed, not unbounded
 
@@ -75,7 +89,8 @@ def test_every_turn_goes_to_the_conversation_log(conversations, tmp_path):
     ]
 
 
-def test_a_turn_archived_twice_by_a_crash_is_read_once(conversations, tmp_path):
+def test_a_turn_archived_twice_by_a_crash_is_read_once(tmp_path, clock):
+    conversations = FileConversationStore(tmp_path, "a1", clock=clock)
     _talk(conversations, "s1", 52)
     archive = tmp_path / "agents" / "a1" / "conversations" / "archive" / "s1.jsonl"
     lines = archive.read_text().splitlines()
@@ -85,9 +100,9 @@ def test_a_turn_archived_twice_by_a_crash_is_read_once(conversations, tmp_path):
     assert len(fresh.conversation("s1")) == 52
 
 
-def test_another_instance_sees_new_turns(tmp_path, clock):
-    writer = FileConversationStore(tmp_path, "a1", clock=clock)
-    reader = FileConversationStore(tmp_path, "a1", clock=clock)
+def test_another_instance_sees_new_turns(make_conversations):
+    writer = make_conversations()
+    reader = make_conversations()
     _talk(writer, "s1", 55)
     assert len(reader.conversation("s1")) == 55
     writer.add_turn("s1", "user", "one more")
@@ -125,6 +140,7 @@ BAD_SESSION_IDS = [
 def test_bad_input_is_refused_and_writes_nothing(conversations, tmp_path, session, role, content):
     with pytest.raises(InvalidInput):
         conversations.add_turn(session, role, content)
+    assert conversations.sessions(include_expired=True) == []
     assert not (tmp_path / "agents" / "a1" / "conversations" / "sessions").exists()
     assert not (tmp_path / "agents" / "a1" / "conversations" / "archive").exists()
     assert {p.name for p in tmp_path.iterdir()} <= {"agents"}  # nothing escaped either
@@ -146,29 +162,69 @@ def test_a_nested_session_id_persists_across_a_restart_in_nested_directories(
     assert len(conv.archived) == 3
 
 
-def test_sessions_lists_every_live_session_nested_ones_too(tmp_path, clock):
-    first = FileConversationStore(tmp_path, "a1", clock=clock)
+def test_sessions_lists_every_live_session_nested_ones_too(make_conversations):
+    first = make_conversations()
     for session in ("s2", "session/blazor-session", "s1", "session/other"):
         first.add_turn(session, "user", "hello")
-    restarted = FileConversationStore(tmp_path, "a1", clock=clock)
+    restarted = make_conversations()
     assert restarted.sessions() == ["s1", "s2", "session/blazor-session", "session/other"]
     restarted.clear("session/other")
     assert first.sessions() == ["s1", "s2", "session/blazor-session"]
 
 
-def test_sessions_leaves_out_expired_ones_unless_asked(conversations, clock):
+def test_sessions_leaves_out_expired_ones_unless_asked(conversations, make_conversations, clock):
     conversations.add_turn("old", "user", "hello")
     clock.advance(hours=2)
     conversations.add_turn("new", "user", "hello")
     assert conversations.sessions() == ["new"]
     assert conversations.sessions(include_expired=True) == ["new", "old"]
-    assert FileConversationStore(conversations.root.parents[2], "a2").sessions() == []
+    assert make_conversations("a2").sessions() == []
 
 
-def test_sessions_skips_files_that_are_not_sessions(conversations):
+def test_sessions_skips_files_that_are_not_sessions(tmp_path, clock):
+    conversations = FileConversationStore(tmp_path, "a1", clock=clock)
     conversations.add_turn("s1", "user", "hello")
     sessions = conversations.root / "sessions"
     (sessions / ".s1.json.123.tmp").write_text("{}")  # a write in progress
     (sessions / "notes.txt").write_text("stray")
     (sessions / "bad name.json").write_text("{}")
     assert conversations.sessions(include_expired=True) == ["s1"]
+
+
+_TALKER = """
+import sys
+from tests.stores.children import open_tier
+store = open_tier("conversations", sys.argv[1])
+for i in range(int(sys.argv[2])):
+    store.add_turn("s1", "user", f"{sys.argv[3]} #{i}")
+"""
+
+
+def test_two_processes_adding_turns_to_one_session_never_reuse_a_number(
+    make_conversations, store_location
+):
+    talkers = [
+        subprocess.Popen([sys.executable, "-c", _TALKER, store_location, "15", who])
+        for who in ("left", "right")
+    ]
+    assert [t.wait(timeout=60) for t in talkers] == [0, 0]
+    conv = make_conversations(clock=utc_now).conversation("s1")
+    assert [t.n for t in conv.turns] == list(range(1, 31))  # each number once, none lost
+    assert sorted(t.content for t in conv.turns) == sorted(
+        f"{who} #{i}" for who in ("left", "right") for i in range(15)
+    )
+
+
+def test_a_database_turn_that_dies_half_way_is_not_kept(database_url, clock):
+    from dreamkeeper.stores import faults
+    from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
+    from dreamkeeper.stores.postgres.database import Database
+
+    db = Database(database_url, max_size=2)
+    memory = PostgresConversationStore(db, "a1", clock=clock)
+    memory.add_turn("s1", "user", "kept")
+    with faults.armed(faults.ROWS_HALF_WRITTEN), pytest.raises(faults.SimulatedCrash):
+        memory.add_turn("s1", "assistant", "lost with its transaction")
+    assert [t.content for t in memory.conversation("s1").turns] == ["kept"]
+    assert memory.add_turn("s1", "assistant", "retried").n == 2  # the number is not burnt
+    db.close()

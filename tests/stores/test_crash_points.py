@@ -7,10 +7,10 @@ Afterwards a long-lived reader (opened before the crash) and a fresh one must ag
 the stored entries, the operation must have applied exactly once, and every stored
 revision must have a feed record (the journal, or the database's feed).
 
-Each runs on both backends (`backend`, tests/stores/conftest.py): the file store dies
+Each runs on both backends (`long_term`, tests/stores/conftest.py): the file store dies
 after its journal record (`JOURNAL_APPENDED`), the PostgreSQL store inside its open
 transaction (`TRANSACTION_OPEN`) — both points where the write has not taken effect.
-Tests of the file backend's own boundaries (a move's two files, the journal's bytes)
+Tests of the file long_term's own boundaries (a move's two files, the journal's bytes)
 stay file-only.
 """
 
@@ -36,54 +36,56 @@ def _open(tmp_path) -> FileMemoryStore:
     return FileMemoryStore(tmp_path, AGENT)
 
 
-def _consistent(backend) -> None:
+def _consistent(long_term) -> None:
     """Every stored revision has a feed record naming it (nothing unrecorded)."""
-    store = backend.open(AGENT)
-    announced = backend.announced(AGENT)
+    store = long_term.open(AGENT)
+    announced = long_term.announced(AGENT)
     for entry in store.entries(include_archived=True):
         assert (entry.id, entry.revision) in announced, entry.id
     assert store.problems() == {}
 
 
-def _agree(reader, backend) -> None:
-    fresh = backend.open(AGENT)
+def _agree(reader, long_term) -> None:
+    fresh = long_term.open(AGENT)
     mine = {e.id: e for e in reader.entries(include_archived=True)}
     theirs = {e.id: e for e in fresh.entries(include_archived=True)}
     assert mine == theirs
 
 
-def _retry(store, backend, how):
-    return store if how == "same" else backend.open(AGENT)
+def _retry(store, long_term, how):
+    return store if how == "same" else long_term.open(AGENT)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-def test_create_crashed_after_its_record_is_repaired_and_retried(backend, how):
-    writer, reader = backend.open(AGENT), backend.open(AGENT)
+def test_create_crashed_after_its_record_is_repaired_and_retried(long_term, how):
+    writer, reader = long_term.open(AGENT), long_term.open(AGENT)
     reader.entries()
-    with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(long_term.before_commit), pytest.raises(faults.SimulatedCrash):
         writer.create(NOTE, category="people", entry_id="0123456789ab")
     # The create never happened (never acknowledged): no reader serves it.
     assert reader.get("0123456789ab") is None
-    retried = _retry(writer, backend, how).create(NOTE, category="people", entry_id="0123456789ab")
+    retried = _retry(writer, long_term, how).create(
+        NOTE, category="people", entry_id="0123456789ab"
+    )
     assert retried.content == NOTE
     assert reader.get("0123456789ab") == retried
-    if backend.kind == "file":  # the journal records the dead write and its repair
-        actions = [r.action for r in backend.open(AGENT).journal.read_all()]
+    if long_term.kind == "file":  # the journal records the dead write and its repair
+        actions = [r.action for r in long_term.open(AGENT).journal.read_all()]
         assert JournalAction.REPAIRED in actions and actions.count(JournalAction.CREATED) == 2
     else:  # the dead transaction left no trace: one feed record, the retry's
-        assert backend.announced(AGENT) == {("0123456789ab", 1)}
-    _agree(reader, backend)
-    _consistent(backend)
+        assert long_term.announced(AGENT) == {("0123456789ab", 1)}
+    _agree(reader, long_term)
+    _consistent(long_term)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("operation", ["update", "archive", "move", "restore"])
-def test_a_mutation_crashed_after_its_record_converges_and_retries_once(backend, how, operation):
-    writer = backend.open(AGENT)
+def test_a_mutation_crashed_after_its_record_converges_and_retries_once(long_term, how, operation):
+    writer = long_term.open(AGENT)
     entry = writer.create(NOTE, category="people")
     if operation == "restore":
         writer.archive(entry.id, "deleted by agent tool")
-    reader = backend.open(AGENT)
+    reader = long_term.open(AGENT)
     before = reader.get(entry.id)
 
     def apply(store: FileMemoryStore):
@@ -95,16 +97,16 @@ def test_a_mutation_crashed_after_its_record_converges_and_retries_once(backend,
             return store.update(entry.id, category="people/contacts")
         return store.restore(entry.id)
 
-    with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(long_term.before_commit), pytest.raises(faults.SimulatedCrash):
         apply(writer)
     # Pending, then settled: the lock is free, so the file on disk (the old state) wins.
     assert reader.get(entry.id) == before
-    assert backend.open(AGENT).get(entry.id) == before
-    after = apply(_retry(writer, backend, how))
+    assert long_term.open(AGENT).get(entry.id) == before
+    after = apply(_retry(writer, long_term, how))
     assert reader.get(entry.id) == after
     assert after.revision == before.revision + 1  # the dead revision was not counted
-    _agree(reader, backend)
-    _consistent(backend)
+    _agree(reader, long_term)
+    _consistent(long_term)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
@@ -129,57 +131,57 @@ def test_a_move_crashed_between_new_file_and_old_removal(tmp_path, how):
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("point", ["before-commit", None])
-def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(backend, how, point):
+def test_a_reinforcing_save_applies_exactly_once_even_with_writes_in_between(long_term, how, point):
     """The op is recorded with its effect: a retry after another save touched the target
     neither skips (the old ledger's bug) nor reinforces twice."""
-    writer = backend.open(AGENT)
+    writer = long_term.open(AGENT)
     target = writer.create(NOTE, category="people")
-    reader = backend.open(AGENT)
+    reader = long_term.open(AGENT)
     reader.entries()
     fact = Candidate(SIMILAR, "people")
     if point is not None:
-        with faults.armed(backend.before_commit), pytest.raises(faults.SimulatedCrash):
+        with faults.armed(long_term.before_commit), pytest.raises(faults.SimulatedCrash):
             save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     else:  # applied, but the activity's answer was lost: Temporal retries it anyway
         save_fact(writer, fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     # Another save reinforces the same entry before the retry.
-    other = backend.open(AGENT)
+    other = long_term.open(AGENT)
     save_fact(other, Candidate(NOTE, "people"), new_id="bbbbbbbbbbbb", op_id="save-2")
-    retried = save_fact(_retry(writer, backend, how), fact, new_id="aaaaaaaaaaaa", op_id="save-1")
+    retried = save_fact(_retry(writer, long_term, how), fact, new_id="aaaaaaaaaaaa", op_id="save-1")
     assert retried.entry_id == target.id
-    final = backend.open(AGENT).get(target.id)
+    final = long_term.open(AGENT).get(target.id)
     assert final.reinforcement_count == 3  # the original, save-1 once, save-2 once
     assert set(final.applied_ops) == {"save-1", "save-2"}
-    assert len(backend.open(AGENT).entries()) == 1
-    _agree(reader, backend)
-    _consistent(backend)
+    assert len(long_term.open(AGENT).entries()) == 1
+    _agree(reader, long_term)
+    _consistent(long_term)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
-def test_an_absorb_crashed_between_the_reinforcement_and_the_archive(backend, how):
-    writer = backend.open(AGENT)
+def test_an_absorb_crashed_between_the_reinforcement_and_the_archive(long_term, how):
+    writer = long_term.open(AGENT)
     keeper = writer.create(NOTE, category="people")
     copy = writer.create(SIMILAR, category="people")
-    reader = backend.open(AGENT)
+    reader = long_term.open(AGENT)
     reader.entries()
     # Let the reinforcement land, crash on the archive's record (the second write).
-    with faults.armed(backend.before_commit, after=1), pytest.raises(faults.SimulatedCrash):
+    with faults.armed(long_term.before_commit, after=1), pytest.raises(faults.SimulatedCrash):
         dedup_existing(writer, copy.id)
-    assert backend.open(AGENT).get(keeper.id).reinforcement_count == 2
-    assert not backend.open(AGENT).get(copy.id).is_archived  # crashed before its archive
-    retried = dedup_existing(_retry(writer, backend, how), copy.id)
+    assert long_term.open(AGENT).get(keeper.id).reinforcement_count == 2
+    assert not long_term.open(AGENT).get(copy.id).is_archived  # crashed before its archive
+    retried = dedup_existing(_retry(writer, long_term, how), copy.id)
     assert retried.entry_id == keeper.id
-    again = dedup_existing(backend.open(AGENT), copy.id)  # and once more: nothing changes
+    again = dedup_existing(long_term.open(AGENT), copy.id)  # and once more: nothing changes
     assert again.entry_id == keeper.id
-    fresh = backend.open(AGENT)
+    fresh = long_term.open(AGENT)
     assert fresh.get(keeper.id).reinforcement_count == 2  # absorbed once, not twice
     assert fresh.get(copy.id).retired_into == [keeper.id]
-    _agree(reader, backend)
-    _consistent(backend)
+    _agree(reader, long_term)
+    _consistent(long_term)
 
 
-def test_retire_into_refuses_a_replacement_that_is_not_live(backend):
-    store = backend.open(AGENT)
+def test_retire_into_refuses_a_replacement_that_is_not_live(long_term):
+    store = long_term.open(AGENT)
     original = store.create(NOTE, category="people")
     fact = store.create(NOTE, category="people/contacts")
     store.archive(fact.id, f"merged into {original.id}")  # a dream folded it meanwhile
@@ -188,8 +190,8 @@ def test_retire_into_refuses_a_replacement_that_is_not_live(backend):
     assert not store.get(original.id).is_archived
 
 
-def test_retire_into_refuses_replacements_that_miss_a_specific(backend):
-    store = backend.open(AGENT)
+def test_retire_into_refuses_replacements_that_miss_a_specific(long_term):
+    store = long_term.open(AGENT)
     original = store.create(NOTE, category="people")
     lossy = store.create("Trish Roberts works at PWOP Productions.", category="people")
     done = store.retire_into(original.id, [lossy.id], reason="x")
@@ -198,16 +200,16 @@ def test_retire_into_refuses_replacements_that_miss_a_specific(backend):
     assert not store.get(original.id).is_archived
 
 
-def test_a_stale_writer_never_overwrites_newer_state(backend):
-    old_view = backend.open(AGENT)
+def test_a_stale_writer_never_overwrites_newer_state(long_term):
+    old_view = long_term.open(AGENT)
     entry = old_view.create(NOTE, category="people")
     stale = old_view.get(entry.id)
-    backend.open(AGENT).archive(entry.id, "deleted by agent tool")
+    long_term.open(AGENT).archive(entry.id, "deleted by agent tool")
     with pytest.raises(Conflict, match="changed since it was read"):
         old_view.put(
             stale.model_copy(update={"importance_score": 0.9}), action=JournalAction.UPDATED
         )
-    assert backend.open(AGENT).get(entry.id).is_archived
+    assert long_term.open(AGENT).get(entry.id).is_archived
 
 
 def test_a_file_edited_behind_the_journal_is_taken_as_it_is(tmp_path):
@@ -258,8 +260,8 @@ def test_garbage_journal_lines_never_break_a_reader(tmp_path, garbage):
     assert reader.get(entry.id) == entry
 
 
-def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(backend):
-    store = backend.open(AGENT)
+def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(long_term):
+    store = long_term.open(AGENT)
     keeper = store.create(NOTE, category="people")
     copy = store.create(SIMILAR, category="people")
     dedup_existing(store, copy.id)
@@ -279,24 +281,24 @@ def _notes(n: int, tag: str = "") -> list:
     ]
 
 
-def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(backend):
+def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(long_term):
     from dreamkeeper.stores.longterm.memory_store import NewEntry
 
-    store = backend.open(AGENT)
+    store = long_term.open(AGENT)
     made = store.create_many(_notes(2_500))
     assert len(made) == len({e.id for e in made}) == 2_500
-    fresh = backend.open(AGENT)
+    fresh = long_term.open(AGENT)
     assert len(fresh.entries()) == 2_500
     again = store.create_many([NewEntry(made[0].content, category="bulk", entry_id=made[0].id)])
-    assert again == [made[0]] and len(backend.open(AGENT).entries()) == 2_500
+    assert again == [made[0]] and len(long_term.open(AGENT).entries()) == 2_500
     with pytest.raises(Conflict):
         store.create_many([NewEntry("other text", entry_id=made[0].id)])
-    _consistent(backend)
+    _consistent(long_term)
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])
 @pytest.mark.parametrize("when", ["early", "late"])
-def test_create_many_crashed_mid_batch_is_repaired_and_retried(backend, how, when):
+def test_create_many_crashed_mid_batch_is_repaired_and_retried(long_term, how, when):
     # early: nothing of the batch has taken effect; late: the file store has written half
     # its files, the database has committed the batch and not answered.
     point, lands = {
@@ -304,35 +306,35 @@ def test_create_many_crashed_mid_batch_is_repaired_and_retried(backend, how, whe
         ("file", "late"): (faults.BATCH_HALF_WRITTEN, 20),
         ("postgres", "early"): (faults.TRANSACTION_OPEN, 0),
         ("postgres", "late"): (faults.COMMITTED, 40),
-    }[(backend.kind, when)]
+    }[(long_term.kind, when)]
     from dreamkeeper.stores.longterm.memory_store import NewEntry
 
-    writer = backend.open(AGENT)
-    reader = backend.open(AGENT)
+    writer = long_term.open(AGENT)
+    reader = long_term.open(AGENT)
     reader.entries()
     items = [NewEntry(f"Bulk note {i} about Orion{i}.", entry_id=f"{i:012x}") for i in range(40)]
     with faults.armed(point), pytest.raises(faults.SimulatedCrash):
         writer.create_many(items)
-    landed = {e.id for e in backend.open(AGENT).entries()}
+    landed = {e.id for e in long_term.open(AGENT).entries()}
     assert len(landed) == lands
     assert {e.id for e in reader.entries()} == landed  # the long-lived reader agrees
-    done = _retry(writer, backend, how).create_many(items)  # the caller's retry
-    assert len(done) == 40 and len(backend.open(AGENT).entries()) == 40
-    _agree(reader, backend)
-    _consistent(backend)
+    done = _retry(writer, long_term, how).create_many(items)  # the caller's retry
+    assert len(done) == 40 and len(long_term.open(AGENT).entries()) == 40
+    _agree(reader, long_term)
+    _consistent(long_term)
 
 
-def test_import_entries_keeps_every_field_and_is_idempotent(backend):
-    source = backend.open("source-agent")
+def test_import_entries_keeps_every_field_and_is_idempotent(long_term):
+    source = long_term.open("source-agent")
     made = source.create_many(_notes(50))
     source.archive(made[0].id, "deleted by agent tool")
     exported = source.entries(include_archived=True)
-    target = backend.open(AGENT)
+    target = long_term.open(AGENT)
     first = target.import_entries(exported)
     assert len(first.created) == 50 and first.conflicts == []
     again = target.import_entries(exported)
     assert again.created == [] and len(again.unchanged) == 50
-    mine = {e.id: e for e in backend.open(AGENT).entries(include_archived=True)}
+    mine = {e.id: e for e in long_term.open(AGENT).entries(include_archived=True)}
     for entry in exported:
         kept = mine[entry.id]
         assert kept.model_dump(exclude={"revision", "applied_ops"}) == entry.model_dump(

@@ -22,21 +22,21 @@ def file_hybrid(tmp_path, clock, embedding_client) -> FileMemoryStore:
 
 
 @pytest.fixture
-def hybrid(backend, embedding_client) -> MemoryStore:
-    """A store with embeddings on each backend."""
-    return backend.open(embeddings=embedding_client)
+def hybrid(long_term, embedding_client) -> MemoryStore:
+    """A store with embeddings on each long_term."""
+    return long_term.open(embeddings=embedding_client)
 
 
 def _ids(hits) -> list[str]:
     return [h.entry.id for h in hits]
 
 
-def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(hybrid, backend):
+def test_a_related_entry_with_no_shared_keyword_is_found_by_hybrid_not_bm25(hybrid, long_term):
     rex = hybrid.create("The family hound is called Rex", category="pets")
     bill = hybrid.create("Quarterly invoice from Contoso is due Friday", category="finance")
     assert sorted(embed_entries(hybrid, hybrid.embeddings).embedded) == sorted([rex.id, bill.id])
     assert _ids(search(hybrid, "puppy")) == [rex.id]
-    keywords_only = backend.open()
+    keywords_only = long_term.open()
     assert search(keywords_only, "puppy") == []
 
 
@@ -123,9 +123,9 @@ def test_a_malformed_vector_file_is_ignored_and_regenerated(file_hybrid):
     assert embed_entries(file_hybrid, file_hybrid.embeddings).embedded == [entry.id]
 
 
-def test_a_reader_process_sees_vectors_written_by_the_worker(backend, embedding_client):
-    worker = backend.open(embeddings=embedding_client)
-    reader = backend.open(embeddings=embedding_client)
+def test_a_reader_process_sees_vectors_written_by_the_worker(long_term, embedding_client):
+    worker = long_term.open(embeddings=embedding_client)
+    reader = long_term.open(embeddings=embedding_client)
     entry = worker.create("Our puppy is called Rex", category="pets")
     assert search(reader, "canine") == []  # no vector yet: nothing semantic
     embed_entries(worker, embedding_client)

@@ -31,12 +31,12 @@ def test_uncategorized_entries_live_at_the_memory_root(store, tmp_path):
     assert (tmp_path / "agents/agent-1/memory" / f"{entry.id}.json").is_file()
 
 
-def test_create_with_explicit_id_is_idempotent(any_store, backend):
+def test_create_with_explicit_id_is_idempotent(any_store, long_term):
     store = any_store
     first = store.create("a fact", entry_id="00000000000a")
     again = store.create("a fact", entry_id="00000000000a")
     assert again == first
-    assert backend.announced("agent-1") == {("00000000000a", 1)}  # one write recorded
+    assert long_term.announced("agent-1") == {("00000000000a", 1)}  # one write recorded
     with pytest.raises(Conflict):
         store.create("different text", entry_id="00000000000a")
 
@@ -63,7 +63,7 @@ def test_restore_clears_both_archive_fields(any_store):
     assert [h.entry.id for h in search(store, "restore")] == [entry.id]
 
 
-def test_purge_respects_retention_and_the_high_value_floor(any_store, backend, clock):
+def test_purge_respects_retention_and_the_high_value_floor(any_store, long_term, clock):
     store = any_store
     old_low = store.create("old low value", importance=0.3)
     old_high = store.create("old but important", importance=0.9)
@@ -81,7 +81,7 @@ def test_purge_respects_retention_and_the_high_value_floor(any_store, backend, c
     assert store.get(old_low.id) is None
     for kept in (old_high, old_reinforced, recent, live):
         assert store.get(kept.id) is not None
-    assert backend.open().get(old_low.id) is None
+    assert long_term.open().get(old_low.id) is None
 
 
 def test_purge_with_zero_retention_keeps_everything(any_store, clock):

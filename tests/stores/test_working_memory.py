@@ -115,7 +115,7 @@ def test_entries_persist_across_a_restart(make_working, backend, tmp_path):
     first = make_working()
     first.save(SESSION, "k", "v", category="email", tags=["inbox"])
     first.save("patrol/heartbeat", "alert", "disk full", background=True)
-    if backend.kind == "file":  # grouped by top-level segment
+    if backend == "file":  # grouped by top-level segment
         root = tmp_path / "agents" / "a1" / "working-memory"
         assert sorted(p.name for p in root.glob("*.json")) == ["patrol.json", "session.json"]
     restarted = make_working()
@@ -193,13 +193,8 @@ def test_search_ranks_by_content_within_a_prefix(working):
 
 _WRITER = """
 import sys
-if sys.argv[1].startswith("postgresql:"):
-    from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-    store = PostgresWorkingMemoryStore(Database(sys.argv[1]), "a1")
-else:
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-    store = FileWorkingMemoryStore(sys.argv[1], "a1")
+from tests.stores.children import open_tier
+store = open_tier("working", sys.argv[1])
 for i in range(int(sys.argv[3])):
     store.save(sys.argv[2], f"k{i}", f"from {sys.argv[2]} #{i}")
 """
@@ -291,6 +286,30 @@ def test_a_database_write_that_dies_half_way_changes_nothing(database_url, clock
     for reader in (working, PostgresWorkingMemoryStore(db, "a1", clock=clock)):
         assert reader.get(f"{SESSION}/k").value == "before"  # the writer re-reads too
         assert reader.get(f"{SESSION}/gone") is not None
+    working.save(SESSION, "k", "after")  # the retry applies
+    assert PostgresWorkingMemoryStore(db, "a1", clock=clock).get(f"{SESSION}/k").value == "after"
+    db.close()
+
+
+def test_a_dropped_database_connection_fails_one_call_and_leaves_nothing_half_done(
+    database_url, clock
+):
+    import psycopg
+
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+    db = Database(database_url, min_size=1, max_size=1)  # one pooled connection: the victim
+    working = PostgresWorkingMemoryStore(db, "a1", clock=clock)
+    working.save(SESSION, "k", "before")
+    with db.dedicated() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    with pytest.raises(psycopg.OperationalError):
+        working.save(SESSION, "k", "after")
+    assert working.get(f"{SESSION}/k").value == "before"  # a fresh connection, old state
     working.save(SESSION, "k", "after")  # the retry applies
     assert PostgresWorkingMemoryStore(db, "a1", clock=clock).get(f"{SESSION}/k").value == "after"
     db.close()

@@ -1,0 +1,166 @@
+"""Conversation memory in PostgreSQL: the `ConversationStore` contract with the file
+backend's rules (`stores.conversation.conversation_memory.ConversationBase`: turn
+validation, the idle rule, the window and its archive), over a session row and its turns.
+
+A turn is added in one transaction holding the session's advisory lock (the session row
+may not exist yet, so the lock is on its name): a new or expired session starts afresh
+at turn 1 with its old turns discarded, the turn is inserted with the session's next
+number and the row moved on, and turns older than the window plus `max_archived` are
+deleted — so numbers are never reused within a session and two processes adding turns
+to one session serialize. A read is one statement: the session row and its turns as of
+the same moment. The conversation log is the agent's documents
+(`stores.postgres.documents`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import psycopg
+from pydantic import ValidationError
+
+from dreamkeeper.core.models import utc_now
+from dreamkeeper.stores import faults
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.conversation.conversation_memory import (
+    MAX_ARCHIVED,
+    MAX_RETAINED,
+    SESSION_IDLE,
+    ConversationBase,
+    Turn,
+    validate_session_id,
+)
+from dreamkeeper.stores.postgres.database import Database
+from dreamkeeper.stores.postgres.documents import PostgresDocuments
+
+log = logging.getLogger(__name__)
+
+
+class PostgresConversationStore(ConversationBase):
+    def __init__(
+        self,
+        db: Database,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        idle: timedelta = SESSION_IDLE,
+        max_retained: int = MAX_RETAINED,
+        max_archived: int = MAX_ARCHIVED,
+    ) -> None:
+        super().__init__(
+            agent_id,
+            clock=clock,
+            idle=idle,
+            max_retained=max_retained,
+            max_archived=max_archived,
+        )
+        self.db = db
+        self.log = ConversationLog(PostgresDocuments(db, self.agent_id))
+
+    def _lock(self, conn: psycopg.Connection, session_id: str) -> None:
+        """The session's writer lock, until the transaction ends."""
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"dreamkeeper-conversation:{self.agent_id}:{session_id}",),
+        )
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
+        # One statement, so the session row and its turns are of one snapshot.
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT s.last_at, s.next_n, t.turn FROM dreamkeeper_conversation_sessions s "
+                "LEFT JOIN dreamkeeper_conversation_turns t ON t.agent_id = s.agent_id AND "
+                "t.session_id = s.session_id AND t.n >= s.next_n - %s "
+                "WHERE s.agent_id = %s AND s.session_id = %s ORDER BY t.n",
+                (self._max_retained + max(self._max_archived, 0), self.agent_id, session_id),
+            ).fetchall()
+        if not rows or not self._is_live(rows[0][0]):
+            return None
+        next_n = int(rows[0][1])
+        rows = [(r[2],) for r in rows if r[2] is not None]
+        turns = []
+        for (text,) in rows:
+            try:
+                turns.append(Turn.model_validate_json(text))
+            except ValidationError:
+                log.warning("conversation %s: skipped a malformed turn row", self.agent_id)
+        first_retained = next_n - self._max_retained
+        retained = tuple(t for t in turns if t.n >= first_retained)
+        archived = tuple(t for t in turns if t.n < first_retained)
+        return (archived if self._max_archived > 0 else ()), retained
+
+    def _stored_ids(self) -> list[str]:
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM dreamkeeper_conversation_sessions WHERE agent_id = %s "
+                "ORDER BY session_id",
+                (self.agent_id,),
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def _last_at(self, session_id: str) -> datetime | None:
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT last_at FROM dreamkeeper_conversation_sessions "
+                "WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, session_id),
+            ).fetchone()
+        return None if row is None else row[0]
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _add(self, session_id: str, role: str, content: str) -> Turn:
+        with self.db.transaction() as conn:
+            self._lock(conn, session_id)
+            now = self.now()
+            row = conn.execute(
+                "SELECT started_at, last_at, next_n FROM dreamkeeper_conversation_sessions "
+                "WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, session_id),
+            ).fetchone()
+            if row is None or not self._is_live(row[1]):
+                # A new or expired session: its turns belonged to a conversation that ended.
+                conn.execute(
+                    "DELETE FROM dreamkeeper_conversation_turns "
+                    "WHERE agent_id = %s AND session_id = %s",
+                    (self.agent_id, session_id),
+                )
+                started, n = now, 1
+            else:
+                started, n = row[0], int(row[2])
+            turn = Turn(n=n, role=role, content=content, at=now)  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO dreamkeeper_conversation_turns (agent_id, session_id, n, turn) "
+                "VALUES (%s, %s, %s, %s)",
+                (self.agent_id, session_id, n, turn.model_dump_json()),
+            )
+            faults.crash_point(faults.ROWS_HALF_WRITTEN)
+            conn.execute(
+                "INSERT INTO dreamkeeper_conversation_sessions "
+                "(agent_id, session_id, started_at, last_at, next_n) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (agent_id, session_id) DO UPDATE SET started_at = "
+                "excluded.started_at, last_at = excluded.last_at, next_n = excluded.next_n",
+                (self.agent_id, session_id, started, now, n + 1),
+            )
+            # Past the window and the archive's newest `max_archived`: never read again.
+            conn.execute(
+                "DELETE FROM dreamkeeper_conversation_turns WHERE agent_id = %s AND "
+                "session_id = %s AND n <= %s",
+                (self.agent_id, session_id, n - self._max_retained - max(self._max_archived, 0)),
+            )
+        return turn
+
+    def clear(self, session_id: str) -> None:
+        """End the session: its turns and its archive are discarded."""
+        validate_session_id(session_id)
+        with self.db.transaction() as conn:
+            self._lock(conn, session_id)
+            for table in ("dreamkeeper_conversation_turns", "dreamkeeper_conversation_sessions"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s",  # noqa: S608
+                    (self.agent_id, session_id),
+                )

@@ -1,0 +1,25 @@
+"""What a child process of a store test opens: the same agent's store, on the backend
+the parent's test runs on (a data directory, or a PostgreSQL URL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def open_tier(tier: str, location: str, agent_id: str = "a1") -> Any:
+    """`tier` ("working" or "conversations") of `agent_id` at `location`."""
+    if location.startswith("postgresql:"):
+        from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
+        from dreamkeeper.stores.postgres.database import Database
+        from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
+
+        db = Database(location)
+        if tier == "working":
+            return PostgresWorkingMemoryStore(db, agent_id)
+        return PostgresConversationStore(db, agent_id)
+    from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+
+    if tier == "working":
+        return FileWorkingMemoryStore(location, agent_id)
+    return FileConversationStore(location, agent_id)
