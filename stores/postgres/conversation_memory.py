@@ -7,8 +7,8 @@ may not exist yet, so the lock is on its name): a new or expired session starts 
 at turn 1 with its old turns discarded, the turn is inserted with the session's next
 number and the row moved on, and turns older than the window plus `max_archived` are
 deleted — so numbers are never reused within a session and two processes adding turns
-to one session serialize. A read is one statement: the session row and its turns as of
-the same moment. The conversation log is the agent's documents
+to one session serialize. A read takes the session row, then only the turns added since
+this instance last read (a turn never changes within a session's life). The conversation log is the agent's documents
 (`stores.postgres.documents`).
 """
 
@@ -58,6 +58,9 @@ class PostgresConversationStore(ConversationBase):
         )
         self.db = db
         self.log = ConversationLog(PostgresDocuments(db, self.agent_id))
+        # session -> (its start, its next turn number, the turns read, the newest one's
+        # stored text): see _live_turns
+        self._read_cache: dict[str, tuple[datetime, int, tuple[Turn, ...], str | None]] = {}
 
     def _lock(self, conn: psycopg.Connection, session_id: str) -> None:
         """The session's writer lock, until the transaction ends."""
@@ -69,29 +72,54 @@ class PostgresConversationStore(ConversationBase):
     # -- reads -------------------------------------------------------------------------
 
     def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
-        # One statement, so the session row and its turns are of one snapshot.
+        window = self._max_retained + max(self._max_archived, 0)
         with self.db.transaction() as conn:
-            rows = conn.execute(
-                "SELECT s.last_at, s.next_n, t.turn FROM dreamkeeper_conversation_sessions s "
-                "LEFT JOIN dreamkeeper_conversation_turns t ON t.agent_id = s.agent_id AND "
-                "t.session_id = s.session_id AND t.n >= s.next_n - %s "
-                "WHERE s.agent_id = %s AND s.session_id = %s ORDER BY t.n",
-                (self._max_retained + max(self._max_archived, 0), self.agent_id, session_id),
-            ).fetchall()
-        if not rows or not self._is_live(rows[0][0]):
-            return None
-        next_n = int(rows[0][1])
-        rows = [(r[2],) for r in rows if r[2] is not None]
-        turns = []
-        for (text,) in rows:
+            row = conn.execute(
+                "SELECT started_at, last_at, next_n FROM dreamkeeper_conversation_sessions "
+                "WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, session_id),
+            ).fetchone()
+            if row is None or not self._is_live(row[1]):
+                return None
+            started, next_n = row[0], int(row[2])
+            # Turns never change once written in a session's life: only those added since
+            # this instance last read are fetched and parsed, with the last one it knows to
+            # prove the life is the same (a session cleared and begun again is not).
+            cached = self._read_cache.get(session_id)
+            known: list[Turn] = []
+            last_known: str | None = None
+            if cached is not None and cached[0] == started and cached[2] and cached[3]:
+                known = [t for t in cached[2] if t.n >= next_n - window]
+                last_known = cached[3]
+            rows = self._turns(conn, session_id, known[-1].n if known else next_n - window, next_n)
+            if known and (not rows or rows[0] != last_known):
+                known, rows = [], self._turns(conn, session_id, next_n - window, next_n)
+            elif known:
+                rows = rows[1:]
+        turns = known
+        last_text = last_known if known else None
+        for text in rows:
             try:
                 turns.append(Turn.model_validate_json(text))
+                last_text = text
             except ValidationError:
                 log.warning("conversation %s: skipped a malformed turn row", self.agent_id)
+        self._read_cache[session_id] = (started, next_n, tuple(turns), last_text)
         first_retained = next_n - self._max_retained
         retained = tuple(t for t in turns if t.n >= first_retained)
         archived = tuple(t for t in turns if t.n < first_retained)
         return (archived if self._max_archived > 0 else ()), retained
+
+    def _turns(self, conn: psycopg.Connection, session_id: str, low: int, high: int) -> list[str]:
+        """The stored turns numbered from `low` up to (not including) `high`, in order —
+        bounded by the session row's next number, so a turn committed after it was read
+        is not this read's (and a later turn's trim removes only numbers below `low`)."""
+        rows = conn.execute(
+            "SELECT turn FROM dreamkeeper_conversation_turns WHERE agent_id = %s AND "
+            "session_id = %s AND n >= %s AND n < %s ORDER BY n",
+            (self.agent_id, session_id, low, high),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def _stored_ids(self) -> list[str]:
         with self.db.transaction() as conn:

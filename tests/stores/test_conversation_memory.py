@@ -110,6 +110,23 @@ def test_another_instance_sees_new_turns(make_conversations):
     assert len(reader.conversation("s1").archived) == 6
 
 
+def test_a_reader_sees_a_session_cleared_and_begun_again_at_the_same_instant(
+    make_conversations,
+):
+    writer, reader = make_conversations(), make_conversations()  # the clock stands still
+    _talk(writer, "s1", 3)
+    assert [t.content for t in reader.conversation("s1").turns] == ["turn 1", "turn 2", "turn 3"]
+    writer.clear("s1")
+    for word in ("new one", "new two", "new three", "new four"):
+        writer.add_turn("s1", "user", word)
+    assert [t.content for t in reader.conversation("s1").turns] == [
+        "new one",
+        "new two",
+        "new three",
+        "new four",
+    ]
+
+
 BAD_SESSION_IDS = [
     "../x",
     "a/../b",
