@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.core.models import utc_now
@@ -80,12 +80,15 @@ class StoreBackend(Protocol):
         ...
 
 
-class FileBackend:
-    kind = FILES
+class _Tiers:
+    """The three tiers' constructors, shared: every backend's store classes take where
+    the store is (a data directory, a database), the agent, then keyword options."""
 
-    def __init__(self, data_dir: Path | str) -> None:
-        self.data_dir = Path(data_dir)
-        self.location = os.path.abspath(self.data_dir)
+    _where: Any
+    _classes: tuple[str, str, str]  # "module:class" of the long-term, working, conversation stores
+
+    def _store_class(self, tier: int) -> Any:
+        return _class(self._classes[tier])
 
     def memory(
         self,
@@ -94,9 +97,8 @@ class FileBackend:
         embeddings: Embedder | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> MemoryStore:
-        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-
-        return FileMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+        store = self._store_class(0)(self._where, agent_id, embeddings=embeddings, clock=clock)
+        return cast(MemoryStore, store)
 
     def working(
         self,
@@ -105,14 +107,24 @@ class FileBackend:
         embeddings: Embedder | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> WorkingMemoryStore:
-        from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-
-        return FileWorkingMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+        store = self._store_class(1)(self._where, agent_id, embeddings=embeddings, clock=clock)
+        return cast(WorkingMemoryStore, store)
 
     def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
-        from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+        return cast(ConversationStore, self._store_class(2)(self._where, agent_id, **options))
 
-        return FileConversationStore(self.data_dir, agent_id, **options)
+
+class FileBackend(_Tiers):
+    kind = FILES
+    _classes = (
+        "dreamkeeper.stores.longterm.memory_store:FileMemoryStore",
+        "dreamkeeper.stores.working.working_memory:FileWorkingMemoryStore",
+        "dreamkeeper.stores.conversation.conversation_memory:FileConversationStore",
+    )
+
+    def __init__(self, data_dir: Path | str) -> None:
+        self.data_dir = self._where = Path(data_dir)
+        self.location = os.path.abspath(self.data_dir)
 
     def identity(self) -> StoreIdentity:
         return ensure_identity(self.data_dir)
@@ -142,41 +154,22 @@ class FileBackend:
         probe_writable(self.data_dir)
 
 
-class PostgresBackend:
+class PostgresBackend(_Tiers):
     """Every agent's tiers in one database: any worker on it serves any agent, each
     store's writer exclusion is the database's own (locks), never a host-local one."""
 
     kind = POSTGRESQL
+    _classes = (
+        "dreamkeeper.stores.postgres.memory_store:PostgresMemoryStore",
+        "dreamkeeper.stores.postgres.working_memory:PostgresWorkingMemoryStore",
+        "dreamkeeper.stores.postgres.conversation_memory:PostgresConversationStore",
+    )
 
     def __init__(self, url: str) -> None:
         from dreamkeeper.stores.postgres.database import database
 
-        self.db = database(url)
+        self.db = self._where = database(url)
         self.location = self.db.location
-
-    def memory(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> MemoryStore:
-        store = _postgres("memory_store", "PostgresMemoryStore")
-        return store(self.db, agent_id, embeddings=embeddings, clock=clock)
-
-    def working(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> WorkingMemoryStore:
-        store = _postgres("working_memory", "PostgresWorkingMemoryStore")
-        return store(self.db, agent_id, embeddings=embeddings, clock=clock)
-
-    def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
-        store = _postgres("conversation_memory", "PostgresConversationStore")
-        return store(self.db, agent_id, **options)
 
     def identity(self) -> StoreIdentity:
         found = self.read_identity()
@@ -224,10 +217,11 @@ class PostgresBackend:
             ) from None
 
 
-def _postgres(module: str, name: str) -> Any:
-    # By name, when first used: only a process given a database loads the PostgreSQL
-    # stores (and their driver).
-    return getattr(importlib.import_module(f"dreamkeeper.stores.postgres.{module}"), name)
+def _class(name: str) -> Any:
+    # By name, when first used: a process given a database never loads the file stores'
+    # modules it does not use, and only a process given one loads the PostgreSQL stores.
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def open_backend(settings: StoreSettings) -> StoreBackend:

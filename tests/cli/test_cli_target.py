@@ -25,22 +25,6 @@ from dreamkeeper.worker.logs import configure_logging
 DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
 
 
-@pytest.fixture
-def run(capsys, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("DREAMKEEPER_"):
-            monkeypatch.delenv(name)
-    # Any write through the worker that slipped past a check fails fast, not hangs.
-    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
-
-    def go(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return go
-
-
 def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 

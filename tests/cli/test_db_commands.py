@@ -4,31 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import uuid
 
 import pytest
 
-from dreamkeeper.cli.main import main
 from dreamkeeper.stores.postgres.database import Database, describe
 from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, upgrade
-
-
-@pytest.fixture
-def run(capsys, monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("DREAMKEEPER_"):
-            monkeypatch.delenv(name)
-    # Past the schema check these commands would reach for Temporal: nothing listens here.
-    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:1")
-
-    def go(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return go
 
 
 @pytest.fixture
