@@ -1,6 +1,7 @@
 """`dreamkeeper token create|list|revoke`: the access tokens `serve` accepts besides the
 shared DREAMKEEPER_SERVE_TOKEN (policies.access says what each may do; stores.tokens
-keeps them hashed under the data directory). `create` prints the secret once: it is not
+keeps them hashed: under the data directory, or in the database with
+DREAMKEEPER_DATABASE_URL). `create` prints the secret once: it is not
 stored and cannot be shown again."""
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dreamkeeper.cli.common import Subparsers, add_json
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.policies.access import Access
-from dreamkeeper.stores.tokens import FileTokenStore, TokenRecord, issue, revoke
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.tokens import TokenRecord, TokenStore, issue, revoke
 
 
-def _store(settings: StoreSettings) -> FileTokenStore:
-    return FileTokenStore(settings.data_dir)
+def _store(settings: StoreSettings) -> TokenStore:
+    return open_backend(settings).tokens()
 
 
 def _row(record: TokenRecord) -> dict[str, object]:

@@ -6,7 +6,6 @@ which agents this server answers for."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from fastapi import Request
 
@@ -18,7 +17,6 @@ from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service.metrics import ServiceMetrics
-from dreamkeeper.stores.tokens import FileTokenStore
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +29,7 @@ class ServiceState:
         self.settings = settings
         self.metrics = metrics
         self._handles: dict[str, AgentMemory] = {}
-        # Tokens are the service's own state, kept in its data directory on either
-        # backend (serve is one process per deployment).
-        self.tokens = FileTokenStore(Path(memory.settings.data_dir))
+        self.tokens = memory.backend.tokens()
         metrics.watch_stores(
             self.agents,
             memory.store,

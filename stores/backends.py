@@ -30,6 +30,7 @@ from dreamkeeper.stores.identity import (
     probe_writable,
     read_identity,
 )
+from dreamkeeper.stores.tokens import TokenStore
 from dreamkeeper.stores.vectors.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class StoreBackend(Protocol):
         embeddings: Embedder | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> WorkingMemoryStore: ...
+
+    def tokens(self) -> TokenStore:
+        """Where `serve`'s access tokens are kept (`stores.tokens`)."""
+        ...
 
     def conversations(self, agent_id: str, **options: Any) -> ConversationStore: ...
 
@@ -153,6 +158,11 @@ class FileBackend(_Tiers):
     def check_ready(self) -> None:
         probe_writable(self.data_dir)
 
+    def tokens(self) -> TokenStore:
+        from dreamkeeper.stores.tokens import FileTokenStore
+
+        return FileTokenStore(self.data_dir)
+
 
 class PostgresBackend(_Tiers):
     """Every agent's tiers in one database: any worker on it serves any agent, each
@@ -215,6 +225,11 @@ class PostgresBackend(_Tiers):
                 f"cannot reach the database at {self.location} ({exc}): is PostgreSQL "
                 "up, and DREAMKEEPER_DATABASE_URL right?"
             ) from None
+
+    def tokens(self) -> TokenStore:
+        from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
+
+        return PostgresTokenStore(self.db)
 
 
 def _class(name: str) -> Any:

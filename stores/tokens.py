@@ -7,8 +7,8 @@ is compared in constant time. A slow password hash would buy nothing here: the s
 request. The secret is shown once, by `create`.
 
 `TokenStore` is the whole persistence contract (add, find, all, revoke, issued): the file
-implementation keeps `{data}/access/tokens.json`; a database backend needs one table with
-the same columns. Issuing and verifying are functions over any `TokenStore`.
+implementation keeps `{data}/access/tokens.json`; `stores.postgres.tokens` one row per
+token. Issuing and verifying are functions over any `TokenStore`.
 """
 
 from __future__ import annotations

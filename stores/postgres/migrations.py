@@ -148,6 +148,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        5,
+        "access tokens",
+        """
+        CREATE TABLE dreamkeeper_tokens (
+            token_id text PRIMARY KEY,
+            record text NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
