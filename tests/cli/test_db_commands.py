@@ -84,7 +84,6 @@ def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_
 
 
 def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path, database_url):
-    pytest.importorskip("dreamkeeper.stores.postgres.working_memory")
     from tests.stores.test_migrate import generated_store
 
     generated_store(tmp_path / "data", agents=2)
@@ -133,3 +132,26 @@ def test_export_from_files_and_import_into_a_database_then_export_again(
     assert code == 0 and kept.id in exported and gone.id in exported
     code, _, err = run(*base[:2], "--agent", "nobody", "export")
     assert code == 2 and "no store in the database" in err
+
+
+def test_tokens_made_by_the_cli_live_in_the_database_every_server_reads(
+    run, monkeypatch, tmp_path, database_url
+):
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
+    from dreamkeeper.stores.tokens import verify
+
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    monkeypatch.setenv("DREAMKEEPER_DATA", str(tmp_path / "this-host"))
+    code, out, _ = run("token", "create", "ci", "--scope", "acme-*", "--json")
+    assert code == 0
+    created = json.loads(out)
+    db = Database(database_url, max_size=1)
+    try:
+        tokens = PostgresTokenStore(db)  # what another serve on the database reads
+        assert verify(tokens, created["token"]) is not None
+        code, _, _ = run("token", "revoke", created["id"])
+        assert code == 0 and verify(tokens, created["token"]) is None
+    finally:
+        db.close()
+    assert not (tmp_path / "this-host" / "access").exists()  # nothing on this host's disk

@@ -55,7 +55,6 @@ def generated_store(root, seed: int = 7, agents: int = 3) -> FileBackend:
 def target(request, tmp_path) -> StoreBackend:
     if request.param == "file":
         return FileBackend(tmp_path / "target")
-    pytest.importorskip("dreamkeeper.stores.postgres.working_memory")
     return PostgresBackend(request.getfixturevalue("database_url"))
 
 
