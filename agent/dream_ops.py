@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from temporalio.service import RPCError, RPCStatusCode
+
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.core import names
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
@@ -81,8 +83,15 @@ def consolidation_workflow_id(agent_id: str) -> str:
 
 
 async def pending(memory: MemoryClient, workflow_id: str) -> ApprovalState:
+    """What the agent's consolidation is waiting on; nothing when it never ran (an idle
+    cycle skips the pass) or its run is gone: no cycle, nothing pending."""
     handle = memory.client.get_workflow_handle(workflow_id)
-    return await handle.query("pending", result_type=ApprovalState)
+    try:
+        return await handle.query("pending", result_type=ApprovalState)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return ApprovalState()
 
 
 async def decide(

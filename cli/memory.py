@@ -122,6 +122,14 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     parsed = parse_source(args.source)
     remote = remote_client(args)
     replaces = validate_replaces(args.replaces)
+    if remote is None:
+        # Refuse bad input here, before a server or the store's writer lock (a refused
+        # save leaves no trace), with the store's own messages.
+        validate_category(args.category)
+        validate_tags(args.tags)
+        validate_importance(args.importance)
+        if args.entry_id is not None:
+            validate_entry_id(args.entry_id)
     if remote is None and args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         store = _store(settings)
@@ -138,13 +146,6 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
             apply_replaces(store, entry.id, replaces)
         print(entry.id)
     else:
-        if remote is None:
-            # Refuse bad input here, before needing a server, with the same messages.
-            validate_category(args.category)
-            validate_tags(args.tags)
-            validate_importance(args.importance)
-            if args.entry_id is not None:
-                validate_entry_id(args.entry_id)
 
         async def go() -> str:
             memory = remote if remote is not None else await memory_client(settings)

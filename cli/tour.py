@@ -57,9 +57,11 @@ async def tour(client: Client, store: StoreSettings, task_queue: str, *, ui: str
     await memory.restore_memory(AGENT, gone)
     print(f"restored [{gone}] (workflow restore-{AGENT}-{gone})")
     result = await memory.run_dream(AGENT)
+    # A pass with nothing to do is skipped (the cycle's idle check): say so.
+    skipped = f"; nothing to do for {', '.join(result.idle)} (skipped)" if result.idle else ""
     print(
         f"dream cycle: purged {len(result.purge.purged)}; {result.consolidation.summary()}; "
-        f"decayed {result.decay.decayed} of {result.decay.considered} "
+        f"decayed {result.decay.decayed} of {result.decay.considered}{skipped} "
         f"(workflow dream-{AGENT})"
     )
     print(f"\nOpen {ui}/namespaces/default/workflows to read each run's history.")

@@ -7,6 +7,7 @@ import asyncio
 import re
 import subprocess
 import uuid
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from dreamkeeper.agent.remote import RemoteMemoryClient
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.settings import ServiceSettings
+from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from tests.service.conftest import DREAMKEEPER
@@ -195,6 +197,11 @@ async def test_the_worker_counts_saves_from_any_client_and_dreams_the_sweep_star
             saved = await temporal_env.client.get_workflow_handle(
                 save_workflow_id(agent, ack.entry_id), result_type=SaveResult
             ).result()
+            # A turn in the conversation log gives the agent's cycle work (the sweep
+            # skips an idle agent).
+            ConversationLog(FileMemoryStore(served.data_dir, agent).documents).append(
+                "s1", "user", "Please answer in French.", datetime.now(UTC)
+            )
             # What the schedule runs, on the schedule's task queue: a dream per agent.
             swept = await temporal_env.client.execute_workflow(
                 DreamSweep.run,

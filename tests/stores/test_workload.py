@@ -54,7 +54,7 @@ def test_reviewed_entries_are_idle_until_a_settled_cluster_comes_due(tmp_path):
         reviewed = entry.model_copy(update={"consolidation_reviewed_hash": entry.fingerprint})
         store.put(reviewed, action=JournalAction.REVIEWED)
     ids = tuple(sorted(e.id for e in store.entries()))
-    ClusterState(store.root).save([SettledCluster(ids, declines=1, settled_at=T0)])
+    ClusterState(store.documents).save([SettledCluster(ids, declines=1, settled_at=T0)])
     assert _work(store, T0 + timedelta(days=6), llm=True).idle
     assert _work(store, T0 + timedelta(days=7), llm=True).consolidation == 1
 
@@ -69,7 +69,7 @@ def test_archives_and_ledgers_past_retention_are_purge_work_but_protected_ones_a
     gone = old.create("An old note.", importance=0.2)
     old.archive(gone.id, "deleted by agent tool")
     assert _work(old).purge == 1
-    ledger_for(old.files, "cycle-1").note("decay", [(kept.id, None)])
+    ledger_for(old.documents, "cycle-1").note("decay", [(kept.id, None)])
     ledger = old.files.path("dreams", "cycle-1.jsonl")
     stamp = (T0 - timedelta(days=100)).timestamp()
     os.utime(ledger, (stamp, stamp))
@@ -79,7 +79,7 @@ def test_archives_and_ledgers_past_retention_are_purge_work_but_protected_ones_a
 def test_conversation_turns_and_exact_duplicates_are_work(tmp_path):
     store = FileMemoryStore(tmp_path, "a1", clock=lambda: T0)
     store.create("The user lives in Chicago.", category="places")
-    ConversationLog(store.root).append("s1", "user", "No emoji, please.", T0)
+    ConversationLog(store.documents).append("s1", "user", "No emoji, please.", T0)
     assert _work(store).preferences > 0 and _work(store).consolidation == 0
     store.create("The user lives  in Chicago.", category="places")
     assert _work(store).consolidation == 1
@@ -163,19 +163,19 @@ def test_an_idle_mark_holds_until_its_time_or_any_change(tmp_path):
     # The mark waits exactly for the decay step: idle just before, work from then on.
     assert until is not None and not _work(old, until).decay
     assert _work(old, until + timedelta(minutes=1)).decay == 1
-    assert idle_by_mark(old.root, "a1", until - timedelta(hours=1), SETTINGS).live == 1
-    assert idle_by_mark(old.root, "a1", until + timedelta(minutes=1), SETTINGS) is None
+    assert idle_by_mark(old.files, until - timedelta(hours=1), SETTINGS).live == 1
+    assert idle_by_mark(old.files, until + timedelta(minutes=1), SETTINGS) is None
     other = settings_key(
         retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=True, model_key=None
     )
-    assert idle_by_mark(old.root, "a1", T0, other) is None
-    log = ConversationLog(old.root)
+    assert idle_by_mark(old.files, T0, other) is None
+    log = ConversationLog(old.documents)
     log.append("s1", "user", "Please stop using emoji.", T0)
-    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is None
+    assert idle_by_mark(old.files, T0, SETTINGS) is None
     log.rotate("read")
-    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is not None
+    assert idle_by_mark(old.files, T0, SETTINGS) is not None
     FileMemoryStore(tmp_path, "a1", clock=lambda: T0).create("Another note.")
-    assert idle_by_mark(old.root, "a1", T0, SETTINGS) is None
+    assert idle_by_mark(old.files, T0, SETTINGS) is None
 
 
 def test_the_mark_waits_for_an_archive_to_pass_the_retention(tmp_path):

@@ -40,7 +40,8 @@ async def test_run_dream_waits_for_the_result(memory):
     agent = f"d-{uuid.uuid4().hex[:6]}"
     FileMemoryStore(memory.settings.data_dir, agent).create("a fact")
     result = await memory.run_dream(agent)
-    assert result.agent_id == agent and result.decay.considered == 1
+    # A fresh fact gives no pass anything to do: the cycle ran its idle check and ended.
+    assert result.agent_id == agent and result.cycle_id and "decay" in result.idle
 
 
 async def test_workflows_carry_agent_and_operation_search_attributes(memory):

@@ -65,8 +65,8 @@ async def test_an_idle_agent_costs_one_activity_and_no_child_workflow(worker):
 
 def _turns(settings: StoreSettings, agent: str) -> None:
     FileMemoryStore(settings.data_dir, agent, clock=lambda: T0).create("A note.")
-    root = settings.data_dir / "agents" / agent
-    ConversationLog(root).append("s1", "user", "Please stop using emoji.", T0)
+    documents = FileMemoryStore(settings.data_dir, agent).documents
+    ConversationLog(documents).append("s1", "user", "Please stop using emoji.", T0)
 
 
 def _archive_past_retention(settings: StoreSettings, agent: str) -> None:

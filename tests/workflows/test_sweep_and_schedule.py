@@ -18,7 +18,7 @@ def _with_work(settings, agent: str, text: str) -> None:
     """An agent with something for a cycle to do: a conversation turn to read."""
     store = FileMemoryStore(settings.data_dir, agent)
     store.create(text)
-    ConversationLog(store.root).append("s1", "user", text, store.now())
+    ConversationLog(store.documents).append("s1", "user", text, store.now())
 
 
 async def test_a_sweep_starts_cycles_only_for_agents_with_work(worker):

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import psycopg
 import pytest
@@ -97,7 +98,11 @@ def test_a_writer_killed_inside_its_transaction_leaves_nothing_and_frees_the_loc
         [sys.executable, "-c", KILLED_WRITER, database_url, AGENT, entry.id], env=env
     )
     assert done.returncode == faults.KILLED_EXIT_CODE
-    # The server ended the dead session: its transaction rolled back, its lock released.
+    # The server ends the dead session once it reads the closed socket (asynchronously
+    # to the child's exit): its transaction rolls back and its lock is released.
+    deadline = time.monotonic() + 30
+    while _advisory_holders(db, AGENT) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _advisory_holders(db, AGENT) == 0
     assert PostgresMemoryStore(db, AGENT).get(entry.id) == entry
     assert store.get(entry.id) == entry
