@@ -307,6 +307,13 @@ class MemoryStore(Protocol):
         protect (and `only` accepts); `dry_run` reports without deleting."""
         ...
 
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ...) -> builtins.list[str]:
+        """Hard-delete the entries now, live or archived, with their vectors and every
+        cache that quotes them (the search snapshot, vector packs): `forget`'s erasure,
+        the one deletion outside `purge`'s rules. Journaled with ids only (no content)
+        before anything goes; erasing an absent id does nothing. Returns the ids erased."""
+        ...
+
     # -- the store's caches ------------------------------------------------------------
 
     def reload(self) -> None:
@@ -399,6 +406,11 @@ class WorkingMemoryStore(Protocol):
         """Block until vectors queued by this process's saves are written."""
         ...
 
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """`forget`: delete every entry (expired ones not yet swept too) whose key or
+        value `mentions` the forgotten text, with its vector; the keys removed."""
+        ...
+
 
 @runtime_checkable
 class ConversationStore(Protocol):
@@ -423,4 +435,10 @@ class ConversationStore(Protocol):
 
     def clear(self, session_id: str) -> None:
         """End the session: its turns and its archive are discarded."""
+        ...
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
+        """`forget`: remove every turn that `mentions` the forgotten text from the
+        sessions (expired ones too), their archives and the conversation log; how many
+        went per place."""
         ...

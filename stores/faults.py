@@ -28,7 +28,20 @@ JOURNAL_APPENDED = "journal-appended"  # record durable, entry file not yet repl
 FILE_REPLACED = "file-replaced"  # entry file replaced, old path of a move not yet removed
 BATCH_JOURNALED = "batch-journaled"  # a bulk write's records durable, no file written yet
 BATCH_HALF_WRITTEN = "batch-half-written"  # a bulk write crashed halfway through its files
-POINTS = frozenset({JOURNAL_APPENDED, FILE_REPLACED, BATCH_JOURNALED, BATCH_HALF_WRITTEN})
+ERASE_JOURNALED = "erase-journaled"  # an erasure's records durable, no file removed yet
+FORGET_BEGUN = "forget-begun"  # a forget request journaled (ids only), nothing erased yet
+FORGET_TIERS_SCRUBBED = "forget-tiers-scrubbed"  # other tiers scrubbed, entries not yet erased
+POINTS = frozenset(
+    {
+        JOURNAL_APPENDED,
+        FILE_REPLACED,
+        BATCH_JOURNALED,
+        BATCH_HALF_WRITTEN,
+        ERASE_JOURNALED,
+        FORGET_BEGUN,
+        FORGET_TIERS_SCRUBBED,
+    }
+)
 
 
 class SimulatedCrash(BaseException):

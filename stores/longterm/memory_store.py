@@ -1148,6 +1148,52 @@ class FileMemoryStore:
             if on_progress is not None:
                 on_progress(done, len(doomed))
 
+    def erase(self, entry_ids: Iterable[str], *, reason: str = "forgotten") -> list[str]:
+        """Hard-delete entries now, live or archived, with their vectors: the one deletion
+        outside purge's retention, for a person's request to be forgotten
+        (`stores.forget`). Journaled first as purges (ids and `reason`, never content);
+        a crash before the files go leaves them standing, and the forget request's own
+        journal makes the next writer erase them again. Then the index snapshot and the
+        vector packs, which quote every entry, are deleted (caches: the next open rebuilds
+        them) and this instance rebuilds its index, so no term of the erased text stays
+        in its vocabulary. Returns the ids erased now."""
+        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
+        with self.writing():
+            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+            records = []
+            for entry in doomed:
+                parts = self._parts[entry.id]
+                records.append(
+                    self._record(
+                        JournalAction.PURGED,
+                        entry.id,
+                        parts,
+                        None,
+                        reason=reason,
+                        rev=entry.revision + 1,
+                    )
+                )
+                self._pending[entry.id] = (entry.revision + 1, parts)
+            self._append(records)
+            faults.crash_point(faults.ERASE_JOURNALED)
+            for entry in doomed:
+                self.files.unlink(self._parts[entry.id])
+                self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
+                self._forget(entry.id)
+                self._pending.pop(entry.id, None)
+            self.files.unlink(snapshot.SNAPSHOT)
+            try:
+                names = os.listdir(self.embeddings_dir)
+            except OSError:
+                names = []
+            for name in names:
+                if name.startswith("pack-") and name.endswith(".vectors"):
+                    self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
+            # The in-memory index keeps a term once seen; a rebuild from the files
+            # drops the erased entries' terms, so a later snapshot cannot carry them.
+            self._full_load(use_snapshot=False)
+        return [e.id for e in doomed]
+
     def tags(self) -> list[str]:
         """The distinct tags of live entries, case-insensitively (as the tag filter
         matches), sorted; of two spellings of one tag the first in sort order."""
