@@ -54,9 +54,31 @@ class ForgetReceipt(_Model):
     restored: list[str] = Field(default_factory=list)
     removed: list[Removal] = Field(default_factory=list)
     history_keys_destroyed: int = 0  # per-agent payload data keys destroyed
+    history_note: str = ""  # why Temporal histories were not shredded, when they were not
     verification: Verification = Field(default_factory=Verification)
     resumed: list[str] = Field(default_factory=list)  # earlier requests finished first
 
     @property
     def verified(self) -> bool:
         return self.verification.clean
+
+
+class ForgetRequest(_Model):
+    """What to forget: entry ids, a phrase, or the whole agent (exactly one)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    ids: list[str] = Field(default_factory=list, max_length=10_000)
+    match: str | None = Field(default=None, max_length=1_000)
+    whole_agent: bool = False
+    derived: Derived = "report"
+    dry_run: bool = False
+
+    def checked(self) -> ForgetRequest:
+        """The request, or `InvalidInput` when it names not exactly one kind of target."""
+        from dreamkeeper.core.errors import InvalidInput
+
+        given = sum((bool(self.ids), self.match is not None, self.whole_agent))
+        if given != 1:
+            raise InvalidInput("forget takes entry ids, a match phrase, or the whole agent: one")
+        return self
