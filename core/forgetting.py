@@ -49,6 +49,9 @@ class ForgetReceipt(_Model):
     # Entries whose mergedFrom chain includes a forgotten entry: with derived="report"
     # they are listed and kept, with "forget" they are erased too (and listed in both).
     derived: list[str] = Field(default_factory=list)
+    # Archived entries a forgotten one was made from (an enrichment's or dedup's
+    # original, a merge's source) that carry the forgotten text too: erased with it.
+    copies: list[str] = Field(default_factory=list)
     # Sources of an erased derived entry that had been archived into it: brought back,
     # because the erased entry was the only live carrier of their own content.
     restored: list[str] = Field(default_factory=list)

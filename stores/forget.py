@@ -146,8 +146,8 @@ def derived_from(memory: MemoryStore, ids: Iterable[str]) -> list[str]:
                 found.append(entry.id)
                 grew = True
         for source in list(reached):
-            entry = everything.get(source)
-            for target in retired_into(entry) if entry is not None else []:
+            carrier = everything.get(source)
+            for target in retired_into(carrier) if carrier is not None else []:
                 if target not in reached and target in everything:
                     reached.add(target)
                     found.append(target)
@@ -238,10 +238,23 @@ class Forgetting:
         with self._lock.hold():
             receipt.resumed = self._finish_pending()
             memory = self._open(agent_id).memory
-            ids = [i for i in ids if memory.get(i) is not None]
-            receipt.derived = derived_from(memory, ids)
-            doomed = ids + (receipt.derived if derived == "forget" else [])
-            restore = _sources_to_restore(memory, doomed) if derived == "forget" else []
+            present = [e for i in ids if (e := memory.get(i)) is not None]
+            seeds = Mentions([e.content for e in present] + phrases)
+            doomed = [e.id for e in present]
+            copies: list[str] = []
+            found: list[str] = []
+            while True:
+                new_copies = _copies(memory, doomed, seeds)
+                copies += new_copies
+                doomed += new_copies
+                new_derived = [i for i in derived_from(memory, doomed) if i not in found]
+                found += new_derived
+                if derived == "forget" and new_derived:
+                    doomed += new_derived
+                elif not new_copies:
+                    break
+            receipt.derived, receipt.copies = found, copies
+            restore = _sources_to_restore(memory, doomed)
             receipt.entries, receipt.restored = doomed, restore
             if dry_run:
                 receipt.dry_run = True
@@ -421,6 +434,18 @@ def _list(value: object) -> list[object]:
 
 def _request_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def _copies(memory: MemoryStore, doomed: list[str], seeds: Mentions) -> list[str]:
+    """Archived entries that were retired into one being erased (the original an
+    enrichment or dedup made it from, a source of a merge) and that carry the forgotten
+    text themselves: the same fact, so they go with it."""
+    gone = set(doomed)
+    return [
+        e.id
+        for e in memory.archived()
+        if e.id not in gone and gone & set(retired_into(e)) and seeds(e.content)
+    ]
 
 
 def _sources_to_restore(memory: MemoryStore, doomed: list[str]) -> list[str]:
