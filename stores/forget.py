@@ -69,6 +69,8 @@ from dreamkeeper.stores.search.query import search
 log = logging.getLogger(__name__)
 
 JOURNAL = "forget-journal.jsonl"
+EXPORTS = "exports.jsonl"  # per agent: the export files Dreamkeeper wrote (paths only)
+MAX_EXPORT_BYTES = 4 * 1_024 * 1_048_576
 LOCK = ".forget.lock"
 MAX_JOURNAL_BYTES = 64 * 1_048_576
 MAX_PHRASE_CHARS = 1_000
@@ -293,6 +295,8 @@ class Forgetting:
                 )
             for place, count in stores.conversation.erase_matching(mentions).items():
                 removed.append(Removal(place=_under(files, place), what="turns", count=count))
+        for path, count in _scrub_exports(files, set(ids), mentions).items():
+            removed.append(Removal(place=path, what="export lines", count=count))
         faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
         for source in restore:
             entry = memory.get(source)
@@ -335,6 +339,10 @@ class Forgetting:
         if self.history_keys is not None:
             receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
         removed = _inventory(root)
+        for export in exported_files(AgentFiles(self.data_dir, agent_id)):
+            if export.is_file() and not export.is_symlink():
+                export.unlink()
+                removed.append(Removal(place=str(export), what="export file", count=1))
         if root.is_symlink():
             root.unlink()
         elif root.exists():
@@ -368,7 +376,8 @@ class Forgetting:
                 turns = stores.conversation.conversation(session).turns
                 result.search_matches += sum(1 for t in turns if mentions(t.content))
         needles = _byte_needles(mentions.texts)
-        for path in _walk(files.root):
+        exports = [p for p in exported_files(files) if p.is_file() and not p.is_symlink()]
+        for path in [*_walk(files.root), *exports]:
             result.files_scanned += 1
             try:
                 data = safe_json.read_regular(path, MAX_SCAN_FILE_BYTES).lower()
@@ -527,3 +536,61 @@ def file_backend(data_dir: Path | str) -> Callable[[str], AgentStores]:
         )
 
     return open_stores
+
+
+def note_export(files: AgentFiles, path: Path) -> None:
+    """Remember that an export of this agent was written to `path` (its absolute path,
+    nothing else), so a later forget can take the forgotten entries out of it."""
+    line = json.dumps({"path": str(path.resolve()), "at": utc_now().isoformat()})
+    append_line(files.path(EXPORTS), line, within=files.root)
+
+
+def exported_files(files: AgentFiles) -> list[Path]:
+    try:
+        data = safe_json.read_regular(files.path(EXPORTS), MAX_JOURNAL_BYTES)
+    except OSError:
+        return []
+    paths: dict[str, None] = {}
+    for line in data.splitlines():
+        try:
+            record = safe_json.loads(line, max_bytes=65_536, max_depth=1)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("path"), str):
+            paths[record["path"]] = None
+    return [Path(p) for p in paths]
+
+
+def _scrub_exports(files: AgentFiles, ids: set[str], mentions: Mentions) -> dict[str, int]:
+    """Rewrite each export this agent's store wrote without the lines of erased entries
+    or quoting the text (the header line stays; its count is then an upper bound)."""
+    removed: dict[str, int] = {}
+    for path in exported_files(files):
+        try:
+            data = safe_json.read_regular(path, MAX_EXPORT_BYTES)
+        except OSError:
+            continue  # moved or deleted since: nothing of ours is there
+        lines = data.splitlines(keepends=True)
+        kept = [lines[0]] if lines else []
+        for line in lines[1:]:
+            if mentions(line.decode("utf-8", "replace")) or _export_id(line) in ids:
+                continue
+            kept.append(line)
+        if len(kept) < len(lines):
+            temp = path.with_name(f".{path.name}.forget-{uuid.uuid4().hex[:8]}")
+            with open(temp, "xb") as out:
+                out.write(b"".join(kept))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, path)
+            removed[str(path)] = len(lines) - len(kept)
+    return removed
+
+
+def _export_id(line: bytes) -> object:
+    try:
+        record = safe_json.loads(line, max_bytes=MAX_EXPORT_BYTES, max_depth=8)
+    except ValueError:
+        return None
+    entry = record.get("entry") if isinstance(record, dict) else None
+    return entry.get("id") if isinstance(entry, dict) else None

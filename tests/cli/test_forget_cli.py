@@ -100,3 +100,26 @@ def test_bad_forget_arguments_exit_2_and_change_nothing(cli, tmp_path, args):
     code, _, err = cli(*args)
     assert code == 2, err
     assert FileMemoryStore(tmp_path, AGENT).get(entry.id) is not None
+
+
+def test_forget_takes_the_entry_out_of_an_export_dreamkeeper_wrote(cli, tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    entry = store.create(FACT)
+    other = store.create("The user likes rowing on Sundays.")
+    out_dir = tmp_path.parent / f"{tmp_path.name}-exports"
+    out_dir.mkdir()
+    export = out_dir / "a.jsonl"
+    assert cli("export", "-o", str(export))[0] == 0
+    assert b"X4481922" in export.read_bytes()
+    code, out, _ = cli("forget", entry.id, "--json")
+    assert code == 0
+    receipt = json.loads(out)
+    assert {"place": str(export.resolve()), "what": "export lines", "count": 1} in receipt[
+        "removed"
+    ]
+    assert b"X4481922" not in export.read_bytes()
+    lines = export.read_text().splitlines()
+    assert len(lines) == 2 and other.id in lines[1]  # the header and the other entry
+    # Forgetting the whole agent deletes the export it wrote.
+    assert cli("forget", "--whole-agent")[0] == 0
+    assert not export.exists()
