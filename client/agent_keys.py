@@ -52,6 +52,11 @@ class AgentKeyErased(AgentKeyError):
 class DataKey:
     key_id: str
     secret: bytes = field(repr=False)
+    cipher: AESGCM = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Made once per key, not per payload: the codec seals thousands a second.
+        object.__setattr__(self, "cipher", AESGCM(self.secret))
 
 
 class AgentKeyStore(Protocol):
@@ -82,9 +87,17 @@ class FileAgentKeyStore:
         self._wrappers = {key_id: AESGCM(secret) for key_id, secret in wrapping}
         self._cache: dict[str, tuple[tuple[int, int], DataKey]] = {}
         self._guard = threading.Lock()
+        self._paths: dict[str, Path] = {}
 
     def _path(self, agent_id: str) -> Path:
-        return self.root / f"{validate_agent_id(agent_id)}.json"
+        path = self._paths.get(agent_id)
+        if path is None:
+            path = self.root / f"{validate_agent_id(agent_id)}.json"
+            with self._guard:
+                if len(self._paths) > 65_536:
+                    self._paths.clear()
+                self._paths[agent_id] = path
+        return path
 
     def current(self, agent_id: str) -> DataKey:
         path = self._path(agent_id)

@@ -266,7 +266,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             if agent is not None and self.agent_keys is not None:
                 key = self.agent_keys.current(agent)
                 aad = _agent_aad(agent, key.key_id)
-                data = AESGCM(key.secret).encrypt(nonce, payload.SerializeToString(), aad)
+                data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
                 metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
             else:
                 data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
@@ -307,7 +307,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         except (AgentKeyError, ValueError) as exc:
             raise PayloadKeyMismatch(str(exc)) from None
         self._workflows.note(self._workflow_id, agent)
-        return _unseal(AESGCM(key.secret), payload.data, _agent_aad(agent, key_id), key_id)
+        return _unseal(key.cipher, payload.data, _agent_aad(agent, key_id), key_id)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return self.encode_sync(payloads)

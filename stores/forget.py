@@ -107,6 +107,12 @@ class Mentions:
     def __bool__(self) -> bool:
         return bool(self.texts)
 
+    def verbatim(self, text: str) -> bool:
+        """Contains one of the texts itself (case and whitespace aside): what the
+        verification looks for, so another fact about the same names is not a match."""
+        norm = _norm(text)
+        return bool(text) and any(n in norm for n in self._needles)
+
     def __call__(self, text: str) -> bool:
         if not text or not self.texts:
             return False
@@ -187,7 +193,7 @@ class Forgetting:
         ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
         if not ids:
             raise InvalidInput("forget needs at least one entry id")
-        return self._entries(agent_id, "entries", ids, [], derived, dry_run)
+        return self._entries(agent_id, "entries", lambda _: ids, [], derived, dry_run)
 
     def forget_match(
         self, agent_id: str, phrase: str, *, derived: Derived = "report", dry_run: bool = False
@@ -200,9 +206,13 @@ class Forgetting:
         if len(phrase) > MAX_PHRASE_CHARS:
             raise InvalidInput(f"a forget phrase is at most {MAX_PHRASE_CHARS} characters")
         wanted = _norm(phrase)
-        memory = self._open(agent_id).memory
-        ids = [e.id for e in memory.entries(include_archived=True) if wanted in _norm(e.content)]
-        return self._entries(agent_id, "match", ids, [phrase], derived, dry_run)
+
+        def matching(memory: MemoryStore) -> list[str]:
+            return [
+                e.id for e in memory.entries(include_archived=True) if wanted in _norm(e.content)
+            ]
+
+        return self._entries(agent_id, "match", matching, [phrase], derived, dry_run)
 
     def forget_agent(self, agent_id: str, *, dry_run: bool = False) -> ForgetReceipt:
         """Everything of the agent: its directory, every tier in it, and its data keys."""
@@ -231,7 +241,7 @@ class Forgetting:
         self,
         agent_id: str,
         scope: Scope,
-        ids: list[str],
+        pick: Callable[[MemoryStore], list[str]],
         phrases: list[str],
         derived: Derived,
         dry_run: bool,
@@ -239,8 +249,9 @@ class Forgetting:
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope=scope)
         with self._lock.hold():
             receipt.resumed = self._finish_pending()
-            memory = self._open(agent_id).memory
-            present = [e for i in ids if (e := memory.get(i)) is not None]
+            stores = self._open(agent_id)
+            memory = stores.memory
+            present = [e for i in pick(memory) if (e := memory.get(i)) is not None]
             seeds = Mentions([e.content for e in present] + phrases)
             doomed = [e.id for e in present]
             copies: list[str] = []
@@ -271,15 +282,20 @@ class Forgetting:
                 }
             )
             faults.crash_point(faults.FORGET_BEGUN)
-            self._run_entries(receipt, doomed, restore, phrases)
+            self._run_entries(receipt, doomed, restore, phrases, stores)
             self._note({"request": receipt.request_id, "done": True})
         return receipt
 
     def _run_entries(
-        self, receipt: ForgetReceipt, ids: list[str], restore: list[str], phrases: list[str]
+        self,
+        receipt: ForgetReceipt,
+        ids: list[str],
+        restore: list[str],
+        phrases: list[str],
+        stores: AgentStores | None = None,
     ) -> None:
         agent_id = receipt.agent_id
-        stores = self._open(agent_id)
+        stores = stores or self._open(agent_id)
         memory = stores.memory
         files = AgentFiles(self.data_dir, agent_id)
         present = [e for i in ids if (e := memory.get(i)) is not None]
@@ -367,14 +383,14 @@ class Forgetting:
         for text in mentions.texts:
             result.searches += 1
             for hit in search(stores.memory, text, include_archived=True, limit=VERIFY_LIMIT):
-                if mentions(hit.entry.content):
+                if mentions.verbatim(hit.entry.content):
                     result.search_matches += 1
             for entry, _ in stores.working.search(text, limit=VERIFY_LIMIT):
-                if mentions(entry.value):
+                if mentions.verbatim(entry.value):
                     result.search_matches += 1
             for session in stores.conversation.sessions(include_expired=True):
                 turns = stores.conversation.conversation(session).turns
-                result.search_matches += sum(1 for t in turns if mentions(t.content))
+                result.search_matches += sum(1 for t in turns if mentions.verbatim(t.content))
         needles = _byte_needles(mentions.texts)
         exports = [p for p in exported_files(files) if p.is_file() and not p.is_symlink()]
         for path in [*_walk(files.root), *exports]:

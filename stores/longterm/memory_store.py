@@ -1189,10 +1189,22 @@ class FileMemoryStore:
             for name in names:
                 if name.startswith("pack-") and name.endswith(".vectors"):
                     self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
-            # The in-memory index keeps a term once seen; a rebuild from the files
-            # drops the erased entries' terms, so a later snapshot cannot carry them.
-            self._full_load(use_snapshot=False)
+            if doomed:
+                self._rebuild_index()
         return [e.id for e in doomed]
+
+    def _rebuild_index(self) -> None:
+        """The index keeps every term it has seen, postings or not: rebuilt from the
+        entries held now, it no longer has the erased text's terms, so no snapshot
+        written later can carry them. No file is read again."""
+        held = [(entry, self._parts[entry.id]) for entry in list(self._entries.values())]
+        self._entries, self._parts, self._ops = {}, {}, None
+        self._index = BM25Index()
+        self._category_ids = {}
+        for entry, parts in held:
+            self._install(entry, parts)
+        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            self.save_snapshot()
 
     def tags(self) -> list[str]:
         """The distinct tags of live entries, case-insensitively (as the tag filter
