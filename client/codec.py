@@ -28,6 +28,7 @@ import base64
 import copy
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import threading
@@ -185,9 +186,11 @@ def generate_key_file(path: Path) -> PayloadKey:
     return PayloadKey(derived_key_id(secret), secret)
 
 
-# The agent a payload belongs to: the pydantic converter writes a model's fields by
-# name, and every workflow and activity input names its agent.
-_AGENT_FIELD = re.compile(rb'"agent_?[iI]d"\s*:\s*"([A-Za-z0-9][A-Za-z0-9_\-]{0,63})"')
+# The agent a payload belongs to: the pydantic converter writes a model as a JSON object
+# of its fields, and every workflow and activity input names its agent at the top level
+# (a field nested in memory content never counts: it could name anyone).
+_AGENT_FIELDS = ("agent_id", "agentId")
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
 _JSON = (b"json/plain",)
 _RECENT_WORKFLOWS = 8_192
 
@@ -246,10 +249,9 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         return list(self._ciphers)
 
     def _agent_of(self, payload: Payload) -> str | None:
-        if payload.metadata.get(ENCODING) in _JSON:
-            found = _AGENT_FIELD.search(payload.data)
-            if found is not None:
-                agent = found[1].decode()
+        if payload.metadata.get(ENCODING) in _JSON and payload.data[:1] == b"{":
+            agent = _top_level_agent(payload.data)
+            if agent is not None:
                 self._workflows.note(self._workflow_id, agent)
                 return agent
         return self._workflows.get(self._workflow_id)
@@ -314,6 +316,20 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return self.decode_sync(payloads)
+
+
+def _top_level_agent(data: bytes) -> str | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    for name in _AGENT_FIELDS:
+        agent = value.get(name)
+        if isinstance(agent, str) and _AGENT_ID.fullmatch(agent):
+            return agent
+    return None
 
 
 def _agent_aad(agent: str, key_id: str) -> bytes:

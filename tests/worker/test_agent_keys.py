@@ -164,3 +164,19 @@ def test_a_destroyed_key_id_is_reported_as_erased_not_unknown(tmp_path):
         store.find("a1", first.key_id)
     assert store.destroy("a1") == 0
     assert "a1" not in (tmp_path / "agent-keys" / "destroyed.jsonl").read_text()
+
+
+def test_only_a_top_level_agent_field_names_the_agent(tmp_path):
+    keys = _keys(tmp_path, _key())
+    codec = EncryptionCodec(keys.keys, keys.agent_keys())
+    nested_first = {"detail": {"agent_id": "bob"}, "agent_id": "a1"}
+    only_nested = {"entries": [{"agent_id": "bob", "content": SECRET}]}
+    hostile = {"agent_id": "../../etc", "content": SECRET}
+    sealed = codec.encode_sync(
+        pydantic_data_converter.payload_converter.to_payloads([nested_first, only_nested, hostile])
+    )
+    assert sealed[0].metadata[AGENT] == b"a1"
+    assert AGENT not in sealed[1].metadata  # the payload key seals it
+    assert AGENT not in sealed[2].metadata  # not an agent id: never a path
+    assert not (tmp_path / "agent-keys" / "bob.json").exists()
+    assert [p.name for p in (tmp_path / "agent-keys").iterdir()] == ["a1.json"]
