@@ -57,8 +57,12 @@ def _print(receipt: ForgetReceipt) -> None:
     for entry_id in receipt.entries:
         print(f"  entry {entry_id}")
     for entry_id in receipt.derived:
-        kept = entry_id not in receipt.entries
-        note = "kept: --derived forget erases it too" if kept else "erased"
+        if entry_id in receipt.entries:
+            note = "erased"
+        elif entry_id in receipt.rewritten:
+            note = "rewritten without it"
+        else:
+            note = "kept: --derived forget erases it, --derived rewrite tries to rewrite it"
         print(f"  derived {entry_id} (its mergedFrom chain includes a forgotten entry; {note})")
     for entry_id in receipt.restored:
         print(f"  restored {entry_id} (it had been merged only into an erased entry)")
@@ -79,7 +83,8 @@ def _print(receipt: ForgetReceipt) -> None:
     else:
         print(
             f"NOT verified: {v.search_matches} search hit(s) still match; still in: "
-            f"{', '.join(v.files_containing) or 'no file'}"
+            f"{', '.join(v.files_containing) or 'no file'}; derived entries kept: "
+            f"{', '.join(receipt.kept_derived) or 'none'}"
         )
 
 
@@ -97,9 +102,10 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--derived",
-        choices=("report", "forget"),
+        choices=("report", "forget", "rewrite"),
         default="report",
-        help="entries merged from a forgotten one: report them (default) or forget them too",
+        help="entries merged from a forgotten one: report them (default), forget them "
+        "too, or rewrite them without it where the coverage check allows",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
     add_json(p)

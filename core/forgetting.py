@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 Scope = Literal["entries", "match", "agent"]
-Derived = Literal["report", "forget"]
+Derived = Literal["report", "forget", "rewrite"]
 
 
 class _Model(BaseModel):
@@ -47,11 +47,16 @@ class ForgetReceipt(_Model):
     dry_run: bool = False
     entries: list[str] = Field(default_factory=list)  # entry ids erased
     # Entries whose mergedFrom chain includes a forgotten entry: with derived="report"
-    # they are listed and kept, with "forget" they are erased too (and listed in both).
+    # they are listed and kept, with "forget" they are erased too (and listed in both),
+    # with "rewrite" those that can be are rewritten without it (`rewritten`).
     derived: list[str] = Field(default_factory=list)
     # Archived entries a forgotten one was made from (an enrichment's or dedup's
     # original, a merge's source) that carry the forgotten text too: erased with it.
     copies: list[str] = Field(default_factory=list)
+    # Derived entries rewritten without the forgotten text: their sentences that carry
+    # it dropped, kept only if every other source's specifics survive (the merge's
+    # coverage check); the others stay as they were, reported in `derived`.
+    rewritten: list[str] = Field(default_factory=list)
     # Sources of an erased derived entry that had been archived into it: brought back,
     # because the erased entry was the only live carrier of their own content.
     restored: list[str] = Field(default_factory=list)
@@ -62,8 +67,15 @@ class ForgetReceipt(_Model):
     resumed: list[str] = Field(default_factory=list)  # earlier requests finished first
 
     @property
+    def kept_derived(self) -> list[str]:
+        """Derived entries left as they were: they may carry the forgotten information
+        in other words, so the erasure is not complete while any is left."""
+        done = set(self.entries) | set(self.rewritten)
+        return [i for i in self.derived if i not in done]
+
+    @property
     def verified(self) -> bool:
-        return self.verification.clean
+        return self.verification.clean and not self.kept_derived
 
 
 class ForgetRequest(_Model):

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -55,7 +56,7 @@ from dreamkeeper.core.forgetting import (
 )
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
-from dreamkeeper.policies.coverage import find_missing_specifics
+from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults, safe_json
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
@@ -267,6 +268,13 @@ class Forgetting:
                 elif not new_copies:
                     break
             receipt.derived, receipt.copies = found, copies
+            if derived == "rewrite":
+                gone = set(doomed)
+                receipt.rewritten = [
+                    i
+                    for i in found
+                    if (e := memory.get(i)) is not None and _rewritten(memory, e, seeds, gone)
+                ]
             restore = _sources_to_restore(memory, doomed)
             receipt.entries, receipt.restored = doomed, restore
             if dry_run:
@@ -279,10 +287,11 @@ class Forgetting:
                     "scope": scope,
                     "ids": doomed,
                     "restore": restore,
+                    "rewrite": receipt.rewritten,
                 }
             )
             faults.crash_point(faults.FORGET_BEGUN)
-            self._run_entries(receipt, doomed, restore, phrases, stores)
+            self._run_entries(receipt, doomed, restore, phrases, stores, receipt.rewritten)
             self._note({"request": receipt.request_id, "done": True})
         return receipt
 
@@ -293,6 +302,7 @@ class Forgetting:
         restore: list[str],
         phrases: list[str],
         stores: AgentStores | None = None,
+        rewrite: list[str] | None = None,
     ) -> None:
         agent_id = receipt.agent_id
         stores = stores or self._open(agent_id)
@@ -314,6 +324,26 @@ class Forgetting:
         for path, count in _scrub_exports(files, set(ids), mentions).items():
             removed.append(Removal(place=path, what="export lines", count=count))
         faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
+        gone = set(ids)
+        for entry_id in rewrite or []:
+            entry = memory.get(entry_id)
+            text = _rewritten(memory, entry, mentions, gone) if entry is not None else None
+            if text is None:
+                continue  # done before a crash, or changed since: reported as derived
+            kept = [i for i in merged_from(entry) if i not in gone] if entry else []
+            memory.mutate(
+                entry_id,
+                _rewrite_to(text, kept),
+                reason="rewritten without a forgotten entry",
+            )
+            # Its vector was made from the old text (a vector can be inverted into text).
+            if files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin")):
+                removed.append(
+                    Removal(
+                        place=_under(files, f"{MEMORY}/{EMBEDDINGS_DIR}"), what="vectors", count=1
+                    )
+                )
+            removed.append(Removal(place=_under(files, MEMORY), what="rewritten entries", count=1))
         for source in restore:
             entry = memory.get(source)
             if entry is not None and entry.is_archived:
@@ -444,7 +474,8 @@ class Forgetting:
                 else:
                     ids = [validate_entry_id(str(i)) for i in _list(record.get("ids"))]
                     restore = [validate_entry_id(str(i)) for i in _list(record.get("restore"))]
-                    self._run_entries(receipt, ids, restore, [])
+                    rewrite = [validate_entry_id(str(i)) for i in _list(record.get("rewrite"))]
+                    self._run_entries(receipt, ids, restore, [], None, rewrite)
             except InvalidInput as exc:
                 log.warning("forget journal: request %s is malformed (%s); skipped", request, exc)
             log.warning("forget: finished request %s, interrupted earlier", request)
@@ -459,6 +490,42 @@ def _list(value: object) -> list[object]:
 
 def _request_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+def _rewrite_to(text: str, kept: list[str]) -> Callable[[MemoryEntry], MemoryEntry]:
+    def change(current: MemoryEntry) -> MemoryEntry:
+        metadata = {**current.metadata, MERGED_FROM: json.dumps(kept)}
+        return current.model_copy(
+            update={"content": text, "metadata": metadata, "updated_at": utc_now()}
+        )
+
+    return change
+
+
+_CLAUSE_END = re.compile(r"(?<=[.;!?])\s+")
+
+
+def _rewritten(
+    memory: MemoryStore, entry: MemoryEntry, seeds: Mentions, gone: set[str]
+) -> str | None:
+    """The derived entry's text without its clauses that carry the forgotten text, if
+    that is a rewrite the merge's own coverage check accepts: every specific of each
+    remaining source survives, and nothing of the forgotten text does. Else None."""
+    clauses = _CLAUSE_END.split(entry.content.strip())
+    kept = [c for c in clauses if not seeds(c)]
+    if not kept or len(kept) == len(clauses):
+        return None
+    text = " ".join(kept)
+    if seeds(text):
+        return None
+    sources = [
+        Source(s.content, s.category)
+        for i in merged_from(entry)
+        if i not in gone and (s := memory.get(i)) is not None
+    ]
+    if find_missing_specifics(sources, text):
+        return None
+    return text
 
 
 def _copies(memory: MemoryStore, doomed: list[str], seeds: Mentions) -> list[str]:

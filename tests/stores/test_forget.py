@@ -244,3 +244,28 @@ def test_any_saved_text_is_gone_byte_for_byte(tmp_path_factory, secret):
             raw = (Path(directory) / name).read_bytes()
             assert not any(e in raw for e in encodings), name
     assert receipt.verified
+
+
+def test_derived_entries_are_rewritten_without_it_where_coverage_allows(tmp_path):
+    ids = _world(tmp_path)
+    store = FileMemoryStore(tmp_path, AGENT)
+    # A second merge whose other source's specifics share the forgotten clause: a
+    # rewrite would lose them, so it is refused and the entry reported, unchanged.
+    third = store.create("Quillon Varga was born in Tromsø.")
+    tangled = store.create(
+        "Quillon Varga, born in Tromsø, keeps the spare key under the blue heron statue "
+        "at 4471 Marsh Lane.",
+        metadata={MERGED_FROM: json.dumps([ids["fact"], third.id])},
+    )
+    receipt = Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
+        AGENT, [ids["fact"]], derived="rewrite"
+    )
+    assert receipt.rewritten == [ids["merged"]]
+    assert set(receipt.derived) == {ids["merged"], tangled.id}
+    merged = FileMemoryStore(tmp_path, AGENT).require(ids["merged"])
+    assert merged.content == OTHER
+    assert json.loads(merged.metadata[MERGED_FROM]) == [ids["other"]]
+    assert FileMemoryStore(tmp_path, AGENT).require(tangled.id).content == tangled.content
+    # Not verbatim anywhere, but the tangled entry keeps its information: not verified.
+    assert receipt.verification.clean and receipt.kept_derived == [tangled.id]
+    assert not receipt.verified
