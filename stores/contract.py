@@ -22,7 +22,8 @@ Long-term memory (`MemoryStore`), per agent:
   entry whose replacements are still live is refused unless forced.
 - **Nothing lost by mistake.** Archive keeps the entry (searchable with
   `include_archived`); only `purge` deletes, and only archives older than the retention
-  that its `keep` rule does not protect.
+  that its `keep` rule does not protect — and `erase`, a person's `forget`
+  (`stores.forget`), which deletes the entries it names now, caches included.
 - **The change feed.** Every write is recorded in a per-agent feed, in order, at an
   increasing offset. Every read first catches up with the feed from the offset this
   instance last read, so a long-lived reader and its in-memory indexes (`index()`,
