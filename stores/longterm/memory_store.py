@@ -101,6 +101,7 @@ from dreamkeeper.stores.vectors.vectors import (
 log = logging.getLogger(__name__)
 
 BULK_CHUNK = 1_000  # entries per journal batch and filesystem sync
+ERASED = "forgotten"  # the reason `erase` journals its purges with
 
 __all__ = [
     "AppliedOp",
@@ -155,6 +156,7 @@ class FileMemoryStore:
         self._offset = 0
         self._loaded = False
         self._hold_appended = False
+        self._erased_seen = False  # a record of `erase` applied since the index was built
         self._snapshots = snapshots  # open from, and write, the index snapshot (a cache)
         self.opened_from_snapshot = False
         self.embeddings = embeddings
@@ -191,6 +193,7 @@ class FileMemoryStore:
         self._full_load(use_snapshot=False)
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._erased_seen = False  # a fresh index; records replayed below may set it
         self._adopt_state(
             snapshot.SnapshotState(
                 entries={},
@@ -260,6 +263,10 @@ class FileMemoryStore:
             # the offset.
             if self._pending or not self._loaded:
                 return False
+            if self._erased_seen:
+                # Erased entries' terms are still in this index's vocabulary: a
+                # snapshot of it would carry them (a forgotten name) to disk again.
+                self._rebuild_index(snapshot_after=False)
             snapshot.write(self.files, self.agent_id, self._state(), self.journal)
             current = self._vectors.current if self._vectors is not None else None
             if current is not None and self._vectors is not None:
@@ -383,6 +390,8 @@ class FileMemoryStore:
             self._adopt_disk(record.id, parts)
             return
         if record.action is JournalAction.PURGED:
+            if record.reason == ERASED:
+                self._erased_seen = True  # another process's erase: see save_snapshot
             known = self._parts.get(record.id, parts)
             if any(os.path.lexists(self.files.path(*p)) for p in {parts, known}):
                 # Its file is still there: a purge in flight, or a record that does not
@@ -1148,7 +1157,7 @@ class FileMemoryStore:
             if on_progress is not None:
                 on_progress(done, len(doomed))
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str = "forgotten") -> list[str]:
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
         """Hard-delete entries now, live or archived, with their vectors: the one deletion
         outside purge's retention, for a person's request to be forgotten
         (`stores.forget`). Journaled first as purges (ids and `reason`, never content);
@@ -1193,7 +1202,7 @@ class FileMemoryStore:
                 self._rebuild_index()
         return [e.id for e in doomed]
 
-    def _rebuild_index(self) -> None:
+    def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
         """The index keeps every term it has seen, postings or not: rebuilt from the
         entries held now, it no longer has the erased text's terms, so no snapshot
         written later can carry them. No file is read again."""
@@ -1203,7 +1212,8 @@ class FileMemoryStore:
         self._category_ids = {}
         for entry, parts in held:
             self._install(entry, parts)
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        self._erased_seen = False
+        if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
     def tags(self) -> list[str]:

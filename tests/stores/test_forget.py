@@ -269,3 +269,16 @@ def test_derived_entries_are_rewritten_without_it_where_coverage_allows(tmp_path
     # Not verbatim anywhere, but the tangled entry keeps its information: not verified.
     assert receipt.verification.clean and receipt.kept_derived == [tangled.id]
     assert not receipt.verified
+
+
+def test_a_long_lived_readers_snapshot_carries_no_term_of_an_erased_entry(tmp_path):
+    ids = _world(tmp_path)
+    reader = FileMemoryStore(tmp_path, AGENT)
+    assert search(reader, "Quillon", include_archived=True)  # its index holds the terms
+    Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
+        AGENT, [ids["fact"]], derived="forget"
+    )
+    assert reader.save_snapshot()  # the worker's maintenance does this
+    data = (tmp_path / "agents" / AGENT / "index-snapshot.bin").read_bytes().lower()
+    assert b"quillon" not in data and b"heron" not in data
+    assert search(FileMemoryStore(tmp_path, AGENT), "tea")  # and it is a working snapshot
