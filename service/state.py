@@ -6,6 +6,7 @@ which agents this server answers for."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import Request
 
@@ -30,6 +31,7 @@ class ServiceState:
         self.settings = settings
         self.metrics = metrics
         self._handles: dict[str, AgentMemory] = {}
+        self.data_dir = Path(memory.settings.data_dir)
         self.tokens = FileTokenStore(self.data_dir)
         metrics.watch_stores(
             self.agents,
