@@ -42,6 +42,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -179,7 +180,43 @@ class Forgetting:
         self._open = open_stores
         self.history_keys = history_keys
         self._journal = self.data_dir / JOURNAL
-        self._lock = path_lock(self.data_dir / LOCK, within=self.data_dir)
+        self._path_lock = path_lock(self.data_dir / LOCK, within=self.data_dir)
+
+    # -- what differs per backend (the file backend here; `PostgresForgetting`) -------
+
+    def _hold(self) -> AbstractContextManager[object]:
+        """One forget at a time on this store (requests and the journal)."""
+        return self._path_lock.hold()
+
+    def _files(self, agent_id: str) -> AgentFiles:
+        return AgentFiles(self.data_dir, agent_id)
+
+    def _place(self, agent_id: str, name: str) -> str:
+        return _under(self._files(agent_id), name)
+
+    def _vector_count(self, agent_id: str, ids: list[str]) -> int:
+        files = self._files(agent_id)
+        return sum(files.path(MEMORY, EMBEDDINGS_DIR, f"{i}.bin").exists() for i in ids)
+
+    def _drop_vector(self, agent_id: str, entry_id: str) -> bool:
+        return self._files(agent_id).unlink((MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"))
+
+    def _caches(self, agent_id: str) -> list[str]:
+        """The caches quoting entries that exist now (erase removes them)."""
+        return [_rel(self.data_dir, p) for p in _cache_files(self._files(agent_id)) if p.exists()]
+
+    def _raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
+        """Every byte this store keeps for the agent, searched for the forgotten text."""
+        files = self._files(stores.memory.agent_id)
+        exports = [p for p in exported_files(stores.memory.documents) if p.is_file()]
+        for path in [*_walk(files.root), *[p for p in exports if not p.is_symlink()]]:
+            result.files_scanned += 1
+            try:
+                data = safe_json.read_regular(path, MAX_SCAN_FILE_BYTES).lower()
+            except OSError:
+                continue
+            if any(n in data for n in needles):
+                result.files_containing.append(_rel(self.data_dir, path))
 
     # -- requests ----------------------------------------------------------------------
 
@@ -220,7 +257,7 @@ class Forgetting:
         """Everything of the agent: its directory, every tier in it, and its data keys."""
         agent_id = validate_agent_id(agent_id)
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope="agent")
-        with self._lock.hold():
+        with self._hold():
             receipt.resumed = self._finish_pending()
             if dry_run:
                 receipt.dry_run = True
@@ -234,7 +271,7 @@ class Forgetting:
 
     def finish_pending(self) -> list[str]:
         """Finish every request begun and not done (a crash mid-way); their ids."""
-        with self._lock.hold():
+        with self._hold():
             return self._finish_pending()
 
     # -- the steps ---------------------------------------------------------------------
@@ -249,7 +286,7 @@ class Forgetting:
         dry_run: bool,
     ) -> ForgetReceipt:
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope=scope)
-        with self._lock.hold():
+        with self._hold():
             receipt.resumed = self._finish_pending()
             stores = self._open(agent_id)
             memory = stores.memory
@@ -308,24 +345,32 @@ class Forgetting:
         agent_id = receipt.agent_id
         stores = stores or self._open(agent_id)
         memory = stores.memory
-        files = AgentFiles(self.data_dir, agent_id)
         present = [e for i in ids if (e := memory.get(i)) is not None]
         mentions = Mentions([e.content for e in present] + phrases)
         removed: list[Removal] = []
         for place, count in scrub_ledgers(memory.documents, set(ids), mentions).items():
-            removed.append(Removal(place=_under(files, place), what="ledger lines", count=count))
+            removed.append(
+                Removal(place=self._place(agent_id, place), what="ledger lines", count=count)
+            )
         if mentions:
             keys = stores.working.erase_matching(mentions)
             if keys:
                 removed.append(
-                    Removal(place=_under(files, "working-memory"), what="entries", count=len(keys))
+                    Removal(
+                        place=self._place(agent_id, "working-memory"),
+                        what="entries",
+                        count=len(keys),
+                    )
                 )
             for place, count in stores.conversation.erase_matching(mentions).items():
-                removed.append(Removal(place=_under(files, place), what="turns", count=count))
+                removed.append(
+                    Removal(place=self._place(agent_id, place), what="turns", count=count)
+                )
         for path, count in _scrub_exports(memory.documents, set(ids), mentions).items():
             removed.append(Removal(place=path, what="export lines", count=count))
         faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
         gone = set(ids)
+        vector_place = self._place(agent_id, f"{MEMORY}/{EMBEDDINGS_DIR}")
         for entry_id in rewrite or []:
             entry = memory.get(entry_id)
             text = _rewritten(memory, entry, mentions, gone) if entry is not None else None
@@ -338,35 +383,30 @@ class Forgetting:
                 reason="rewritten without a forgotten entry",
             )
             # Its vector was made from the old text (a vector can be inverted into text).
-            if files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin")):
-                removed.append(
-                    Removal(
-                        place=_under(files, f"{MEMORY}/{EMBEDDINGS_DIR}"), what="vectors", count=1
-                    )
-                )
-            removed.append(Removal(place=_under(files, MEMORY), what="rewritten entries", count=1))
+            if self._drop_vector(agent_id, entry_id):
+                removed.append(Removal(place=vector_place, what="vectors", count=1))
+            removed.append(
+                Removal(place=self._place(agent_id, MEMORY), what="rewritten entries", count=1)
+            )
         for source in restore:
             entry = memory.get(source)
             if entry is not None and entry.is_archived:
                 memory.restore(source, force=True)
-        vectors = sum(files.path(MEMORY, EMBEDDINGS_DIR, f"{e.id}.bin").exists() for e in present)
-        caches = [p for p in _cache_files(files) if p.exists()]
+        vectors = self._vector_count(agent_id, [e.id for e in present])
+        caches = self._caches(agent_id)
         erased = memory.erase(ids)
         if erased:
             removed.append(
-                Removal(place=_under(files, MEMORY), what="entry files", count=len(erased))
+                Removal(
+                    place=self._place(agent_id, MEMORY), what="entry files", count=len(erased)
+                )
             )
         if vectors:
-            removed.append(
-                Removal(
-                    place=_under(files, f"{MEMORY}/{EMBEDDINGS_DIR}"), what="vectors", count=vectors
-                )
-            )
+            removed.append(Removal(place=vector_place, what="vectors", count=vectors))
+        still = set(self._caches(agent_id))
         for cache in caches:
-            if not cache.exists():
-                removed.append(
-                    Removal(place=_rel(self.data_dir, cache), what="cache file", count=1)
-                )
+            if cache not in still:
+                removed.append(Removal(place=cache, what="cache file", count=1))
         if self.history_keys is not None:
             receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
             if receipt.history_keys_destroyed:
@@ -378,7 +418,7 @@ class Forgetting:
                     )
                 )
         receipt.removed = removed
-        receipt.verification = self._verify(stores, files, mentions)
+        receipt.verification = self._verify(stores, mentions)
 
     def _run_agent(self, receipt: ForgetReceipt) -> None:
         agent_id = receipt.agent_id
@@ -407,9 +447,9 @@ class Forgetting:
             files_containing=[_rel(self.data_dir, root)] if os.path.lexists(root) else []
         )
 
-    def _verify(self, stores: AgentStores, files: AgentFiles, mentions: Mentions) -> Verification:
-        """Search every tier for each forgotten text, then read every file under the
-        agent's directory as raw bytes for it (plain and JSON-escaped)."""
+    def _verify(self, stores: AgentStores, mentions: Mentions) -> Verification:
+        """Search every tier for each forgotten text, then read every byte the store
+        keeps for the agent for it (plain and JSON-escaped)."""
         result = Verification()
         for text in mentions.texts:
             result.searches += 1
@@ -422,18 +462,7 @@ class Forgetting:
             for session in stores.conversation.sessions(include_expired=True):
                 turns = stores.conversation.conversation(session).turns
                 result.search_matches += sum(1 for t in turns if mentions.verbatim(t.content))
-        needles = _byte_needles(mentions.texts)
-        exports = [
-            p for p in exported_files(stores.memory.documents) if p.is_file() and not p.is_symlink()
-        ]
-        for path in [*_walk(files.root), *exports]:
-            result.files_scanned += 1
-            try:
-                data = safe_json.read_regular(path, MAX_SCAN_FILE_BYTES).lower()
-            except OSError:
-                continue
-            if any(n in data for n in needles):
-                result.files_containing.append(_rel(self.data_dir, path))
+        self._raw_scan(stores, _byte_needles(mentions.texts), result)
         return result
 
     # -- the journal -------------------------------------------------------------------
