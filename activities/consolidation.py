@@ -357,7 +357,7 @@ class ConsolidationActivities:
             self._stores.using(inp.agent_id) as store,
             store.writing() if not inp.dry_run else contextlib.nullcontext(),
         ):
-            ledger = ledger_for(store.files, None if inp.dry_run else inp.cycle_id)
+            ledger = ledger_for(store.documents, None if inp.dry_run else inp.cycle_id)
             for pair in inp.pairs:
                 old, new = store.get(pair.id), store.get(pair.by)
                 why = refusal(old, new, pair.id, pair.by)

@@ -205,6 +205,15 @@ class Forgetting:
         """The caches quoting entries that exist now (erase removes them)."""
         return [_rel(self.data_dir, p) for p in _cache_files(self._files(agent_id)) if p.exists()]
 
+    def _inventory(self, agent_id: str) -> list[Removal]:
+        return _inventory(self._files(agent_id).root)
+
+    def _journal_lines(self) -> list[bytes]:
+        try:
+            return safe_json.read_regular(self._journal, MAX_JOURNAL_BYTES).splitlines()
+        except OSError:
+            return []
+
     def _raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
         """Every byte this store keeps for the agent, searched for the forgotten text."""
         files = self._files(stores.memory.agent_id)
@@ -261,7 +270,7 @@ class Forgetting:
             receipt.resumed = self._finish_pending()
             if dry_run:
                 receipt.dry_run = True
-                receipt.removed = _inventory(AgentFiles(self.data_dir, agent_id).root)
+                receipt.removed = self._inventory(agent_id)
                 return receipt
             self._note({"request": receipt.request_id, "agent": agent_id, "scope": "agent"})
             faults.crash_point(faults.FORGET_BEGUN)
@@ -397,9 +406,7 @@ class Forgetting:
         erased = memory.erase(ids)
         if erased:
             removed.append(
-                Removal(
-                    place=self._place(agent_id, MEMORY), what="entry files", count=len(erased)
-                )
+                Removal(place=self._place(agent_id, MEMORY), what="entry files", count=len(erased))
             )
         if vectors:
             removed.append(Removal(place=vector_place, what="vectors", count=vectors))
@@ -472,12 +479,8 @@ class Forgetting:
         append_line(self._journal, line, within=self.data_dir)
 
     def _pending(self) -> list[dict[str, object]]:
-        try:
-            data = safe_json.read_regular(self._journal, MAX_JOURNAL_BYTES)
-        except OSError:
-            return []
         begun: dict[str, dict[str, object]] = {}
-        for line in data.splitlines():
+        for line in self._journal_lines():
             try:
                 record = safe_json.loads(line, max_bytes=MAX_JOURNAL_BYTES, max_depth=2)
             except ValueError:

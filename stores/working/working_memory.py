@@ -415,37 +415,6 @@ class WorkingMemoryBase:
                     self._write(segment, kept)
         return removed
 
-    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
-        """Delete every entry, live or expired but not yet swept, whose key or value
-        `mentions` the forgotten text (`stores.forget`), with its vector; returns the
-        keys removed. Expired entries still lie in the files until a sweep, so the files
-        are read raw, not through the live view."""
-        removed: builtins.list[str] = []
-        with self._lock.hold():
-            self._refresh()
-            now = self.now()
-            for segment in builtins.list(self._segments):
-                raw = _raw_items(self._path(segment))
-                hits = [k for k, v in raw if mentions(v) or mentions(k)]
-                if not hits:
-                    continue
-                kept = {
-                    k: e
-                    for k, e in self._segments[segment].entries.items()
-                    if k not in hits and not e.expired(now)
-                }
-                self._write(segment, kept)
-                removed.extend(hits)
-            if self._vectors is not None and removed:
-                self._vectors.prune(
-                    e.key for seg in self._segments.values() for e in seg.entries.values()
-                )
-            for key in removed:  # made by a process that had an embedding model
-                unlink_within(
-                    self.root / ".embeddings" / f"{vector_name(key)}.bin", self.agent_root
-                )
-        return removed
-
     def _segments_under(self, prefix: str | None) -> builtins.list[str]:
         if prefix is None:
             return list(self._segments)
@@ -605,6 +574,37 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
         except (OSError, ValueError) as exc:
             log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
         self._install(segment, entries, signature)
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """Delete every entry, live or expired but not yet swept, whose key or value
+        `mentions` the forgotten text (`stores.forget`), with its vector; returns the
+        keys removed. Expired entries still lie in the files until a sweep, so the files
+        are read raw, not through the live view."""
+        removed: builtins.list[str] = []
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment in builtins.list(self._segments):
+                raw = _raw_items(self._path(segment))
+                hits = [k for k, v in raw if mentions(v) or mentions(k)]
+                if not hits:
+                    continue
+                kept = {
+                    k: e
+                    for k, e in self._segments[segment].entries.items()
+                    if k not in hits and not e.expired(now)
+                }
+                self._write(segment, kept)
+                removed.extend(hits)
+            if self._vectors is not None and removed:
+                self._vectors.prune(
+                    e.key for seg in self._segments.values() for e in seg.entries.values()
+                )
+            for key in removed:  # made by a process that had an embedding model
+                unlink_within(
+                    self.root / ".embeddings" / f"{vector_name(key)}.bin", self.agent_root
+                )
+        return removed
 
     def sweep(self) -> int:
         """Drop expired entries from the files; returns how many went."""

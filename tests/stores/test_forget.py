@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +21,7 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.forget import Forgetting, file_backend
+from dreamkeeper.stores.forget import AgentStores, Forgetting, file_backend
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
@@ -282,3 +285,166 @@ def test_a_long_lived_readers_snapshot_carries_no_term_of_an_erased_entry(tmp_pa
     data = (tmp_path / "agents" / AGENT / "index-snapshot.bin").read_bytes().lower()
     assert b"quillon" not in data and b"heron" not in data
     assert search(FileMemoryStore(tmp_path, AGENT), "tea")  # and it is a working snapshot
+
+
+# -- both backends -----------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    """A forget target on one backend: its stores, its Forgetting, and a raw dump of
+    every byte the backend keeps for the data (files, or every row of every table)."""
+
+    kind: str
+    stores: Callable[[str], AgentStores]
+    forgetting: Callable[..., Forgetting]
+    dump: Callable[[], bytes]
+
+
+@pytest.fixture
+def env(backend: str, tier_db: Any, tmp_path: Path) -> Env:
+    if tier_db is None:
+
+        def dump_files() -> bytes:
+            out = []
+            for directory, _, names in os.walk(tmp_path):
+                out += [(Path(directory) / n).read_bytes() for n in names]
+            return b"\0".join(out).lower()
+
+        return Env(
+            "file",
+            file_backend(tmp_path),
+            lambda **kw: Forgetting(tmp_path, file_backend(tmp_path), **kw),
+            dump_files,
+        )
+    from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+
+    def dump_rows() -> bytes:
+        out = []
+        with tier_db.transaction() as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+            ).fetchall()
+            for (table,) in tables:
+                rows = conn.execute(f"SELECT t::text FROM {table} t").fetchall()  # noqa: S608
+                out += [str(r[0]).encode() for r in rows]
+            # bytea columns (vectors, the index snapshot, documents) as their bytes
+            binary = conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = 'public' AND data_type = 'bytea'"
+            ).fetchall()
+            for table, column in binary:
+                rows = conn.execute(f"SELECT {column} FROM {table}").fetchall()  # noqa: S608
+                out += [bytes(r[0]) for r in rows]
+        return b"\0".join(out).lower()
+
+    return Env(
+        "postgres",
+        postgres_backend(tier_db),
+        lambda **kw: PostgresForgetting(tier_db, postgres_backend(tier_db), **kw),
+        dump_rows,
+    )
+
+
+def _world_on(env: Env) -> dict[str, str]:
+    """As `_world`, through the stores' own operations only."""
+    stores = env.stores(AGENT)
+    store = stores.memory
+    fact = store.create(FACT, category="people")
+    other = store.create(OTHER, category="preferences")
+    merged = store.create(
+        f"{FACT} {OTHER}",
+        metadata={MERGED_FROM: json.dumps([fact.id, other.id])},
+    )
+    DreamLedger(store.documents, "cycle1").note("merge", [(fact.id, fact), (other.id, other)])
+    for source in (fact, other):
+        assert store.retire_into(source.id, [merged.id], reason="merged").retired
+    assert store.save_snapshot()
+    stores.working.save("session/s1", "note", f"remember: {FACT}")
+    stores.working.save("session/s1", "unrelated", "buy milk")
+    conversation = stores.conversation
+    conversation.add_turn("s1", "user", f"By the way, {FACT}")
+    conversation.add_turn("s1", "assistant", "Noted.")
+    conversation.add_turn("s1", "user", "Thanks!")
+    return {"fact": fact.id, "other": other.id, "merged": merged.id}
+
+
+def test_forget_erases_every_tier_on_either_backend(env):
+    ids = _world_on(env)
+    assert b"quillon" in env.dump()
+    keys = Keys()
+    receipt = env.forgetting(history_keys=keys).forget_entries(
+        AGENT, [ids["fact"]], derived="forget"
+    )
+    assert receipt.entries == [ids["fact"], ids["merged"]]
+    assert receipt.restored == [ids["other"]]
+    assert receipt.verified, receipt.verification
+    assert receipt.verification.files_scanned > 5
+    assert b"quillon" not in env.dump() and b"heron" not in env.dump()
+    whats = {r.what for r in receipt.removed}
+    assert {"entry files", "ledger lines", "entries", "turns"} <= whats
+    assert keys.destroyed == [AGENT]
+    stores = env.stores(AGENT)
+    assert [e.content for e in stores.memory.entries()] == [OTHER]
+    assert search(stores.memory, "Quillon Varga heron", include_archived=True) == []
+    assert stores.working.get("session/s1/unrelated") is not None
+    turns = stores.conversation.conversation("s1").turns
+    assert [t.content for t in turns] == ["Noted.", "Thanks!"]
+    assert "Quillon" not in receipt.model_dump_json()
+
+
+def test_an_unforgotten_derived_entry_leaves_the_receipt_unverified_on_either_backend(env):
+    ids = _world_on(env)
+    receipt = env.forgetting().forget_entries(AGENT, [ids["fact"]])
+    assert receipt.derived == [ids["merged"]]
+    assert env.stores(AGENT).memory.get(ids["merged"]) is not None
+    assert not receipt.verified and receipt.verification.files_containing
+
+
+def test_a_dry_run_changes_nothing_on_either_backend(env):
+    ids = _world_on(env)
+    before = env.dump().count(b"quillon")
+    receipt = env.forgetting().forget_match(AGENT, "blue heron", derived="forget", dry_run=True)
+    assert receipt.dry_run and set(receipt.entries) == {ids["fact"], ids["merged"]}
+    assert env.dump().count(b"quillon") == before
+
+
+@pytest.mark.parametrize(
+    "point", [faults.FORGET_BEGUN, faults.FORGET_TIERS_SCRUBBED, faults.ERASE_JOURNALED]
+)
+def test_a_crashed_forget_is_finished_by_the_next_on_either_backend(env, point):
+    ids = _world_on(env)
+    env.stores("bystander").memory.create(OTHER)
+    with faults.armed(point), pytest.raises(faults.SimulatedCrash):
+        env.forgetting().forget_entries(AGENT, [ids["fact"]], derived="forget")
+    assert b"quillon" in env.dump()  # the crash left work to do
+    later = env.forgetting().forget_match("bystander", "green tea")
+    assert len(later.resumed) == 1
+    assert b"quillon" not in env.dump()
+    assert [e.id for e in env.stores(AGENT).memory.entries()] == [ids["other"]]
+    assert env.forgetting().finish_pending() == []
+
+
+def test_a_long_lived_reader_snapshots_no_erased_term_on_either_backend(env):
+    ids = _world_on(env)
+    reader = env.stores(AGENT).memory
+    assert search(reader, "Quillon", include_archived=True)  # its index holds the terms
+    assert reader.save_snapshot()
+    assert b"quillon" in env.dump()
+    env.forgetting().forget_entries(AGENT, [ids["fact"]], derived="forget")
+    assert reader.get(ids["fact"]) is None
+    assert reader.save_snapshot()  # the worker's maintenance does this
+    assert b"quillon" not in env.dump() and b"heron" not in env.dump()
+    assert search(env.stores(AGENT).memory, "tea")
+
+
+def test_forget_a_whole_agent_on_either_backend(env):
+    _world_on(env)
+    env.stores("someone-else").memory.create(OTHER)
+    keys = Keys()
+    receipt = env.forgetting(history_keys=keys).forget_agent(AGENT)
+    assert receipt.verified and keys.destroyed == [AGENT]
+    assert receipt.removed
+    assert b"quillon" not in env.dump()
+    assert len(env.stores("someone-else").memory.entries()) == 1
+    assert env.stores(AGENT).memory.entries(include_archived=True) == []
