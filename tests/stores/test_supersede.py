@@ -89,7 +89,7 @@ def test_unsupersede_and_dream_undo_restore_the_fact(tmp_path):
     supersede(store, old.id, new.id)
     back = unsupersede(store, old.id)
     assert back.is_current and back.invalid_at is None and back.content == old.content
-    ledger = DreamLedger(store.files, "cycle-1")
+    ledger = DreamLedger(store.documents, "cycle-1")
     assert supersede(store, old.id, new.id, ledger=ledger).applied
     assert [line.step for line in ledger.lines()] == ["supersede"]
     assert ledger.lines()[0].before is not None and ledger.lines()[0].before.is_current
