@@ -509,7 +509,9 @@ class MemoryClient:
         from dreamkeeper.agent.forget import forget
 
         validate_agent_id(agent_id)
-        receipt = await asyncio.to_thread(forget, self.settings.data_dir, agent_id, request)
+        receipt = await asyncio.to_thread(
+            forget, self.settings.data_dir, agent_id, request, self.settings.database_url
+        )
         if request.whole_agent and not request.dry_run:
             # Open stores of a directory that is gone would serve their cached entries.
             for cache in (self._stores, self._working, self._conversations):

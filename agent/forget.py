@@ -16,15 +16,26 @@ NO_KEY_NOTE = (
 )
 
 
-def forgetting(data_dir: Path) -> Forgetting:
-    keys = PayloadKeys.from_env(data_dir=data_dir)
-    return Forgetting(data_dir, file_backend(data_dir), history_keys=keys.agent_keys())
+def forgetting(data_dir: Path, database_url: str | None = None) -> Forgetting:
+    """The forget runner of the configured backend: the database when a URL is set (the
+    stores are there), else the data directory. Per-agent data keys stay under the data
+    directory either way: the codec server reads them there."""
+    keys = PayloadKeys.from_env(data_dir=data_dir).agent_keys()
+    if database_url is not None:
+        from dreamkeeper.stores.postgres.database import database
+        from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+
+        db = database(database_url)
+        return PostgresForgetting(db, postgres_backend(db), history_keys=keys)
+    return Forgetting(data_dir, file_backend(data_dir), history_keys=keys)
 
 
-def forget(data_dir: Path, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
-    """Run one forget request (blocking: it reads and rewrites files)."""
+def forget(
+    data_dir: Path, agent_id: str, request: ForgetRequest, database_url: str | None = None
+) -> ForgetReceipt:
+    """Run one forget request (blocking: it reads and rewrites files or rows)."""
     request.checked()
-    runner = forgetting(data_dir)
+    runner = forgetting(data_dir, database_url)
     if request.whole_agent:
         receipt = runner.forget_agent(agent_id, dry_run=request.dry_run)
     elif request.match is not None:
