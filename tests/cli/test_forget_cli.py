@@ -123,3 +123,26 @@ def test_forget_takes_the_entry_out_of_an_export_dreamkeeper_wrote(cli, tmp_path
     # Forgetting the whole agent deletes the export it wrote.
     assert cli("forget", "--whole-agent")[0] == 0
     assert not export.exists()
+
+
+def test_forget_with_a_database_url_erases_the_rows(cli, tmp_path, monkeypatch, database_url):
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    db = Database(database_url, max_size=2)
+    try:
+        entry = PostgresMemoryStore(db, AGENT).create(FACT)
+        code, out, err = cli("forget", entry.id)
+        assert code == 0, err
+        assert f"forgot 1 memory of agent {AGENT}" in out and "verified:" in out
+        with db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT count(*) FROM dk_memory WHERE doc LIKE '%X4481922%'"
+            ).fetchone()
+            journal = conn.execute("SELECT record FROM dreamkeeper_forget_journal").fetchall()
+        assert rows is not None and rows[0] == 0
+        assert journal and all("X4481922" not in r[0] for r in journal)
+        assert not (tmp_path / "forget-journal.jsonl").exists()  # on the database
+    finally:
+        db.close()
