@@ -115,7 +115,7 @@ def test_entries_persist_across_a_restart(make_working, backend, tmp_path):
     first = make_working()
     first.save(SESSION, "k", "v", category="email", tags=["inbox"])
     first.save("patrol/heartbeat", "alert", "disk full", background=True)
-    if backend.kind == "file":  # grouped by top-level segment
+    if backend == "file":  # grouped by top-level segment
         root = tmp_path / "agents" / "a1" / "working-memory"
         assert sorted(p.name for p in root.glob("*.json")) == ["patrol.json", "session.json"]
     restarted = make_working()
