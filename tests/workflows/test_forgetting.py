@@ -70,7 +70,8 @@ def _responder(request: dict) -> Reply:
                 )
             )
     asked = request["messages"][-1]["content"]
-    text = FACT if FACT in asked else OTHER
+    # The prompt may quote memories already saved: the newer text decides.
+    text = OTHER if OTHER in asked else FACT
     return Reply(json.dumps([{"content": text, "category": "people", "importance": 0.5}]))
 
 
@@ -169,7 +170,7 @@ async def test_a_forgotten_fact_is_gone_from_every_place_and_every_history(seale
         ).result()
     store = FileMemoryStore(tmp_path, agent)
     [fact] = [e for e in store.entries() if e.content == FACT]
-    assert fact.reinforcement_count >= 2  # saved twice: reinforced at least once
+    assert fact.reinforcement_count == 2
     dream = await memory.run_dream(agent)
     assert len(dream.consolidation.merged) == 1
     assert [e.content for e in store.entries()] == [MERGED]
