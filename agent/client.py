@@ -64,6 +64,7 @@ from dreamkeeper.core.errors import (
     Unavailable,
     error_for,
 )
+from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import (
     EntryOpInput,
@@ -500,6 +501,22 @@ class MemoryClient:
             "(is `dreamkeeper worker` running?). It completes when a worker polls that queue; "
             f"call again with entry_id={inp.entry_id!r} to wait"
         )
+
+    async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
+        """Erase now, from every tier of this data directory and the agent's Temporal
+        histories (its data key), and return the receipt (`stores.forget`). Not a model
+        tool: a person asks for it, through the CLI, HTTP or this call."""
+        from dreamkeeper.agent.forget import forget
+
+        validate_agent_id(agent_id)
+        receipt = await asyncio.to_thread(
+            forget, self.settings.data_dir, agent_id, request, self.settings.database_url
+        )
+        if request.whole_agent and not request.dry_run:
+            # Open stores of a directory that is gone would serve their cached entries.
+            for cache in (self._stores, self._working, self._conversations):
+                cache.pop(agent_id, None)
+        return receipt
 
     async def start_dream(self, agent_id: str) -> WorkflowHandle[Any, DreamResult]:
         """Start (or join, if one is running) the agent's dream cycle."""

@@ -41,6 +41,7 @@ from dreamkeeper.core.api import (
 from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, Unavailable, error_for
+from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.settings import ServiceSettings
@@ -190,6 +191,13 @@ class RemoteMemoryClient:
         return EntryOpResult.model_validate(
             await self._arequest("PUT", path, json={"importance": importance})
         )
+
+    async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
+        """Erase on the server now (`POST /v1/agents/{agent}/forget`); its receipt."""
+        request.checked()
+        body = request.model_dump(mode="json", by_alias=True)
+        data = await self._arequest("POST", self._path(agent_id, "/forget"), json=body)
+        return ForgetReceipt.model_validate(data)
 
     async def start_dream(self, agent_id: str) -> DreamStarted:
         """Start (or join) the agent's dream cycle; returns its workflow id."""

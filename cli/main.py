@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from dreamkeeper.cli import config, database, dev, dream, memory, serve, token, transfer
+from dreamkeeper.cli import config, database, dev, dream, forget, memory, serve, token, transfer
 from dreamkeeper.cli.common import Command, refuse_url, require_store, service_settings
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.settings import StoreSettings
@@ -29,7 +29,7 @@ from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.worker.logs import configure_logging
 
 # Each group registers its commands, their options and handlers next to the handlers.
-COMMAND_GROUPS = (memory, dream, config, transfer, database, token, serve, dev)
+COMMAND_GROUPS = (memory, forget, dream, config, transfer, database, token, serve, dev)
 
 
 class UsageError(InvalidInput):

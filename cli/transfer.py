@@ -9,12 +9,14 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import IO
 
 from dreamkeeper.cli.common import Subparsers
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings, embedding_settings
 from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.forget import note_export
 from dreamkeeper.stores.longterm.transfer import (
     ImportFile,
     apply_import,
@@ -62,6 +64,8 @@ def export_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
                 count = write_export(store, out, **options)
         except OSError as exc:
             raise InvalidInput(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        # So that a later `forget` finds the copy this wrote (stdout is out of reach).
+        note_export(store.documents, Path(args.output))
     print(f"exported {count} memories of agent {settings.agent_id}", file=sys.stderr)
     return 0
 

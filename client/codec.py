@@ -25,9 +25,14 @@ never the SDK's bare "Unknown payload encoding".
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import hashlib
+import json
 import os
+import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +46,16 @@ from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
     PayloadCodec,
+    SerializationContext,
+    WithSerializationContext,
 )
 
+from dreamkeeper.client.agent_keys import (
+    AgentKeyErased,
+    AgentKeyError,
+    AgentKeyStore,
+    FileAgentKeyStore,
+)
 from dreamkeeper.core.errors import SettingsError, StoreMismatch
 from dreamkeeper.core.payload_keys import KEY_BYTES, read_key_text
 from dreamkeeper.core.settings import load_settings
@@ -54,12 +67,17 @@ DATA_DIR_KEY_FILE = "payload-key"
 ENCODING = "encoding"
 ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
+AGENT = "dreamkeeper-agent"  # set on a payload sealed with that agent's data key
 NONCE_BYTES = 12  # 96-bit, random per payload
 TAG_BYTES = 16
 
 
 class PayloadDecodeError(RuntimeError):
     """A payload sealed by this codec that cannot be opened here."""
+
+
+class PayloadErased(PayloadDecodeError):
+    """A payload sealed with an agent's data key that `forget` destroyed."""
 
 
 class PayloadKeyMismatch(PayloadDecodeError, StoreMismatch):
@@ -116,10 +134,18 @@ class PayloadKeys:
     source: str = "none"  # where the keys came from, for messages (never the keys)
     # Without keys: where they were looked for, for the message a sealed payload gets.
     looked_in: str = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
+    # Where the per-agent data keys live (`client.agent_keys`); None: no data keys, every
+    # payload is sealed with the payload key itself.
+    data_dir: Path | None = None
 
     @property
     def configured(self) -> bool:
         return bool(self.keys)
+
+    def agent_keys(self) -> AgentKeyStore | None:
+        if not self.keys or self.data_dir is None:
+            return None
+        return FileAgentKeyStore(self.data_dir, [(k.key_id, k.secret) for k in self.keys])
 
     @classmethod
     def from_env(
@@ -132,13 +158,15 @@ class PayloadKeys:
         if single and file:
             raise SettingsError(f"set {KEY_ENV} or {KEY_FILE_ENV}, not both")
         if single:
-            return cls((parse_key(single, KEY_ENV),), KEY_ENV)
+            return cls((parse_key(single, KEY_ENV),), KEY_ENV, data_dir=data_dir)
         if file:
             path = Path(file).expanduser()
-            return cls(_read_key_file(path, KEY_FILE_ENV), f"{KEY_FILE_ENV}={path}")
+            keys = _read_key_file(path, KEY_FILE_ENV)
+            return cls(keys, f"{KEY_FILE_ENV}={path}", data_dir=data_dir)
         if data_dir is not None and (data_dir / DATA_DIR_KEY_FILE).is_file():
             path = data_dir / DATA_DIR_KEY_FILE
-            return cls(_read_key_file(path, "the data directory's key file"), str(path))
+            keys = _read_key_file(path, "the data directory's key file")
+            return cls(keys, str(path), data_dir=data_dir)
         looked_in = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
         if data_dir is not None:
             looked_in += f" and there is no {Path(os.path.abspath(data_dir)) / DATA_DIR_KEY_FILE}"
@@ -158,19 +186,75 @@ def generate_key_file(path: Path) -> PayloadKey:
     return PayloadKey(derived_key_id(secret), secret)
 
 
-class EncryptionCodec(PayloadCodec):
-    """AES-256-GCM over the whole serialized payload (data and metadata), a random
-    96-bit nonce per payload, the key id as associated data."""
+# The agent a payload belongs to: the pydantic converter writes a model as a JSON object
+# of its fields, and every workflow and activity input names its agent at the top level
+# (a field nested in memory content never counts: it could name anyone).
+_AGENT_FIELDS = ("agent_id", "agentId")
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
+_JSON = (b"json/plain",)
+_RECENT_WORKFLOWS = 8_192
 
-    def __init__(self, keys: Sequence[PayloadKey]) -> None:
+
+class _WorkflowAgents:
+    """Which agent each recent workflow id belongs to, learned from the payloads of
+    that workflow this process sealed or opened: a result or failure that does not name
+    its agent is still sealed with the agent's key."""
+
+    def __init__(self) -> None:
+        self._map: OrderedDict[str, str] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def note(self, workflow_id: str | None, agent_id: str) -> None:
+        if workflow_id is None:
+            return
+        with self._guard:
+            self._map[workflow_id] = agent_id
+            self._map.move_to_end(workflow_id)
+            while len(self._map) > _RECENT_WORKFLOWS:
+                self._map.popitem(last=False)
+
+    def get(self, workflow_id: str | None) -> str | None:
+        if workflow_id is None:
+            return None
+        with self._guard:
+            return self._map.get(workflow_id)
+
+
+class EncryptionCodec(PayloadCodec, WithSerializationContext):
+    """AES-256-GCM over the whole serialized payload (data and metadata), a random
+    96-bit nonce per payload, the key id as associated data.
+
+    With an agent key store, a payload that belongs to an agent (it names one, or its
+    workflow did) is sealed with that agent's data key instead (`client.agent_keys`),
+    marked with the agent id and the data key's id; `forget` destroys the data key and
+    with it every such payload. The SDK hands the codec the workflow a payload belongs to
+    (`with_context`), which is how a result that names no agent finds its agent."""
+
+    def __init__(self, keys: Sequence[PayloadKey], agent_keys: AgentKeyStore | None = None) -> None:
         if not keys:
             raise ValueError("EncryptionCodec needs at least one key")
         self.key_id = keys[0].key_id
         self._ciphers = {key.key_id: AESGCM(key.secret) for key in keys}
+        self.agent_keys = agent_keys
+        self._workflow_id: str | None = None
+        self._workflows = _WorkflowAgents()
+
+    def with_context(self, context: SerializationContext) -> EncryptionCodec:
+        bound = copy.copy(self)  # shares the ciphers, the key store and what it learned
+        bound._workflow_id = getattr(context, "workflow_id", None)
+        return bound
 
     @property
     def key_ids(self) -> list[str]:
         return list(self._ciphers)
+
+    def _agent_of(self, payload: Payload) -> str | None:
+        if payload.metadata.get(ENCODING) in _JSON and payload.data[:1] == b"{":
+            agent = _top_level_agent(payload.data)
+            if agent is not None:
+                self._workflows.note(self._workflow_id, agent)
+                return agent
+        return self._workflows.get(self._workflow_id)
 
     def encode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
         cipher = self._ciphers[self.key_id]
@@ -179,14 +263,17 @@ class EncryptionCodec(PayloadCodec):
             if payload.metadata.get(ENCODING) == ENCRYPTED:
                 sealed.append(payload)  # already sealed: never twice
                 continue
+            agent = self._agent_of(payload) if self.agent_keys is not None else None
             nonce = os.urandom(NONCE_BYTES)
-            data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
-            sealed.append(
-                Payload(
-                    metadata={ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()},
-                    data=nonce + data,
-                )
-            )
+            if agent is not None and self.agent_keys is not None:
+                key = self.agent_keys.current(agent)
+                aad = _agent_aad(agent, key.key_id)
+                data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
+                metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
+            else:
+                data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
+                metadata = {ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()}
+            sealed.append(Payload(metadata=metadata, data=nonce + data))
         return sealed
 
     def decode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -196,6 +283,8 @@ class EncryptionCodec(PayloadCodec):
         if payload.metadata.get(ENCODING) != ENCRYPTED or KEY_ID not in payload.metadata:
             return payload  # plain, or not ours
         key_id = payload.metadata[KEY_ID].decode("utf-8", errors="replace")
+        if AGENT in payload.metadata:
+            return self._open_agent(payload, key_id)
         cipher = self._ciphers.get(key_id)
         if cipher is None:
             raise PayloadKeyMismatch(
@@ -203,28 +292,66 @@ class EncryptionCodec(PayloadCodec):
                 f"(configured: {', '.join(self._ciphers)}); add that key as a decode-only "
                 f"line of {KEY_FILE_ENV}"
             )
-        data = payload.data
-        if len(data) < NONCE_BYTES + TAG_BYTES:
-            raise PayloadDecodeError(f"payload with key id {key_id!r} is truncated")
+        return _unseal(cipher, payload.data, key_id.encode(), key_id)
+
+    def _open_agent(self, payload: Payload, key_id: str) -> Payload:
+        agent = payload.metadata[AGENT].decode("utf-8", errors="replace")
+        if self.agent_keys is None:
+            raise PayloadKeyMismatch(
+                f"payload was sealed with a data key of agent {agent!r}, and this process "
+                "has no data directory to find agent keys in: use the worker's data "
+                "directory (--data / DREAMKEEPER_DATA)"
+            )
         try:
-            plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
-        except InvalidTag:
-            raise PayloadDecodeError(
-                f"payload with key id {key_id!r} failed authentication: it was altered, "
-                "or sealed by a different key under the same id"
-            ) from None
-        try:
-            return Payload.FromString(plain)
-        except DecodeError:
-            raise PayloadDecodeError(
-                f"payload with key id {key_id!r} decrypted to something that is not a payload"
-            ) from None
+            key = self.agent_keys.find(agent, key_id)
+        except AgentKeyErased as exc:
+            raise PayloadErased(str(exc)) from None
+        except (AgentKeyError, ValueError) as exc:
+            raise PayloadKeyMismatch(str(exc)) from None
+        self._workflows.note(self._workflow_id, agent)
+        return _unseal(key.cipher, payload.data, _agent_aad(agent, key_id), key_id)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return self.encode_sync(payloads)
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return self.decode_sync(payloads)
+
+
+def _top_level_agent(data: bytes) -> str | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    for name in _AGENT_FIELDS:
+        agent = value.get(name)
+        if isinstance(agent, str) and _AGENT_ID.fullmatch(agent):
+            return agent
+    return None
+
+
+def _agent_aad(agent: str, key_id: str) -> bytes:
+    return f"{agent}\0{key_id}".encode()
+
+
+def _unseal(cipher: AESGCM, data: bytes, aad: bytes, key_id: str) -> Payload:
+    if len(data) < NONCE_BYTES + TAG_BYTES:
+        raise PayloadDecodeError(f"payload with key id {key_id!r} is truncated")
+    try:
+        plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], aad)
+    except InvalidTag:
+        raise PayloadDecodeError(
+            f"payload with key id {key_id!r} failed authentication: it was altered, "
+            "or sealed by a different key under the same id"
+        ) from None
+    try:
+        return Payload.FromString(plain)
+    except DecodeError:
+        raise PayloadDecodeError(
+            f"payload with key id {key_id!r} decrypted to something that is not a payload"
+        ) from None
 
 
 class KeylessCodec(PayloadCodec):
@@ -264,7 +391,7 @@ def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
         return dataclasses.replace(pydantic_data_converter, payload_codec=KeylessCodec(looked_in))
     return dataclasses.replace(
         pydantic_data_converter,
-        payload_codec=EncryptionCodec(settings.keys),
+        payload_codec=EncryptionCodec(settings.keys, settings.agent_keys()),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 

@@ -32,6 +32,7 @@ from dreamkeeper.client.codec import (
     KEY_FILE_ENV,
     EncryptionCodec,
     PayloadDecodeError,
+    PayloadErased,
     PayloadKeys,
     generate_key_file,
 )
@@ -159,6 +160,10 @@ def make_server(
                     done = codec.encode_sync(payloads.payloads)
                 else:
                     done = codec.decode_sync(payloads.payloads)
+            except PayloadErased as exc:
+                # Gone for good, not a bad request: the agent was forgotten.
+                self._error(410, str(exc))
+                return
             except PayloadDecodeError as exc:
                 self._error(400, str(exc))
                 return
@@ -175,7 +180,7 @@ def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, PayloadKeys]:
             f"no payload key: set {KEY_ENV} or {KEY_FILE_ENV} (the worker's keys) "
             "before starting the codec server"
         )
-    return EncryptionCodec(keys.keys), keys
+    return EncryptionCodec(keys.keys, keys.agent_keys()), keys
 
 
 def serve_cli(host: str, port: int, data_dir: Path | None) -> int:

@@ -32,6 +32,7 @@ from dreamkeeper.core.errors import (
     InvalidInput,
     Unavailable,
 )
+from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id
@@ -152,6 +153,15 @@ async def set_importance(
 ) -> EntryOpResult:
     handle = state.agent(agent_id)
     return await state.memory.update_memory_importance(handle.agent_id, entry_id, body.importance)
+
+
+@router.post("/forget", response_model=ForgetReceipt)
+async def forget(agent_id: str, body: ForgetRequest, state: State) -> ForgetReceipt:
+    """Erase now, from every tier and the agent's Temporal histories (its data key): a
+    person's request to be forgotten, never a model's tool. The receipt lists what went
+    where and the verification that the text matches nothing."""
+    handle = state.agent(agent_id)
+    return await state.memory.forget(handle.agent_id, body.checked())
 
 
 @router.post("/dream", response_model=DreamStarted, status_code=202)

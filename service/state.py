@@ -6,6 +6,7 @@ which agents this server answers for."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from fastapi import Request
 
@@ -29,6 +30,7 @@ class ServiceState:
         self.settings = settings
         self.metrics = metrics
         self._handles: dict[str, AgentMemory] = {}
+        self.data_dir = Path(memory.settings.data_dir)
         self.tokens = memory.backend.tokens()
         metrics.watch_stores(
             self.agents,

@@ -22,7 +22,8 @@ Long-term memory (`MemoryStore`), per agent:
   entry whose replacements are still live is refused unless forced.
 - **Nothing lost by mistake.** Archive keeps the entry (searchable with
   `include_archived`); only `purge` deletes, and only archives older than the retention
-  that its `keep` rule does not protect.
+  that its `keep` rule does not protect — and `erase`, a person's `forget`
+  (`stores.forget`), which deletes the entries it names now, caches included.
 - **The change feed.** Every write is recorded in a per-agent feed, in order, at an
   increasing offset. Every read first catches up with the feed from the offset this
   instance last read, so a long-lived reader and its in-memory indexes (`index()`,
@@ -322,6 +323,13 @@ class MemoryStore(Protocol):
         protect (and `only` accepts); `dry_run` reports without deleting."""
         ...
 
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ...) -> builtins.list[str]:
+        """Hard-delete the entries now, live or archived, with their vectors and every
+        cache that quotes them (the search snapshot, vector packs): `forget`'s erasure,
+        the one deletion outside `purge`'s rules. Journaled with ids only (no content)
+        before anything goes; erasing an absent id does nothing. Returns the ids erased."""
+        ...
+
     # -- the store's caches ------------------------------------------------------------
 
     def reload(self) -> None:
@@ -422,6 +430,11 @@ class WorkingMemoryStore(Protocol):
         """Block until vectors queued by this process's saves are written."""
         ...
 
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """`forget`: delete every entry (expired ones not yet swept too) whose key or
+        value `mentions` the forgotten text, with its vector; the keys removed."""
+        ...
+
 
 @runtime_checkable
 class ConversationStore(Protocol):
@@ -446,4 +459,10 @@ class ConversationStore(Protocol):
 
     def clear(self, session_id: str) -> None:
         """End the session: its turns and its archive are discarded."""
+        ...
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
+        """`forget`: remove every turn that `mentions` the forgotten text from the
+        sessions (expired ones too), their archives and the conversation log; how many
+        went per place."""
         ...

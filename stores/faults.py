@@ -35,6 +35,9 @@ COMMITTED = "committed"  # committed, the caller not yet told
 # here must leave nothing of it (the transaction rolls back).
 ROWS_HALF_WRITTEN = "rows-half-written"
 MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
+ERASE_JOURNALED = "erase-journaled"  # an erasure's records durable, no file removed yet
+FORGET_BEGUN = "forget-begun"  # a forget request journaled (ids only), nothing erased yet
+FORGET_TIERS_SCRUBBED = "forget-tiers-scrubbed"  # other tiers scrubbed, entries not yet erased
 POINTS = frozenset(
     {
         JOURNAL_APPENDED,
@@ -45,6 +48,9 @@ POINTS = frozenset(
         COMMITTED,
         ROWS_HALF_WRITTEN,
         MIGRATE_AGENT_COPIED,
+        ERASE_JOURNALED,
+        FORGET_BEGUN,
+        FORGET_TIERS_SCRUBBED,
     }
 )
 

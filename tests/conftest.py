@@ -5,7 +5,7 @@ import os
 # Imported up front: hypothesis's pytest plugin importing it at session end (with the
 # Temporal runtime's threads alive) trips a CPython 3.11 "AST constructor recursion depth
 # mismatch" SystemError.
-import hypothesis  # noqa: F401
+import hypothesis
 import pytest
 
 # The suite installs the local-embeddings extra, which `auto` would pick up in every
@@ -15,6 +15,11 @@ os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.clock import FakeClock
+
+# No per-example deadline: on a loaded 2-core CI machine an example's wall time says
+# nothing about the code, and a deadline there only makes a property test flaky.
+hypothesis.settings.register_profile("dreamkeeper", deadline=None)
+hypothesis.settings.load_profile("dreamkeeper")
 
 
 @pytest.fixture

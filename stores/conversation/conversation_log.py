@@ -10,6 +10,7 @@ logs are kept — the last `KEEP_ROTATED` of them — rather than destroyed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -105,6 +106,40 @@ class ConversationLog:
         except OSError:  # NotRegularFile, SymlinkRefused
             return []
         return parse_turns(data)
+
+    def scrub(self, mentions: Callable[[str], bool]) -> dict[str, int]:
+        """Rewrite the live log and every rotated one without the turns that `mentions`
+        the forgotten text (`stores.forget`); per document name, how many went. A turn
+        is appended outside any lock: the rewrite reads again until the log did not
+        change between its read and its check, so no turn appended meanwhile is lost."""
+        removed: dict[str, int] = {}
+        for name in [LOG, *[n for n in self.documents.names(PROCESSED) if n.endswith(".jsonl")]]:
+            for _ in range(8):
+                try:
+                    data = self.documents.read(name, max_bytes=MAX_READ_BYTES) or b""
+                except OSError:  # not a log: nothing of ours is in it
+                    break
+                lines = data.splitlines(keepends=True)
+                kept = [line for line in lines if not _mentioned(line, mentions)]
+                if len(kept) == len(lines):
+                    break
+                try:
+                    again = self.documents.read(name, max_bytes=MAX_READ_BYTES) or b""
+                except OSError:
+                    break
+                if again != data:
+                    continue  # appended to meanwhile: read again
+                self.documents.write(name, b"".join(kept))
+                removed[name] = len(lines) - len(kept)
+                break
+        return removed
+
+
+def _mentioned(line: bytes, mentions: Callable[[str], bool]) -> bool:
+    if mentions(line.decode("utf-8", "replace")):
+        return True
+    turns = parse_turns(line)
+    return bool(turns) and mentions(turns[0].content)
 
 
 def parse_turns(data: bytes) -> list[LoggedTurn]:

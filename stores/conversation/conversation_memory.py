@@ -368,6 +368,37 @@ class FileConversationStore(ConversationBase):
             lines = len(kept)
         return lines
 
+    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
+        """Remove every turn that `mentions` the forgotten text (`stores.forget`) from
+        the session files, their archives and the conversation log (live and rotated),
+        expired sessions included; returns, per file (relative to the agent's
+        directory), how many turns went. Turn numbers are kept: the rest of a
+        conversation reads as it did, with the gap."""
+        removed: dict[str, int] = {}
+        with self._lock.hold():
+            for session_id in _stored_ids(self.root / "sessions"):
+                state = self._session(session_id)
+                if state is None:
+                    continue
+                kept = [t for t in state.turns if not mentions(t.content)]
+                if len(kept) < len(state.turns):
+                    path = self._session_path(session_id)
+                    new_state = state.model_copy(update={"turns": kept})
+                    atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
+                    self._sessions.pop(session_id, None)
+                    removed[self._relative(path)] = len(state.turns) - len(kept)
+            for path in sorted((self.root / "archive").rglob("*.jsonl")):
+                gone = _rewrite_lines(path, self.agent_root, _turn_text, mentions)
+                if gone:
+                    removed[self._relative(path)] = gone
+            self._archives.clear()
+            for name, gone in self.log.scrub(mentions).items():
+                removed[name] = gone  # relative to the agent's directory, as the others
+        return removed
+
+    def _relative(self, path: Path) -> str:
+        return str(path.relative_to(self.agent_root))
+
     def clear(self, session_id: str) -> None:
         validate_session_id(session_id)
         with self._lock.hold():
@@ -406,3 +437,39 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _turn_text(line: bytes) -> str:
+    try:
+        return Turn.model_validate_json(line).content
+    except ValidationError:
+        return ""
+
+
+def _rewrite_lines(
+    path: Path,
+    within: Path,
+    text_of: Callable[[bytes], str],
+    mentions: Callable[[str], bool],
+) -> int:
+    """Rewrite a JSON Lines file without the lines whose text (parsed, or the raw line
+    when it does not parse) `mentions` the forgotten text; how many went."""
+    for _ in range(8):
+        try:
+            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
+        except OSError:
+            return 0
+        lines = data.splitlines(keepends=True)
+        kept = [
+            line
+            for line in lines
+            if not mentions(text_of(line)) and not mentions(line.decode("utf-8", "replace"))
+        ]
+        if len(kept) == len(lines):
+            return 0
+        sig = _signature(path)
+        if sig is not None and sig[1] != len(data):
+            continue  # appended to meanwhile: read again
+        atomic_write_text(path, b"".join(kept).decode("utf-8", "replace"), within=within)
+        return len(lines) - len(kept)
+    return 0

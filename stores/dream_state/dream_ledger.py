@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -153,3 +153,41 @@ def ledgers_before(documents: AgentDocuments, cutoff: datetime) -> int:
         and (written := documents.written(name)) is not None
         and written < cutoff
     )
+
+
+def scrub_ledgers(
+    documents: AgentDocuments, ids: set[str], mentions: Callable[[str], bool]
+) -> dict[str, int]:
+    """Drop, from every cycle's ledger, the lines about erased entries (`ids`) and any
+    line that `mentions` the forgotten text (a before-state quoting it), for
+    `stores.forget`. Undo of those cycles then leaves the erased entries alone: there
+    is nothing left to put back. Returns, per ledger (its document name), how many
+    lines went."""
+    removed: dict[str, int] = {}
+    for name in documents.names(f"{DIR}/"):
+        if not name.endswith(".jsonl"):
+            continue
+        data = documents.read(name) or b""
+        lines = data.splitlines(keepends=True)
+        kept = [line for line in lines if not _about(line, ids, mentions)]
+        if len(kept) < len(lines):
+            documents.write(name, b"".join(kept))
+            removed[name] = len(lines) - len(kept)
+    return removed
+
+
+def _about(line: bytes, ids: set[str], mentions: Callable[[str], bool]) -> bool:
+    text = line.decode("utf-8", "replace")
+    if mentions(text):
+        return True
+    try:
+        obj = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=6)
+    except ValueError:
+        return False
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("id") in ids:
+        return True
+    before = obj.get("before")
+    content = before.get("content") if isinstance(before, dict) else None
+    return isinstance(content, str) and mentions(content)

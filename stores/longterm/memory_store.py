@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,7 +50,7 @@ import numpy as np
 
 from dreamkeeper.core.errors import Conflict, InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.files import AgentFiles
@@ -85,6 +85,8 @@ from dreamkeeper.stores.vectors.vectors import (
 )
 
 log = logging.getLogger(__name__)
+
+ERASED = "forgotten"  # the reason `erase` journals its purges with
 
 __all__ = [
     "BULK_CHUNK",
@@ -143,6 +145,7 @@ class FileMemoryStore(StoreOperations):
         self._offset = 0
         self._loaded = False
         self._hold_appended = False
+        self._erased_seen = False  # a record of `erase` applied since the index was built
         self._snapshots = snapshots  # open from, and write, the index snapshot (a cache)
         self.opened_from_snapshot = False
         self.embeddings = embeddings
@@ -176,6 +179,7 @@ class FileMemoryStore(StoreOperations):
         self._full_load(use_snapshot=False)
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._erased_seen = False  # a fresh index; records replayed below may set it
         self._adopt_state(
             snapshot.SnapshotState(
                 entries={},
@@ -245,6 +249,10 @@ class FileMemoryStore(StoreOperations):
             # the offset.
             if self._pending or not self._loaded:
                 return False
+            if self._erased_seen:
+                # Erased entries' terms are still in this index's vocabulary: a
+                # snapshot of it would carry them (a forgotten name) to disk again.
+                self._rebuild_index(snapshot_after=False)
             snapshot.write(self.files, self.agent_id, self._state(), self.journal)
             current = self._vectors.current if self._vectors is not None else None
             if current is not None and self._vectors is not None:
@@ -332,6 +340,8 @@ class FileMemoryStore(StoreOperations):
             self._adopt_disk(record.id, parts)
             return
         if record.action is JournalAction.PURGED:
+            if record.reason == ERASED:
+                self._erased_seen = True  # another process's erase: see save_snapshot
             known = self._parts.get(record.id, parts)
             if any(os.path.lexists(self.files.path(*p)) for p in {parts, known}):
                 # Its file is still there: a purge in flight, or a record that does not
@@ -631,3 +641,62 @@ class FileMemoryStore(StoreOperations):
             self._pending.pop(entry.id, None)
             if on_progress is not None:
                 on_progress(done, len(doomed))
+
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
+        """Hard-delete entries now, live or archived, with their vectors: the one deletion
+        outside purge's retention, for a person's request to be forgotten
+        (`stores.forget`). Journaled first as purges (ids and `reason`, never content);
+        a crash before the files go leaves them standing, and the forget request's own
+        journal makes the next writer erase them again. Then the index snapshot and the
+        vector packs, which quote every entry, are deleted (caches: the next open rebuilds
+        them) and this instance rebuilds its index, so no term of the erased text stays
+        in its vocabulary. Returns the ids erased now."""
+        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
+        with self.writing():
+            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+            records = []
+            for entry in doomed:
+                parts = self._parts[entry.id]
+                records.append(
+                    self._record(
+                        JournalAction.PURGED,
+                        entry.id,
+                        parts,
+                        None,
+                        reason=reason,
+                        rev=entry.revision + 1,
+                    )
+                )
+                self._pending[entry.id] = (entry.revision + 1, parts)
+            self._append(records)
+            faults.crash_point(faults.ERASE_JOURNALED)
+            for entry in doomed:
+                self.files.unlink(self._parts[entry.id])
+                self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
+                self._forget(entry.id)
+                self._pending.pop(entry.id, None)
+            self.files.unlink(snapshot.SNAPSHOT)
+            try:
+                names = os.listdir(self.embeddings_dir)
+            except OSError:
+                names = []
+            for name in names:
+                if name.startswith("pack-") and name.endswith(".vectors"):
+                    self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
+            if doomed:
+                self._rebuild_index()
+        return [e.id for e in doomed]
+
+    def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
+        """The index keeps every term it has seen, postings or not: rebuilt from the
+        entries held now, it no longer has the erased text's terms, so no snapshot
+        written later can carry them. No file is read again."""
+        held = [(entry, self._parts[entry.id]) for entry in list(self._entries.values())]
+        self._entries, self._parts, self._ops = {}, {}, None
+        self._index = BM25Index()
+        self._category_ids = {}
+        for entry, parts in held:
+            self._install(entry, parts)
+        self._erased_seen = False
+        if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            self.save_snapshot()

@@ -192,3 +192,33 @@ class PostgresConversationStore(ConversationBase):
                     f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s",  # noqa: S608
                     (self.agent_id, session_id),
                 )
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
+        """Delete every turn row, expired sessions included, that `mentions` the
+        forgotten text (`stores.forget`), in one transaction, then scrub the
+        conversation log (live and rotated); per place, how many turns went. Turn
+        numbers are kept: the rest of a conversation reads as it did, with the gap."""
+        removed: dict[str, int] = {}
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT session_id, n, turn FROM dreamkeeper_conversation_turns "
+                "WHERE agent_id = %s ORDER BY session_id, n FOR UPDATE",
+                (self.agent_id,),
+            ).fetchall()
+            doomed: dict[str, list[int]] = {}
+            for session_id, n, text in rows:
+                try:
+                    content = Turn.model_validate_json(text).content
+                except (ValidationError, ValueError):
+                    content = str(text)
+                if mentions(content) or mentions(str(text)):
+                    doomed.setdefault(str(session_id), []).append(int(n))
+            for session_id, numbers in doomed.items():
+                conn.execute(
+                    "DELETE FROM dreamkeeper_conversation_turns "
+                    "WHERE agent_id = %s AND session_id = %s AND n = ANY(%s)",
+                    (self.agent_id, session_id, numbers),
+                )
+                removed[f"conversation/{session_id}"] = len(numbers)
+        removed.update(self.log.scrub(mentions))
+        return removed

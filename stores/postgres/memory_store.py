@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -56,7 +56,7 @@ from pydantic import ValidationError
 
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.longterm import snapshot
@@ -75,6 +75,7 @@ from dreamkeeper.stores.vectors.vectors import (
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
+ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top first, then the ids changed
 # after the reader's offset up to it, with their documents as they are now (a purged id
@@ -140,6 +141,9 @@ class PostgresMemoryStore(StoreOperations):
         self._offset = 0
         self._loaded = False
         self.opened_from_snapshot = False
+        # An entry removed since the index was built: the index keeps every term it has
+        # seen, so a snapshot written from it would carry an erased text's terms.
+        self._removed_since_build = False
         self._lock_key = lock_key(self.agent_id)
         self._thread_lock = threading.RLock()
         self._depth = 0
@@ -275,6 +279,7 @@ class PostgresMemoryStore(StoreOperations):
         self._full_load(use_snapshot=False)
 
     def _reset(self) -> None:
+        self._removed_since_build = False
         self._entries = {}
         self._ops = None
         self._index = BM25Index()
@@ -362,6 +367,7 @@ class PostgresMemoryStore(StoreOperations):
         for _, entry_id, doc in sorted(changes):
             if doc is None:
                 self._forget(entry_id)
+                self._removed_since_build = True
             else:
                 self._install_doc(entry_id, doc)
                 if self._vectors is not None:
@@ -414,6 +420,8 @@ class PostgresMemoryStore(StoreOperations):
         """Write the index snapshot of the state as it is now (caught up with the feed)
         into the agent's cache row; False when it could not be (logged: only a cache)."""
         self._ensure_loaded()
+        if self._removed_since_build:
+            self._rebuild_index()
         state = snapshot.SnapshotState(
             entries=self._entries,
             parts={},
@@ -657,6 +665,63 @@ class PostgresMemoryStore(StoreOperations):
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(doomed))
+
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
+        """Hard-delete entries now, live or archived, with their vectors, for a person's
+        request to be forgotten (`stores.forget`): one transaction deletes the rows and
+        the agent's index snapshot (it quotes every entry) and writes content-free feed
+        rows (ids and `reason`). This instance then rebuilds its index, so no term of the
+        erased text stays in its vocabulary. Returns the ids erased now."""
+        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
+        with self.writing():
+            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+
+            def body(conn: psycopg.Connection) -> int:
+                first = self._allocate(conn, max(len(doomed), 1))
+                conn.execute(
+                    "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)",
+                    (self.agent_id, [e.id for e in doomed]),
+                )
+                conn.execute(
+                    "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                    (self.agent_id, [e.id for e in doomed]),
+                )
+                conn.execute("DELETE FROM dk_memory_cache WHERE agent_id = %s", (self.agent_id,))
+                for number, entry in enumerate(doomed):
+                    conn.execute(
+                        f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        self._feed_row(
+                            first + number,
+                            JournalAction.PURGED,
+                            entry.id,
+                            None,
+                            reason=reason,
+                            rev=entry.revision + 1,
+                            op=None,
+                        ),
+                    )
+                faults.crash_point(faults.ERASE_JOURNALED)
+                return first + len(doomed) - 1
+
+            if not doomed:
+                return []
+            top = self._transaction(body)
+            self._offset = max(self._offset, top)
+            for entry in doomed:
+                self._forget(entry.id)
+            self._rebuild_index()
+        return [e.id for e in doomed]
+
+    def _rebuild_index(self) -> None:
+        """The index built again from the entries held now (no row read again)."""
+        held = list(self._entries.values())
+        self._entries, self._ops = {}, None
+        self._index = BM25Index()
+        self._category_ids = {}
+        for entry in held:
+            self._install(entry)
+        self._removed_since_build = False
 
     def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
         """Store the vector made from `fingerprint`'s content; False (nothing written) when

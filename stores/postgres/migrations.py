@@ -149,6 +149,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(
+        4,
+        "forget journal",
+        """
+        -- Forget requests (stores.forget): ids and scopes only, never content; a request
+        -- with no `done` row was interrupted and is finished by the next forget.
+        CREATE TABLE dreamkeeper_forget_journal (
+            seq bigserial PRIMARY KEY,
+            request text NOT NULL,
+            record text NOT NULL
+        );
+        """,
+    ),
+    Migration(
         5,
         "access tokens",
         """

@@ -13,6 +13,7 @@ hourly sweep. Vectors (with an embedding model) are rows of
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import threading
@@ -228,3 +229,39 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
                 )
             self._last_sweep = now
         return removed
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """Delete every row, live or expired but not yet swept, whose key or value
+        `mentions` the forgotten text (`stores.forget`), with its vector, in one
+        transaction; returns the keys removed."""
+        with self._writing() as conn:
+            assert isinstance(conn, psycopg.Connection)
+            rows = conn.execute(
+                "SELECT key, entry FROM dreamkeeper_working WHERE agent_id = %s",
+                (self.agent_id,),
+            ).fetchall()
+            hits: builtins.list[str] = []
+            for key, text in rows:
+                try:
+                    value = WorkingEntry.model_validate_json(text).value
+                except (ValidationError, ValueError):
+                    value = str(text)  # unreadable: matched on its raw text
+                if mentions(str(key)) or mentions(value) or mentions(str(text)):
+                    hits.append(str(key))
+            if not hits:
+                return []
+            conn.execute(
+                "DELETE FROM dreamkeeper_working WHERE agent_id = %s AND key = ANY(%s)",
+                (self.agent_id, hits),
+            )
+            # Made by a process that had an embedding model, whether this one has or not.
+            conn.execute(
+                "DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s AND key = ANY(%s)",
+                (self.agent_id, hits),
+            )
+            gone = set(hits)
+            for segment, seg in list(self._segments.items()):
+                kept = {k: e for k, e in seg.entries.items() if k not in gone}
+                if len(kept) < len(seg.entries):
+                    self._install(segment, kept, self._version)
+        return hits

@@ -47,11 +47,20 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_bytes, path_lock, real_directory
+from dreamkeeper.stores.files import (
+    atomic_write_bytes,
+    path_lock,
+    real_directory,
+    unlink_within,
+)
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.fusion import fuse
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.working_vectors import WorkingVectors, WorkingVectorsBase
+from dreamkeeper.stores.vectors.working_vectors import (
+    WorkingVectors,
+    WorkingVectorsBase,
+    vector_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -566,6 +575,37 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
             log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
         self._install(segment, entries, signature)
 
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """Delete every entry, live or expired but not yet swept, whose key or value
+        `mentions` the forgotten text (`stores.forget`), with its vector; returns the
+        keys removed. Expired entries still lie in the files until a sweep, so the files
+        are read raw, not through the live view."""
+        removed: builtins.list[str] = []
+        with self._lock.hold():
+            self._refresh()
+            now = self.now()
+            for segment in builtins.list(self._segments):
+                raw = _raw_items(self._path(segment))
+                hits = [k for k, v in raw if mentions(v) or mentions(k)]
+                if not hits:
+                    continue
+                kept = {
+                    k: e
+                    for k, e in self._segments[segment].entries.items()
+                    if k not in hits and not e.expired(now)
+                }
+                self._write(segment, kept)
+                removed.extend(hits)
+            if self._vectors is not None and removed:
+                self._vectors.prune(
+                    e.key for seg in self._segments.values() for e in seg.entries.values()
+                )
+            for key in removed:  # made by a process that had an embedding model
+                unlink_within(
+                    self.root / ".embeddings" / f"{vector_name(key)}.bin", self.agent_root
+                )
+        return removed
+
     def sweep(self) -> int:
         """Drop expired entries from the files; returns how many went."""
         removed = 0
@@ -600,6 +640,19 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
         atomic_write_bytes(path, data, within=self.agent_root)
         st = path.stat()
         self._install(segment, entries, (st.st_mtime_ns, st.st_size, st.st_ino))
+
+
+def _raw_items(path: Path) -> builtins.list[tuple[str, str]]:
+    """(key, value) of every item in a segment file as it lies on disk, expired ones too."""
+    try:
+        raw = safe_json.load_file(path, max_bytes=MAX_SEGMENT_FILE_BYTES, max_depth=MAX_FILE_DEPTH)
+        return [
+            (str(item.get("key")), str(item.get("value")))
+            for item in raw.get("entries", [])
+            if isinstance(item, dict)
+        ]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
 
 
 def _read_keys(path: Path) -> set[str]:

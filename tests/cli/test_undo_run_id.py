@@ -36,7 +36,9 @@ def test_a_malformed_run_id_exits_2_before_connecting(tmp_path, capsys, run_id):
     assert not (tmp_path / "agents" / "a1" / "dreams").exists()
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.text(max_size=300).filter(lambda s: not RUN_ID.fullmatch(s) and "\x00" not in s))
 def test_any_id_outside_the_run_id_shape_exits_2(tmp_path, capsys, run_id):
     assert _undo(tmp_path, run_id) == 2

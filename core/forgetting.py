@@ -1,0 +1,99 @@
+"""What `forget` answers: the receipt of an erasure (docs/design.md, invariant 22).
+
+A receipt names places and counts, never the forgotten text: it is printed, returned
+over HTTP and may be kept by the person who asked, so it must not quote what it erased.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+Scope = Literal["entries", "match", "agent"]
+Derived = Literal["report", "forget", "rewrite"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class Removal(_Model):
+    """One place content was removed from, and how much."""
+
+    place: str  # a path relative to the data directory, or a named store part
+    what: str  # "entry file", "vector", "ledger lines", "turns", ...
+    count: int
+
+
+class Verification(_Model):
+    """The proof run after the erasure, with the forgotten text held in memory only."""
+
+    searches: int = 0  # searches run (one per forgotten text) over every tier
+    search_matches: int = 0  # hits that still contain a forgotten text: 0 when clean
+    files_scanned: int = 0  # every file under the agent's directory, read as raw bytes
+    files_containing: list[str] = Field(default_factory=list)  # paths: empty when clean
+
+    @property
+    def clean(self) -> bool:
+        return self.search_matches == 0 and not self.files_containing
+
+
+class ForgetReceipt(_Model):
+    request_id: str
+    agent_id: str
+    scope: Scope
+    dry_run: bool = False
+    entries: list[str] = Field(default_factory=list)  # entry ids erased
+    # Entries whose mergedFrom chain includes a forgotten entry: with derived="report"
+    # they are listed and kept, with "forget" they are erased too (and listed in both),
+    # with "rewrite" those that can be are rewritten without it (`rewritten`).
+    derived: list[str] = Field(default_factory=list)
+    # Archived entries a forgotten one was made from (an enrichment's or dedup's
+    # original, a merge's source) that carry the forgotten text too: erased with it.
+    copies: list[str] = Field(default_factory=list)
+    # Derived entries rewritten without the forgotten text: their sentences that carry
+    # it dropped, kept only if every other source's specifics survive (the merge's
+    # coverage check); the others stay as they were, reported in `derived`.
+    rewritten: list[str] = Field(default_factory=list)
+    # Sources of an erased derived entry that had been archived into it: brought back,
+    # because the erased entry was the only live carrier of their own content.
+    restored: list[str] = Field(default_factory=list)
+    removed: list[Removal] = Field(default_factory=list)
+    history_keys_destroyed: int = 0  # per-agent payload data keys destroyed
+    history_note: str = ""  # why Temporal histories were not shredded, when they were not
+    verification: Verification = Field(default_factory=Verification)
+    resumed: list[str] = Field(default_factory=list)  # earlier requests finished first
+
+    @property
+    def kept_derived(self) -> list[str]:
+        """Derived entries left as they were: they may carry the forgotten information
+        in other words, so the erasure is not complete while any is left."""
+        done = set(self.entries) | set(self.rewritten)
+        return [i for i in self.derived if i not in done]
+
+    @property
+    def verified(self) -> bool:
+        return self.verification.clean and not self.kept_derived
+
+
+class ForgetRequest(_Model):
+    """What to forget: entry ids, a phrase, or the whole agent (exactly one)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    ids: list[str] = Field(default_factory=list, max_length=10_000)
+    match: str | None = Field(default=None, max_length=1_000)
+    whole_agent: bool = False
+    derived: Derived = "report"
+    dry_run: bool = False
+
+    def checked(self) -> ForgetRequest:
+        """The request, or `InvalidInput` when it names not exactly one kind of target."""
+        from dreamkeeper.core.errors import InvalidInput
+
+        given = sum((bool(self.ids), self.match is not None, self.whole_agent))
+        if given != 1:
+            raise InvalidInput("forget takes entry ids, a match phrase, or the whole agent: one")
+        return self
