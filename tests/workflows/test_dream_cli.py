@@ -107,8 +107,10 @@ async def test_a_cli_error_with_verbose_is_raised_with_its_traceback(worker, tem
     ensure_identity(settings.data_dir)
     FileMemoryStore(settings.data_dir, "cli").create("a fact")
     env = _env(temporal_env, queue, settings.data_dir)
-    quiet = await _cli(env, "dream", "pending", "--run", "no-such-workflow")
-    loud = await _cli(env, "-v", "dream", "pending", "--run", "no-such-workflow")
+    # Approving a run that does not exist fails (nothing to approve); asking what it has
+    # pending answers "nothing pending".
+    quiet = await _cli(env, "dream", "approve", "--run", "no-such-workflow")
+    loud = await _cli(env, "-v", "dream", "approve", "--run", "no-such-workflow")
     assert quiet.returncode == loud.returncode == 1
     assert "Traceback" not in quiet.stderr and quiet.stderr.startswith("error: ")
     # Python's own report: the traceback, then the exception's qualified type and message.
