@@ -440,6 +440,19 @@ class BM25Index:
             out.append(tid)
         return out
 
+    def _posting(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
+        """A term's postings: the slots holding it (ascending) and its frequency in each.
+        Views of the index's own storage: drop them before the index next changes (an
+        exported buffer cannot grow)."""
+        return (
+            np.frombuffer(self._post_slots[tid], dtype=np.uint32),
+            np.frombuffer(self._post_tf[tid], dtype=np.float32),
+        )
+
+    def _doc_tokens(self, slot: int) -> array | None:
+        """The slot's token ids in document order (None: a removed document)."""
+        return self._tokens_of[slot]
+
     def set_archived(self, key: str, archived: bool) -> None:
         slot = self._slot_of[key]
         if bool(self._live[slot]) == (not archived):
@@ -526,8 +539,8 @@ class BM25Index:
             a, b = self._token_id.get(first), self._token_id.get(second)
             if a is None or b is None:
                 continue
-            slots_a = np.frombuffer(self._post_slots[a], dtype=np.uint32)
-            slots_b = np.frombuffer(self._post_slots[b], dtype=np.uint32)
+            slots_a = self._posting(a)[0]
+            slots_b = self._posting(b)[0]
             in_a = np.zeros(size, dtype=np.bool_)
             in_a[slots_a] = True
             both = slots_b[in_a[slots_b]]
@@ -536,7 +549,7 @@ class BM25Index:
                 both = both[allowed[both]]
             pattern = array("I", (a, b)).tobytes()
             for slot in both.tolist():
-                tokens = self._tokens_of[slot]
+                tokens = self._doc_tokens(slot)
                 if tokens is not None and slot not in found and _adjacent_ids(tokens, pattern):
                     found.add(slot)
         return np.fromiter(found, dtype=np.int64, count=len(found))
@@ -586,10 +599,10 @@ class BM25Index:
             if tid is None or df[tid] <= 0:
                 continue
             idf = lucene_idf(n, df[tid])
-            slots = np.frombuffer(self._post_slots[tid], dtype=np.uint32)
-            tf = np.frombuffer(self._post_tf[tid], dtype=np.float32).astype(np.float64)
+            slots, tf32 = self._posting(tid)
+            tf = tf32.astype(np.float64)
             denom = tf + K1 * (1 - B + B * doc_len[slots] / avgdl)
             scores[slots] += idf * (tf * (K1 + 1) / denom)
-            del slots, tf  # release the buffer exports so the arrays can grow again
+            del slots, tf32  # release the buffer exports so the arrays can grow again
         scores[~in_scope] = 0.0
         return scores
