@@ -219,8 +219,8 @@ def search(
     if not tokens and vectors is None:
         return []
     index = store.index()
-    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
     if vectors is not None and query_vector is not None:
+        threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
         base = index.scores(tokens, include_archived=include_archived)
         semantic = _semantic(index, vectors, query_vector, include_archived)
         slots = _candidates(store, index, filters, base, semantic, threshold)
