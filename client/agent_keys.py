@@ -210,17 +210,7 @@ class FileAgentKeyStore:
         return 1
 
     def destroyed(self) -> set[str]:
-        try:
-            data = (self.root / DESTROYED).read_bytes()
-        except OSError:
-            return set()
-        ids = set()
-        for line in data.splitlines():
-            try:
-                ids.add(str(json.loads(line)["keyId"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return ids
+        return read_destroyed(self.root)
 
     # -- the files -----------------------------------------------------------------------
 
@@ -271,6 +261,21 @@ class FileAgentKeyStore:
             pass
         finally:
             temp.unlink()
+
+
+def read_destroyed(root: Path) -> set[str]:
+    """The destroyed key ids listed in `root` (an `agent-keys` directory)."""
+    try:
+        data = (root / DESTROYED).read_bytes()
+    except OSError:
+        return set()
+    ids = set()
+    for line in data.splitlines():
+        try:
+            ids.add(str(json.loads(line)["keyId"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ids
 
 
 def read_key_file(path: Path) -> WrappedKey:

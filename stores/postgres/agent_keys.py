@@ -101,48 +101,71 @@ class PostgresAgentKeyStore:
             str(row[0]) for row in self.db.fetch("SELECT key_id FROM dreamkeeper_destroyed_keys")
         }
 
-    def carry(self, agent_id: str, stored: WrappedKey) -> bool:
-        """Store a key another store made (a file key, by `dreamkeeper migrate`), still
-        wrapped: current unless the agent has a current key here already (then it only
-        opens the older payloads it sealed). False when it was there already or was
-        destroyed here. Idempotent: a re-run after a crash adds nothing twice."""
-        validate_agent_id(agent_id)
-        with self.db.transaction() as conn:
-            gone = conn.execute(
-                "SELECT 1 FROM dreamkeeper_destroyed_keys WHERE key_id = %s", (stored.key_id,)
-            ).fetchone()
-            if gone is not None:
-                return False
-            values = (agent_id, stored.key_id, stored.wrapped_by, stored.nonce, stored.wrapped)
-            try:
-                with conn.transaction():
-                    done = conn.execute(
-                        "INSERT INTO dreamkeeper_agent_keys (agent_id, key_id, wrapped_by, nonce, "
-                        "wrapped, current) VALUES (%s, %s, %s, %s, %s, NOT EXISTS (SELECT 1 FROM "
-                        "dreamkeeper_agent_keys WHERE agent_id = %s AND current)) "
-                        "ON CONFLICT (agent_id, key_id) DO NOTHING",
-                        (*values, agent_id),
-                    )
-            except psycopg.errors.UniqueViolation:
-                # A first use made a current key between the check and the insert.
-                done = conn.execute(
-                    "INSERT INTO dreamkeeper_agent_keys (agent_id, key_id, wrapped_by, nonce, "
-                    "wrapped, current) VALUES (%s, %s, %s, %s, %s, false) "
-                    "ON CONFLICT (agent_id, key_id) DO NOTHING",
-                    values,
-                )
-            return done.rowcount == 1
-
-    def count(self) -> int:
-        rows = self.db.fetch("SELECT count(*) FROM dreamkeeper_agent_keys")
-        return int(rows[0][0])
-
     def _current(self, agent_id: str) -> WrappedKey | None:
         rows = self.db.fetch(
             f"SELECT {_COLUMNS} FROM dreamkeeper_agent_keys WHERE agent_id = %s AND current",
             (agent_id,),
         )
         return _wrapped(rows[0]) if rows else None
+
+
+def carry_key(db: Database, agent_id: str, stored: WrappedKey) -> bool:
+    """Store a key another store made (a file key, by `dreamkeeper migrate`), still
+    wrapped: no payload key is needed to move it. It becomes the agent's current key
+    unless the agent has one here already (then it only opens the older payloads it
+    sealed). False when it was there already, or was destroyed here (a forget on the
+    database must not be undone by a later copy). A re-run after a crash adds nothing
+    twice."""
+    validate_agent_id(agent_id)
+    values = (agent_id, stored.key_id, stored.wrapped_by, stored.nonce, stored.wrapped)
+    with db.transaction() as conn:
+        gone = conn.execute(
+            "SELECT 1 FROM dreamkeeper_destroyed_keys WHERE key_id = %s", (stored.key_id,)
+        ).fetchone()
+        if gone is not None:
+            return False
+        try:
+            with conn.transaction():
+                done = conn.execute(
+                    "INSERT INTO dreamkeeper_agent_keys (agent_id, key_id, wrapped_by, nonce, "
+                    "wrapped, current) VALUES (%s, %s, %s, %s, %s, NOT EXISTS (SELECT 1 FROM "
+                    "dreamkeeper_agent_keys WHERE agent_id = %s AND current)) "
+                    "ON CONFLICT (agent_id, key_id) DO NOTHING",
+                    (*values, agent_id),
+                )
+        except psycopg.errors.UniqueViolation:
+            # A first use made a current key between the check and the insert.
+            done = conn.execute(
+                "INSERT INTO dreamkeeper_agent_keys (agent_id, key_id, wrapped_by, nonce, "
+                "wrapped, current) VALUES (%s, %s, %s, %s, %s, false) "
+                "ON CONFLICT (agent_id, key_id) DO NOTHING",
+                values,
+            )
+        return done.rowcount == 1
+
+
+def carry_destroyed(db: Database, key_ids: set[str]) -> int:
+    """Put destroyed key ids on the database's list (so their payloads read "erased");
+    how many were new there."""
+    added = 0
+    with db.transaction() as conn:
+        for key_id in sorted(key_ids):
+            done = conn.execute(
+                "INSERT INTO dreamkeeper_destroyed_keys (key_id) VALUES (%s) "
+                "ON CONFLICT DO NOTHING",
+                (key_id,),
+            )
+            added += done.rowcount
+    return added
+
+
+def held_keys(db: Database) -> tuple[set[tuple[str, str]], set[str]]:
+    """(agent id, key id) of every key the database holds, and the destroyed key ids."""
+    keys = {
+        (str(a), str(k)) for a, k in db.fetch("SELECT agent_id, key_id FROM dreamkeeper_agent_keys")
+    }
+    gone = {str(row[0]) for row in db.fetch("SELECT key_id FROM dreamkeeper_destroyed_keys")}
+    return keys, gone
 
 
 def _wrapped(row: tuple[Any, ...]) -> WrappedKey:
