@@ -19,12 +19,15 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payloads
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import WorkflowSerializationContext
 
 from dreamkeeper.client.agent_keys import (
     AgentKeyErased,
+    AgentKeyError,
     AgentKeyStore,
     FileAgentKeyStore,
     Wrapping,
@@ -40,6 +43,7 @@ from dreamkeeper.client.codec import (
     data_converter,
     derived_key_id,
 )
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.payloads import SaveInput
 from dreamkeeper.service.codec_server import make_server
 
@@ -376,3 +380,25 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     with pytest.raises(PayloadErased):
         await worker.decode([sealed], [SaveInput])
     assert not (cli_dir / "agent-keys").exists()
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(agent=st.text(max_size=80), key_id=st.text(max_size=40))
+def test_any_agent_or_key_id_is_refused_or_served_never_stored_astray(place, agent, key_id):
+    """Ids come from payload metadata a codec server is handed: anything that is not an
+    agent id is refused before it reaches a path or a query, and an unknown key id is
+    "not known here" (or "erased"), never another agent's key."""
+    if not hasattr(place, "fuzzed"):
+        place.fuzzed = place.store(_wrapping(_key()))  # one store and payload key per run
+    store = place.fuzzed
+    try:
+        key = store.current(agent)
+    except InvalidInput:
+        with pytest.raises(InvalidInput):
+            store.find(agent, key_id)
+        assert agent not in place.agents_with_keys()
+        return
+    assert store.find(agent, key.key_id) == key
+    if key_id != key.key_id:
+        with pytest.raises(AgentKeyError):
+            store.find(agent, key_id)
