@@ -28,6 +28,7 @@ from dreamkeeper.client.agent_keys import (
     Wrapping,
     erased,
 )
+from dreamkeeper.core.payload_keys import KEY_ID_PATTERN
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.postgres.database import Database
 
@@ -63,6 +64,9 @@ class PostgresAgentKeyStore:
 
     def find(self, agent_id: str, key_id: str) -> DataKey:
         validate_agent_id(agent_id)
+        if not KEY_ID_PATTERN.fullmatch(key_id):
+            # From a payload's metadata, so anything: a NUL the text column refuses too.
+            raise AgentKeyError(f"{key_id!r} is not a data key id")
         rows = self.db.fetch(
             f"SELECT {_COLUMNS} FROM dreamkeeper_agent_keys WHERE agent_id = %s AND key_id = %s",
             (agent_id, key_id),

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payloads
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -382,8 +382,12 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     assert not (cli_dir / "agent-keys").exists()
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(agent=st.text(max_size=80), key_id=st.text(max_size=40))
+@example(agent="a1", key_id="\x00")  # a NUL: no text column takes it
+@example(agent="a1", key_id="0' OR '1'='1")
 def test_any_agent_or_key_id_is_refused_or_served_never_stored_astray(place, agent, key_id):
     """Ids come from payload metadata a codec server is handed: anything that is not an
     agent id is refused before it reaches a path or a query, and an unknown key id is
