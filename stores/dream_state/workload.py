@@ -8,11 +8,11 @@ the next cycle: no pass loses a memory by being skipped).
 
 An agent found idle gets an *idle mark* (`IdleMarks`; for a file store `idle.json` in
 its directory, for a database store a row, `stores.postgres.idle_marks`: sizes and
-times, never content): the earliest time a pass gets work without any write (a decay step, an
-archive or a ledger passing the retention, a settled cluster's backoff, a save in flight
-running out), and the state it was decided on (the journal, which every write to the
-store appends to; the clusters file; the ledger folder; the settings). While all of
-that is unchanged and the mark's time has not come, the agent is idle without opening
+times, never content): the earliest time a pass gets work without any write (a decay
+step, an archive or a ledger passing the retention, a settled cluster's backoff, a save
+in flight running out), and the state it was decided on (on files: the journal, which
+every write to the store appends to; the clusters file; the ledger folder; and on both
+the settings). While all of that is unchanged and the mark's time has not come, the agent is idle without opening
 its store. The conversation log is looked at every time (one stat, or one row probe).
 The state is always taken before the store is read, so a write in between makes the
 mark not hold.
