@@ -1,7 +1,9 @@
 """The idle check: which passes of a dream cycle have anything to do, per agent.
 
 One activity for a whole batch of agents, so a sweep over mostly idle agents costs a
-few activities instead of a cycle of child workflows per agent.
+few activities instead of a cycle of child workflows per agent; the batch's idle marks
+are read at once (one statement on a database), and only an agent whose mark does not
+hold has its store opened and counted.
 """
 
 from __future__ import annotations
@@ -13,16 +15,25 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput, WorkResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
-from dreamkeeper.stores.backends import FileBackend
+from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
 from dreamkeeper.stores.dream_state.workload import (
+    FileIdleMarks,
+    IdleMarks,
     dream_work,
-    idle_by_mark,
-    mark_idle,
     next_work_at,
     settings_key,
-    state_key,
 )
-from dreamkeeper.stores.files import AgentFiles
+
+
+def idle_marks(backend: StoreBackend) -> IdleMarks | None:
+    """Where the backend keeps idle marks (None: it keeps none, every agent is counted)."""
+    if isinstance(backend, FileBackend):
+        return FileIdleMarks(backend.data_dir)
+    if isinstance(backend, PostgresBackend):
+        from dreamkeeper.stores.postgres.idle_marks import PostgresIdleMarks
+
+        return PostgresIdleMarks(backend.db)
+    return None
 
 
 class IdleCheckActivities:
@@ -53,25 +64,21 @@ class IdleCheckActivities:
             llm_configured=llm,
             model_key=embedder.model_key if embedder else None,
         )
-        backend = self._stores.backend
-        for done, agent in enumerate(inp.agent_ids, start=1):
-            # The idle mark stands on a file store's own state (its journal's size and
-            # time); a database store is counted every time, from its cached index.
-            files = (
-                AgentFiles(backend.data_dir, agent) if isinstance(backend, FileBackend) else None
-            )
-            # A cycle for a named store checks it is that store: it opens the store.
-            marked = (
-                idle_by_mark(files, inp.as_of, settings)
-                if files is not None and not inp.store_id
-                else None
-            )
+        # A cycle for a named store checks it is that store: it opens the store.
+        marks = None if inp.store_id else idle_marks(self._stores.backend)
+        checked = (
+            marks.check(inp.agent_ids, inp.as_of, settings)
+            if marks is not None
+            else [(None, None)] * len(inp.agent_ids)
+        )
+        for done, (agent, (state, marked)) in enumerate(
+            zip(inp.agent_ids, checked, strict=True), start=1
+        ):
             if marked is not None:
                 result.agents.append(marked)
                 activity.heartbeat(done, len(inp.agent_ids))
                 continue
-            # Taken before the store is read.
-            state = state_key(files.root, settings) if files is not None else None
+            # `state` was taken before the store is read: a write since makes it stale.
             with self._stores.using(agent, store_id=inp.store_id) as store:
                 work = dream_work(
                     store,
@@ -81,7 +88,7 @@ class IdleCheckActivities:
                     floor=self._floor,
                     llm_configured=llm,
                 )
-                if work.idle and state is not None:
+                if work.idle and state is not None and marks is not None:
                     until = next_work_at(
                         store,
                         retention=self._retention,
@@ -89,8 +96,7 @@ class IdleCheckActivities:
                         floor=self._floor,
                         llm_configured=llm,
                     )
-                    assert files is not None  # a state key exists only for a file store
-                    mark_idle(files.root, state, until, work)
+                    marks.mark(agent, state, until, work)
             result.agents.append(work)
             activity.heartbeat(done, len(inp.agent_ids))
         return result

@@ -2,7 +2,7 @@
 in-process worker against the dev server.
 
     .venv/bin/python bench/agents.py [--agents 1000] [--entries 200] [--parallelism 8]
-        [--active 0.1]
+        [--active 0.1] [--backend postgres]
 
 Prints, in one run:
   - the time to write the stores (once; kept under bench/.data/);
@@ -19,6 +19,10 @@ Prints, in one run:
   - the worker process's peak RSS, and how many stores its LRU kept open (with their
     approximate size) against DREAMKEEPER_MAX_OPEN_STORES / _MAX_STORE_MEMORY_MB.
 Targets: sweep <= 5 minutes, RSS <= 1.5 GB.
+
+`--backend postgres` runs the same on a database (a durable throwaway server started for
+the run, bench/postgres_backend.py; the stores are written again every run), the worker
+and its idle check reading every store from there.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import random
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from postgres_backend import database_url
 from search import _vocabulary, _zipf_weights
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -49,8 +55,9 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings, WorkerSettings
+from dreamkeeper.stores.backends import StoreBackend, open_backend
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.longterm.memory_store import NewEntry
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from dreamkeeper.workflows.sweep import DreamSweep
@@ -79,13 +86,13 @@ class CountActivities(Interceptor):
         return Counting(next)
 
 
-def give_work(root: Path, agent: str, now: datetime) -> None:
+def give_work(backend: StoreBackend, agent: str, now: datetime) -> None:
     """Something for every pass of a no-LLM cycle to do."""
-    store = FileMemoryStore(root, agent, snapshots=False)
+    store = backend.memory(agent)
     store.create("Twin note for the fold.", category="notes")
     store.create("Twin  note for the fold.", category="notes")
-    ConversationLog(store.root).append("bench", "user", "Please answer briefly.", now)
-    old = FileMemoryStore(root, agent, snapshots=False, clock=lambda: now - timedelta(days=200))
+    ConversationLog(store.documents).append("bench", "user", "Please answer briefly.", now)
+    old = backend.memory(agent, clock=lambda: now - timedelta(days=200))
     gone = old.create("An old note past retention.", importance=0.2)
     old.archive(gone.id, "deleted by agent tool")
     old.create("An old note whose decay is due.", importance=0.5)
@@ -115,16 +122,16 @@ async def sweep(env: WorkflowEnvironment, label: str, args, counter: CountActivi
     return {"took": took, "workflows": workflows, "activities": activities}
 
 
-def build(root: Path, agents: int, entries: int) -> float:
-    done = root / ".complete"
-    if done.exists():
+def build(backend: StoreBackend, done: Path | None, agents: int, entries: int) -> float:
+    """Write the stores (once for files: `done` marks them complete)."""
+    if done is not None and done.exists():
         return 0.0
     rng = random.Random(7)
     vocab = _vocabulary(rng, 5_000)
     weights = _zipf_weights(len(vocab))
     t0 = time.perf_counter()
     for a in range(agents):
-        store = FileMemoryStore(root, f"agent-{a:04d}", snapshots=False)
+        store = backend.memory(f"agent-{a:04d}")
         store.create_many(
             NewEntry(
                 " ".join(rng.choices(vocab, weights, k=rng.randint(10, 40))).capitalize() + ".",
@@ -135,15 +142,26 @@ def build(root: Path, agents: int, entries: int) -> float:
         )
         if a % 100 == 99:
             print(f"  wrote {a + 1} agents ({time.perf_counter() - t0:.0f}s)", flush=True)
-    done.write_text("ok")
+    if done is not None:
+        done.write_text("ok")
     return time.perf_counter() - t0
 
 
 async def main(args: argparse.Namespace) -> None:
-    root = DATA / f"agents-{args.agents}x{args.entries}"
-    took = build(root, args.agents, args.entries)
+    if args.backend == "postgres":
+        with database_url() as url, tempfile.TemporaryDirectory(prefix="dk-bench-") as tmp:
+            await run(args, StoreSettings(data_dir=Path(tmp), database_url=url))
+        return
+    await run(args, StoreSettings(data_dir=DATA / f"agents-{args.agents}x{args.entries}"))
+
+
+async def run(args: argparse.Namespace, settings: StoreSettings) -> None:
+    backend = open_backend(settings)
+    on_files = settings.database_url is None
+    done = settings.data_dir / ".complete" if on_files else None
+    took = build(backend, done, args.agents, args.entries)
     print(
-        f"{args.agents} agents x {args.entries} entries under {root}"
+        f"{args.agents} agents x {args.entries} entries in {backend.location}"
         + (f" (written in {took:.0f}s)" if took else " (already written)")
     )
     temporal = Path(sys.executable).parent / "temporal"
@@ -154,11 +172,10 @@ async def main(args: argparse.Namespace) -> None:
         dev_server_extra_args=["--headless"],
     )
     tuning = WorkerSettings()
-    settings = StoreSettings(data_dir=root)
     try:
         with ThreadPoolExecutor(tuning.activity_threads) as pool:
             registry = StoreRegistry(
-                root,
+                backend,
                 None,
                 max_open=tuning.max_open_stores,
                 max_memory_mb=tuning.max_store_memory_mb,
@@ -200,11 +217,11 @@ async def main(args: argparse.Namespace) -> None:
                 now = datetime.now(UTC)
                 first = await sweep(env, "first (idle marks made)", args, counter)
                 for agent in active:
-                    give_work(root, agent, now)
+                    give_work(backend, agent, now)
                 mixed = await sweep(env, f"{len(active)} active", args, counter)
                 idle = await sweep(env, "all idle (marked)", args, counter)
                 for agent in names:
-                    give_work(root, agent, now)
+                    give_work(backend, agent, now)
                 busy = await sweep(env, "all active", args, counter)
                 ratio = idle["took"] / busy["took"]
                 print(
@@ -236,4 +253,5 @@ if __name__ == "__main__":
     parser.add_argument(
         "--active", type=float, default=0.1, help="share of agents given work for a cycle"
     )
+    parser.add_argument("--backend", choices=["files", "postgres"], default="files")
     asyncio.run(main(parser.parse_args()))

@@ -2,7 +2,7 @@
 is durable) against a no-op update-with-start workflow on the same dev server, same run.
 
     .venv/bin/python bench/save.py [--saves 200] [--agents 1,4,16,64] [--seconds 8]
-    .venv/bin/python bench/save.py --backend postgres [--saves 200]
+    .venv/bin/python bench/save.py --backend postgres [--saves 200] [--agents 1,4,16,64]
 
 1. Latency: `--saves` sequential saves on one agent, interleaved with no-op starts; p50
    and p99 of both and their ratio.
@@ -14,11 +14,17 @@ is durable) against a no-op update-with-start workflow on the same dev server, s
    with later saves, as it does in production. Between rounds the bench waits until the
    previous round's workflows are done, so a round does not pay for the one before.
 
-`--backend postgres` compares the long-term store's save itself on both backends, in one
-process and one run: the dedup save a SaveMemory activity makes (`save_fact`: search for
-a duplicate, then create, or reinforce by op id) on a file store and on a PostgreSQL store
-(a durable server started for the run), each over the same 1,000 entries, interleaved;
-p50/p99 of both and the p50 ratio (target <= 1.3x the file backend).
+`--backend postgres` first compares the long-term store's save itself on both backends,
+in one process and one run: the dedup save a SaveMemory activity makes (`save_fact`:
+search for a duplicate, then create, or reinforce by op id) on a file store and on a
+PostgreSQL store (a durable server started for the run), each over the same 1,000
+entries, interleaved; p50/p99 of both and the p50 ratio (target <= 1.3x the file
+backend). Then 1. and 2. again with the worker's stores in that database.
+
+Where a save's time goes: after each throughput round, the worker's time in each
+activity type per save (the store steps, fsync and the store lock included), and, from
+the histories of that round's workflows, workflow tasks and activity tasks per save and
+per no-op (the server's work per call).
 
 No LLM is configured, so after the ack each save deduplicates its original. Embeddings
 are off unless `--embeddings local` (the in-process model: CPU-bound on a small host).
@@ -35,13 +41,20 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from noop_workflow import BenchNoop
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Worker,
+)
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
@@ -118,6 +131,52 @@ def store_saves(saves: int) -> None:
             print(f"  {op:<9} postgres / files p50 {ratio:.2f}x (target <= 1.3x)")
 
 
+class ActivityTime(Interceptor):
+    """The worker's time in each activity type (local ones too): count and seconds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        seconds = self.seconds
+
+        class Timed(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                t = time.perf_counter()
+                try:
+                    return await super().execute_activity(input)
+                finally:
+                    name = getattr(input.fn, "__name__", "?")
+                    seconds.setdefault(name, []).append(time.perf_counter() - t)
+
+        return Timed(next)
+
+
+async def tasks_per_run(client: Client, query: str, sample: int = 20) -> tuple[float, float]:
+    """Workflow tasks and activity tasks (local ones excluded: they run inside a
+    workflow task) per run, over up to `sample` runs matching `query`."""
+    wfts = acts = runs = 0
+    async for execution in client.list_workflows(query, limit=sample):
+        runs += 1
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                wfts += 1
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                acts += 1
+    return (wfts / runs, acts / runs) if runs else (0.0, 0.0)
+
+
+def breakdown(timing: ActivityTime, saves: int) -> str:
+    """Activity time per save, by type: `name n/save x ms`."""
+    parts = []
+    for name, took in sorted(timing.seconds.items()):
+        parts.append(
+            f"{name} {len(took) / saves:.2f}/save x {1e3 * statistics.median(took):.1f} ms"
+        )
+    return ", ".join(parts) or "none"
+
+
 async def closed_loop(n: int, seconds: float, call) -> tuple[float, list[float]]:
     """`n` loops calling `call(loop, i)` back to back for `seconds`: calls/s, latencies."""
     latencies: list[float] = []
@@ -145,7 +204,7 @@ async def drain(client: Client) -> None:
         await asyncio.sleep(0.5)
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace, database_url: str | None = None) -> None:
     temporal = Path(sys.executable).parent / "temporal"
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal),
@@ -163,18 +222,21 @@ async def main(args: argparse.Namespace) -> None:
     tuning = worker_tuning()
     try:
         with ThreadPoolExecutor(tuning.activity_threads) as pool:
+            settings = StoreSettings(data_dir=data, database_url=database_url)
+            timing = ActivityTime()
             dk = build_worker(
                 env.client,
-                StoreSettings(data_dir=data),
+                settings,
                 task_queue=queue,
                 executor=pool,
                 llm=LLMSettings(),
                 embeddings=embeddings,
                 tuning=tuning,
+                interceptors=[timing],
             )
             noop = Worker(env.client, task_queue=NOOP_QUEUE, workflows=[BenchNoop])
             async with dk, noop:
-                memory = MemoryClient(env.client, StoreSettings(data_dir=data), queue)
+                memory = MemoryClient(env.client, settings, queue)
 
                 async def one_save(agent: str, i: int) -> None:
                     await memory.save_memory(
@@ -183,7 +245,10 @@ async def main(args: argparse.Namespace) -> None:
                         f"with detail {uuid.uuid4().hex[:8]}",
                     )
 
-                print(f"worker: {tuning.describe()}; embeddings {args.embeddings}")
+                print(
+                    f"worker: {tuning.describe()}; embeddings {args.embeddings}; "
+                    f"stores in {'the database' if database_url else 'files'}"
+                )
                 for i in range(20):  # warm-up both paths
                     await one_noop(env.client)
                     await one_save("warmup", i)
@@ -217,10 +282,12 @@ async def main(args: argparse.Namespace) -> None:
                 first = None
                 for n in args.agents:
                     await drain(env.client)
+                    timing.seconds.clear()
                     rate, lat = await closed_loop(
                         n, args.seconds, lambda a, i, n=n: one_save(f"tp{n}-{a}", i)
                     )
                     await drain(env.client)
+                    where = breakdown(timing, len(lat))
                     noop_rate, noop_lat = await closed_loop(
                         n, args.seconds, lambda a, i: one_noop(env.client)
                     )
@@ -230,6 +297,18 @@ async def main(args: argparse.Namespace) -> None:
                         f"{pct(noop_lat, 0.5):>6.1f}ms {rate / first:>9.2f}x "
                         f"{rate / noop_rate:>8.2f}x {pct(lat, 0.5) / pct(noop_lat, 0.5):>8.2f}x"
                     )
+                    print(f"        worker time per save: {where}")
+                    if n == 16:
+                        save_tasks = await tasks_per_run(
+                            env.client,
+                            "WorkflowType = 'SaveMemory' AND WorkflowId STARTS_WITH 'save-tp16-'",
+                        )
+                        noop_tasks = await tasks_per_run(env.client, "WorkflowType = 'BenchNoop'")
+                        print(
+                            f"        server work per call: SaveMemory {save_tasks[0]:.1f} "
+                            f"workflow tasks + {save_tasks[1]:.1f} activity tasks, no-op "
+                            f"{noop_tasks[0]:.1f} + {noop_tasks[1]:.1f}"
+                        )
                 print("  targets at 16: >= 2x its 1-agent figure, >= 0.7x the no-op")
     finally:
         await env.shutdown()
@@ -243,8 +322,12 @@ if __name__ == "__main__":
     parser.add_argument("--embeddings", choices=["none", "local"], default="none")
     parser.add_argument("--backend", choices=["files", "postgres"], default="files")
     parsed = parser.parse_args()
+    parsed.agents = [int(a) for a in parsed.agents.split(",")]
     if parsed.backend == "postgres":
         store_saves(parsed.saves)
+        from postgres_backend import database_url
+
+        with database_url() as url:
+            asyncio.run(main(parsed, url))
         sys.exit(0)
-    parsed.agents = [int(a) for a in parsed.agents.split(",")]
     asyncio.run(main(parsed))

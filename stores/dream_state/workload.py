@@ -6,13 +6,16 @@ itself would find as of the same `as_of`; where a count cannot be exact cheaply 
 towards work (a pass run for nothing costs time, a pass skipped wrongly only delays it to
 the next cycle: no pass loses a memory by being skipped).
 
-An agent found idle gets an *idle mark* (`idle.json` in its directory: sizes and times,
-never content): the earliest time a pass gets work without any write (a decay step, an
-archive or a ledger passing the retention, a settled cluster's backoff, a save in flight
-running out), and the state it was decided on (the journal, which every write to the
-store appends to; the clusters file; the ledger folder; the settings). While all of
-that is unchanged and the mark's time has not come, the agent is idle without opening
-its store. The conversation log is looked at every time (one stat).
+An agent found idle gets an *idle mark* (`IdleMarks`; for a file store `idle.json` in
+its directory, for a database store a row, `stores.postgres.idle_marks`: sizes and
+times, never content): the earliest time a pass gets work without any write (a decay
+step, an archive or a ledger passing the retention, a settled cluster's backoff, a save
+in flight running out), and the state it was decided on (on files: the journal, which
+every write to the store appends to; the clusters file; the ledger folder; and on both
+the settings). While all of that is unchanged and the mark's time has not come, the agent is idle without opening
+its store. The conversation log is looked at every time (one stat, or one row probe).
+The state is always taken before the store is read, so a write in between makes the
+mark not hold.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from dreamkeeper.core.dream_payloads import DreamWork
 from dreamkeeper.core.models import as_utc
@@ -178,6 +183,42 @@ def next_work_at(
         for r in ClusterState(store.documents).load().values():
             times.append(r.settled_at + reopen_delay(r.declines))
     return min(times) if times else None
+
+
+class IdleMarks(Protocol):
+    """Where a backend keeps its idle marks."""
+
+    def check(
+        self, agent_ids: Sequence[str], as_of: datetime, settings: str
+    ) -> list[tuple[str | None, DreamWork | None]]:
+        """Per agent, in order: the state key now, taken before anything of the store is
+        read (None: no mark can be made, the store has no state yet), and the agent's
+        work (none) when its mark holds as of `as_of`, else None."""
+        ...
+
+    def mark(self, agent_id: str, state: str, until: datetime | None, work: DreamWork) -> None:
+        """Record the agent idle on `state` (from `check`) until `until`."""
+        ...
+
+
+class FileIdleMarks:
+    """`idle.json` in each agent's directory under a data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    def check(
+        self, agent_ids: Sequence[str], as_of: datetime, settings: str
+    ) -> list[tuple[str | None, DreamWork | None]]:
+        found: list[tuple[str | None, DreamWork | None]] = []
+        for agent in agent_ids:
+            files = AgentFiles(self.data_dir, agent)
+            held = idle_by_mark(files, as_of, settings)
+            found.append((None, held) if held else (state_key(files.root, settings), None))
+        return found
+
+    def mark(self, agent_id: str, state: str, until: datetime | None, work: DreamWork) -> None:
+        mark_idle(AgentFiles(self.data_dir, agent_id).root, state, until, work)
 
 
 def mark_idle(root: Path, state: str, until: datetime | None, work: DreamWork) -> None:

@@ -199,6 +199,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        7,
+        "idle marks",
+        # One row per agent found idle by the dream idle check (stores.postgres.idle_marks):
+        # the state the decision rested on and until when it holds; counts and times, never
+        # content. It goes with the agent's counter row (a whole-agent forget deletes it),
+        # so a store made again under the same agent id never meets an old mark.
+        """
+        CREATE TABLE dk_idle_mark (
+            agent_id text PRIMARY KEY
+                REFERENCES dk_memory_agent (agent_id) ON DELETE CASCADE,
+            state text NOT NULL,
+            until timestamptz,
+            live integer NOT NULL,
+            held_back integer NOT NULL
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

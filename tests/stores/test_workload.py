@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,12 +17,11 @@ from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.workload import (
+    FileIdleMarks,
+    IdleMarks,
     dream_work,
-    idle_by_mark,
-    mark_idle,
     next_work_at,
     settings_key,
-    state_key,
 )
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
@@ -144,44 +144,137 @@ SETTINGS = settings_key(
 )
 
 
-def _mark(store, as_of=T0):
+@pytest.fixture
+def marks(long_term, tier_db, tmp_path) -> IdleMarks:
+    """The idle marks of this test's backend (the long-term stores' data directory, or
+    the database)."""
+    if tier_db is None:
+        return FileIdleMarks(tmp_path / "data")
+    from dreamkeeper.stores.postgres.idle_marks import PostgresIdleMarks
+
+    return PostgresIdleMarks(tier_db)
+
+
+def _held(marks: IdleMarks, as_of=T0, settings=SETTINGS, agent="a1"):
+    """The agent's work when its mark holds as of `as_of`, else None."""
+    [(_, held)] = marks.check([agent], as_of, settings)
+    return held
+
+
+def _state(marks: IdleMarks, agent="a1"):
+    [(state, held)] = marks.check([agent], T0, SETTINGS)
+    assert held is None
+    return state
+
+
+def _mark(store, marks: IdleMarks, as_of=T0, *, state=None):
     """What the idle check does for an idle agent: state first, then count, then mark."""
-    state = state_key(store.root, SETTINGS)
+    state = state or _state(marks, store.agent_id)
     work = _work(store, as_of)
     assert work.idle and state is not None
     until = next_work_at(
         store, retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=False
     )
-    mark_idle(store.root, state, until, work)
+    marks.mark(store.agent_id, state, until, work)
     return until
 
 
-def test_an_idle_mark_holds_until_its_time_or_any_change(tmp_path):
-    old = FileMemoryStore(tmp_path, "a1", clock=lambda: T0 - timedelta(days=20))
+def test_an_idle_mark_holds_until_its_time_or_any_change(long_term, marks):
+    old = long_term.open("a1", clock=lambda: T0 - timedelta(days=20))
     old.create("The user's desk is on the third floor.", importance=0.5)
-    until = _mark(old)
+    until = _mark(old, marks)
     # The mark waits exactly for the decay step: idle just before, work from then on.
     assert until is not None and not _work(old, until).decay
     assert _work(old, until + timedelta(minutes=1)).decay == 1
-    assert idle_by_mark(old.files, until - timedelta(hours=1), SETTINGS).live == 1
-    assert idle_by_mark(old.files, until + timedelta(minutes=1), SETTINGS) is None
+    assert _held(marks, until - timedelta(hours=1)).live == 1
+    assert _held(marks, until + timedelta(minutes=1)) is None
     other = settings_key(
         retention=RETENTION, decay=PARAMS, floor=DEFAULT_FLOOR, llm_configured=True, model_key=None
     )
-    assert idle_by_mark(old.files, T0, other) is None
+    assert _held(marks, T0, other) is None
     log = ConversationLog(old.documents)
     log.append("s1", "user", "Please stop using emoji.", T0)
-    assert idle_by_mark(old.files, T0, SETTINGS) is None
+    assert _held(marks) is None
     log.rotate("read")
-    assert idle_by_mark(old.files, T0, SETTINGS) is not None
-    FileMemoryStore(tmp_path, "a1", clock=lambda: T0).create("Another note.")
-    assert idle_by_mark(old.files, T0, SETTINGS) is None
+    assert _held(marks) is not None
+    long_term.open("a1", clock=lambda: T0).create("Another note.")
+    assert _held(marks) is None
 
 
-def test_the_mark_waits_for_an_archive_to_pass_the_retention(tmp_path):
-    store = FileMemoryStore(tmp_path, "a1", clock=lambda: T0)
+def test_the_mark_waits_for_an_archive_to_pass_the_retention(long_term, marks):
+    store = long_term.open("a1", clock=lambda: T0)
     gone = store.create("An old note.", importance=0.2)
     store.archive(gone.id, "deleted by agent tool")
-    until = _mark(store)
+    until = _mark(store, marks)
     assert until == T0 + RETENTION
     assert _work(store, until).purge == 0 and _work(store, until + timedelta(seconds=1)).purge == 1
+    assert _held(marks, until - timedelta(seconds=1)) is not None
+    assert _held(marks, until) is None
+
+
+def test_a_write_between_the_state_read_and_the_mark_makes_the_mark_not_hold(long_term, marks):
+    store = long_term.open("a1", clock=lambda: T0)
+    store.create("The user lives in Chicago.")
+    state = _state(marks)
+    # Another process saves after the check read the state, before it counted.
+    long_term.open("a1", clock=lambda: T0).create("The user's dog is called Rex.")
+    _mark(store, marks, state=state)
+    assert _held(marks) is None
+    _mark(store, marks)  # counted again from a state read first: it holds
+    assert _held(marks).live == 2
+
+
+@pytest.mark.parametrize("change", ["ledger", "clusters", "archive", "purge"])
+def test_dream_state_written_after_the_mark_makes_it_not_hold(long_term, marks, change):
+    store = long_term.open("a1", clock=lambda: T0)
+    kept = store.create("The user lives in Chicago.")
+    other = store.create("The user's dog is called Rex.")
+    _mark(store, marks)
+    assert _held(marks) is not None
+    if change == "ledger":
+        ledger_for(store.documents, "cycle-1").note("decay", [(kept.id, None)])
+    elif change == "clusters":
+        ids = tuple(sorted((kept.id, other.id)))
+        ClusterState(store.documents).save([SettledCluster(ids, declines=1, settled_at=T0)])
+    elif change == "archive":
+        store.archive(kept.id, "deleted by agent tool")
+    else:
+        store.archive(kept.id, "deleted by agent tool")
+        _mark(store, marks)
+        assert _held(marks) is not None
+        later = long_term.open("a1", clock=lambda: T0 + RETENTION + timedelta(days=1))
+        assert later.purge(RETENTION, keep=DEFAULT_FLOOR.protects).purged
+    assert _held(marks) is None
+
+
+def test_the_batch_check_answers_each_agent_in_order(long_term, marks):
+    for agent in ("b1", "b2"):
+        store = long_term.open(agent, clock=lambda: T0)
+        store.create("A note.")
+        _mark(store, marks)
+    ConversationLog(long_term.open("b2").documents).append("s1", "user", "Hi.", T0)
+    found = marks.check(["b1", "nobody", "b2"], T0, SETTINGS)
+    assert [held is not None for _, held in found] == [True, False, False]
+    assert found[1] == (None, None)  # no store yet: nothing to mark
+    assert found[0][1].agent_id == "b1" and found[2][0] is not None
+
+
+def test_a_store_made_again_after_the_agent_is_forgotten_never_meets_the_old_mark(
+    long_term, marks, tier_db, tmp_path
+):
+    from dreamkeeper.stores.forget import Forgetting, file_backend
+
+    store = long_term.open("a1", clock=lambda: T0)
+    store.create("The user lives in Chicago.")
+    _mark(store, marks)
+    if tier_db is None:
+        root = tmp_path / "data"
+        forgetting = Forgetting(root, file_backend(root))
+    else:
+        from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+
+        forgetting = PostgresForgetting(tier_db, postgres_backend(tier_db))
+    forgetting.forget_agent("a1")
+    # The same writes again: the same feed counter, the same documents.
+    long_term.open("a1", clock=lambda: T0).create("The user lives in Chicago.")
+    assert _held(marks) is None

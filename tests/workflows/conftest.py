@@ -51,11 +51,14 @@ async def worker(temporal_env, tmp_path, request):
     """Yields (client, task_queue, settings) with a worker running until the test ends.
     Tests that use the `llm` fixture get a worker pointed at it, tests that use
     `embedder` one with embeddings from it; others have neither (whatever the
-    environment says). Tests that use `database_url` get a worker on that database
-    (its data directory then holds no memory)."""
-    url = (
-        request.getfixturevalue("database_url") if "database_url" in request.fixturenames else None
+    environment says). Tests that use `database_url`, or are parametrized with
+    `backend="postgres"`, get a worker on that database (its data directory then holds
+    no memory)."""
+    callspec = getattr(request.node, "callspec", None)
+    on_database = "database_url" in request.fixturenames or (
+        callspec is not None and callspec.params.get("backend") == "postgres"
     )
+    url = request.getfixturevalue("database_url") if on_database else None
     settings = StoreSettings(data_dir=tmp_path, database_url=url)
     queue = f"test-{uuid.uuid4().hex[:8]}"
     llm_settings = LLMSettings()

@@ -13,12 +13,22 @@ from temporalio.common import WorkflowIDReusePolicy
 
 from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.workflows.dream import Dream
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 EVERY_PASS = ["purge", "embedding backfill", "consolidation", "preference inference", "decay"]
+
+
+@pytest.fixture(params=["file", "postgres"])
+def backend(request) -> str:
+    """The worker's backend (the `worker` fixture reads this parameter)."""
+    return str(request.param)
+
+
+def _store(settings: StoreSettings, agent: str, clock=lambda: T0):  # noqa: ANN001, ANN202
+    return open_backend(settings).memory(agent, clock=clock)
 
 
 async def _steps(handle: WorkflowHandle) -> tuple[list[str], list[str]]:
@@ -45,10 +55,10 @@ async def _dream(client: Client, queue: str, agent: str) -> tuple[DreamResult, W
     return await handle.result(), handle
 
 
-async def test_an_idle_agent_costs_one_activity_and_no_child_workflow(worker):
+async def test_an_idle_agent_costs_one_activity_and_no_child_workflow(worker, backend):
     client, queue, settings = worker
     agent = f"idle-{uuid.uuid4().hex[:6]}"
-    store = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0)
+    store = _store(settings, agent)
     store.create("The user lives in Chicago.", category="places")
     store.create("The user's dog is called Rex.", category="people")
     result, handle = await _dream(client, queue, agent)
@@ -60,28 +70,28 @@ async def test_an_idle_agent_costs_one_activity_and_no_child_workflow(worker):
         "nothing to do for purge, embedding backfill, consolidation, preference inference, "
         "decay (skipped)"
     )
-    assert len(FileMemoryStore(settings.data_dir, agent).entries()) == 2
+    assert len(_store(settings, agent).entries()) == 2
 
 
 def _turns(settings: StoreSettings, agent: str) -> None:
-    FileMemoryStore(settings.data_dir, agent, clock=lambda: T0).create("A note.")
-    documents = FileMemoryStore(settings.data_dir, agent).documents
+    _store(settings, agent).create("A note.")
+    documents = _store(settings, agent).documents
     ConversationLog(documents).append("s1", "user", "Please stop using emoji.", T0)
 
 
 def _archive_past_retention(settings: StoreSettings, agent: str) -> None:
-    old = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0 - timedelta(days=200))
+    old = _store(settings, agent, clock=lambda: T0 - timedelta(days=200))
     gone = old.create("An old note about a meeting room.", importance=0.3)
     old.archive(gone.id, "deleted by agent tool")
 
 
 def _decay_due(settings: StoreSettings, agent: str) -> None:
-    old = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0 - timedelta(days=60))
+    old = _store(settings, agent, clock=lambda: T0 - timedelta(days=60))
     old.create("The user's desk is on the third floor.", importance=0.5)
 
 
 def _exact_duplicate(settings: StoreSettings, agent: str) -> None:
-    store = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0)
+    store = _store(settings, agent)
     store.create("The user lives in Chicago.", category="places")
     store.create("The user  lives in Chicago.", category="places")
 
@@ -96,7 +106,7 @@ def _exact_duplicate(settings: StoreSettings, agent: str) -> None:
     ],
     ids=["turns", "purge", "decay", "duplicates"],
 )
-async def test_only_the_passes_with_work_run(worker, make_work, child, step):
+async def test_only_the_passes_with_work_run(worker, backend, make_work, child, step):
     client, queue, settings = worker
     agent = f"work-{uuid.uuid4().hex[:6]}"
     make_work(settings, agent)

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from dreamkeeper.core.dream_payloads import DreamInput
 from dreamkeeper.core.names import dream_workflow_id
 from dreamkeeper.core.payloads import SweepInput
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.worker.schedules import ensure_dream_schedule
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.sweep import DreamSweep
@@ -16,18 +17,19 @@ from dreamkeeper.workflows.sweep import DreamSweep
 
 def _with_work(settings, agent: str, text: str) -> None:
     """An agent with something for a cycle to do: a conversation turn to read."""
-    store = FileMemoryStore(settings.data_dir, agent)
+    store = open_backend(settings).memory(agent)
     store.create(text)
     ConversationLog(store.documents).append("s1", "user", text, store.now())
 
 
-async def test_a_sweep_starts_cycles_only_for_agents_with_work(worker):
+@pytest.mark.parametrize("backend", ["file", "postgres"])
+async def test_a_sweep_starts_cycles_only_for_agents_with_work(worker, backend):
     client, queue, settings = worker
     tag = uuid.uuid4().hex[:6]
     busy, idle = f"sweep-{tag}-busy", [f"sweep-{tag}-idle{i}" for i in range(3)]
     _with_work(settings, busy, "The user prefers tea")
     for agent in idle:
-        FileMemoryStore(settings.data_dir, agent).create("something to remember")
+        open_backend(settings).memory(agent).create("something to remember")
     handle = await client.start_workflow(
         DreamSweep.run, SweepInput(), id=f"sweep-{tag}", task_queue=queue
     )
@@ -43,6 +45,11 @@ async def test_a_sweep_starts_cycles_only_for_agents_with_work(worker):
             activities.append(attrs.activity_type.name)
     assert children == [dream_workflow_id(busy)]
     assert activities == ["list_agents", "dream_work"]  # one check for the four agents
+    # The cycle read the turn: the next sweep finds every agent idle.
+    again = await client.execute_workflow(
+        DreamSweep.run, SweepInput(), id=f"sweep-{tag}-again", task_queue=queue
+    )
+    assert again.started == [] and again.idle == sorted([busy, *idle])
 
 
 async def test_sweep_dreams_for_every_agent_and_skips_one_already_dreaming(worker):
