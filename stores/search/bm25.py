@@ -38,6 +38,7 @@ from dreamkeeper.stores.search import packing
 
 K1 = 1.5
 B = 0.75
+_NARROW_TOKENS = 1 << 16  # documents' token ids are kept in two bytes below this many terms
 # What a term's frequencies are kept in: the smallest type that holds every one exactly.
 _TF_TYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 
@@ -235,8 +236,11 @@ class _Grow:
 
     def adopt(self, values: np.ndarray) -> None:
         """Take `values` as the contents, with room to grow."""
-        self._data = np.concatenate([values, np.zeros(64, dtype=self._data.dtype)])
+        self._data = np.concatenate([values, np.zeros(64, dtype=values.dtype)])
         self.size = len(values)
+
+    def widen(self, dtype: type) -> None:
+        self._data = self._data.astype(dtype)
 
     def slice(self, start: int, end: int) -> np.ndarray:
         """A view of [start, end). Growing replaces the buffer, never edits it in place
@@ -273,7 +277,8 @@ class BM25Index:
         # Every document's token ids end to end (`_tok_at[slot]` to `_tok_at[slot + 1]`),
         # not an array object per document: at 100k documents the objects alone were
         # more than the ids. A removed document's ids stay until the next compaction.
-        self._tok = _Grow(np.uint32)
+        # Two bytes each while the vocabulary fits (widened when it outgrows them).
+        self._tok = _Grow(np.uint16)
         self._tok_at = _Grow(np.int64)
         self._tok_at.append(0)
         self._token_str: list[str] = []
@@ -349,6 +354,7 @@ class BM25Index:
         shape = {
             "slots": size,
             "terms": len(self._token_str),
+            "tokens": tokens.dtype.str,
             "tf": post_tf.dtype.str,
             "scalars": [self._n_all, self._n_live, self._len_all, self._len_live, self._dead],
         }
@@ -371,10 +377,15 @@ class BM25Index:
         keys = packing.split(section("slot_keys"), slots)
         index._key_of = [k or None for k in keys]
         index._slot_of = {k: i for i, k in enumerate(keys) if k}
-        tokens, token_off = values("tokens", np.uint32), values("token_off", np.int64)
+        token_type = np.dtype(shape["tokens"])
+        if token_type not in (np.dtype(np.uint16), np.dtype(np.uint32)):
+            raise ValueError("token ids of an unknown type")
+        tokens, token_off = values("tokens", token_type), values("token_off", np.int64)
         packing.check_offsets(token_off, slots, len(tokens))
         if len(tokens) and int(tokens.max()) >= terms:
             raise ValueError("a token id out of range")
+        if terms > _NARROW_TOKENS:
+            tokens = tokens.astype(np.uint32)
         index._tok.adopt(tokens)
         index._tok_at.adopt(token_off)
         index._token_str = packing.split(section("token_str"), terms)
@@ -488,6 +499,8 @@ class BM25Index:
             tid = token_id.get(tok)
             if tid is None:
                 tid = len(self._token_str)
+                if tid == _NARROW_TOKENS:
+                    self._tok.widen(np.uint32)
                 token_id[tok] = tid
                 self._token_str.append(tok)
                 self._df_all.append(0)
@@ -514,11 +527,12 @@ class BM25Index:
         return slots, tf
 
     def _doc_tokens(self, slot: int) -> np.ndarray | None:
-        """The slot's token ids in document order, a uint32 view (None: a removed
-        document)."""
+        """The slot's token ids in document order, uint32 (None: a removed document):
+        a view of the index's storage, or a copy while it keeps them in two bytes."""
         if self._key_of[slot] is None:
             return None
-        return self._tok.slice(int(self._tok_at[slot]), int(self._tok_at[slot + 1]))
+        held = self._tok.slice(int(self._tok_at[slot]), int(self._tok_at[slot + 1]))
+        return held if held.dtype == np.uint32 else held.astype(np.uint32)
 
     def _distinct(self, slot: int) -> set[int]:
         tokens = self._doc_tokens(slot)
