@@ -110,14 +110,21 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
     def __init__(self, rows: SnapshotRows | None = None) -> None:
         self._items: dict[str, MemoryEntry | int] = {}
         self._rows = rows
+        self._lazy = 0  # entries still rows
 
     def put_row(self, entry_id: str, row: int) -> None:
         """Add an entry as a row of the snapshot (read when first accessed)."""
+        self._drop(entry_id)
         self._items[entry_id] = row
+        self._lazy += 1
+
+    def _drop(self, entry_id: str) -> None:
+        if isinstance(self._items.pop(entry_id, None), int):
+            self._lazy -= 1
 
     def _vanished(self, entry_id: str) -> KeyError:
         log.warning("entry %s: neither the index snapshot nor its file holds it", entry_id)
-        del self._items[entry_id]
+        self._drop(entry_id)
         return KeyError(entry_id)
 
     def raw(self, entry_id: str) -> bytes:
@@ -147,6 +154,7 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
             if entry is None:
                 raise self._vanished(entry_id)
             self._items[entry_id] = value = entry
+            self._lazy -= 1
         return value
 
     def get(self, entry_id: str, default: MemoryEntry | None = None) -> MemoryEntry | None:  # type: ignore[override]
@@ -156,10 +164,14 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
             return default
 
     def __setitem__(self, entry_id: str, entry: MemoryEntry) -> None:
+        if isinstance(self._items.get(entry_id), int):
+            self._lazy -= 1
         self._items[entry_id] = entry
 
     def __delitem__(self, entry_id: str) -> None:
-        del self._items[entry_id]
+        if entry_id not in self._items:
+            raise KeyError(entry_id)
+        self._drop(entry_id)
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self._items
@@ -173,6 +185,7 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
 
     def clear(self) -> None:
         self._items.clear()
+        self._lazy = 0
 
     def values(self) -> ValuesView[MemoryEntry]:
         return _Values(self)
@@ -183,7 +196,13 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
     @property
     def parsed(self) -> int:
         """How many entries have been parsed (the rest are still rows)."""
-        return sum(1 for v in self._items.values() if not isinstance(v, int))
+        return len(self._items) - self._lazy
+
+    @property
+    def held_bytes(self) -> int:
+        """The snapshot's entries held in memory (a snapshot from a database row)."""
+        blob = self._rows.blob if self._rows is not None else None
+        return 0 if blob is None else len(blob)
 
 
 class _Values(ValuesView[MemoryEntry]):

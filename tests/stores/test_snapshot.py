@@ -142,6 +142,15 @@ def test_an_open_store_reads_its_entries_from_the_snapshot_file_not_memory(tmp_p
     assert _entries_read(opened) == _entries_read(_from_files(tmp_path))
 
 
+def test_the_store_cache_counts_entries_still_in_the_snapshot_as_smaller(tmp_path, snapped):
+    opened, files = _open(tmp_path), _from_files(tmp_path)
+    files.index()
+    assert opened.approx_bytes() < files.approx_bytes()
+    opened.entries(include_archived=True)  # every entry read and parsed now
+    assert opened._entries.parsed == len(opened._entries)
+    assert opened.approx_bytes() == files.approx_bytes()
+
+
 @pytest.mark.parametrize("change", ["rewritten", "truncated", "same size and time", "deleted"])
 def test_a_snapshot_changed_under_an_open_store_never_gives_a_wrong_entry(
     tmp_path, snapped, change
