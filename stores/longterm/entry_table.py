@@ -118,6 +118,17 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
         self._items[entry_id] = row
         self._lazy += 1
 
+    def repoint(self, rows: SnapshotRows, row_of: Callable[[str], int | None]) -> None:
+        """Every entry becomes a row of `rows` (a snapshot just written of exactly these
+        entries; `row_of` gives each one's row)."""
+        items = self._items
+        for key in items:
+            row = row_of(key)
+            assert row is not None
+            items[key] = row
+        self._rows = rows
+        self._lazy = len(items)
+
     def _drop(self, entry_id: str) -> None:
         if isinstance(self._items.pop(entry_id, None), int):
             self._lazy -= 1

@@ -91,6 +91,13 @@ def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
     """The snapshot of `state` (which must have no pending record: every journaled write
     up to its offset on disk and in it). `marks` identify the feed it was taken from at
     its offset (checked on load)."""
+    return _encode(agent_id, state, marks)[0]
+
+
+def _encode(
+    agent_id: str, state: SnapshotState, marks: dict[str, str]
+) -> tuple[bytes, SnapshotRows]:
+    """The snapshot, and where its entries lie in it."""
     entries, index = state.entries, state.index
     table = entries if isinstance(entries, EntryTable) else None
     # Entry rows go by index slot (a removed document's row is empty): a reader keeps
@@ -149,7 +156,15 @@ def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
     }
     head = json.dumps(header, separators=(",", ":")).encode()
     prefix = MAGIC + struct.pack("<Q", len(head)) + head
-    return prefix + b"\0" * (-len(prefix) % 8) + bytes(body)
+    prefix += b"\0" * (-len(prefix) % 8)
+    rows = SnapshotRows(
+        offsets=entry_off,
+        crcs=crcs,
+        codes=codes.astype(np.min_scalar_type(max(len(categories) - 1, 0))),
+        categories=list(categories),
+        start=len(prefix) + layout["entry_json"][0],
+    )
+    return prefix + bytes(body), rows
 
 
 def _json(entry: Any) -> bytes:
@@ -157,8 +172,34 @@ def _json(entry: Any) -> bytes:
 
 
 def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
-    """Write the snapshot of `state` atomically (the caller checked nothing is pending)."""
-    files.write(SNAPSHOT, encode(agent_id, state, journal.marks(state.offset)))
+    """Write the snapshot of `state` atomically (the caller checked nothing is pending).
+    Its entries then become rows of the file written: the old file's rows would all fall
+    back to the entries' files once it is replaced, and parsed entries give their memory
+    back (read again when needed)."""
+    data, rows = _encode(agent_id, state, journal.marks(state.offset))
+    files.write(SNAPSHOT, data)
+    if isinstance(state.entries, EntryTable):
+        path = str(files.path(*SNAPSHOT))
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return
+        # Replaced again in between (another process)? Then the identity is the other
+        # file's and reads check its bytes, which do not match: they fall back.
+        rows.path, rows.identity = path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        rows.fallback = _entry_file(files)
+        state.entries.repoint(rows, state.index.slot)
+
+
+def _entry_file(files: AgentFiles) -> Callable[[str, str | None], MemoryEntry | None]:
+    def fallback(entry_id: str, category: str | None) -> MemoryEntry | None:
+        try:
+            parts = entry_parts(entry_id, category)
+        except InvalidInput:
+            return None
+        return load_entry(files, parts).entry
+
+    return fallback
 
 
 class Refused(ValueError):
@@ -178,14 +219,8 @@ def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | 
         log.warning("memory store %s: index snapshot unreadable (%s)", agent_id, exc)
         return None
 
-    def fallback(entry_id: str, category: str | None) -> MemoryEntry | None:
-        try:
-            parts = entry_parts(entry_id, category)
-        except InvalidInput:
-            return None
-        return load_entry(files, parts).entry
-
-    source = _FileRows(path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), fallback)
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    source = _FileRows(path, identity, _entry_file(files))
     try:
         with mapped:
             return _read(agent_id, journal, mapped, source)

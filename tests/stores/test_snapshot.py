@@ -142,6 +142,22 @@ def test_an_open_store_reads_its_entries_from_the_snapshot_file_not_memory(tmp_p
     assert _entries_read(opened) == _entries_read(_from_files(tmp_path))
 
 
+def test_after_writing_a_snapshot_a_store_reads_its_entries_from_the_new_file(tmp_path, snapped):
+    store, made = snapped
+    opened = _open(tmp_path)
+    opened.get(made[1].id)
+    store.create("a later entry, so the next snapshot's rows move", category="travel")
+    assert opened.save_snapshot()  # replaces the file its rows pointed into
+    rows = opened._entries._rows
+    assert rows is not None and opened._entries.parsed == 0  # parsed entries let go too
+
+    def no_fallback(entry_id: str, category: str | None) -> None:
+        raise AssertionError(f"{entry_id} read from its file, not the snapshot")
+
+    rows.fallback = no_fallback
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
 def test_the_store_cache_counts_entries_still_in_the_snapshot_as_smaller(tmp_path, snapped):
     opened, files = _open(tmp_path), _from_files(tmp_path)
     files.index()
