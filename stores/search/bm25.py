@@ -190,9 +190,15 @@ def has_phrase(tokens: Sequence[T], phrase: tuple[T, T]) -> bool:
     return any(tok == first and tokens[i + 1] == second for i, tok in enumerate(tokens[:-1]))
 
 
-def _adjacent_ids(tokens: array | np.ndarray, pattern: bytes) -> bool:
+def _adjacent_ids(tokens: array | np.ndarray | memoryview, pattern: bytes) -> bool:
     """Whether two packed token ids stand next to each other: a C-speed byte search,
-    accepting only matches aligned to a whole id."""
+    accepting only matches aligned to a whole id. `pattern` is the two ids packed as
+    uint32; tokens packed in two bytes each are searched for them in two bytes."""
+    if tokens.itemsize * 2 != len(pattern):
+        narrow = _narrow_pattern(pattern)
+        if narrow is None:
+            return False  # an id too large for two bytes is in no such document
+        pattern = narrow
     data = tokens.tobytes()
     at = data.find(pattern)
     while at != -1:
@@ -202,50 +208,65 @@ def _adjacent_ids(tokens: array | np.ndarray, pattern: bytes) -> bool:
     return False
 
 
+_narrowed: dict[bytes, bytes | None] = {}
+
+
+def _narrow_pattern(pattern: bytes) -> bytes | None:
+    narrow = _narrowed.get(pattern, b"")
+    if narrow == b"":
+        ids = array("I")
+        ids.frombytes(pattern)
+        narrow = array("H", ids).tobytes() if max(ids) <= 0xFFFF else None
+        if len(_narrowed) >= 4096:
+            _narrowed.clear()
+        _narrowed[pattern] = narrow
+    return narrow
+
+
 class _Grow:
-    """A numpy array with amortised appends."""
+    """A numpy array with amortised appends. Growing replaces the buffer, never resizes
+    it in place: a view taken before stays valid and blocks nothing. `raw` is the
+    storage as a memoryview (items are Python ints, and cheap to slice)."""
 
     def __init__(self, dtype: type) -> None:
-        self._data: np.ndarray = np.zeros(64, dtype=dtype)
+        self._replace(np.zeros(64, dtype=dtype))
         self.size = 0
+
+    def _replace(self, data: np.ndarray) -> None:
+        self._data = data
+        self.raw: memoryview = data.data
+
+    def _grown(self, size: int) -> None:
+        grown = np.zeros(size, dtype=self._data.dtype)
+        grown[: self.size] = self._data[: self.size]
+        self._replace(grown)
 
     def append(self, value: float) -> int:
         if self.size == len(self._data):
-            grown = np.zeros(len(self._data) * 2, dtype=self._data.dtype)
-            grown[: self.size] = self._data
-            self._data = grown
+            self._grown(len(self._data) * 2)
         self._data[self.size] = value
         self.size += 1
         return self.size - 1
 
     def ensure(self, size: int) -> None:
-        while len(self._data) < size:
-            grown = np.zeros(len(self._data) * 2, dtype=self._data.dtype)
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown
+        if len(self._data) < size:
+            self._grown(max(size, len(self._data) * 2))
         self.size = max(self.size, size)
 
     def extend(self, values: np.ndarray) -> None:
         end = self.size + len(values)
         if end > len(self._data):
-            grown = np.zeros(max(end, len(self._data) * 2), dtype=self._data.dtype)
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown
+            self._grown(max(end, len(self._data) * 2))
         self._data[self.size : end] = values
         self.size = end
 
     def adopt(self, values: np.ndarray) -> None:
         """Take `values` as the contents, with room to grow."""
-        self._data = np.concatenate([values, np.zeros(64, dtype=values.dtype)])
+        self._replace(np.concatenate([values, np.zeros(64, dtype=values.dtype)]))
         self.size = len(values)
 
     def widen(self, dtype: type) -> None:
-        self._data = self._data.astype(dtype)
-
-    def slice(self, start: int, end: int) -> np.ndarray:
-        """A view of [start, end). Growing replaces the buffer, never edits it in place
-        for what is already there: a view taken before stays valid (no export to release)."""
-        return self._data[start:end]
+        self._replace(self._data.astype(dtype))
 
     @property
     def view(self) -> np.ndarray:
@@ -526,13 +547,18 @@ class BM25Index:
             tf = np.concatenate([tf, np.frombuffer(added[1], dtype=np.uint32)]).astype(np.float32)
         return slots, tf
 
-    def _doc_tokens(self, slot: int) -> np.ndarray | None:
-        """The slot's token ids in document order, uint32 (None: a removed document):
-        a view of the index's storage, or a copy while it keeps them in two bytes."""
+    def _doc_tokens(self, slot: int) -> memoryview | None:
+        """The slot's token ids in document order (None: a removed document): a
+        memoryview of unsigned ints, two bytes each while the vocabulary fits, else four
+        (`_adjacent_ids` searches either for a uint32 pair). Its items are the ids.
+        A view of storage the index replaces rather than resizes, so holding it blocks
+        nothing (it shows the tokens as they were). A memoryview, not an ndarray: this
+        is called once per candidate of a phrase, and numpy's per-call cost was 10x the
+        search itself."""
         if self._key_of[slot] is None:
             return None
-        held = self._tok.slice(int(self._tok_at[slot]), int(self._tok_at[slot + 1]))
-        return held if held.dtype == np.uint32 else held.astype(np.uint32)
+        at = self._tok_at.raw
+        return self._tok.raw[at[slot] : at[slot + 1]]
 
     def _distinct(self, slot: int) -> set[int]:
         tokens = self._doc_tokens(slot)

@@ -319,6 +319,19 @@ def test_phrase_detection_on_packed_ids_ignores_misaligned_byte_matches():
     assert not _adjacent_ids(array("I", [1, 5, 2]), array("I", [1, 2]).tobytes())
 
 
+def test_phrase_detection_on_ids_kept_in_two_bytes_takes_a_uint32_pattern():
+    from array import array
+
+    from dreamkeeper.stores.search.bm25 import _adjacent_ids
+
+    pair = array("I", [1, 2]).tobytes()
+    # (1, 2) in two bytes each appears misaligned in these bytes: not a match.
+    assert not _adjacent_ids(memoryview(array("H", [0x0100, 0x0200, 0])), pair)
+    assert _adjacent_ids(memoryview(array("H", [5, 1, 2, 9])), pair)
+    assert not _adjacent_ids(memoryview(array("H", [1, 5, 2])), pair)
+    assert not _adjacent_ids(memoryview(array("H", [1, 2])), array("I", [1, 70_000]).tobytes())
+
+
 def test_replacing_documents_through_a_compaction_keeps_scores_exact():
     index = BM25Index()
     docs = {f"d{i}": [f"w{i % 7}", "shared", f"u{i}"] for i in range(200)}
