@@ -94,7 +94,7 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.backends import FILES, open_backend
+from dreamkeeper.stores.backends import FILES, agent_key_store, open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
@@ -199,7 +199,9 @@ class MemoryClient:
         database."""
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(temporal, store.data_dir)  # payload keys: worker/codec.py
+        client = await connect(  # payload keys: client/codec.py
+            temporal, store.data_dir, key_store=agent_key_store(store.database_url)
+        )
         embeddings = embeddings or embedding_settings()
         shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
         memory = cls(

@@ -1,6 +1,7 @@
 """`forget` for the local clients (the CLI, `MemoryClient`, the service): the store-side
-erasure (`stores.forget`) with this data directory's per-agent payload data keys
-(`client.agent_keys`), so forgetting reaches the agent's Temporal histories too."""
+erasure (`stores.forget`) with the backend's per-agent payload data keys
+(`client.agent_keys`: the data directory's, or the database's), so forgetting reaches the
+agent's Temporal histories too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from dreamkeeper.client.codec import PayloadKeys
 from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
+from dreamkeeper.stores.backends import agent_key_store
 from dreamkeeper.stores.forget import Forgetting, file_backend
 
 NO_KEY_NOTE = (
@@ -18,9 +20,10 @@ NO_KEY_NOTE = (
 
 def forgetting(data_dir: Path, database_url: str | None = None) -> Forgetting:
     """The forget runner of the configured backend: the database when a URL is set (the
-    stores are there), else the data directory. Per-agent data keys stay under the data
-    directory either way: the codec server reads them there."""
-    keys = PayloadKeys.from_env(data_dir=data_dir).agent_keys()
+    stores and the per-agent data keys are there), else the data directory."""
+    keys = PayloadKeys.from_env(
+        data_dir=data_dir, key_store=agent_key_store(database_url)
+    ).agent_keys()
     if database_url is not None:
         from dreamkeeper.stores.postgres.database import database
         from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend

@@ -77,7 +77,7 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
 def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.cli.common import require_data_dir
     from dreamkeeper.stores.backends import FileBackend, PostgresBackend
-    from dreamkeeper.stores.migrate import AgentCopy, migrate
+    from dreamkeeper.stores.migrate import AgentCopy, carry_agent_keys, migrate
 
     url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
     require_data_dir(settings)
@@ -96,21 +96,31 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
 
     print(f"copying {source.location} into {target.location}", file=sys.stderr, flush=True)
     report = migrate(source, target, progress=progress)
+    keys = carry_agent_keys(settings.data_dir, target.db)
+    print(
+        f"payload data keys: {keys.keys} ({keys.carried} new this run), "
+        f"{keys.destroyed} destroyed ids added",
+        file=sys.stderr,
+        flush=True,
+    )
     conflicts = [(a.agent_id, i) for a in report.agents for i in a.conflicts]
     for agent_id, entry_id in conflicts:
         print(f"conflict: agent {agent_id} memory {entry_id} is in the database with other content")
     for mismatch in report.mismatches:
         print(f"mismatch: {mismatch}")
+    for problem in keys.mismatches:
+        print(f"mismatch: {problem}")
     agents = len(report.agents)
-    if report.verified and not conflicts:
+    if report.verified and not conflicts and not keys.mismatches:
         print(
             f"migrated {agents} agents, {report.entries} memories ({report.created} new this "
-            "run): counts and content hashes match"
+            f"run), {keys.keys} payload data keys: counts and content hashes match"
         )
         return 0
     print(
         f"migrated {agents} agents with {len(conflicts)} conflicts and "
-        f"{len(report.mismatches)} mismatches: the database differs from {source.location}"
+        f"{len(report.mismatches) + len(keys.mismatches)} mismatches: the database differs "
+        f"from {source.location}"
     )
     return 2
 

@@ -42,7 +42,9 @@ async def run_dev(
     grpc_port = grpc_port or DEV_GRPC_PORT
     ui_port = ui_port or DEV_UI_PORT
     codec = DevCodecServer(
-        store.data_dir, (f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}")
+        store.data_dir,
+        (f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"),
+        database_url=store.database_url,
     )
     try:
         proc = start_dev_server(

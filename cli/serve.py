@@ -59,7 +59,7 @@ def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
 def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.service.codec_server import serve_cli
 
-    return serve_cli(args.host, args.port, settings.data_dir)
+    return serve_cli(args.host, args.port, settings.data_dir, settings.database_url)
 
 
 def register(sub: Subparsers) -> None:

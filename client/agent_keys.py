@@ -12,6 +12,11 @@ The store is a tiny interface (`AgentKeyStore`); the file implementation keeps
 `{data}/agent-keys/{agent}.json` (the key id, the id of the payload key that wrapped it,
 the wrapped key) and `{data}/agent-keys/destroyed.jsonl` (ids of destroyed keys and when:
 no agent id, no key material), so a decoder can say "erased" rather than "unknown key".
+With a database configured the keys are rows instead (`stores.postgres.agent_keys`, the
+same wrapping through `KeyWrapper`), so every worker and client on the database seals and
+opens with the same key, and one `forget` destroys it for all of them. The client layer
+cannot load the stores: a caller that can passes the store's factory in
+(`PayloadKeys.key_store`).
 Rotation of the payload key keeps working: a data key records which payload key wrapped
 it, and any configured key (the sealing one or a decode-only one) unwraps it.
 """
@@ -26,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -75,16 +80,74 @@ class AgentKeyStore(Protocol):
         ...
 
 
+Wrapping: TypeAlias = Sequence[tuple[str, bytes]]
+
+
+class AgentKeyStoreFactory(Protocol):
+    """Makes the agent key store of a process from its payload keys (the first wraps
+    new data keys; any of them unwraps)."""
+
+    def __call__(self, wrapping: Wrapping) -> AgentKeyStore: ...
+
+
+@dataclass(frozen=True)
+class WrappedKey:
+    """A data key as stored: never the key in clear."""
+
+    key_id: str
+    wrapped_by: str  # the id of the payload key that wrapped it
+    nonce: bytes
+    wrapped: bytes
+
+
+class KeyWrapper:
+    """Wraps new data keys with the first payload key and unwraps with any configured
+    one; the agent id and key id are bound in as associated data, so a wrapped key moved
+    to another agent (or renamed) fails authentication instead of opening."""
+
+    def __init__(self, wrapping: Wrapping) -> None:
+        if not wrapping:
+            raise ValueError("a data key store needs a payload key to wrap with")
+        self._wrap_id = wrapping[0][0]
+        self._wrappers = {key_id: AESGCM(secret) for key_id, secret in wrapping}
+
+    def new(self, agent_id: str) -> WrappedKey:
+        key_id = os.urandom(8).hex()
+        secret = os.urandom(KEY_BYTES)
+        nonce = os.urandom(NONCE_BYTES)
+        wrapped = self._wrappers[self._wrap_id].encrypt(nonce, secret, _aad(agent_id, key_id))
+        return WrappedKey(key_id, self._wrap_id, nonce, wrapped)
+
+    def unwrap(self, agent_id: str, stored: WrappedKey, where: str) -> DataKey:
+        wrapper = self._wrappers.get(stored.wrapped_by)
+        if wrapper is None:
+            raise AgentKeyError(
+                f"the data key of agent {agent_id!r} is wrapped by payload key "
+                f"{stored.wrapped_by!r}, which is not configured: keep it as a decode-only "
+                "key after a rotation"
+            )
+        try:
+            secret = wrapper.decrypt(stored.nonce, stored.wrapped, _aad(agent_id, stored.key_id))
+        except InvalidTag:
+            raise AgentKeyError(f"the data key {where} failed authentication") from None
+        return DataKey(stored.key_id, secret)
+
+
+def erased(agent_id: str, key_id: str) -> AgentKeyErased:
+    return AgentKeyErased(
+        f"this payload was sealed with data key {key_id!r} of agent {agent_id!r}, "
+        "which was destroyed when the agent's memories were forgotten: it cannot "
+        "be decoded by anyone, by design"
+    )
+
+
 class FileAgentKeyStore:
     """Data keys in `{data}/agent-keys/`, wrapped by the payload keys `wrapping` (the
     first wraps new ones; any of them unwraps)."""
 
-    def __init__(self, data_dir: Path | str, wrapping: Sequence[tuple[str, bytes]]) -> None:
-        if not wrapping:
-            raise ValueError("a data key store needs a payload key to wrap with")
+    def __init__(self, data_dir: Path | str, wrapping: Wrapping) -> None:
+        self._wrapper = KeyWrapper(wrapping)
         self.root = Path(data_dir) / DIR
-        self._wrap_id = wrapping[0][0]
-        self._wrappers = {key_id: AESGCM(secret) for key_id, secret in wrapping}
         self._cache: dict[str, tuple[tuple[int, int], DataKey]] = {}
         self._guard = threading.Lock()
         self._paths: dict[str, Path] = {}
@@ -115,11 +178,7 @@ class FileAgentKeyStore:
         if key is not None and key.key_id == key_id:
             return key
         if key_id in self.destroyed():
-            raise AgentKeyErased(
-                f"this payload was sealed with data key {key_id!r} of agent {agent_id!r}, "
-                "which was destroyed when the agent's memories were forgotten: it cannot "
-                "be decoded by anyone, by design"
-            )
+            raise erased(agent_id, key_id)
         raise AgentKeyError(
             f"data key {key_id!r} of agent {agent_id!r} is not in {self.root}: this "
             "process uses another data directory than the one that sealed the payload"
@@ -151,17 +210,7 @@ class FileAgentKeyStore:
         return 1
 
     def destroyed(self) -> set[str]:
-        try:
-            data = (self.root / DESTROYED).read_bytes()
-        except OSError:
-            return set()
-        ids = set()
-        for line in data.splitlines():
-            try:
-                ids.add(str(json.loads(line)["keyId"]))
-            except (ValueError, KeyError, TypeError):
-                continue
-        return ids
+        return read_destroyed(self.root)
 
     # -- the files -----------------------------------------------------------------------
 
@@ -180,25 +229,10 @@ class FileAgentKeyStore:
         if cached is not None and cached[0] == signature:
             return cached[1]
         try:
-            raw = json.loads(path.read_bytes()[:MAX_FILE_BYTES])
-            key_id, wrapped_by = str(raw["keyId"]), str(raw["wrappedBy"])
-            nonce, wrapped = base64.b64decode(raw["nonce"]), base64.b64decode(raw["wrapped"])
+            stored = read_key_file(path)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise AgentKeyError(f"unreadable data key file {path}: {exc}") from None
-        wrapper = self._wrappers.get(wrapped_by)
-        if wrapper is None:
-            raise AgentKeyError(
-                f"the data key of agent {agent_id!r} is wrapped by payload key "
-                f"{wrapped_by!r}, which is not configured: keep it as a decode-only key "
-                "after a rotation"
-            )
-        try:
-            secret = wrapper.decrypt(nonce, wrapped, _aad(agent_id, key_id))
-        except InvalidTag:
-            raise AgentKeyError(f"the data key file {path} failed authentication") from None
-        key = DataKey(key_id, secret)
+        key = self._wrapper.unwrap(agent_id, stored, f"file {path}")
         with self._guard:
             self._cache[agent_id] = (signature, key)
         return key
@@ -206,18 +240,15 @@ class FileAgentKeyStore:
     def _create(self, agent_id: str, path: Path) -> None:
         """A new key, published with link(2): of two processes making one at once, the
         first link wins and the other reads it."""
-        key_id = os.urandom(8).hex()
-        secret = os.urandom(KEY_BYTES)
-        nonce = os.urandom(NONCE_BYTES)
-        wrapped = self._wrappers[self._wrap_id].encrypt(nonce, secret, _aad(agent_id, key_id))
+        new = self._wrapper.new(agent_id)
         body = {
-            "keyId": key_id,
-            "wrappedBy": self._wrap_id,
-            "nonce": base64.b64encode(nonce).decode(),
-            "wrapped": base64.b64encode(wrapped).decode(),
+            "keyId": new.key_id,
+            "wrappedBy": new.wrapped_by,
+            "nonce": base64.b64encode(new.nonce).decode(),
+            "wrapped": base64.b64encode(new.wrapped).decode(),
         }
         self.root.mkdir(parents=True, exist_ok=True)
-        temp = self.root / f".{agent_id}.{os.getpid()}.{key_id}.tmp"
+        temp = self.root / f".{agent_id}.{os.getpid()}.{new.key_id}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, json.dumps(body).encode())
@@ -230,6 +261,38 @@ class FileAgentKeyStore:
             pass
         finally:
             temp.unlink()
+
+
+def read_destroyed(root: Path) -> set[str]:
+    """The destroyed key ids listed in `root` (an `agent-keys` directory)."""
+    try:
+        data = (root / DESTROYED).read_bytes()
+    except OSError:
+        return set()
+    ids = set()
+    for line in data.splitlines():
+        try:
+            ids.add(str(json.loads(line)["keyId"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return ids
+
+
+def read_key_file(path: Path) -> WrappedKey:
+    """The wrapped key an `{agent}.json` holds (`FileNotFoundError` when there is none);
+    also how `dreamkeeper migrate` carries file keys into a database, still wrapped."""
+    try:
+        raw = json.loads(path.read_bytes()[:MAX_FILE_BYTES])
+        return WrappedKey(
+            str(raw["keyId"]),
+            str(raw["wrappedBy"]),
+            base64.b64decode(raw["nonce"]),
+            base64.b64decode(raw["wrapped"]),
+        )
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise AgentKeyError(f"unreadable data key file {path}: {exc}") from None
 
 
 def _aad(agent_id: str, key_id: str) -> bytes:

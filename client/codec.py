@@ -54,6 +54,7 @@ from dreamkeeper.client.agent_keys import (
     AgentKeyErased,
     AgentKeyError,
     AgentKeyStore,
+    AgentKeyStoreFactory,
     FileAgentKeyStore,
 )
 from dreamkeeper.core.errors import SettingsError, StoreMismatch
@@ -137,21 +138,39 @@ class PayloadKeys:
     # Where the per-agent data keys live (`client.agent_keys`); None: no data keys, every
     # payload is sealed with the payload key itself.
     data_dir: Path | None = None
+    # The shared key store of a database backend (`stores.postgres.agent_keys`), passed in
+    # by a caller that may load the stores; it replaces the data directory's files, which
+    # a worker on another host would never see.
+    key_store: AgentKeyStoreFactory | None = field(default=None, compare=False)
 
     @property
     def configured(self) -> bool:
         return bool(self.keys)
 
     def agent_keys(self) -> AgentKeyStore | None:
-        if not self.keys or self.data_dir is None:
+        if not self.keys:
             return None
-        return FileAgentKeyStore(self.data_dir, [(k.key_id, k.secret) for k in self.keys])
+        wrapping = [(k.key_id, k.secret) for k in self.keys]
+        if self.key_store is not None:
+            return self.key_store(wrapping)
+        if self.data_dir is None:
+            return None
+        return FileAgentKeyStore(self.data_dir, wrapping)
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str] | None = None, data_dir: Path | None = None
+        cls,
+        env: Mapping[str, str] | None = None,
+        data_dir: Path | None = None,
+        key_store: AgentKeyStoreFactory | None = None,
     ) -> PayloadKeys:
-        """The keys configured in core.settings (read there, parsed here)."""
+        """The keys configured in core.settings (read there, parsed here); per-agent data
+        keys from `key_store` when given, else under `data_dir`."""
+        found = cls._from_env(env, data_dir)
+        return dataclasses.replace(found, key_store=key_store) if found.configured else found
+
+    @classmethod
+    def _from_env(cls, env: Mapping[str, str] | None, data_dir: Path | None) -> PayloadKeys:
         configured = load_settings(env).codec
         single = configured.payload_key or ""
         file = str(configured.payload_key_file or "")

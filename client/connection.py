@@ -10,6 +10,7 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
+from dreamkeeper.client.agent_keys import AgentKeyStoreFactory
 from dreamkeeper.client.codec import PayloadKeys, data_converter
 from dreamkeeper.core.settings import TemporalSettings
 
@@ -35,9 +36,15 @@ def tls_config(temporal: TemporalSettings) -> TLSConfig | bool:
 
 
 async def connect(
-    temporal: TemporalSettings, data_dir: Path | None = None, *, runtime: Runtime | None = None
+    temporal: TemporalSettings,
+    data_dir: Path | None = None,
+    *,
+    runtime: Runtime | None = None,
+    key_store: AgentKeyStoreFactory | None = None,
 ) -> Client:
-    converter = data_converter(PayloadKeys.from_env(data_dir=data_dir))
+    """`key_store`: where per-agent data keys live when not under `data_dir` (a database
+    backend's, `stores.backends.agent_key_store`)."""
+    converter = data_converter(PayloadKeys.from_env(data_dir=data_dir, key_store=key_store))
     return await Client.connect(
         temporal.address,
         namespace=temporal.namespace,

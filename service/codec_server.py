@@ -38,6 +38,7 @@ from dreamkeeper.client.codec import (
 )
 from dreamkeeper.core.errors import InvalidInput, SettingsError
 from dreamkeeper.core.settings import load_settings
+from dreamkeeper.stores.backends import agent_key_store
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,12 @@ def make_server(
     return ThreadingHTTPServer((host, port), Handler)
 
 
-def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, PayloadKeys]:
-    keys = PayloadKeys.from_env(data_dir=data_dir)
+def load_codec(
+    data_dir: Path | None, database_url: str | None = None
+) -> tuple[EncryptionCodec, PayloadKeys]:
+    """The workers' codec: their payload keys, and the per-agent data keys where the
+    workers keep them (the database when a URL is set, else under `data_dir`)."""
+    keys = PayloadKeys.from_env(data_dir=data_dir, key_store=agent_key_store(database_url))
     if not keys.configured:
         raise SettingsError(
             f"no payload key: set {KEY_ENV} or {KEY_FILE_ENV} (the worker's keys) "
@@ -183,9 +188,9 @@ def load_codec(data_dir: Path | None) -> tuple[EncryptionCodec, PayloadKeys]:
     return EncryptionCodec(keys.keys, keys.agent_keys()), keys
 
 
-def serve_cli(host: str, port: int, data_dir: Path | None) -> int:
+def serve_cli(host: str, port: int, data_dir: Path | None, database_url: str | None = None) -> int:
     """`dreamkeeper codec-server`: blocks until Ctrl-C."""
-    codec, keys = load_codec(data_dir)
+    codec, keys = load_codec(data_dir, database_url)
     settings = CodecServerSettings.from_env()
     try:
         server = make_server(codec, host, port, settings)
@@ -218,14 +223,19 @@ class DevCodecServer:
     free one, and the banner says so."""
 
     def __init__(
-        self, data_dir: Path, ui_origins: tuple[str, ...], *, port: int | None = None
+        self,
+        data_dir: Path,
+        ui_origins: tuple[str, ...],
+        *,
+        port: int | None = None,
+        database_url: str | None = None,
     ) -> None:
         data_dir = data_dir.resolve()
         generated = False
         if not PayloadKeys.from_env(data_dir=data_dir).configured:
             generate_key_file(data_dir / DATA_DIR_KEY_FILE)
             generated = True
-        codec, self.keys = load_codec(data_dir)
+        codec, self.keys = load_codec(data_dir, database_url)
         env = CodecServerSettings.from_env()
         wanted = env.dev_port if port is None else port
         # No token here: the bundled dev UI cannot send one; the port is loopback-only.

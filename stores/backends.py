@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.settings import StoreSettings
@@ -237,6 +238,23 @@ def _class(name: str) -> Any:
     # modules it does not use, and only a process given one loads the PostgreSQL stores.
     module, _, attribute = name.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def agent_key_store(database_url: str | None) -> AgentKeyStoreFactory | None:
+    """Where per-agent payload data keys live for a process on this backend: the database
+    when a URL is set (`stores.postgres.agent_keys`: shared by every worker and client on
+    it), else None, and the codec keeps them under its data directory."""
+    if not database_url:
+        return None
+    url = database_url
+
+    def make(wrapping: Wrapping) -> AgentKeyStore:
+        from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
+        from dreamkeeper.stores.postgres.database import database
+
+        return PostgresAgentKeyStore(database(url), wrapping)
+
+    return make
 
 
 def open_backend(settings: StoreSettings) -> StoreBackend:

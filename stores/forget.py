@@ -208,6 +208,22 @@ class Forgetting:
     def _inventory(self, agent_id: str) -> list[Removal]:
         return _inventory(self._files(agent_id).root)
 
+    def _agent_documents(self, agent_id: str) -> AgentDocuments:
+        return FileDocuments(self._files(agent_id))
+
+    def _delete_agent(self, agent_id: str) -> None:
+        """Everything the store keeps for the agent (its exports are gone already)."""
+        root = self._files(agent_id).root
+        if root.is_symlink():
+            root.unlink()
+        elif root.exists():
+            shutil.rmtree(root)
+
+    def _agent_left(self, agent_id: str) -> list[str]:
+        """Where anything of a deleted agent is still kept: the whole-agent verification."""
+        root = self._files(agent_id).root
+        return [_rel(self.data_dir, root)] if os.path.lexists(root) else []
+
     def _journal_lines(self) -> list[bytes]:
         try:
             return safe_json.read_regular(self._journal, MAX_JOURNAL_BYTES).splitlines()
@@ -416,43 +432,23 @@ class Forgetting:
                 removed.append(Removal(place=cache, what="cache file", count=1))
         if self.history_keys is not None:
             receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
-            if receipt.history_keys_destroyed:
-                removed.append(
-                    Removal(
-                        place="payload data keys",
-                        what="Temporal history keys",
-                        count=receipt.history_keys_destroyed,
-                    )
-                )
-        receipt.removed = removed
+        receipt.removed = removed + _history_keys_removed(receipt)
         receipt.verification = self._verify(stores, mentions)
 
     def _run_agent(self, receipt: ForgetReceipt) -> None:
+        """The whole agent, on either backend (its steps per backend above): the data keys
+        first, so its histories are undecodable even if the rest is cut short."""
         agent_id = receipt.agent_id
-        root = AgentFiles(self.data_dir, agent_id).root
         if self.history_keys is not None:
             receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
-        removed = _inventory(root)
-        for export in exported_files(FileDocuments(AgentFiles(self.data_dir, agent_id))):
+        removed = self._inventory(agent_id)
+        for export in exported_files(self._agent_documents(agent_id)):
             if export.is_file() and not export.is_symlink():
                 export.unlink()
                 removed.append(Removal(place=str(export), what="export file", count=1))
-        if root.is_symlink():
-            root.unlink()
-        elif root.exists():
-            shutil.rmtree(root)
-        if receipt.history_keys_destroyed:
-            removed.append(
-                Removal(
-                    place="payload data keys",
-                    what="Temporal history keys",
-                    count=receipt.history_keys_destroyed,
-                )
-            )
-        receipt.removed = removed
-        receipt.verification = Verification(
-            files_containing=[_rel(self.data_dir, root)] if os.path.lexists(root) else []
-        )
+        self._delete_agent(agent_id)
+        receipt.removed = removed + _history_keys_removed(receipt)
+        receipt.verification = Verification(files_containing=self._agent_left(agent_id))
 
     def _verify(self, stores: AgentStores, mentions: Mentions) -> Verification:
         """Search every tier for each forgotten text, then read every byte the store
@@ -517,6 +513,19 @@ class Forgetting:
             self._note({"request": request, "done": True})
             finished.append(request)
         return finished
+
+
+def _history_keys_removed(receipt: ForgetReceipt) -> list[Removal]:
+    """The receipt's line for the payload data keys `forget` destroyed (none: no line)."""
+    if not receipt.history_keys_destroyed:
+        return []
+    return [
+        Removal(
+            place="payload data keys",
+            what="Temporal history keys",
+            count=receipt.history_keys_destroyed,
+        )
+    ]
 
 
 def _list(value: object) -> list[object]:

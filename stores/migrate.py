@@ -1,7 +1,9 @@
 """Copying one store into another (`dreamkeeper migrate --to postgresql://...`): every
 agent's long-term memory through the bulk path (`import_entries`), its live working
 memory, its conversations and its dream-state documents, then a check that both sides
-hold the same entries.
+hold the same entries. Then the per-agent payload data keys (`carry_agent_keys`): still
+wrapped, so the payloads the data directory's workers sealed open on every worker of the
+database, and what was destroyed there still reads "erased".
 
 Safe to re-run after a crash at any point, with no duplicate: `import_entries` is
 idempotent by id (an entry already there with the same content is left as it is);
@@ -14,12 +16,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from dreamkeeper.client.agent_keys import DIR as KEYS_DIR
+from dreamkeeper.client.agent_keys import AgentKeyError, read_destroyed, read_key_file
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.backends import StoreBackend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.faults import MIGRATE_AGENT_COPIED, crash_point
+
+if TYPE_CHECKING:
+    from dreamkeeper.stores.postgres.database import Database
 
 WORKING_LIST_CAP = 1_000_000  # every live key: a namespace holds a bounded number
 
@@ -186,3 +195,44 @@ def migrate(
     for agent_id in agents:
         report.mismatches.extend(verify_agent(source, target, agent_id))
     return report
+
+
+@dataclass
+class KeysCopy:
+    keys: int = 0  # agent data keys under the data directory
+    carried: int = 0  # of them, new in the database by this run
+    destroyed: int = 0  # destroyed key ids new on the database's list by this run
+    mismatches: list[str] = field(default_factory=list)
+
+
+def carry_agent_keys(data_dir: Path, db: Database) -> KeysCopy:
+    """Copy `{data}/agent-keys/` into the database's key tables, as stored (wrapped: the
+    payload key is not needed here, and no key is ever in clear), then check that every
+    file key is in the database (or was destroyed there) and every destroyed id is on its
+    list. Idempotent like the rest of `migrate`."""
+    from dreamkeeper.stores.postgres.agent_keys import carry_destroyed, carry_key, held_keys
+
+    root = Path(data_dir) / KEYS_DIR
+    copy = KeysCopy()
+    # The destroyed ids first: a key whose forget was interrupted (its id listed, its file
+    # not yet deleted) is then refused by the database rather than brought back to life.
+    gone = read_destroyed(root)
+    copy.destroyed = carry_destroyed(db, gone)
+    found: list[tuple[str, str]] = []
+    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
+        try:
+            agent_id = validate_agent_id(path.stem)
+            stored = read_key_file(path)
+        except (ValueError, AgentKeyError, FileNotFoundError) as exc:
+            copy.mismatches.append(f"{path.name}: not carried ({exc})")
+            continue
+        copy.keys += 1
+        found.append((agent_id, stored.key_id))
+        copy.carried += carry_key(db, agent_id, stored)
+    held, held_gone = held_keys(db)
+    for agent_id, key_id in found:
+        if (agent_id, key_id) not in held and key_id not in held_gone:
+            copy.mismatches.append(f"agent {agent_id}: data key {key_id} is not in the database")
+    if gone - held_gone:
+        copy.mismatches.append(f"{len(gone - held_gone)} destroyed key ids are not in the database")
+    return copy

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from dreamkeeper.core.forgetting import ForgetReceipt, Removal, Verification
+from dreamkeeper.core.forgetting import Removal, Verification
 from dreamkeeper.core.models import utc_now
+from dreamkeeper.stores.documents import AgentDocuments
 from dreamkeeper.stores.forget import (
     MAX_JOURNAL_BYTES,
     AgentStores,
@@ -168,31 +169,16 @@ class PostgresForgetting(Forgetting):
             if hit:
                 result.files_containing.append(self._place(agent_id, table))
 
-    def _run_agent(self, receipt: ForgetReceipt) -> None:
-        agent_id = receipt.agent_id
-        if self.history_keys is not None:
-            receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
-        removed = self._inventory(agent_id)
-        documents = PostgresDocuments(self.db, agent_id)
-        for export in exported_files(documents):
-            if export.is_file() and not export.is_symlink():
-                export.unlink()
-                removed.append(Removal(place=str(export), what="export file", count=1))
+    def _agent_documents(self, agent_id: str) -> AgentDocuments:
+        return PostgresDocuments(self.db, agent_id)
+
+    def _delete_agent(self, agent_id: str) -> None:
         with self.db.transaction() as conn:
             for table, _ in AGENT_TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))  # noqa: S608
-        if receipt.history_keys_destroyed:
-            removed.append(
-                Removal(
-                    place="payload data keys",
-                    what="Temporal history keys",
-                    count=receipt.history_keys_destroyed,
-                )
-            )
-        receipt.removed = removed
-        receipt.verification = Verification(
-            files_containing=[r.place for r in self._inventory(agent_id)]
-        )
+
+    def _agent_left(self, agent_id: str) -> list[str]:
+        return [r.place for r in self._inventory(agent_id)]
 
 
 def _signed(key: int) -> int:

@@ -171,6 +171,34 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        6,
+        "agent data keys",
+        """
+        -- Per-agent payload data keys (stores.postgres.agent_keys), only ever wrapped by a
+        -- payload key. At most one current key per agent: the unique index is what makes
+        -- two first uses at once agree on one key. Others (carried from a data directory
+        -- by `migrate`) only open the payloads they sealed.
+        CREATE TABLE dreamkeeper_agent_keys (
+            agent_id text NOT NULL,
+            key_id text NOT NULL,
+            wrapped_by text NOT NULL,
+            nonce bytea NOT NULL,
+            wrapped bytea NOT NULL,
+            current boolean NOT NULL,
+            made_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (agent_id, key_id)
+        );
+        CREATE UNIQUE INDEX dreamkeeper_agent_keys_current
+            ON dreamkeeper_agent_keys (agent_id) WHERE current;
+        -- Ids of keys `forget` destroyed, so a decoder says "erased", not "unknown key":
+        -- no agent id, no key material.
+        CREATE TABLE dreamkeeper_destroyed_keys (
+            key_id text PRIMARY KEY,
+            destroyed_at timestamptz NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

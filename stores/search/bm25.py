@@ -190,37 +190,33 @@ def has_phrase(tokens: Sequence[T], phrase: tuple[T, T]) -> bool:
     return any(tok == first and tokens[i + 1] == second for i, tok in enumerate(tokens[:-1]))
 
 
-def _adjacent_ids(tokens: array | np.ndarray | memoryview, pattern: bytes) -> bool:
-    """Whether two packed token ids stand next to each other: a C-speed byte search,
-    accepting only matches aligned to a whole id. `pattern` is the two ids packed as
-    uint32; tokens packed in two bytes each are searched for them in two bytes."""
-    if tokens.itemsize * 2 != len(pattern):
-        narrow = _narrow_pattern(pattern)
-        if narrow is None:
-            return False  # an id too large for two bytes is in no such document
-        pattern = narrow
-    data = tokens.tobytes()
-    at = data.find(pattern)
-    while at != -1:
-        if at % tokens.itemsize == 0:
-            return True
-        at = data.find(pattern, at + 1)
-    return False
+def _ascending(slots: np.ndarray) -> np.ndarray:
+    """The distinct slots, ascending (without a sort when they already are)."""
+    if slots.size > 1 and not bool((slots[1:] >= slots[:-1]).all()):
+        slots = np.sort(slots)
+    if slots.size > 1:
+        slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
+    return slots
 
 
-_narrowed: dict[bytes, bytes | None] = {}
+# Below this many postings in all, scoring every one costs less than deciding which
+# need not be (measured with bench/search.py: the bounds, a floor and a second pass).
+_PRUNE_FROM = 20_000
 
 
-def _narrow_pattern(pattern: bytes) -> bytes | None:
-    narrow = _narrowed.get(pattern, b"")
-    if narrow == b"":
-        ids = array("I")
-        ids.frombytes(pattern)
-        narrow = array("H", ids).tobytes() if max(ids) <= 0xFFFF else None
-        if len(_narrowed) >= 4096:
-            _narrowed.clear()
-        _narrowed[pattern] = narrow
-    return narrow
+def _union(postings: list[np.ndarray], allowed: np.ndarray) -> np.ndarray:
+    """The allowed slots in any of the postings, ascending."""
+    if sum(p.size for p in postings) * 8 < allowed.size:  # a small sort beats a full pass
+        slots = np.concatenate(postings).astype(np.int64)
+        if len(postings) > 1:
+            slots.sort()
+            slots = slots[np.concatenate(([True], slots[1:] != slots[:-1]))]
+        return slots[allowed[slots]]
+    mark = np.zeros(allowed.size, dtype=np.bool_)
+    for posting in postings:
+        mark[posting] = True
+    mark &= allowed
+    return np.flatnonzero(mark)
 
 
 class _Grow:
@@ -332,6 +328,11 @@ class BM25Index:
         self._len_all = 0
         self._len_live = 0
         self._dead = 0
+        # Per term, its highest frequency and shortest document, keyed by its postings'
+        # size (`_bound`).
+        self._bounds: dict[tuple[int, int], tuple[float, float]] = {}
+        # The largest weight any slot has had: never lowered, so it stays a bound.
+        self._weight_top = 0.0
         # Bumped whenever a key may have moved to another slot: callers caching a mapping
         # onto slots compare it.
         self.generation = getattr(self, "generation", 0) + 1
@@ -424,6 +425,7 @@ class BM25Index:
             if len(column) != slots:
                 raise ValueError(f"{name} has the wrong length")
             getattr(index, f"_{name}").adopt(column)
+        index._weight_top = float(index._weight.view.max()) if slots else 0.0
         index._df_all = values("df_all", np.int64).tolist()
         index._df_live = values("df_live", np.int64).tolist()
         if len(index._df_all) != terms or len(index._df_live) != terms:
@@ -464,6 +466,7 @@ class BM25Index:
     ) -> int:
         """Add or replace a document; returns its slot."""
         tids = self._ids(tokens)
+        self._weight_top = max(self._weight_top, weight)
         old = self._slot_of.get(key)
         if old is not None:
             held = self._doc_tokens(old)
@@ -549,12 +552,10 @@ class BM25Index:
 
     def _doc_tokens(self, slot: int) -> memoryview | None:
         """The slot's token ids in document order (None: a removed document): a
-        memoryview of unsigned ints, two bytes each while the vocabulary fits, else four
-        (`_adjacent_ids` searches either for a uint32 pair). Its items are the ids.
-        A view of storage the index replaces rather than resizes, so holding it blocks
-        nothing (it shows the tokens as they were). A memoryview, not an ndarray: this
-        is called once per candidate of a phrase, and numpy's per-call cost was 10x the
-        search itself."""
+        memoryview of unsigned ints, two bytes each while the vocabulary fits, else four;
+        its items are the ids. A view of storage the index replaces rather than resizes,
+        so holding it blocks nothing (it shows the tokens as they were). Many documents
+        at once: `_docs_tokens`."""
         if self._key_of[slot] is None:
             return None
         at = self._tok_at.raw
@@ -671,34 +672,57 @@ class BM25Index:
         self, phrases: list[tuple[str, str]], among: np.ndarray | None = None
     ) -> np.ndarray:
         """Slots (of `among`, if given) whose token stream holds any of the phrases as
-        adjacent tokens. Postings narrow it to documents containing both words; only
-        those are scanned."""
-        found: set[int] = set()
-        size = len(self._key_of)
-        allowed = None
-        if among is not None:
-            # Boolean masks, not intersect1d: that sorts both arrays on every call, and
-            # `among` can be most of the index.
-            allowed = np.zeros(size, dtype=np.bool_)
-            allowed[among] = True
+        adjacent tokens, ascending. Postings narrow it to documents containing both
+        words; only those are scanned, all in one vectorised pass."""
+        if among is None:
+            among = np.flatnonzero(self._alive.view)
+        among = _ascending(np.asarray(among, dtype=np.int64))
+        pairs = []
+        maybe = np.zeros(among.size, dtype=np.bool_)
         for first, second in phrases:
             a, b = self._token_id.get(first), self._token_id.get(second)
             if a is None or b is None:
                 continue
-            slots_a = self._posting(a)[0]
-            slots_b = self._posting(b)[0]
-            in_a = np.zeros(size, dtype=np.bool_)
-            in_a[slots_a] = True
-            both = slots_b[in_a[slots_b]]
-            del slots_a, slots_b  # release the buffer exports so the arrays can grow again
-            if allowed is not None:
-                both = both[allowed[both]]
-            pattern = array("I", (a, b)).tobytes()
-            for slot in both.tolist():
-                tokens = self._doc_tokens(slot)
-                if tokens is not None and slot not in found and _adjacent_ids(tokens, pattern):
-                    found.add(slot)
-        return np.fromiter(found, dtype=np.int64, count=len(found))
+            held = self._holding(a, among) & self._holding(b, among)
+            if held.any():
+                pairs.append((a, b))
+                maybe |= held
+        scan = among[maybe]
+        if not pairs or scan.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        tokens, lengths = self._docs_tokens(scan)
+        # Position i and i + 1 belong to one document unless i is a document's last.
+        last = np.cumsum(lengths)[lengths > 0] - 1
+        inside = np.ones(max(tokens.size - 1, 0), dtype=np.bool_)
+        inside[last[last < inside.size]] = False
+        found = np.zeros(tokens.size, dtype=np.bool_)
+        for a, b in pairs:
+            found[:-1] |= inside & (tokens[:-1] == a) & (tokens[1:] == b)
+        owner = np.repeat(np.arange(scan.size), lengths)
+        return _ascending(scan[owner[found]])
+
+    def _docs_tokens(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The slots' token streams end to end, and each one's length (0: removed): one
+        gather from the flat storage (ids as stored: two bytes each while the vocabulary
+        fits, else four; compare them by value)."""
+        at = self._tok_at.view
+        starts = at[slots]
+        lengths = np.where(self._alive.view[slots], at[slots + 1] - starts, 0)
+        # Position k of the result comes from starts[d] + (k - where document d begins).
+        begins = np.cumsum(lengths) - lengths
+        where = np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()))
+        return self._tok.view[where], lengths
+
+    def _holding(self, tid: int, slots: np.ndarray) -> np.ndarray:
+        """Which of `slots` (ascending) hold the term."""
+        posting = self._posting(tid)[0]
+        if posting.size == 0 or slots.size == 0:
+            return np.zeros(slots.size, dtype=np.bool_)
+        at = np.searchsorted(posting, slots)
+        at[at == posting.size] = 0
+        held = posting[at] == slots
+        del posting  # release the buffer export so the array can grow again
+        return held
 
     @property
     def weights(self) -> np.ndarray:
@@ -751,4 +775,154 @@ class BM25Index:
             scores[slots] += idf * (tf * (K1 + 1) / denom)
             del slots, tf32  # release the buffer exports so the arrays can grow again
         scores[~in_scope] = 0.0
+        return scores
+
+    def candidates(
+        self,
+        query_tokens: list[str],
+        *,
+        include_archived: bool = False,
+        groups: np.ndarray | None = None,
+        top: int | None = None,
+        phrases: Sequence[tuple[str, str]] = (),
+        bonus: float = 1.0,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The slots in scope holding a query token (ascending) — only those of `groups`
+        (a mask over group ids) when given — and their scores: at each slot the same
+        float `scores` gives, added term by term in the query's order.
+
+        With `top`, a subset that still holds every slot that can reach the best `top`
+        by score × weight (× the caller's `bonus` for a document holding one of the
+        `phrases`), or tie with them: MaxScore. Each term is bounded by its score at its
+        highest frequency in its shortest document; the terms with the highest bounds
+        are *essential*, and only documents holding one are scored. The rest are left
+        out exactly when the bounds of the other terms add up (× the largest weight, ×
+        the bonus if a phrase lies wholly among those terms) below the `top`-th best
+        weighted score among the scored ones: such a document is strictly below `top`
+        others, so it can be neither in the result nor tied with it."""
+        n, total_len, df, in_scope = self._scope(include_archived)
+        terms = list(
+            dict.fromkeys(
+                tid
+                for tok in query_tokens
+                if (tid := self._token_id.get(tok)) is not None and df[tid] > 0
+            )
+        )
+        empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if n == 0 or not terms:
+            return empty
+        avgdl = total_len / n
+        idf = {t: lucene_idf(n, df[t]) for t in terms}
+        in_groups = in_scope
+        if groups is not None:
+            if not groups.any():
+                return empty
+            group = self._group.view
+            known = (group >= 0) & (group < groups.size)
+            in_groups = in_scope & known & groups[np.where(known, group, 0)]
+        # Views of the index's storage, fetched once: dropped when this returns.
+        postings = {t: self._posting(t) for t in terms}
+        essential = terms
+        if (
+            top is not None
+            and len(terms) > 1
+            and sum(p[0].size for p in postings.values()) > _PRUNE_FROM
+        ):
+            bound = {t: self._bound(t, postings[t], idf[t], avgdl) for t in terms}
+            ranked = sorted(terms, key=lambda t: -bound[t])
+            pairs = [
+                (self._token_id.get(a), self._token_id.get(b)) for a, b in phrases if bonus > 1
+            ]
+
+            def rest(count: int) -> float:
+                others = set(ranked[count:])
+                factor = bonus if any(a in others and b in others for a, b in pairs) else 1.0
+                return sum(bound[t] for t in others) * self._weight_top * factor
+
+            # The floor from the fewest essential terms whose documents can fill `top`;
+            # more essential terms only raise it, so the first count whose rest falls
+            # below it is enough (the floor is not computed again).
+            sizes = [postings[t][0].size for t in ranked]
+            first = next((c for c in range(1, len(ranked)) if sum(sizes[:c]) >= top), len(ranked))
+            if first < len(ranked):
+                slots = _union([postings[t][0] for t in ranked[:first]], in_groups)
+                if slots.size >= top:
+                    scored = self._exact(terms, postings, slots, idf, avgdl)
+                    weighted = scored * self._weight.view[slots]
+                    floor = np.partition(weighted, slots.size - top)[slots.size - top]
+                    count = next(
+                        (c for c in range(first, len(ranked)) if rest(c) < floor), len(ranked)
+                    )
+                    if count == first:
+                        return slots, scored
+                    essential = ranked[:count]
+        slots = _union([postings[t][0] for t in essential], in_groups)
+        return slots, self._exact(terms, postings, slots, idf, avgdl)
+
+    def _bound(
+        self, tid: int, posting: tuple[np.ndarray, np.ndarray], idf: float, avgdl: float
+    ) -> float:
+        """The term's highest possible score: at its highest frequency in the shortest
+        document holding it, from its postings (cached until they change; a removal
+        leaves them, and the bound, as they were). Raised a hair so float rounding of
+        the real scores cannot overtake it."""
+        slots, tf = posting
+        key = (tid, slots.size)
+        cached = self._bounds.get(key)
+        if cached is None:
+            cached = (float(tf.max()), float(self._doc_len.view[slots].min()))
+            if len(self._bounds) > 100_000:
+                self._bounds.clear()
+            self._bounds[key] = cached
+        most, shortest = cached
+        score = idf * (most * (K1 + 1) / (most + K1 * (1 - B + B * shortest / avgdl)))
+        return score * (1 + 1e-9)
+
+    def _exact(
+        self,
+        tids: list[int],
+        postings: dict[int, tuple[np.ndarray, np.ndarray]],
+        slots: np.ndarray,
+        idf: dict[int, float],
+        avgdl: float,
+    ) -> np.ndarray:
+        """`scores` at `slots` (ascending): the same operations, term by term in the
+        query's order, so the same floats."""
+        size = len(self._key_of)
+        if slots.size * 8 > size:  # most of the index: the dense scatter is cheaper
+            return self._dense(tids, postings, idf, avgdl, size)[slots]
+        out = np.zeros(slots.size, dtype=np.float64)
+        doc_len = self._doc_len.view
+        for t in tids:
+            posting, tf32 = postings[t]
+            if posting.size <= slots.size:
+                at = np.searchsorted(slots, posting)
+                at[at == slots.size] = 0
+                held = slots[at] == posting
+                where, tf, lengths = at[held], tf32[held], doc_len[posting[held]]
+            else:
+                at = np.searchsorted(posting, slots)
+                at[at == posting.size] = 0
+                held = posting[at] == slots
+                where, tf, lengths = np.flatnonzero(held), tf32[at[held]], doc_len[slots[held]]
+            tf = tf.astype(np.float64)
+            denom = tf + K1 * (1 - B + B * lengths / avgdl)
+            out[where] += idf[t] * (tf * (K1 + 1) / denom)
+        return out
+
+    def _dense(
+        self,
+        tids: list[int],
+        postings: dict[int, tuple[np.ndarray, np.ndarray]],
+        idf: dict[int, float],
+        avgdl: float,
+        size: int,
+    ) -> np.ndarray:
+        scores = np.zeros(size, dtype=np.float64)
+        doc_len = self._doc_len.view
+        for t in tids:
+            slots, tf32 = postings[t]
+            tf = tf32.astype(np.float64)
+            denom = tf + K1 * (1 - B + B * doc_len[slots] / avgdl)
+            scores[slots] += idf[t] * (tf * (K1 + 1) / denom)
         return scores

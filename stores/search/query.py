@@ -219,18 +219,41 @@ def search(
     if not tokens and vectors is None:
         return []
     index = store.index()
-    base = index.scores(tokens, include_archived=include_archived)
-    semantic = None
     if vectors is not None and query_vector is not None:
+        threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
+        base = index.scores(tokens, include_archived=include_archived)
         semantic = _semantic(index, vectors, query_vector, include_archived)
-    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
-    slots = _candidates(store, index, filters, base, semantic, threshold)
+        slots = _candidates(store, index, filters, base, semantic, threshold)
+        if slots.size == 0:
+            return []
+        return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
+    # Keyword only: without per-entry filters, entries that cannot reach the top `limit`
+    # (whatever their phrase bonus) are never scored.
+    slots, keyword = index.candidates(
+        tokens,
+        include_archived=include_archived,
+        groups=_group_mask(store, filters.category),
+        top=None if filters.per_entry else limit,
+        phrases=query_phrases(tokens),
+        bonus=PHRASE_BONUS,
+    )
+    if filters.per_entry:
+        kept = np.array([_admitted(store, index, s, filters) for s in slots.tolist()], dtype=bool)
+        slots, keyword = slots[kept], keyword[kept]
     if slots.size == 0:
         return []
-    if semantic is None:
-        final = _bm25_final(index, tokens, base, slots, limit)
-        return _top_hits(store, index, slots, final, limit)
-    return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
+    return _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
+
+
+def _group_mask(store: MemoryStore, category: str | None) -> np.ndarray | None:
+    """Which of the index's groups (categories) the category filter admits; None: all."""
+    if category is None:
+        return None
+    groups = store.categories_by_group()
+    mask = np.zeros(max(groups, default=-1) + 1, dtype=np.bool_)
+    for gid, cat in groups.items():
+        mask[gid] = category_matches(cat, category)
+    return mask
 
 
 @dataclass(frozen=True)
@@ -385,9 +408,11 @@ def _top_hits(
 
 
 def _bm25_final(
-    index: BM25Index, tokens: list[str], base: np.ndarray, slots: np.ndarray, limit: int
+    index: BM25Index, tokens: list[str], keyword: np.ndarray, slots: np.ndarray, limit: int
 ) -> np.ndarray:
-    final = base[slots] * index.weights[slots]
+    """Each slot's keyword score (aligned with `slots`) × its weight, doubled with a query
+    phrase."""
+    final = keyword * index.weights[slots]
     phrases = query_phrases(tokens)
     if phrases:
         contenders = slots
@@ -396,9 +421,17 @@ def _bm25_final(
             # best unbonused score even when lifted need no phrase test.
             kth = np.partition(final, slots.size - limit)[slots.size - limit]
             contenders = slots[final * PHRASE_BONUS >= kth]
-        bonus = np.isin(slots, index.phrase_slots(phrases, among=contenders))
+        bonus = _within(slots, index.phrase_slots(phrases, among=contenders))
         final = np.where(bonus, final * PHRASE_BONUS, final)
     return final
+
+
+def _within(slots: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """Which of `slots` are among `members` (both ascending)."""
+    if members.size == 0:
+        return np.zeros(slots.size, dtype=np.bool_)
+    at = np.minimum(np.searchsorted(members, slots), members.size - 1)
+    return members[at] == slots
 
 
 # The boosts' range: an entry below the k-th best fused score by more than this factor

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import uuid
 
@@ -84,15 +85,20 @@ def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_
 
 
 def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path, database_url):
+    from dreamkeeper.client.agent_keys import FileAgentKeyStore
     from tests.stores.test_migrate import generated_store
 
     generated_store(tmp_path / "data", agents=2)
+    FileAgentKeyStore(tmp_path / "data", [("k1", os.urandom(32))]).current("agent-0")
     code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
     assert code == 0, err
     assert "[1/2] agent agent-0:" in err and "[2/2] agent agent-1:" in err
+    assert "payload data keys: 1 (1 new this run)" in err
     assert "migrated 2 agents" in out and "counts and content hashes match" in out
+    assert "1 payload data keys" in out
     code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
     assert code == 0 and "(0 new this run)" in out
+    assert "payload data keys: 1 (0 new this run)" in err
 
 
 def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.core.forgetting import Removal
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
@@ -444,7 +445,13 @@ def test_forget_a_whole_agent_on_either_backend(env):
     keys = Keys()
     receipt = env.forgetting(history_keys=keys).forget_agent(AGENT)
     assert receipt.verified and keys.destroyed == [AGENT]
-    assert receipt.removed
+    assert receipt.history_keys_destroyed == 1
+    # The receipt's tail, the same on both backends: the history keys last, nothing left.
+    assert len(receipt.removed) > 1
+    assert receipt.removed[-1] == Removal(
+        place="payload data keys", what="Temporal history keys", count=1
+    )
+    assert receipt.verification.files_containing == []
     assert b"quillon" not in env.dump()
     assert len(env.stores("someone-else").memory.entries()) == 1
     assert env.stores(AGENT).memory.entries(include_archived=True) == []

@@ -119,3 +119,56 @@ def test_a_run_killed_inside_an_agents_bulk_import_completes_on_a_rerun(tmp_path
     assert again.verified
     for agent in source.agents():
         assert _state(target, agent) == _state(source, agent)
+
+
+async def test_the_data_directorys_payload_data_keys_are_carried_into_the_database(
+    tmp_path, database_url
+):
+    """Payloads the data directory's workers sealed open on the database's workers after
+    `migrate`; a key destroyed there (or whose forget was interrupted) stays erased; a
+    key the database made meanwhile stays the agent's current one; a re-run adds nothing."""
+    import os
+
+    from dreamkeeper.client.agent_keys import FileAgentKeyStore
+    from dreamkeeper.client.codec import PayloadErased, PayloadKey, PayloadKeys, data_converter
+    from dreamkeeper.stores.backends import agent_key_store
+    from dreamkeeper.stores.migrate import carry_agent_keys
+    from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
+    from dreamkeeper.stores.postgres.database import Database
+
+    key = PayloadKey("k1", os.urandom(32))
+    data = tmp_path / "data"
+    on_files = data_converter(PayloadKeys((key,), "test", data_dir=data))
+    on_database = data_converter(
+        PayloadKeys(
+            (key,), "test", data_dir=tmp_path / "elsewhere", key_store=agent_key_store(database_url)
+        )
+    )
+    sealed = {
+        agent: (await on_files.encode([{"agent_id": agent, "n": 1}]))[0]
+        for agent in ("a1", "a2", "a3", "a4")
+    }
+    files = FileAgentKeyStore(data, [(key.key_id, key.secret)])
+    files.destroy("a3")
+    interrupted = files.current("a4")
+    # A forget that died between listing the id and deleting the file.
+    with (data / "agent-keys" / "destroyed.jsonl").open("a") as listed:
+        listed.write(f'{{"keyId": "{interrupted.key_id}"}}\n')
+    db = Database(database_url, max_size=2)
+    try:
+        already = PostgresAgentKeyStore(db, [(key.key_id, key.secret)]).current("a2")
+        first = carry_agent_keys(data, db)
+        assert (first.keys, first.carried, first.destroyed, first.mismatches) == (3, 2, 2, [])
+        again = carry_agent_keys(data, db)
+        assert (again.keys, again.carried, again.destroyed, again.mismatches) == (3, 0, 0, [])
+        with db.transaction() as conn:
+            rows = conn.execute("SELECT wrapped, nonce FROM dreamkeeper_agent_keys").fetchall()
+        assert all(files.current("a1").secret not in bytes(r[0]) for r in rows)
+        assert PostgresAgentKeyStore(db, [(key.key_id, key.secret)]).current("a2") == already
+    finally:
+        db.close()
+    for agent in ("a1", "a2"):
+        assert await on_database.decode([sealed[agent]]) == [{"agent_id": agent, "n": 1}]
+    for agent in ("a3", "a4"):
+        with pytest.raises(PayloadErased):
+            await on_database.decode([sealed[agent]])

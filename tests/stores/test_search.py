@@ -307,29 +307,19 @@ def test_taxonomy_lists_counts():
     assert format_taxonomy({}) == "Categories: none yet."
 
 
-def test_phrase_detection_on_packed_ids_ignores_misaligned_byte_matches():
-    from array import array
-
-    from dreamkeeper.stores.search.bm25 import _adjacent_ids
-
-    # ids 0x01000000 and 0x00000002 pack so that bytes of (1, 2) appear misaligned.
-    tokens = array("I", [0x00000100, 0x00000200, 7])
-    assert not _adjacent_ids(tokens, array("I", [1, 2]).tobytes())
-    assert _adjacent_ids(array("I", [5, 1, 2, 9]), array("I", [1, 2]).tobytes())
-    assert not _adjacent_ids(array("I", [1, 5, 2]), array("I", [1, 2]).tobytes())
-
-
-def test_phrase_detection_on_ids_kept_in_two_bytes_takes_a_uint32_pattern():
-    from array import array
-
-    from dreamkeeper.stores.search.bm25 import _adjacent_ids
-
-    pair = array("I", [1, 2]).tobytes()
-    # (1, 2) in two bytes each appears misaligned in these bytes: not a match.
-    assert not _adjacent_ids(memoryview(array("H", [0x0100, 0x0200, 0])), pair)
-    assert _adjacent_ids(memoryview(array("H", [5, 1, 2, 9])), pair)
-    assert not _adjacent_ids(memoryview(array("H", [1, 5, 2])), pair)
-    assert not _adjacent_ids(memoryview(array("H", [1, 2])), array("I", [1, 70_000]).tobytes())
+def test_a_phrase_is_two_adjacent_tokens_of_one_document_never_across_two():
+    index = BM25Index()
+    index.put("ends", ["alpha", "omega"], archived=False)
+    index.put("starts", ["beta", "gamma"], archived=False)  # "omega beta" only across them
+    index.put("inside", ["gamma", "omega", "beta"], archived=False)
+    index.put("apart", ["omega", "gamma", "beta"], archived=False)
+    everything = np.arange(4)
+    found = index.phrase_slots([("omega", "beta")], among=everything)
+    assert [index.key_at(s) for s in found] == ["inside"]
+    assert index.phrase_slots([("beta", "omega")], among=everything).size == 0
+    both = index.phrase_slots([("alpha", "omega"), ("omega", "beta")], among=everything)
+    assert sorted(index.key_at(s) for s in both) == ["ends", "inside"]
+    assert index.phrase_slots([("omega", "beta")], among=np.array([0, 1, 3])).size == 0
 
 
 def test_replacing_documents_through_a_compaction_keeps_scores_exact():

@@ -356,3 +356,22 @@ def test_each_data_volume_has_one_file_store_worker():
     assert owners
     shared = {volume: names for volume, names in owners.items() if len(names) > 1}
     assert shared == {}
+
+
+def test_the_codec_server_opens_with_the_workers_database_keys():
+    """Each agent's payloads are sealed with its data key, kept in the workers' database:
+    a codec server without that database (and with no volume of theirs) opens none."""
+    parsed = compose()
+    workers = _workers(parsed)
+    urls = {
+        url
+        for n in workers
+        if (url := _environment(parsed["services"][n]).get("DREAMKEEPER_DATABASE_URL"))
+    }
+    assert urls
+    codecs = [n for n, c in dreamkeeper_services(parsed).items() if c[:1] == ["codec-server"]]
+    assert codecs
+    for name in codecs:
+        env = _environment(parsed["services"][name])
+        assert env.get("DREAMKEEPER_DATABASE_URL") in urls, name
+        assert "DREAMKEEPER_PAYLOAD_KEY" in env

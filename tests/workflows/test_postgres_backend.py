@@ -99,3 +99,52 @@ async def test_two_workers_on_one_queue_and_one_database_each_serve_the_same_age
             ack.entry_id for ack in acks
         }
     assert _memory_files(a.data_dir) == [] and _memory_files(b.data_dir) == []
+
+
+async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_everywhere(
+    temporal_env, database_url, tmp_path, clean_env, monkeypatch
+):
+    """With a payload key, each agent's payloads are sealed with its data key. On a
+    database that key is a row, not a file of the sealing host: a save made through
+    worker A (data directory host-a) opens on host B (host-b), and a forget run from a
+    third directory destroys the key for both."""
+    import base64
+    import os
+
+    from dreamkeeper.agent.forget import forget
+    from dreamkeeper.client.codec import AGENT, EncryptionCodec, PayloadErased
+    from dreamkeeper.core.forgetting import ForgetRequest
+    from dreamkeeper.core.names import save_workflow_id
+    from tests.workflows.test_forgetting import _histories
+
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", base64.b64encode(os.urandom(32)).decode())
+    temporal = TemporalSettings(
+        address=temporal_env.client.service_client.config.target_host,
+        task_queue=f"pg-{uuid.uuid4().hex[:8]}",
+    )
+    a = StoreSettings(data_dir=tmp_path / "host-a", database_url=database_url)
+    b = StoreSettings(data_dir=tmp_path / "host-b", database_url=database_url)
+    agent = "sealed"
+
+    async with running_worker(a, temporal) as client:
+        memory = MemoryClient(client, a, temporal.task_queue)
+        ack = await memory.save_memory(agent, "The safe's combination is 31-7-22")
+
+    async with running_worker(b, temporal) as client:
+        memory = MemoryClient(client, b, temporal.task_queue)
+        served = await memory.search_on_worker(agent, "safe combination")
+        assert [h.entry.id for h in served.hits] == [ack.entry_id]
+        histories = await _histories(client, [save_workflow_id(agent, ack.entry_id)])
+        codec = client.data_converter.payload_codec
+        assert isinstance(codec, EncryptionCodec)
+        sealed = [p for found in histories.values() for p in found if AGENT in p.metadata]
+        assert sealed
+        for payload in sealed:  # host B opens what host A sealed
+            codec.decode_sync([payload])
+    assert not (a.data_dir / "agent-keys").exists() and not (b.data_dir / "agent-keys").exists()
+
+    receipt = forget(tmp_path / "cli-host", agent, ForgetRequest(whole_agent=True), database_url)
+    assert receipt.history_keys_destroyed == 1 and receipt.verified
+    for payload in sealed:
+        with pytest.raises(PayloadErased, match="forgotten"):
+            codec.decode_sync([payload])
