@@ -86,6 +86,14 @@ class SnapshotRows:
         finally:
             os.close(fd)
 
+    def hold_in_memory(self) -> None:
+        """Read every row's bytes now, in one read (each is still checked when used)."""
+        if self.blob is not None or self.path is None:
+            return
+        data = self._pread(self.start, int(self.offsets[-1]))
+        if data is not None and len(data) == int(self.offsets[-1]):
+            self.blob = data
+
     def raw(self, row: int) -> bytes | None:
         """The row's JSON when it checks out."""
         return self._bytes(row)
@@ -117,6 +125,11 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
         self._drop(entry_id)
         self._items[entry_id] = row
         self._lazy += 1
+
+    def hold_in_memory(self) -> None:
+        """Read the entries still rows into memory now (before their snapshot goes)."""
+        if self._rows is not None and self._lazy:
+            self._rows.hold_in_memory()
 
     def repoint(self, rows: SnapshotRows, row_of: Callable[[str], int | None]) -> None:
         """Every entry becomes a row of `rows` (a snapshot just written of exactly these

@@ -687,6 +687,10 @@ class FileMemoryStore(StoreOperations):
                 self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
                 self._forget(entry.id)
                 self._pending.pop(entry.id, None)
+            if doomed:
+                # The index is rebuilt from the entries below: read those still in the
+                # snapshot in one go first, not each from its own file once it is gone.
+                self._entries.hold_in_memory()
             self.files.unlink(snapshot.SNAPSHOT)
             try:
                 names = os.listdir(self.embeddings_dir)

@@ -158,6 +158,22 @@ def test_after_writing_a_snapshot_a_store_reads_its_entries_from_the_new_file(tm
     assert _state(opened) == _state(_from_files(tmp_path))
 
 
+def test_erase_on_a_store_opened_from_its_snapshot_reads_no_entry_file(tmp_path, snapped):
+    _, made = snapped
+    opened = _open(tmp_path)
+    rows = opened._entries._rows
+    assert rows is not None
+
+    def no_fallback(entry_id: str, category: str | None) -> None:
+        raise AssertionError(f"{entry_id} read from its file, not the snapshot")
+
+    rows.fallback = no_fallback
+    assert opened.erase([made[9].id]) == [made[9].id]
+    assert not (tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]).exists()
+    assert made[9].id not in {e.id for e in opened.entries(include_archived=True)}
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
 def test_the_store_cache_counts_entries_still_in_the_snapshot_as_smaller(tmp_path, snapped):
     opened, files = _open(tmp_path), _from_files(tmp_path)
     files.index()
