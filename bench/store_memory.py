@@ -1,6 +1,7 @@
 """Memory a large long-term store adds once open from its index snapshot.
 
     .venv/bin/python bench/store_memory.py [--sizes 10000,100000] [--queries 200]
+    .venv/bin/python bench/store_memory.py --backend postgres [--sizes ...]
 
 Over bench/search.py's corpus (built under bench/.data/ on first use; a snapshot of an
 older format is refused and rewritten by the first open), each figure measured in a
@@ -13,6 +14,10 @@ fresh process as resident memory after minus before, both after a garbage collec
 and the store's figure as a share of the baseline's. `--trace` also prints the largest
 allocation sites left after the open (tracemalloc; slower); `--dump PREFIX` writes each
 query's top 20 (id, score) to PREFIX.{size}.json, to compare rankings across versions.
+`--backend postgres` adds a row per size for a PostgreSQL store (a server started for the
+run): the corpus imported on the bulk path, one full open that writes the snapshot row,
+then the memory a fresh process adds opening from that row (its entries' JSON is held in
+memory there).
 """
 
 from __future__ import annotations
@@ -72,6 +77,29 @@ def measure_store(size: int, nq: int, trace: bool, dump: str) -> dict:
     return {"opened_mb": opened, "searched_mb": searched, "top": top}
 
 
+def load_postgres(size: int, url: str) -> dict:
+    from postgres_backend import open_store
+
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+
+    entries = FileMemoryStore(corpus_dir(size), "bench").entries(include_archived=True)
+    open_store(url, "bench", snapshots=False).import_entries(entries)
+    open_store(url, "bench").index()  # a full open: writes the snapshot row
+    return {}
+
+
+def measure_postgres(url: str) -> dict:
+    from postgres_backend import open_store
+
+    import dreamkeeper.stores.search.query  # noqa: F401 - imported before measuring
+
+    before = _rss_mb()
+    store = open_store(url, "bench")
+    store.index()
+    assert store.opened_from_snapshot
+    return {"opened_mb": _rss_mb() - before}
+
+
 def measure_baseline(size: int) -> dict:
     from dreamkeeper.core.models import MemoryEntry
 
@@ -89,6 +117,8 @@ def measure_baseline(size: int) -> dict:
 def _child(kind: str, size: int, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--child", kind, "--sizes", str(size)]
     command += ["--queries", str(args.queries), *(["--trace"] if args.trace else [])]
+    if args.url:
+        command += ["--url", args.url]
     if args.dump and not args.trace:
         command += ["--dump", f"{args.dump}.{size}.json"]
     proc = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -103,7 +133,9 @@ def main() -> None:
     parser.add_argument(
         "--dump", default="", help="write each query's top 20 (id, score) to this JSON file"
     )
-    parser.add_argument("--child", choices=["prepare", "store", "baseline"])
+    parser.add_argument("--backend", choices=["files", "postgres"], default="files")
+    parser.add_argument("--url", default="")
+    parser.add_argument("--child", choices=["prepare", "store", "baseline", "pg-load", "pg"])
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child == "prepare":
@@ -114,6 +146,12 @@ def main() -> None:
         return
     if args.child == "baseline":
         print(json.dumps(measure_baseline(sizes[0])))
+        return
+    if args.child == "pg-load":
+        print(json.dumps(load_postgres(sizes[0], args.url)))
+        return
+    if args.child == "pg":
+        print(json.dumps(measure_postgres(args.url)))
         return
     print(
         f"{'entries':>8} {'store open':>11} {f'after {args.queries} searches':>20} "
@@ -131,6 +169,17 @@ def main() -> None:
         )
         for line in store["top"]:
             print(f"{'':>8} {line}")
+        if args.backend == "postgres":
+            from postgres_backend import database_url
+
+            with database_url() as url:
+                on_db = argparse.Namespace(**{**vars(args), "trace": False, "url": url})
+                _child("pg-load", size, on_db)
+                pg = _child("pg", size, on_db)
+            print(
+                f"{'postgres':>8} {pg['opened_mb']:>8.1f} MB {'':>20} {'':>16} "
+                f"{pg['opened_mb'] / base['added_mb']:>12.2f}x"
+            )
 
 
 if __name__ == "__main__":
