@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -63,6 +63,7 @@ from dreamkeeper.stores.longterm.entry_files import (
     load_entry,
     scan,
 )
+from dreamkeeper.stores.longterm.entry_table import EntryTable
 from dreamkeeper.stores.longterm.journal import Journal, JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.longterm.records import (
@@ -135,8 +136,9 @@ class FileMemoryStore(StoreOperations):
         self.journal = Journal(self.files)
         self._lock = self.files.lock((".lock",))
         self._clock = clock
-        self._entries: MutableMapping[str, MemoryEntry] = {}
-        self._parts: dict[str, Parts] = {}
+        # An entry's file is where its id and category say (a file is loaded only from
+        # there): no path is kept per entry (`_parts_of`).
+        self._entries: EntryTable = EntryTable()
         self._problems: dict[Path, str] = {}
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
         self._ops: dict[str, AppliedOp] | None = None  # lazily built from entries
@@ -155,6 +157,20 @@ class FileMemoryStore(StoreOperations):
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return self.files.path(*entry_parts(entry_id, category))
+
+    def _held(self, entry_id: str) -> Parts:
+        parts = self._parts_of(entry_id)
+        if parts is None:
+            raise KeyError(entry_id)
+        return parts
+
+    def _parts_of(self, entry_id: str) -> Parts | None:
+        """The file of the entry as held (None: not held), without reading the entry."""
+        try:
+            category = self._entries.category(entry_id)
+        except KeyError:
+            return None
+        return entry_parts(entry_id, category)
 
     @property
     def feed_offset(self) -> int:
@@ -182,8 +198,7 @@ class FileMemoryStore(StoreOperations):
         self._erased_seen = False  # a fresh index; records replayed below may set it
         self._adopt_state(
             snapshot.SnapshotState(
-                entries={},
-                parts={},
+                entries=EntryTable(),
                 problems={},
                 ops=None,
                 index=BM25Index(),
@@ -220,8 +235,8 @@ class FileMemoryStore(StoreOperations):
             self.save_snapshot()
 
     def _adopt_state(self, state: snapshot.SnapshotState) -> None:
+        assert isinstance(state.entries, EntryTable)
         self._entries = state.entries
-        self._parts = state.parts
         self._problems = state.problems
         self._ops = state.ops
         self._index = state.index
@@ -231,7 +246,6 @@ class FileMemoryStore(StoreOperations):
     def _state(self) -> snapshot.SnapshotState:
         return snapshot.SnapshotState(
             entries=self._entries,
-            parts=self._parts,
             problems=self._problems,
             ops=self._ops,
             index=self._index,
@@ -278,7 +292,7 @@ class FileMemoryStore(StoreOperations):
             if loaded.problem is not None:
                 self._report(parts, loaded.problem)
             return None
-        known = self._parts.get(entry.id)
+        known = self._parts_of(entry.id)
         if scanning and known is not None and known != parts:
             # Two files for one id: a category move interrupted between writing the new
             # file and removing the old. The later revision wins; the other is reported.
@@ -287,7 +301,7 @@ class FileMemoryStore(StoreOperations):
                 return None
             self._report(known, f"stale duplicate of {entry.id} at {'/'.join(parts)}")
         self._problems.pop(self.files.path(*parts), None)
-        self._install(entry, parts)
+        self._install(entry)
         return entry
 
     def _report(self, parts: Parts, reason: str) -> None:
@@ -296,18 +310,16 @@ class FileMemoryStore(StoreOperations):
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
         self._problems[key] = reason
 
-    def _install(self, entry: MemoryEntry, parts: Parts) -> None:
+    def _install(self, entry: MemoryEntry) -> None:
         previous = self._entries.get(entry.id)
-        if previous == entry and self._parts.get(entry.id) == parts:
+        if previous == entry:  # the same id and category: the same file too
             return
         self._track(entry, previous)
-        self._parts[entry.id] = parts
         if self._vectors is not None:
             self._vectors.mark(entry.id)
 
     def _forget(self, entry_id: str) -> None:
         self._untrack(entry_id)
-        self._parts.pop(entry_id, None)
         if self._vectors is not None:
             self._vectors.forget(entry_id)
 
@@ -342,7 +354,7 @@ class FileMemoryStore(StoreOperations):
         if record.action is JournalAction.PURGED:
             if record.reason == ERASED:
                 self._erased_seen = True  # another process's erase: see save_snapshot
-            known = self._parts.get(record.id, parts)
+            known = self._parts_of(record.id) or parts
             if any(os.path.lexists(self.files.path(*p)) for p in {parts, known}):
                 # Its file is still there: a purge in flight, or a record that does not
                 # match the files (then the disk wins when the lock is seen free).
@@ -368,7 +380,7 @@ class FileMemoryStore(StoreOperations):
         """Take the entry as its file is now (or forget it when there is none)."""
         if self._load(parts) is not None:
             return
-        known = self._parts.get(entry_id)
+        known = self._parts_of(entry_id)
         if known is not None and known != parts and self._load(known) is not None:
             return
         self._forget(entry_id)
@@ -483,7 +495,7 @@ class FileMemoryStore(StoreOperations):
     def _fresh(self, entry_id: str) -> MemoryEntry | None:
         """Under the lock: the entry as its file is now. A file changed behind the
         journal's back (a hand edit) is taken as it is, with a warning."""
-        parts = self._parts.get(entry_id)
+        parts = self._parts_of(entry_id)
         if parts is None:
             return None
         loaded = load_entry(self.files, parts)
@@ -497,7 +509,7 @@ class FileMemoryStore(StoreOperations):
                 self.agent_id,
                 entry_id,
             )
-            self._install(loaded.entry, parts)
+            self._install(loaded.entry)
         return loaded.entry
 
     def _record(
@@ -555,7 +567,7 @@ class FileMemoryStore(StoreOperations):
                 if c.old_parts is not None and c.old_parts != c.parts:
                     faults.crash_point(faults.FILE_REPLACED)
                     self.files.unlink(c.old_parts)
-                self._install(c.entry, c.parts)
+                self._install(c.entry)
         if batch:
             self.files.sync_filesystem()
         for c in changes:
@@ -573,7 +585,7 @@ class FileMemoryStore(StoreOperations):
         """Write `entry` as the next revision after `base` (None: a new entry)."""
         written = self._next_revision(entry, base, action, op, op_detail)
         parts = entry_parts(written.id, written.category)
-        old = self._parts.get(written.id) if base is not None else None
+        old = self._parts_of(written.id) if base is not None else None
         self._commit([Change(written, action, reason, op, parts, old)])
         return written
 
@@ -608,7 +620,7 @@ class FileMemoryStore(StoreOperations):
             )
             self._vectors.mark(entry_id)
             self._append(
-                [self._record(JournalAction.EMBEDDED, entry_id, self._parts[entry_id], entry)]
+                [self._record(JournalAction.EMBEDDED, entry_id, self._held(entry_id), entry)]
             )
             return True
 
@@ -621,7 +633,7 @@ class FileMemoryStore(StoreOperations):
         pending purges that the next writer repairs (the files stand; purge runs again)."""
         records = []
         for entry in doomed:
-            parts = self._parts[entry.id]
+            parts = self._held(entry.id)
             records.append(
                 self._record(
                     JournalAction.PURGED,
@@ -635,7 +647,7 @@ class FileMemoryStore(StoreOperations):
             self._pending[entry.id] = (entry.revision + 1, parts)
         self._append(records)
         for done, entry in enumerate(doomed, start=1):
-            self.files.unlink(self._parts[entry.id])
+            self.files.unlink(self._held(entry.id))
             self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
             self._forget(entry.id)
             self._pending.pop(entry.id, None)
@@ -656,7 +668,7 @@ class FileMemoryStore(StoreOperations):
             doomed = [e for i in ids if (e := self._fresh(i)) is not None]
             records = []
             for entry in doomed:
-                parts = self._parts[entry.id]
+                parts = self._held(entry.id)
                 records.append(
                     self._record(
                         JournalAction.PURGED,
@@ -671,10 +683,14 @@ class FileMemoryStore(StoreOperations):
             self._append(records)
             faults.crash_point(faults.ERASE_JOURNALED)
             for entry in doomed:
-                self.files.unlink(self._parts[entry.id])
+                self.files.unlink(self._held(entry.id))
                 self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
                 self._forget(entry.id)
                 self._pending.pop(entry.id, None)
+            if doomed:
+                # The index is rebuilt from the entries below: read those still in the
+                # snapshot in one go first, not each from its own file once it is gone.
+                self._entries.hold_in_memory()
             self.files.unlink(snapshot.SNAPSHOT)
             try:
                 names = os.listdir(self.embeddings_dir)
@@ -691,12 +707,12 @@ class FileMemoryStore(StoreOperations):
         """The index keeps every term it has seen, postings or not: rebuilt from the
         entries held now, it no longer has the erased text's terms, so no snapshot
         written later can carry them. No file is read again."""
-        held = [(entry, self._parts[entry.id]) for entry in list(self._entries.values())]
-        self._entries, self._parts, self._ops = {}, {}, None
+        held = list(self._entries.values())
+        self._entries, self._ops = EntryTable(), None
         self._index = BM25Index()
         self._category_ids = {}
-        for entry, parts in held:
-            self._install(entry, parts)
+        for entry in held:
+            self._install(entry)
         self._erased_seen = False
         if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()

@@ -39,6 +39,7 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.contract import IntentLog
+from dreamkeeper.stores.longterm.entry_table import EntryTable
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import (
     AppliedOp,
@@ -246,10 +247,16 @@ class StoreOperations:
         entry its index share and its entry (parsed or still JSON), plus the vectors."""
         if not self._loaded:
             return 4_096
-        per_entry = 2_500 if isinstance(self._entries, dict) else 1_200
+        entries = self._entries
+        # Per entry its index share (~600 B at 100k, measured), per parsed entry ~2 KB
+        # more; an entry still a snapshot row costs its row (in the share), or its JSON
+        # when the snapshot's entries are held in memory.
+        parsed, held = len(entries), 0
+        if isinstance(entries, EntryTable):
+            parsed, held = entries.parsed, entries.held_bytes
         vectors = self._vectors.current if self._vectors is not None else None
         matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
-        return 4_096 + per_entry * len(self._entries) + matrix
+        return 4_096 + 600 * len(entries) + 2_000 * parsed + held + matrix
 
     # -- writes ------------------------------------------------------------------------
 

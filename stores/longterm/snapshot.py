@@ -1,19 +1,21 @@
 """The index snapshot: a cache that lets a large store open without reading every file.
 
 `agents/{agent}/index-snapshot.bin` holds what a full open builds — every entry (compact
-JSON), its path, the skipped files, the applied-operation map, the BM25 index (slots,
-token ids, postings, statistics) — and the journal offset it reflects. Opening a store
-with a valid snapshot maps it, installs it, and replays only the journal after that
-offset (the records since, re-reading just the files they name), like a reader that
-had been open all along. Entries stay JSON until read (`stores.longterm.entry_table`).
+JSON, with its CRC-32 and category, which gives its path), the skipped files, the
+applied-operation map, the BM25 index (slots, token ids, postings, statistics) — and the
+journal offset it reflects. Opening a store with a valid snapshot maps it, installs it,
+and replays only the journal after that offset (the records since, re-reading just the
+files they name), like a reader that had been open all along. The entries' JSON is not
+even read at open: each entry is read from the file, and checked, when first needed
+(`stores.longterm.entry_table`); a snapshot changed since falls back to the entry's file.
 
 It is only a cache; the entry files and the journal stay the truth:
 - it is written only from a state with no pending record (every journaled write up to
   its offset is on disk and in the state), atomically (temp file, fsync, rename), by
   any process — two writers both write valid snapshots, the later rename wins;
 - it is refused, and the store opens from the files, when it is missing, unreadable, of
-  another version or agent, when its checksum (CRC-32 of everything after the header)
-  fails, or when the journal no longer holds what it held at that offset (shorter, or
+  another version or agent, when its checksum (CRC-32 of everything after the header but
+  the entries' JSON, which is checked entry by entry when read) fails, or when the journal no longer holds what it held at that offset (shorter, or
   other bytes just before the offset, or another first line: a replaced journal);
 - a journal that moved on past it is what it is made for: the tail is replayed.
 Like a long-lived reader, a store opened from a snapshot does not notice an entry file
@@ -22,14 +24,16 @@ edited by hand outside the journal since; every write re-reads its target file f
 
 The format is the backend's business only in two places: where the bytes are kept (this
 file for the file backend; a row for `stores.postgres.memory_store`, through `encode` and
-`decode`) and the marks that tie a snapshot to its feed.
+`decode`, whose entries' JSON is then held in memory, in one buffer) and the marks that
+tie a snapshot to its feed.
 
 The store hands its state over explicitly (`SnapshotState`) and gets one back: this
 module knows the file format, never the store's insides.
 
 Layout: `DKSNAP1\\n`, the header length (uint64 LE), the header (JSON: version, agent,
-offset, journal hashes, CRC, counts, the category order, the index's scalars, and each
-section's offset and length), then the sections, each 8-byte aligned.
+offset, journal hashes, CRC, counts, the category order, the index's shape and scalars,
+and each section's offset and length), then the sections, each 8-byte aligned, the
+entries' JSON last.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import mmap
+import os
 import struct
 import zlib
 from collections.abc import Callable, MutableMapping
@@ -46,10 +51,11 @@ from typing import Any
 
 import numpy as np
 
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.entry_files import Parts
-from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.entry_files import entry_parts, load_entry
+from dreamkeeper.stores.longterm.entry_table import EntryTable, SnapshotRows
 from dreamkeeper.stores.longterm.journal import Journal
 from dreamkeeper.stores.longterm.records import AppliedOp
 from dreamkeeper.stores.search import packing
@@ -59,18 +65,17 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT = ("index-snapshot.bin",)
 MAGIC = b"DKSNAP1\n"
-VERSION = 1
+VERSION = 2  # 2: entries read from the file when first needed, each with its CRC-32
 MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
 
 
 @dataclass
 class SnapshotState:
-    """What a full open builds, as of journal byte `offset`: the entries, the file each
-    came from, the skipped files, the applied-operation map (None: not built yet), the
-    BM25 index and the category groups it uses."""
+    """What a full open builds, as of journal byte `offset`: the entries, the skipped
+    files, the applied-operation map (None: not built yet), the BM25 index and the
+    category groups it uses."""
 
     entries: MutableMapping[str, MemoryEntry]
-    parts: dict[str, Parts]
     problems: dict[Path, str]
     ops: dict[str, AppliedOp] | None
     index: BM25Index
@@ -78,28 +83,59 @@ class SnapshotState:
     offset: int
 
 
+class Unwritable(OSError):
+    """The state cannot be written as a snapshot now (an entry it holds cannot be read)."""
+
+
 def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
     """The snapshot of `state` (which must have no pending record: every journaled write
     up to its offset on disk and in it). `marks` identify the feed it was taken from at
-    its offset (checked on load). A backend with no entry paths passes empty `parts`."""
-    entries = state.entries
-    ids = list(entries)
-    raw = [entries.raw(i) if isinstance(entries, EntryTable) else _json(entries[i]) for i in ids]
-    lengths = np.fromiter((len(r) for r in raw), np.int64, len(raw))
-    entry_off = np.zeros(len(raw) + 1, dtype=np.int64)
+    its offset (checked on load)."""
+    return _encode(agent_id, state, marks)[0]
+
+
+def _encode(
+    agent_id: str, state: SnapshotState, marks: dict[str, str]
+) -> tuple[bytes, SnapshotRows]:
+    """The snapshot, and where its entries lie in it."""
+    entries, index = state.entries, state.index
+    table = entries if isinstance(entries, EntryTable) else None
+    # Entry rows go by index slot (a removed document's row is empty): a reader keeps
+    # one row number per entry, the slot number the index already holds.
+    order = [index.slot(i) for i in entries]
+    if None in order:
+        raise Unwritable("the index and the entries disagree")
+    slots = index.slot_count
+    raw = [b""] * slots
+    categories: dict[str | None, int] = {}
+    codes = np.zeros(slots, dtype=np.uint32)
+    try:
+        for entry_id, slot in zip(entries, order, strict=True):
+            assert slot is not None
+            raw[slot] = table.raw(entry_id) if table is not None else _json(entries[entry_id])
+            category = table.category(entry_id) if table is not None else entries[entry_id].category
+            codes[slot] = categories.setdefault(category, len(categories))
+    except KeyError as exc:
+        raise Unwritable(f"entry {exc} vanished") from None
+    lengths = np.fromiter((len(r) for r in raw), np.int64, slots)
+    entry_off = np.zeros(slots + 1, dtype=np.int64)
     np.cumsum(lengths, out=entry_off[1:])
-    index_sections, shape = state.index.to_sections()
+    crcs = np.fromiter((zlib.crc32(r) for r in raw), np.uint32, slots)
+    index_sections, shape = index.to_sections()
     ops = state.ops
     sections: dict[str, bytes] = {
-        "entry_json": b"".join(raw),
+        "entry_order": np.asarray(order, dtype=np.uint32).tobytes(),
         "entry_off": entry_off.tobytes(),
-        "entry_ids": packing.strings(ids),
-        "entry_paths": packing.strings(["/".join(state.parts.get(i, ())) for i in ids]),
+        "entry_crc": crcs.tobytes(),
+        "entry_cat": codes.tobytes(),
+        "entry_categories": json.dumps(list(categories)).encode(),
         "problems": json.dumps({str(k): v for k, v in state.problems.items()}).encode(),
         "ops": json.dumps(
             None if ops is None else {k: [v.entry_id, v.action, v.detail] for k, v in ops.items()}
         ).encode(),
         **index_sections,
+        # Last, and outside the body's CRC: each entry has its own, checked when read.
+        "entry_json": b"".join(raw),
     }
     layout: dict[str, list[int]] = {}
     body = bytearray()
@@ -112,18 +148,23 @@ def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
         "agent": agent_id,
         "offset": state.offset,
         "journal": marks,
-        "paths": bool(state.parts) or not ids,
-        "crc": zlib.crc32(body),
-        "entries": len(ids),
-        "slots": shape["slots"],
-        "terms": shape["terms"],
+        "crc": zlib.crc32(memoryview(body)[: layout["entry_json"][0]]),
+        "entries": len(order),
+        "index": shape,
         "categories": [[c, cid] for c, cid in state.category_ids.items()],
-        "scalars": shape["scalars"],
         "sections": layout,
     }
     head = json.dumps(header, separators=(",", ":")).encode()
     prefix = MAGIC + struct.pack("<Q", len(head)) + head
-    return prefix + b"\0" * (-len(prefix) % 8) + bytes(body)
+    prefix += b"\0" * (-len(prefix) % 8)
+    rows = SnapshotRows(
+        offsets=entry_off,
+        crcs=crcs,
+        codes=codes.astype(np.min_scalar_type(max(len(categories) - 1, 0))),
+        categories=list(categories),
+        start=len(prefix) + layout["entry_json"][0],
+    )
+    return prefix + bytes(body), rows
 
 
 def _json(entry: Any) -> bytes:
@@ -131,8 +172,34 @@ def _json(entry: Any) -> bytes:
 
 
 def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
-    """Write the snapshot of `state` atomically (the caller checked nothing is pending)."""
-    files.write(SNAPSHOT, encode(agent_id, state, journal.marks(state.offset)))
+    """Write the snapshot of `state` atomically (the caller checked nothing is pending).
+    Its entries then become rows of the file written: the old file's rows would all fall
+    back to the entries' files once it is replaced, and parsed entries give their memory
+    back (read again when needed)."""
+    data, rows = _encode(agent_id, state, journal.marks(state.offset))
+    files.write(SNAPSHOT, data)
+    if isinstance(state.entries, EntryTable):
+        path = str(files.path(*SNAPSHOT))
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return
+        # Replaced again in between (another process)? Then the identity is the other
+        # file's and reads check its bytes, which do not match: they fall back.
+        rows.path, rows.identity = path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        rows.fallback = _entry_file(files)
+        state.entries.repoint(rows, state.index.slot)
+
+
+def _entry_file(files: AgentFiles) -> Callable[[str, str | None], MemoryEntry | None]:
+    def fallback(entry_id: str, category: str | None) -> MemoryEntry | None:
+        try:
+            parts = entry_parts(entry_id, category)
+        except InvalidInput:
+            return None
+        return load_entry(files, parts).entry
+
+    return fallback
 
 
 class Refused(ValueError):
@@ -141,17 +208,22 @@ class Refused(ValueError):
 
 def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | None:
     """The state the agent's snapshot holds, or None when there is none or it is
-    refused (logged)."""
+    refused (logged). Its entries are read from the file when first accessed."""
+    path = str(files.path(*SNAPSHOT))
     try:
         mapped = files.map(SNAPSHOT)
+        st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return None
     except OSError as exc:
         log.warning("memory store %s: index snapshot unreadable (%s)", agent_id, exc)
         return None
+
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    source = _FileRows(path, identity, _entry_file(files))
     try:
         with mapped:
-            return _read(agent_id, journal, mapped)
+            return _read(agent_id, journal, mapped, source)
     except Refused as exc:
         log.warning("memory store %s: index snapshot not used (%s)", agent_id, exc)
     except Exception as exc:  # noqa: BLE001 - a cache: anything wrong with it means "rescan"
@@ -162,6 +234,16 @@ def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | 
             exc,
         )
     return None
+
+
+@dataclass(frozen=True)
+class _FileRows:
+    """Entries stay in the snapshot file (`path`, as it was when opened: `identity`);
+    `fallback` reads an entry's own file."""
+
+    path: str
+    identity: tuple[int, ...]
+    fallback: Callable[[str, str | None], MemoryEntry | None]
 
 
 def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
@@ -178,21 +260,26 @@ def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
     return header, body + (-body % 8)
 
 
-def _read(agent_id: str, journal: Journal, data: mmap.mmap) -> SnapshotState:
+def _read(agent_id: str, journal: Journal, data: mmap.mmap, source: _FileRows) -> SnapshotState:
     def accept(offset: int, marks: object) -> None:
         if journal.size() < offset:
             raise Refused("the journal is shorter than the snapshot's offset")
         if journal.marks(offset) != marks:
             raise Refused("the journal is not the one the snapshot was taken from")
 
-    return decode(agent_id, data, accept)
+    return decode(agent_id, data, accept, source)
 
 
 def decode(
-    agent_id: str, data: mmap.mmap | bytes, accept: Callable[[int, object], None]
+    agent_id: str,
+    data: mmap.mmap | bytes,
+    accept: Callable[[int, object], None],
+    source: _FileRows | None = None,
 ) -> SnapshotState:
     """The state a snapshot holds; `accept(offset, marks)` raises `Refused` when the feed
-    is not the one it was taken from. `Refused` for anything else wrong with it."""
+    is not the one it was taken from. `Refused` for anything else wrong with it. The
+    entries' JSON is copied into memory, unless `source` names the file it came from
+    (then it is read from there when first needed)."""
     header, base = _header(data)
     if header.get("version") != VERSION or header.get("agent") != agent_id:
         raise Refused("another version or agent")
@@ -202,9 +289,12 @@ def decode(
     accept(offset, header["journal"])
     body = memoryview(data)[base:]
     try:
-        if zlib.crc32(body) != header["crc"]:
+        json_start, json_length = header["sections"]["entry_json"]
+        if json_start < 0 or json_start + json_length != len(body):
+            raise Refused("torn file")
+        if zlib.crc32(body[:json_start]) != header["crc"]:
             raise Refused("checksum mismatch (a corrupt or torn file)")
-        return _restore(header, body)
+        return _restore(header, body, base, source)
     except ValueError as exc:
         raise Refused(str(exc)) from None
     finally:
@@ -218,41 +308,57 @@ def _section(body: memoryview, header: dict[str, Any], name: str) -> memoryview:
     return body[start : start + length]
 
 
-def _restore(header: dict[str, Any], body: memoryview) -> SnapshotState:
+def _restore(
+    header: dict[str, Any], body: memoryview, base: int, source: _FileRows | None
+) -> SnapshotState:
     n = header["entries"]
-    ids = packing.split(_section(body, header, "entry_ids"), n)
-    paths = packing.split(_section(body, header, "entry_paths"), n)
-    entry_off = np.frombuffer(_section(body, header, "entry_off"), dtype=np.int64).copy()
-    blob = bytes(_section(body, header, "entry_json"))
-    if len(entry_off) != n + 1 or (n and entry_off[-1] != len(blob)):
-        raise Refused("entry offsets do not match")
-    table = EntryTable()
-    bounds = entry_off.tolist()
-    for i, entry_id in enumerate(ids):
-        table.put_raw(entry_id, blob[bounds[i] : bounds[i + 1]])
-    parts = (
-        {entry_id: tuple(path.split("/")) for entry_id, path in zip(ids, paths, strict=True)}
-        if header.get("paths", True)
-        else {}
-    )
-    index = BM25Index.from_sections(
-        lambda name: _section(body, header, name),
-        header["slots"],
-        header["terms"],
-        header["scalars"],
-    )
-    if (
-        len(table) != n
-        or (header.get("paths", True) and len(parts) != n)
-        or len(index) != n
-        or any(index.slot(k) is None for k in ids)
+    index = BM25Index.from_sections(lambda name: _section(body, header, name), header["index"])
+    slots = header["index"]["slots"]
+
+    def column(name: str, dtype: Any, count: int) -> np.ndarray:
+        values = np.frombuffer(_section(body, header, name), dtype=dtype).copy()
+        if len(values) != count:
+            raise Refused(f"{name} has the wrong length")
+        return values
+
+    order = column("entry_order", np.uint32, n)
+    entry_off = column("entry_off", np.int64, slots + 1)
+    json_start, json_length = header["sections"]["entry_json"]
+    packing.check_offsets(entry_off, slots, json_length)
+    categories = json.loads(bytes(_section(body, header, "entry_categories")))
+    if not isinstance(categories, list) or not all(
+        c is None or isinstance(c, str) for c in categories
     ):
+        raise Refused("entry categories are not a list of categories")
+    codes = column("entry_cat", np.uint32, slots)
+    if slots and int(codes.max()) >= max(len(categories), 1):
+        raise Refused("an entry category out of range")
+    rows = SnapshotRows(
+        offsets=entry_off,
+        crcs=column("entry_crc", np.uint32, slots),
+        codes=codes.astype(np.min_scalar_type(max(len(categories) - 1, 0))),
+        categories=categories,
+    )
+    if source is None:
+        rows.blob = bytes(_section(body, header, "entry_json"))
+    else:
+        rows.start, rows.path = base + json_start, source.path
+        rows.identity, rows.fallback = source.identity, source.fallback
+    table = EntryTable(rows)
+    if n and int(order.max()) >= slots:
+        raise Refused("an entry's slot is out of range")
+    for slot in order.tolist():
+        key = index.key_at(slot)
+        if key is None:
+            raise Refused("an entry's slot holds no document")
+        # The index's own key and slot objects: one string and one int per entry.
+        table.put_row(key, index.slot(key))  # type: ignore[arg-type]
+    if len(table) != n or len(index) != n:
         raise Refused("the index and the entries disagree")
     problems = json.loads(bytes(_section(body, header, "problems")))
     ops = json.loads(bytes(_section(body, header, "ops")))
     return SnapshotState(
         entries=table,
-        parts=parts,
         problems={Path(k): v for k, v in problems.items()},
         ops=None if ops is None else {k: AppliedOp(v[0], v[1], v[2]) for k, v in ops.items()},
         index=index,

@@ -424,7 +424,6 @@ class PostgresMemoryStore(StoreOperations):
             self._rebuild_index()
         state = snapshot.SnapshotState(
             entries=self._entries,
-            parts={},
             problems=self._problems,
             ops=self._ops,
             index=self._index,

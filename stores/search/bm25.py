@@ -38,6 +38,9 @@ from dreamkeeper.stores.search import packing
 
 K1 = 1.5
 B = 0.75
+_NARROW_TOKENS = 1 << 16  # documents' token ids are kept in two bytes below this many terms
+# What a term's frequencies are kept in: the smallest type that holds every one exactly.
+_TF_TYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 
 T = TypeVar("T")
 
@@ -217,32 +220,49 @@ def _union(postings: list[np.ndarray], allowed: np.ndarray) -> np.ndarray:
 
 
 class _Grow:
-    """A numpy array with amortised appends."""
+    """A numpy array with amortised appends. Growing replaces the buffer, never resizes
+    it in place: a view taken before stays valid and blocks nothing. `raw` is the
+    storage as a memoryview (items are Python ints, and cheap to slice)."""
 
     def __init__(self, dtype: type) -> None:
-        self._data: np.ndarray = np.zeros(64, dtype=dtype)
+        self._replace(np.zeros(64, dtype=dtype))
         self.size = 0
+
+    def _replace(self, data: np.ndarray) -> None:
+        self._data = data
+        self.raw: memoryview = data.data
+
+    def _grown(self, size: int) -> None:
+        grown = np.zeros(size, dtype=self._data.dtype)
+        grown[: self.size] = self._data[: self.size]
+        self._replace(grown)
 
     def append(self, value: float) -> int:
         if self.size == len(self._data):
-            grown = np.zeros(len(self._data) * 2, dtype=self._data.dtype)
-            grown[: self.size] = self._data
-            self._data = grown
+            self._grown(len(self._data) * 2)
         self._data[self.size] = value
         self.size += 1
         return self.size - 1
 
     def ensure(self, size: int) -> None:
-        while len(self._data) < size:
-            grown = np.zeros(len(self._data) * 2, dtype=self._data.dtype)
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown
+        if len(self._data) < size:
+            self._grown(max(size, len(self._data) * 2))
         self.size = max(self.size, size)
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.size + len(values)
+        if end > len(self._data):
+            self._grown(max(end, len(self._data) * 2))
+        self._data[self.size : end] = values
+        self.size = end
 
     def adopt(self, values: np.ndarray) -> None:
         """Take `values` as the contents, with room to grow."""
-        self._data = np.concatenate([values, np.zeros(64, dtype=values.dtype)])
+        self._replace(np.concatenate([values, np.zeros(64, dtype=values.dtype)]))
         self.size = len(values)
+
+    def widen(self, dtype: type) -> None:
+        self._replace(self._data.astype(dtype))
 
     @property
     def view(self) -> np.ndarray:
@@ -263,15 +283,21 @@ class BM25Index:
     an index built over that scope alone.
     """
 
+    PACK_MIN = 4096  # postings added before the first packing (tests lower it)
+
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
         self._slot_of: dict[str, int] = {}
         self._key_of: list[str | None] = []
-        # Token ids, not strings: a tuple of fresh strings per document was a third of the
-        # index's memory. `_token_str` maps ids back.
-        self._tokens_of: list[array | None] = []
+        # Every document's token ids end to end (`_tok_at[slot]` to `_tok_at[slot + 1]`),
+        # not an array object per document: at 100k documents the objects alone were
+        # more than the ids. A removed document's ids stay until the next compaction.
+        # Two bytes each while the vocabulary fits (widened when it outgrows them).
+        self._tok = _Grow(np.uint16)
+        self._tok_at = _Grow(np.int64)
+        self._tok_at.append(0)
         self._token_str: list[str] = []
         self._doc_len = _Grow(np.float64)
         self._alive = _Grow(np.bool_)
@@ -283,8 +309,17 @@ class BM25Index:
         self._importance = _Grow(np.float64)
         self._stamp = _Grow(np.float64)
         self._token_id: dict[str, int] = {}
-        self._post_slots: list[array] = []
-        self._post_tf: list[array] = []
+        # Postings in two parts. The base: every term's postings end to end (term t's at
+        # `_base_off[t]` to `_base_off[t + 1]`), slots ascending, frequencies in the
+        # smallest unsigned type that holds them exactly. On top, `_more`: per term, the
+        # postings added since the base was packed (packed arrays), folded into a new
+        # base once they are an eighth of it — amortized, like a growing array. New
+        # documents take the highest slot, so base then more stays ascending.
+        self._base_off = np.zeros(1, dtype=np.int64)
+        self._base_slots = np.zeros(0, dtype=np.uint32)
+        self._base_tf: np.ndarray = np.zeros(0, dtype=np.uint8)
+        self._more: dict[int, tuple[array, array]] = {}
+        self._more_count = 0
         # Python lists: per-token increments on numpy arrays cost ~10x more.
         self._df_all: list[int] = []
         self._df_live: list[int] = []
@@ -316,34 +351,46 @@ class BM25Index:
 
     def to_sections(self) -> tuple[dict[str, bytes], dict[str, Any]]:
         """The whole index as named binary sections, and its shape (slot and term counts,
-        the scalar statistics) for `from_sections`."""
-        tokens, token_off = packing.flat(self._tokens_of, "I")
-        post_slots, post_off = packing.flat(self._post_slots, "I")
-        post_tf, _ = packing.flat(self._post_tf, "f")
+        the scalar statistics, the frequencies' type) for `from_sections`. A removed
+        document's token ids are left out."""
+        size = len(self._key_of)
+        bounds = self._tok_at.view
+        lengths = np.diff(bounds)
+        kept = np.fromiter((k is not None for k in self._key_of), np.bool_, size)
+        tokens = self._tok.view[np.repeat(kept, lengths)]
+        token_off = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(np.where(kept, lengths, 0), out=token_off[1:])
+        post_off, post_slots, post_tf = self._packed()
         sections = {
             "slot_keys": packing.strings([k or "" for k in self._key_of]),
-            "tokens": tokens,
+            "tokens": tokens.tobytes(),
             "token_off": token_off.tobytes(),
             **{name: getattr(self, f"_{name}").view.tobytes() for name, _ in self._COLUMNS},
             "token_str": packing.strings(self._token_str),
-            "post_slots": post_slots,
-            "post_tf": post_tf,
+            "post_slots": post_slots.tobytes(),
+            "post_tf": post_tf.tobytes(),
             "post_off": post_off.tobytes(),
             "df_all": np.asarray(self._df_all, dtype=np.int64).tobytes(),
             "df_live": np.asarray(self._df_live, dtype=np.int64).tobytes(),
         }
         shape = {
-            "slots": len(self._key_of),
+            "slots": size,
             "terms": len(self._token_str),
+            "tokens": tokens.dtype.str,
+            "tf": post_tf.dtype.str,
             "scalars": [self._n_all, self._n_live, self._len_all, self._len_live, self._dead],
         }
         return sections, shape
 
     @classmethod
     def from_sections(
-        cls, section: Callable[[str], memoryview], slots: int, terms: int, scalars: list[int]
+        cls, section: Callable[[str], memoryview], shape: dict[str, Any]
     ) -> BM25Index:
         """The index `to_sections` wrote; `ValueError` when the sections disagree."""
+        slots, terms = shape["slots"], shape["terms"]
+        tf_type = np.dtype(shape["tf"])
+        if tf_type not in _TF_TYPES:
+            raise ValueError("frequencies of an unknown type")
 
         def values(name: str, dtype: Any) -> np.ndarray:
             return np.frombuffer(section(name), dtype=dtype).copy()
@@ -352,20 +399,27 @@ class BM25Index:
         keys = packing.split(section("slot_keys"), slots)
         index._key_of = [k or None for k in keys]
         index._slot_of = {k: i for i, k in enumerate(keys) if k}
-        tokens_of: list[array | None] = list(
-            packing.ragged(section("tokens"), values("token_off", np.int64), "I", slots)
-        )
-        for i, k in enumerate(keys):
-            if not k:
-                tokens_of[i] = None
-        index._tokens_of = tokens_of
+        token_type = np.dtype(shape["tokens"])
+        if token_type not in (np.dtype(np.uint16), np.dtype(np.uint32)):
+            raise ValueError("token ids of an unknown type")
+        tokens, token_off = values("tokens", token_type), values("token_off", np.int64)
+        packing.check_offsets(token_off, slots, len(tokens))
+        if len(tokens) and int(tokens.max()) >= terms:
+            raise ValueError("a token id out of range")
+        if terms > _NARROW_TOKENS:
+            tokens = tokens.astype(np.uint32)
+        index._tok.adopt(tokens)
+        index._tok_at.adopt(token_off)
         index._token_str = packing.split(section("token_str"), terms)
         index._token_id = {t: i for i, t in enumerate(index._token_str)}
         if len(index._token_id) != terms:
             raise ValueError("duplicate terms")
-        post_off = values("post_off", np.int64)
-        index._post_slots = packing.ragged(section("post_slots"), post_off, "I", terms)
-        index._post_tf = packing.ragged(section("post_tf"), post_off, "f", terms)
+        post_off, post_slots = values("post_off", np.int64), values("post_slots", np.uint32)
+        post_tf = values("post_tf", tf_type)
+        packing.check_offsets(post_off, terms, len(post_slots))
+        if len(post_tf) != len(post_slots) or (len(post_slots) and int(post_slots.max()) >= slots):
+            raise ValueError("postings out of range")
+        index._base_off, index._base_slots, index._base_tf = post_off, post_slots, post_tf
         for name, dtype in cls._COLUMNS:
             column = values(name, dtype)
             if len(column) != slots:
@@ -376,7 +430,7 @@ class BM25Index:
         index._df_live = values("df_live", np.int64).tolist()
         if len(index._df_all) != terms or len(index._df_live) != terms:
             raise ValueError("document frequencies have the wrong length")
-        index._n_all, index._n_live, index._len_all, index._len_live, index._dead = scalars
+        index._n_all, index._n_live, index._len_all, index._len_live, index._dead = shape["scalars"]
         index.generation += 1
         return index
 
@@ -394,6 +448,11 @@ class BM25Index:
     def key_at(self, slot: int) -> str | None:
         return self._key_of[slot]
 
+    @property
+    def slot_count(self) -> int:
+        """Slots in use, removed documents' included (until the next compaction)."""
+        return len(self._key_of)
+
     def put(
         self,
         key: str,
@@ -410,7 +469,8 @@ class BM25Index:
         self._weight_top = max(self._weight_top, weight)
         old = self._slot_of.get(key)
         if old is not None:
-            if self._tokens_of[old] == tids:
+            held = self._doc_tokens(old)
+            if held is not None and np.array_equal(held, np.frombuffer(tids, dtype=np.uint32)):
                 self.set_archived(key, archived)
                 self._weight[old] = weight
                 self._group[old] = group
@@ -423,7 +483,8 @@ class BM25Index:
         slot = len(self._key_of)
         self.generation += 1
         self._key_of.append(key)
-        self._tokens_of.append(tids)
+        self._tok.extend(np.frombuffer(tids, dtype=np.uint32))
+        self._tok_at.append(self._tok.size)
         self._slot_of[key] = slot
         self._doc_len.append(len(tokens))
         self._alive.append(True)
@@ -433,14 +494,21 @@ class BM25Index:
         self._importance.append(importance)
         self._stamp.append(stamp)
         live = not archived
-        post_slots, post_tf = self._post_slots, self._post_tf
+        more = self._more
         df_all, df_live = self._df_all, self._df_live
-        for tid, tf in Counter(tids).items():
-            post_slots[tid].append(slot)
-            post_tf[tid].append(tf)
+        counts = Counter(tids)
+        for tid, tf in counts.items():
+            added = more.get(tid)
+            if added is None:
+                added = more[tid] = (array("I"), array("I"))
+            added[0].append(slot)
+            added[1].append(tf)
             df_all[tid] += 1
             if live:
                 df_live[tid] += 1
+        self._more_count += len(counts)
+        if self._more_count > max(self.PACK_MIN, len(self._base_slots) // 8):
+            self._pack()
         self._n_all += 1
         self._len_all += len(tokens)
         if live:
@@ -454,34 +522,88 @@ class BM25Index:
         for tok in tokens:
             tid = token_id.get(tok)
             if tid is None:
-                tid = len(self._post_slots)
+                tid = len(self._token_str)
+                if tid == _NARROW_TOKENS:
+                    self._tok.widen(np.uint32)
                 token_id[tok] = tid
                 self._token_str.append(tok)
-                self._post_slots.append(array("I"))
-                self._post_tf.append(array("f"))
                 self._df_all.append(0)
                 self._df_live.append(0)
             out.append(tid)
         return out
 
     def _posting(self, tid: int) -> tuple[np.ndarray, np.ndarray]:
-        """A term's postings: the slots holding it (ascending) and its frequency in each.
-        Views of the index's own storage: drop them before the index next changes (an
-        exported buffer cannot grow)."""
-        return (
-            np.frombuffer(self._post_slots[tid], dtype=np.uint32),
-            np.frombuffer(self._post_tf[tid], dtype=np.float32),
-        )
+        """A term's postings: the slots holding it (ascending, uint32) and its frequency in
+        each (float32). The slots are a view of the packed base when nothing was added
+        to the term since it was packed, a copy otherwise; neither holds a buffer the
+        index grows, so they may be kept across changes (they show the postings as they
+        were)."""
+        if tid + 1 < len(self._base_off):
+            start, end = int(self._base_off[tid]), int(self._base_off[tid + 1])
+        else:
+            start = end = 0
+        slots = self._base_slots[start:end]
+        tf = self._base_tf[start:end].astype(np.float32)
+        added = self._more.get(tid)
+        if added is not None:
+            slots = np.concatenate([slots, np.frombuffer(added[0], dtype=np.uint32)])
+            tf = np.concatenate([tf, np.frombuffer(added[1], dtype=np.uint32)]).astype(np.float32)
+        return slots, tf
 
-    def _doc_tokens(self, slot: int) -> array | None:
-        """The slot's token ids in document order (None: a removed document)."""
-        return self._tokens_of[slot]
+    def _doc_tokens(self, slot: int) -> memoryview | None:
+        """The slot's token ids in document order (None: a removed document): a
+        memoryview of unsigned ints, two bytes each while the vocabulary fits, else four;
+        its items are the ids. A view of storage the index replaces rather than resizes,
+        so holding it blocks nothing (it shows the tokens as they were). Many documents
+        at once: `_docs_tokens`."""
+        if self._key_of[slot] is None:
+            return None
+        at = self._tok_at.raw
+        return self._tok.raw[at[slot] : at[slot + 1]]
+
+    def _distinct(self, slot: int) -> set[int]:
+        tokens = self._doc_tokens(slot)
+        return set() if tokens is None else set(tokens.tolist())
+
+    def _packed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Base and more as one base: offsets per term, slots, frequencies (smallest
+        exact type)."""
+        terms = len(self._token_str)
+        base_terms = len(self._base_off) - 1
+        counts = np.zeros(terms, dtype=np.int64)
+        counts[:base_terms] = np.diff(self._base_off)
+        more = sorted(self._more.items())
+        for tid, (added, _) in more:
+            counts[tid] += len(added)
+        off = np.zeros(terms + 1, dtype=np.int64)
+        np.cumsum(counts, out=off[1:])
+        high = max([int(self._base_tf.max(initial=0))] + [max(tf) for _, (_, tf) in more])
+        tf_type = next(t for t in _TF_TYPES if high <= np.iinfo(t).max)
+        slots = np.zeros(int(off[-1]), dtype=np.uint32)
+        tf = np.zeros(int(off[-1]), dtype=tf_type)
+        # Each base term moves by how much the terms before it grew.
+        base_len = np.diff(self._base_off)
+        shift = np.repeat(off[:base_terms] - self._base_off[:-1], base_len)
+        at = np.arange(len(self._base_slots), dtype=np.int64) + shift
+        slots[at] = self._base_slots
+        tf[at] = self._base_tf
+        for tid, (added_slots, added_tf) in more:
+            end = int(off[tid + 1])
+            start = end - len(added_slots)
+            slots[start:end] = np.frombuffer(added_slots, dtype=np.uint32)
+            tf[start:end] = np.frombuffer(added_tf, dtype=np.uint32)
+        return off, slots, tf
+
+    def _pack(self) -> None:
+        self._base_off, self._base_slots, self._base_tf = self._packed()
+        self._more = {}
+        self._more_count = 0
 
     def set_archived(self, key: str, archived: bool) -> None:
         slot = self._slot_of[key]
         if bool(self._live[slot]) == (not archived):
             return
-        tokens = set(self._tokens_of[slot] or ())
+        tokens = self._distinct(slot)
         if archived:
             self._live[slot] = False
             self._adjust_live(slot, tokens, -1)
@@ -493,12 +615,11 @@ class BM25Index:
         slot = self._slot_of.pop(key, None)
         if slot is None:
             return
-        tokens = set(self._tokens_of[slot] or ())
+        tokens = self._distinct(slot)
         self._count(slot, tokens, -1, live=bool(self._live[slot]))
         self._alive[slot] = False
         self._live[slot] = False
         self._key_of[slot] = None
-        self._tokens_of[slot] = None
         self.generation += 1
         self._dead += 1
         if self._dead > 64 and self._dead * 3 > len(self._key_of):
@@ -520,18 +641,19 @@ class BM25Index:
             self._df_live[tok] += sign
 
     def _compact(self) -> None:
+        token_str = self._token_str
         survivors = [
             (
                 key,
-                [self._token_str[t] for t in toks],
+                [token_str[t] for t in self._doc_tokens(slot).tolist()],  # type: ignore[union-attr]
                 bool(self._live[slot]),
                 self._weight[slot],
                 self._group[slot],
                 self._importance[slot],
                 self._stamp[slot],
             )
-            for slot, (key, toks) in enumerate(zip(self._key_of, self._tokens_of, strict=True))
-            if key is not None and toks is not None
+            for slot, key in enumerate(self._key_of)
+            if key is not None
         ]
         self._reset()  # renumbers every slot: the generation moves on, caches refresh
         for key, toks, live, weight, group, importance, stamp in survivors:
@@ -544,6 +666,7 @@ class BM25Index:
                 importance=float(importance),
                 stamp=float(stamp),
             )
+        self._pack()
 
     def phrase_slots(
         self, phrases: list[tuple[str, str]], among: np.ndarray | None = None
@@ -579,11 +702,16 @@ class BM25Index:
         return _ascending(scan[owner[found]])
 
     def _docs_tokens(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The slots' token streams end to end, and each one's length (0: removed)."""
-        tokens_of = self._tokens_of
-        streams = [tokens_of[slot] or b"" for slot in slots.tolist()]
-        lengths = np.fromiter(map(len, streams), np.int64, slots.size)
-        return np.frombuffer(b"".join(streams), dtype=np.uint32), lengths
+        """The slots' token streams end to end, and each one's length (0: removed): one
+        gather from the flat storage (ids as stored: two bytes each while the vocabulary
+        fits, else four; compare them by value)."""
+        at = self._tok_at.view
+        starts = at[slots]
+        lengths = np.where(self._alive.view[slots], at[slots + 1] - starts, 0)
+        # Position k of the result comes from starts[d] + (k - where document d begins).
+        begins = np.cumsum(lengths) - lengths
+        where = np.repeat(starts - begins, lengths) + np.arange(int(lengths.sum()))
+        return self._tok.view[where], lengths
 
     def _holding(self, tid: int, slots: np.ndarray) -> np.ndarray:
         """Which of `slots` (ascending) hold the term."""

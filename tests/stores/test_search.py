@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
 from dreamkeeper.core.errors import InvalidInput
@@ -436,3 +438,90 @@ def test_tags_and_category_words_are_scored_and_filters_do_not_score(store):
     scores = {h.entry.id: h.score for h in search(store, "passport")}
     filtered = {h.entry.id: h.score for h in search(store, "passport", tags=["travel"])}
     assert filtered == {tagged.id: scores[tagged.id]}
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "put", "put", "remove", "archive", "restore", "snapshot"]),
+        st.integers(0, 39),
+        st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h"]), max_size=12),
+    ),
+    max_size=120,
+)
+
+
+@pytest.mark.parametrize("narrow", [1 << 16, 3])
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS)
+def test_postings_kept_packed_score_exactly_as_an_index_built_afresh(narrow, ops):
+    """The base arrays, the postings added on top and their packing, the frequencies'
+    smaller type, token ids in two bytes and widened (at 3 terms), a snapshot round
+    trip: none of it changes a score's last bit or a document's tokens."""
+    from dreamkeeper.stores.search import bm25
+
+    saved, bm25._NARROW_TOKENS = bm25._NARROW_TOKENS, narrow
+    try:
+        _replay_and_compare(ops)
+    finally:
+        bm25._NARROW_TOKENS = saved
+
+
+def _replay_and_compare(ops: list) -> None:
+    index = BM25Index()
+    index.PACK_MIN = 3  # pack often
+    docs: dict[str, tuple[list[str], bool]] = {}
+    for op, n, tokens in ops:
+        key = f"d{n}"
+        if op == "put":
+            archived = docs.get(key, ([], False))[1]
+            index.put(key, tokens, archived=archived)
+            docs[key] = (tokens, archived)
+        elif op == "remove":
+            index.remove(key)
+            docs.pop(key, None)
+        elif op in ("archive", "restore") and key in docs:
+            index.set_archived(key, op == "archive")
+            docs[key] = (docs[key][0], op == "archive")
+        elif op == "snapshot":
+            sections, shape = index.to_sections()
+            index = BM25Index.from_sections(lambda name, s=sections: memoryview(s[name]), shape)
+            index.PACK_MIN = 3
+    fresh = BM25Index()
+    for key, (tokens, archived) in docs.items():
+        fresh.put(key, tokens, archived=archived)
+    for query in (["a"], ["b", "c"], ["h", "a", "e"]):
+        for wide in (False, True):
+            got = index.scores(query, include_archived=wide)
+            want = fresh.scores(query, include_archived=wide)
+            assert {k: got[index.slot(k)] for k in docs} == {k: want[fresh.slot(k)] for k in docs}
+    phrases = [("a", "b"), ("c", "a")]
+    found = {index.key_at(s) for s in index.phrase_slots(phrases).tolist()}
+    assert found == {fresh.key_at(s) for s in fresh.phrase_slots(phrases).tolist()}
+    for key, (tokens, _) in docs.items():
+        held = index._doc_tokens(index.slot(key))  # type: ignore[arg-type]
+        assert [index._token_str[t] for t in held.tolist()] == tokens  # type: ignore[union-attr]
+
+
+def test_an_index_holds_its_postings_and_tokens_in_a_few_arrays_whatever_its_size():
+    """Not an array object per document and two per term: in a large store's index those
+    objects' overhead was more than the ids they held. What is left per document is its
+    key and slot, per term its string, id and counts."""
+    import tracemalloc
+
+    index = BM25Index()
+    docs, terms = 3000, 3501
+    for i in range(docs):
+        index.put(f"d{i}", [f"t{i}", f"u{i % 500}", "shared", f"t{i}"], archived=False)
+    sections, shape = index.to_sections()
+    assert shape["terms"] == terms
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        opened = BM25Index.from_sections(lambda name: memoryview(sections[name]), shape)
+        blocks = sum(
+            s.count_diff for s in tracemalloc.take_snapshot().compare_to(before, "filename")
+        )
+    finally:
+        tracemalloc.stop()
+    assert blocks < 3 * docs + 4 * terms
+    assert opened.scores(["shared", "t7"]).tolist() == index.scores(["shared", "t7"]).tolist()

@@ -3,6 +3,7 @@ opened from the files, and a missing, corrupt or stale cache is refused, never t
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import numpy as np
@@ -102,8 +103,8 @@ def test_a_missing_or_corrupt_snapshot_is_refused_and_the_files_are_read(tmp_pat
         path.unlink()
     elif damage == "truncate":
         path.write_bytes(data[: len(data) // 2])
-    elif damage == "flip":
-        data[-100] ^= 0xFF
+    elif damage == "flip":  # in the index's postings (the entries' JSON: below)
+        data[_section_at(data, "post_slots") + 5] ^= 0xFF
         path.write_bytes(bytes(data))
     elif damage == "garbage":
         path.write_bytes(b"not a snapshot at all" * 10)
@@ -111,6 +112,128 @@ def test_a_missing_or_corrupt_snapshot_is_refused_and_the_files_are_read(tmp_pat
         path.write_bytes(b"")
     opened = _open(tmp_path)
     assert not opened.opened_from_snapshot
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def _section_at(data: bytes | bytearray, name: str) -> int:
+    """Where a section of a snapshot starts in the file."""
+    header, base = snapshot._header(bytes(data))
+    return base + header["sections"][name][0]
+
+
+def _entries_read(store: FileMemoryStore) -> list[str]:
+    return sorted(e.model_dump_json() for e in store.entries(include_archived=True))
+
+
+def test_a_changed_byte_in_an_entrys_json_falls_back_to_its_file(tmp_path, snapped):
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    data = bytearray(path.read_bytes())
+    data[_section_at(data, "entry_json") + 40] ^= 0x01  # the index part still checks out
+    path.write_bytes(bytes(data))
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot  # the entry is checked when read, not at open
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_an_open_store_reads_its_entries_from_the_snapshot_file_not_memory(tmp_path, snapped):
+    opened = _open(tmp_path)
+    assert opened._entries.parsed == 0
+    assert opened._entries._rows is not None and opened._entries._rows.blob is None
+    assert _entries_read(opened) == _entries_read(_from_files(tmp_path))
+
+
+def test_after_writing_a_snapshot_a_store_reads_its_entries_from_the_new_file(tmp_path, snapped):
+    store, made = snapped
+    opened = _open(tmp_path)
+    opened.get(made[1].id)
+    store.create("a later entry, so the next snapshot's rows move", category="travel")
+    assert opened.save_snapshot()  # replaces the file its rows pointed into
+    rows = opened._entries._rows
+    assert rows is not None and opened._entries.parsed == 0  # parsed entries let go too
+
+    def no_fallback(entry_id: str, category: str | None) -> None:
+        raise AssertionError(f"{entry_id} read from its file, not the snapshot")
+
+    rows.fallback = no_fallback
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_erase_on_a_store_opened_from_its_snapshot_reads_no_entry_file(tmp_path, snapped):
+    _, made = snapped
+    opened = _open(tmp_path)
+    rows = opened._entries._rows
+    assert rows is not None
+
+    def no_fallback(entry_id: str, category: str | None) -> None:
+        raise AssertionError(f"{entry_id} read from its file, not the snapshot")
+
+    rows.fallback = no_fallback
+    assert opened.erase([made[9].id]) == [made[9].id]
+    assert not (tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]).exists()
+    assert made[9].id not in {e.id for e in opened.entries(include_archived=True)}
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_the_store_cache_counts_entries_still_in_the_snapshot_as_smaller(tmp_path, snapped):
+    opened, files = _open(tmp_path), _from_files(tmp_path)
+    files.index()
+    assert opened.approx_bytes() < files.approx_bytes()
+    opened.entries(include_archived=True)  # every entry read and parsed now
+    assert opened._entries.parsed == len(opened._entries)
+    assert opened.approx_bytes() == files.approx_bytes()
+
+
+@pytest.mark.parametrize("change", ["rewritten", "truncated", "same size and time", "deleted"])
+def test_a_snapshot_changed_under_an_open_store_never_gives_a_wrong_entry(
+    tmp_path, snapped, change
+):
+    store, made = snapped
+    opened = _open(tmp_path)  # entries not read yet: they are still rows of the file
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    data = path.read_bytes()
+    if change == "rewritten":  # another process's snapshot, after more writes: other offsets
+        store.create("an entry that moves every row after it", category="travel")
+        assert store.save_snapshot()
+        opened.get(made[0].id)  # catches up with the journal: the new entry is read
+    elif change == "truncated":
+        with open(path, "r+b") as f:
+            f.truncate(len(data) // 2)
+    elif change == "same size and time":  # edited in place, the stat unchanged: CRC's turn
+        st = path.stat()
+        at = _section_at(data, "entry_json")
+        with open(path, "r+b") as f:
+            f.seek(at)
+            f.write(bytes(b ^ 0x20 for b in data[at:]))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        path.unlink()
+    assert _state(opened) == _state(_from_files(tmp_path))
+
+
+def test_an_entry_gone_from_both_snapshot_and_file_vanishes_without_a_crash(tmp_path, snapped):
+    _, made = snapped
+    opened = _open(tmp_path)
+    (tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]).unlink()
+    gone = made[7]
+    opened.path_for(gone.id, gone.category).unlink()  # by hand, outside the journal
+    assert opened.cached(gone.id) is None
+    assert gone.id not in {e.id for e in opened.entries(include_archived=True)}
+    assert len(opened.entries(include_archived=True)) == len(made) - 1
+
+
+def test_a_snapshot_of_an_older_format_is_refused_and_rewritten(tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshot, "MIN_ENTRIES", 50)
+    _fill(FileMemoryStore(tmp_path, "a", snapshots=False), 60)
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    with monkeypatch.context() as older:
+        older.setattr(snapshot, "VERSION", snapshot.VERSION - 1)
+        assert FileMemoryStore(tmp_path, "a").save_snapshot()
+    assert b'"version":%d' % (snapshot.VERSION - 1) in path.read_bytes()[:200]
+    refused = _open(tmp_path)
+    assert not refused.opened_from_snapshot  # and the full open wrote the current format
+    assert b'"version":%d' % snapshot.VERSION in path.read_bytes()[:200]
+    opened = _open(tmp_path)
+    assert opened.opened_from_snapshot
     assert _state(opened) == _state(_from_files(tmp_path))
 
 
