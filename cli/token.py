@@ -38,6 +38,12 @@ def create(args: argparse.Namespace, settings: StoreSettings) -> int:
     if access is Access.ADMIN and args.scope:
         raise InvalidInput("an admin token reaches every agent: give no --scope")
     patterns = [p.strip() for value in args.scope or [] for p in value.split(",") if p.strip()]
+    if access is not Access.ADMIN and not patterns:
+        raise InvalidInput(
+            "`token create` needs --scope: the agents the token reaches (an agent id, a prefix "
+            "ending in * such as 'acme-*', or '*'; repeat or comma-separate). The global "
+            "--agent does not choose a token's agents"
+        )
     record, secret = issue(_store(settings), args.name, patterns, access)
     if args.json:
         print(json.dumps({**_row(record), "token": secret}))
