@@ -157,7 +157,11 @@ class Guard:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})  # nothing here speaks it
             return
-        tokens = self.tokens.snapshot() if self.tokens is not None else _NO_TOKENS
+        try:
+            tokens = self.tokens.snapshot() if self.tokens is not None else _NO_TOKENS
+        except DreamkeeperError as exc:  # the database did not answer: nobody is let in
+            await _answer(exc)(scope, receive, send)
+            return
         if tokens.damage is not None and self.tokens is not None:
             # Every request, the shared token's too: until an operator looks, nothing
             # says which tokens were meant to be valid.

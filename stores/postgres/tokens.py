@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+import psycopg_pool
 
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.stores.postgres.database import Database
@@ -56,22 +57,18 @@ class PostgresTokenStore(Sticky):
         self._guard = threading.Lock()
 
     def snapshot(self) -> TokenSnapshot:
+        # Single statements in autocommit (`fetch`): one round trip per request when
+        # nothing changed, the rows only when the digest did.
         try:
-            with self.db.transaction() as conn:
-                stores, marked, count, digest = conn.execute(_STATE).fetchone() or (
-                    0,
-                    None,
-                    0,
-                    None,
-                )
-                with self._guard:
-                    if self._cache is not None and self._cache[0] == (marked, count, digest):
-                        return self._cache[1]
-                rows = conn.execute(_ROWS).fetchall()
+            stores, marked, count, digest = self.db.fetch(_STATE)[0]
+            with self._guard:
+                if self._cache is not None and self._cache[0] == (marked, count, digest):
+                    return self._cache[1]
+            rows = self.db.fetch(_ROWS)
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             found = TokenSnapshot({}, True, f"{self.where} cannot be read ({exc})".strip())
             return self._keep(None, found)
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             raise Unavailable(f"cannot reach the database at {self.db.location}: {exc}") from None
         digest = rows[0][0] if rows else None
         found = _checked(rows, marked=bool(marked), stores=int(stores), where=self.where)

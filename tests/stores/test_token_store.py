@@ -336,3 +336,28 @@ def test_a_server_does_not_start_on_a_damaged_token_store(make_tokens, tier_db, 
     with pytest.raises(TokenStoreDamaged, match="serve does not start") as refused:
         ServiceState(memory, ServiceSettings(), ServiceMetrics())
     assert make_tokens().where in str(refused.value)
+
+
+def test_a_database_that_does_not_answer_lets_nobody_in(database_url, monkeypatch):
+    """The token store cannot be asked: 503 for every request, as for a damaged store,
+    never the open server's answer (the fault injected where the store reads)."""
+    import psycopg
+
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
+
+    db = Database(database_url, max_size=1)
+    try:
+        tokens = PostgresTokenStore(db)
+        _, secret = issue(tokens, "bot", ["a1"], Access.WRITE)
+
+        def down(*_: object, **__: object) -> None:
+            raise psycopg.OperationalError("connection refused")
+
+        monkeypatch.setattr(db, "fetch", down)
+        for presented in (None, secret):
+            answers = _statuses(tokens, presented, [SECRET_ROUTE, "/v1/health"])
+            assert {status for status, _ in answers} == {503}, answers
+            assert all("cannot reach the database" in detail for _, detail in answers)
+    finally:
+        db.close()
