@@ -121,18 +121,19 @@ class Guard:
 
     def _refusal(self, path: str, grant: Grant) -> Response | None:
         """The answer to a request this grant may not make here (None: let it through)."""
+        agent_id = None
+        if path.startswith(AGENTS_PREFIX):
+            # An id that is not one is the caller's mistake to hear about, as it always was.
+            agent_id = path[len(AGENTS_PREFIX) :].split("/", 1)[0]
+            try:
+                validate_agent_id(agent_id)
+            except InvalidInput as exc:
+                return _answer(exc)
         if not well_formed(path):
             return _answer(NO_ROUTE)
         if path == METRICS_PATH and not grant.admin:
             return problem(403, FORBIDDEN, forbidden_detail("", Need.ADMIN))
-        if not path.startswith(AGENTS_PREFIX):
-            return None
-        agent_id = path[len(AGENTS_PREFIX) :].split("/", 1)[0]
-        try:
-            validate_agent_id(agent_id)
-        except InvalidInput as exc:
-            return _answer(exc)
-        if grant.covers(agent_id):
+        if agent_id is None or grant.covers(agent_id):
             return None
         if self.unknown_agent is None:
             raise RuntimeError("a scoped token needs the service's unknown-agent answer")
