@@ -10,7 +10,9 @@ The grant is put in the ASGI scope (`GRANT_KEY`) for the routes, which check it 
 the agent id they parsed and the access they declare (service.access).
 
 It fails closed:
-- while the token store is damaged (`TokenSnapshot.damage`) every request is 503;
+- while the token store is damaged (`TokenSnapshot.damage`), or cannot be asked, every
+  request is 503;
+- under /v1/agents/, a first segment that is not an agent id is InvalidInput (400);
 - a path that is not plain segments (`/` and letters, digits, `_ - . : @`: no control
   character, no empty, `.` or `..` segment, no trailing slash) is refused as an unknown
   route before anything routes it. Paths arrive percent-decoded, so `%0A` is a newline
