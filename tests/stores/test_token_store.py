@@ -361,3 +361,58 @@ def test_a_database_that_does_not_answer_lets_nobody_in(database_url, monkeypatc
             assert all("cannot reach the database" in detail for _, detail in answers)
     finally:
         db.close()
+
+
+def test_upgrading_a_database_with_tokens_marks_it(postgres_cluster):
+    """A database whose tokens were issued before the mark existed: the migration that
+    adds the mark sets it, so emptying the table afterwards keeps the servers closed."""
+    import uuid
+
+    from dreamkeeper.stores.postgres.database import Database
+    from dreamkeeper.stores.postgres.migrations import MIGRATIONS, upgrade
+    from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
+
+    db = Database(postgres_cluster.create_database(f"dk_mark_{uuid.uuid4().hex[:12]}"), max_size=2)
+    try:
+        marking = next(m for m in MIGRATIONS if "tokens_issued_at" in m.sql)
+        with db.transaction() as conn:
+            conn.execute(
+                "CREATE TABLE dreamkeeper_schema (version integer PRIMARY KEY, name text "
+                "NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            for migration in MIGRATIONS:
+                if migration.version >= marking.version:
+                    break
+                conn.execute(migration.sql)
+                conn.execute(
+                    "INSERT INTO dreamkeeper_schema (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+            record, _ = _record_for_upgrade()
+            conn.execute(
+                "INSERT INTO dreamkeeper_tokens (token_id, record) VALUES (%s, %s)",
+                (record.id, json.dumps(record.to_json())),
+            )
+        assert [m.version for m in upgrade(db)][0] == marking.version
+        with db.transaction() as conn:
+            conn.execute("DELETE FROM dreamkeeper_tokens")
+        tokens = PostgresTokenStore(db)
+        assert tokens.issued() and tokens.snapshot().damage is not None
+    finally:
+        db.close()
+
+
+def _record_for_upgrade():
+    """A token record made as `issue` makes one, without a store."""
+
+    class Held:
+        record = None
+
+        def find(self, token_id):
+            return None
+
+        def add(self, record):
+            Held.record = record
+
+    secret = issue(Held(), "old", ["a1"], Access.WRITE)[1]  # type: ignore[arg-type]
+    return Held.record, secret
