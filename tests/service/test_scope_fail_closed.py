@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, settings
@@ -38,7 +38,7 @@ from dreamkeeper.service.access import check_route_access
 from dreamkeeper.service.app import create_app
 from dreamkeeper.service.guard import Guard, grant_of
 from dreamkeeper.service.metrics import ServiceMetrics
-from dreamkeeper.service.state import ServiceState
+from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.tokens import FileTokenStore, issue, revoke
 
@@ -210,21 +210,33 @@ def world(tmp_path) -> World:
     framework = app.app.app
     reached: list[tuple[str, str, str | None]] = []
 
-    for route in routing_table(framework.routes):
+    def record(method: str, path: str, params: dict[str, Any]) -> None:
+        need = NEEDS[method, path]
+        if need == "tool":
+            need = "read" if params["name"] in READ_ONLY_TOOLS else "write"
+        reached.append((f"{method} {path}", need, params.get("agent_id")))
+        raise Reached
+
+    # The routes under /v1/agents/ belong to routers shared by every app of the process:
+    # they are observed through this app's own dependency override (every one of them
+    # takes the service state, after its access check), never by changing them.
+    async def recorded(request: Request) -> ServiceState:
+        route = request.scope["route"]
+        record(request.method, route.path, dict(request.path_params))
+        raise AssertionError("unreachable")
+
+    framework.dependency_overrides[state_of] = recorded
+    # The app's own routes (health, the agent list, docs, metrics) are this app's.
+    for route in framework.router.routes:
         if isinstance(route, APIRoute):
             (method,) = route.methods
-            key = (method, route.path)
 
-            async def endpoint(*_: Any, _key: tuple = key, **kwargs: Any) -> Any:
-                need = NEEDS[_key]
-                if need == "tool":
-                    need = "read" if kwargs["name"] in READ_ONLY_TOOLS else "write"
-                reached.append((" ".join(_key), need, kwargs.get("agent_id")))
-                raise Reached
+            async def endpoint(*_: Any, _key: tuple = (method, route.path), **kw: Any) -> Any:
+                record(*_key, kw)
 
             route.dependant.call = endpoint
 
-    # Behind the wrapped endpoints only the search fast path opens an agent by itself.
+    # The search fast path opens the agent itself, and nothing else may.
     for name in ("agent", "tools", "answers_for"):
 
         def opened(agent_id: str, *_: Any, _name: str = name, **__: Any) -> Any:
