@@ -516,9 +516,14 @@ class MemoryClient:
         )
         if request.whole_agent and not request.dry_run:
             # Open stores of a directory that is gone would serve their cached entries.
-            for cache in (self._stores, self._working, self._conversations):
-                cache.pop(agent_id, None)
+            self.release(agent_id)
         return receipt
+
+    def release(self, agent_id: str) -> None:
+        """Drop the agent's open stores (their next use opens them again): a long-lived
+        process that bounds how many agents it keeps open (serve) releases the rest."""
+        for cache in (self._stores, self._working, self._conversations):
+            cache.pop(agent_id, None)
 
     async def start_dream(self, agent_id: str) -> WorkflowHandle[Any, DreamResult]:
         """Start (or join, if one is running) the agent's dream cycle."""

@@ -50,14 +50,26 @@ from dreamkeeper.core.validation import validate_agent_id
 DEFAULT_TIMEOUT = 60.0  # a save waits for the worker (the server's own save timeout)
 
 
-def _error(response: httpx.Response) -> DreamkeeperError:
+def _error(response: httpx.Response, *, sent_token: bool = False) -> DreamkeeperError:
     try:
         body = response.json()
         category, detail = body.get("category"), body.get("detail") or response.text
-    except ValueError:
+    except (ValueError, AttributeError):
         category, detail = None, response.text[:500]
     if response.status_code == 401:
-        return InvalidInput(f"{detail} (set DREAMKEEPER_SERVE_TOKEN for this client)")
+        if sent_token:
+            return InvalidInput(
+                "the memory service refused this client's token (DREAMKEEPER_TOKEN, else "
+                "DREAMKEEPER_SERVE_TOKEN): it is not one the server accepts"
+            )
+        return InvalidInput(
+            "the memory service needs a token: set DREAMKEEPER_TOKEN (one from `dreamkeeper "
+            "token create`) or DREAMKEEPER_SERVE_TOKEN"
+        )
+    if sent_token and response.status_code == 404 and str(detail).startswith("unknown agent "):
+        # The server answers an agent out of the token's reach exactly as one that does
+        # not exist; the client, which knows it sent a token, names both.
+        detail = f"{detail} (or this client's token does not reach it)"
     mapped = error_for(category, detail)
     if mapped is not None:
         return mapped
@@ -102,7 +114,7 @@ class RemoteMemoryClient:
     def _checked(self, response: httpx.Response) -> Any:
         if response.is_success:
             return response.json()
-        raise _error(response)
+        raise _error(response, sent_token=bool(self._headers))
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

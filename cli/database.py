@@ -96,6 +96,13 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
 
     print(f"copying {source.location} into {target.location}", file=sys.stderr, flush=True)
     report = migrate(source, target, progress=progress)
+    tokens = report.tokens
+    print(
+        f"access tokens: {tokens.tokens} ({tokens.carried} new this run, {tokens.revoked} "
+        f"revocations carried){'; the database is marked as issuing tokens' if tokens.issued else ''}",
+        file=sys.stderr,
+        flush=True,
+    )
     keys = carry_agent_keys(settings.data_dir, target.db)
     print(
         f"payload data keys: {keys.keys} ({keys.carried} new this run), "
@@ -108,18 +115,22 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
         print(f"conflict: agent {agent_id} memory {entry_id} is in the database with other content")
     for mismatch in report.mismatches:
         print(f"mismatch: {mismatch}")
+    for problem in tokens.mismatches:
+        print(f"mismatch: {problem}")
     for problem in keys.mismatches:
         print(f"mismatch: {problem}")
     agents = len(report.agents)
     if report.verified and not conflicts and not keys.mismatches:
         print(
             f"migrated {agents} agents, {report.entries} memories ({report.created} new this "
-            f"run), {keys.keys} payload data keys: counts and content hashes match"
+            f"run), {tokens.tokens} access tokens, {keys.keys} payload data keys: counts and "
+            "content hashes match"
         )
         return 0
     print(
         f"migrated {agents} agents with {len(conflicts)} conflicts and "
-        f"{len(report.mismatches) + len(keys.mismatches)} mismatches: the database differs "
+        f"{len(report.mismatches) + len(tokens.mismatches) + len(keys.mismatches)} mismatches: "
+        "the database differs "
         f"from {source.location}"
     )
     return 2

@@ -38,6 +38,12 @@ def create(args: argparse.Namespace, settings: StoreSettings) -> int:
     if access is Access.ADMIN and args.scope:
         raise InvalidInput("an admin token reaches every agent: give no --scope")
     patterns = [p.strip() for value in args.scope or [] for p in value.split(",") if p.strip()]
+    if access is not Access.ADMIN and not patterns:
+        raise InvalidInput(
+            "`token create` needs --scope: the agents the token reaches (an agent id, a prefix "
+            "ending in * such as 'acme-*', or '*'; repeat or comma-separate). The global "
+            "--agent does not choose a token's agents"
+        )
     record, secret = issue(_store(settings), args.name, patterns, access)
     if args.json:
         print(json.dumps({**_row(record), "token": secret}))
@@ -53,11 +59,20 @@ def create(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 
 def list_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
-    records = _store(settings).all()
+    """Every readable token; with the store damaged, what is wrong too, and exit 2."""
+    store = _store(settings)
+    found = store.snapshot()
+    records = sorted(found.records.values(), key=lambda r: (r.created_at, r.id))
+    if found.damage is not None:
+        print(
+            f"error: the access tokens are damaged, so serve refuses every request: "
+            f"{found.damage}. Repair {store.where} or restore it from a backup",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([_row(r) for r in records], indent=2))
-        return 0
-    if not records:
+        return 0 if found.damage is None else 2
+    if not records and found.damage is None:
         print("no tokens (serve takes DREAMKEEPER_SERVE_TOKEN alone, or none)")
     for r in records:
         state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
@@ -65,7 +80,7 @@ def list_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
             f"{r.id}  {r.access.value:<5}  {','.join(r.agents):<24}  {state:<24}  "
             f"created {r.created_at:%Y-%m-%d %H:%M}  {r.name}"
         )
-    return 0
+    return 0 if found.damage is None else 2
 
 
 def revoke_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:

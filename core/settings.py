@@ -221,6 +221,8 @@ class ServiceSettings:
     temporal_metrics: str | None = None  # host:port the Temporal runtime's Prometheus binds
     metrics_agents: bool = False  # store-size metrics labelled by agent id (else totals)
     client_token: str | None = None  # what a remote client sends, when not the shared token
+    max_open_agents: int = 256  # agents serve keeps open (least recently used are closed)
+    public_docs: bool = True  # /docs and /openapi.json (no data) answered without a token
 
     @property
     def sent_token(self) -> str | None:
@@ -315,6 +317,8 @@ class Environment(BaseModel):
     DREAMKEEPER_SERVE_MAX_BODY_BYTES: int = _range(DEFAULT_MAX_BODY_BYTES, 1_024, 1_073_741_824)
     DREAMKEEPER_SERVE_AGENTS: str = ""
     DREAMKEEPER_SERVE_METRICS_AGENTS: bool = False
+    DREAMKEEPER_SERVE_MAX_OPEN_AGENTS: int = _range(256, 1, 1_000_000)
+    DREAMKEEPER_SERVE_PUBLIC_DOCS: bool = True
     DREAMKEEPER_TOKEN: str | None = None
     DREAMKEEPER_TEMPORAL_METRICS_ADDRESS: str | None = None
 
@@ -575,6 +579,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         temporal_metrics=e.DREAMKEEPER_TEMPORAL_METRICS_ADDRESS,
         metrics_agents=e.DREAMKEEPER_SERVE_METRICS_AGENTS,
         client_token=e.DREAMKEEPER_TOKEN,
+        max_open_agents=e.DREAMKEEPER_SERVE_MAX_OPEN_AGENTS,
+        public_docs=e.DREAMKEEPER_SERVE_PUBLIC_DOCS,
     )
     return Settings(store, temporal, llm, _embeddings(e), codec, service, worker)
 

@@ -47,7 +47,9 @@ def validate_pattern(pattern: str) -> str:
 
 def validate_patterns(patterns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     if not patterns:
-        raise InvalidInput("a token needs at least one agent or agent prefix (--agent)")
+        raise InvalidInput(
+            "a token needs at least one agent, agent prefix (acme-*) or * in its scope (--scope)"
+        )
     if len(patterns) > MAX_PATTERNS:
         raise InvalidInput(f"at most {MAX_PATTERNS} agent patterns per token")
     return tuple(dict.fromkeys(validate_pattern(p) for p in patterns))
@@ -87,7 +89,8 @@ OPEN = Grant("open", Access.ADMIN)  # no token configured anywhere: today's open
 
 
 class Need(StrEnum):
-    """What an HTTP route asks of the caller's grant for its agent."""
+    """What a route or tool asks of the caller's grant for its agent. Each route of the
+    service declares its own (service.access); nothing guesses it from a path."""
 
     READ = "read"
     WRITE = "write"
@@ -95,25 +98,10 @@ class Need(StrEnum):
     TOOL = "tool"  # decided by the tool's name (read-only tools need read)
 
 
-# POSTs under /v1/agents/{agent}/ that only read.
-_READING_POSTS = ("search", "working/search", "context")
-
-
-def route_need(method: str, rest: str) -> tuple[Need, str | None]:
-    """What the route `{method} /v1/agents/{agent}/{rest}` needs, and for a tool call the
-    tool's name. Unknown routes need write: they answer 404 or 405 anyway, and a new
-    route is never open to a read token by accident."""
-    rest = rest.strip("/")
-    parts = rest.split("/")
-    if rest in ("dream/pending", "dream/approve", "dream/reject"):
-        return Need.ADMIN, None
-    if method in ("GET", "HEAD"):
-        return Need.READ, None
-    if method == "POST" and rest in _READING_POSTS:
-        return Need.READ, None
-    if method == "POST" and len(parts) == 4 and parts[0] == "sessions" and parts[2] == "tools":
-        return Need.TOOL, parts[3]
-    return Need.WRITE, None
+class Verdict(StrEnum):
+    ALLOWED = "allowed"
+    UNKNOWN = "unknown"  # out of reach: answered exactly as an agent that does not exist
+    FORBIDDEN = "forbidden"  # in reach, but not for this (403)
 
 
 def allowed(grant: Grant, agent_id: str, need: Need, tool: str | None = None) -> bool:
@@ -126,3 +114,29 @@ def allowed(grant: Grant, agent_id: str, need: Need, tool: str | None = None) ->
     if need is Need.TOOL:
         return grant.may_call_tool(agent_id, tool or "")
     return grant.may_write(agent_id)
+
+
+def decide(
+    grant: Grant | None, agent_id: str, need: Need | None, tool: str | None = None
+) -> Verdict:
+    """The one decision every route, the search fast path and every MCP tool call take.
+    It fails closed: no grant (the request did not pass the guard) is out of reach, and a
+    route that declares no need is refused to every token."""
+    if grant is None or not grant.covers(agent_id):
+        return Verdict.UNKNOWN
+    if need is None or not allowed(grant, agent_id, need, tool):
+        return Verdict.FORBIDDEN
+    return Verdict.ALLOWED
+
+
+def forbidden_detail(agent_id: str, need: Need | None, tool: str | None = None) -> str:
+    """What a 403 says: what the token lacks, never anything about other agents."""
+    if need is Need.ADMIN:
+        what = "needs an admin token"
+    elif need is Need.TOOL:
+        what = f"tool {tool!r} writes: this token may only read agent {agent_id}"
+    elif need is None:
+        what = "this route declares no access, so no token may use it"
+    else:
+        what = f"this token may only read agent {agent_id}"
+    return f"{what}; nothing was done"

@@ -1,6 +1,7 @@
 """The memory service as one ASGI app: the memory API under /v1 (OpenAPI at
 /openapi.json, browsable at /docs), the MCP tools at /mcp, Prometheus metrics at
-/metrics — all behind the guard (bearer token when configured, body size limit)."""
+/metrics — all behind the guard (bearer token when configured, body size limit), and
+each route checking the caller's scope itself (service.access)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from collections.abc import AsyncIterator
 from html import escape
 from typing import Any, cast
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from mcp.server.context import ServerRequestContext
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from dreamkeeper.core.errors import DreamkeeperError, InvalidInput
 from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.policies.access import READ_ONLY_TOOLS, Need
 from dreamkeeper.service import problems
+from dreamkeeper.service.access import refusal, require_admin
 from dreamkeeper.service.fast_path import FastSearch
 from dreamkeeper.service.guard import Guard, grant_of
 from dreamkeeper.service.mcp_server import (
@@ -41,16 +44,16 @@ def create_app(state: ServiceState) -> Guard:
                     "(or ?agent= on the URL)"
                 )
             # The grant of the request carrying this call (each MCP POST passes the
-            # guard); checked per call, before the agent is looked up, as HTTP is.
-            grant = grant_of(ctx.request.scope) if ctx.request is not None else None
+            # guard); checked per call, on the agent this call names, before the agent
+            # is looked up, as every HTTP route is.
             agent = validate_agent_id(agent)
-            if grant is None or not grant.covers(agent):
-                raise state.unknown_agent(agent)
-            if not grant.may_call_tool(agent, name):
-                raise InvalidInput(f"tool {name!r} writes: this token may only read agent {agent}")
-            tools = state.tools(agent, session)
+            scope = ctx.request.scope if ctx.request is not None else {}
+            refused = refusal(state, scope, agent, Need.TOOL, name)
+            if refused is not None:
+                raise refused
+            tools = state.tools(agent, session, write=name not in READ_ONLY_TOOLS)
         except DreamkeeperError as exc:
-            return f"Error: {exc}; nothing was done."
+            return f"Error: {str(exc).removesuffix('; nothing was done')}; nothing was done."
         state.metrics.tool_calls.labels(name if name in tools.names else "unknown").inc()
         return await tools.call(name, args)
 
@@ -91,13 +94,20 @@ def create_app(state: ServiceState) -> Guard:
     async def agents(request: Request) -> dict[str, list[str]]:
         """The agents with a store here that the caller's token reaches."""
         grant = grant_of(request.scope)
-        return {"agents": [a for a in state.agents() if grant is not None and grant.covers(a)]}
+        if grant is None:
+            return {"agents": []}
+        return {"agents": [a for a in state.agents() if grant.covers(a)]}
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return HTMLResponse(docs_page(app.openapi()))
 
-    @app.get("/metrics", tags=["service"], include_in_schema=False)
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        include_in_schema=False,
+        dependencies=[Depends(require_admin)],
+    )
     async def metrics() -> Response:
         return Response(await state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
@@ -112,6 +122,7 @@ def create_app(state: ServiceState) -> Guard:
         max_body_bytes=state.settings.max_body_bytes,
         tokens=state.tokens,
         unknown_agent=state.unknown_agent,
+        public_docs=state.settings.public_docs,
     )
 
 

@@ -2,7 +2,8 @@
 hot path an agent calls every turn, and FastAPI's middleware, routing and dependency
 layers cost about as much as the search itself on a small store. Same function
 (`routes_memory.run_search`), same answers and problems as the documented route; it sits
-inside the guard, so the token and the body limit apply."""
+inside the guard, so the token and the body limit apply, and it checks the caller's scope
+on the agent id it parsed itself, as the route's dependency does (service.access)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dreamkeeper.core.errors import DreamkeeperError
+from dreamkeeper.policies.access import Need
+from dreamkeeper.service.access import refusal
 from dreamkeeper.service.problems import problem, status_for
 from dreamkeeper.service.routes_memory import run_search
 from dreamkeeper.service.state import ServiceState
@@ -35,6 +38,12 @@ class FastSearch:
         )
         if match is None:
             await self.app(scope, receive, send)
+            return
+        refused = refusal(self.state, scope, match.group(1), Need.READ)
+        if refused is not None:
+            await problem(status_for(refused), refused.failure_type, str(refused))(
+                scope, receive, send
+            )
             return
         chunks = []
         while True:

@@ -1,18 +1,32 @@
-"""What every request passes before a route sees it: the bearer token (when one is
-configured), the token's scope, and the body size limit. Plain ASGI middleware, so it
-covers the MCP mount, /metrics and the search fast path as well as the memory API.
+"""What every request passes before a route sees it: the token store's soundness, the
+bearer token (when one is configured), a backstop on the path, and the body size limit.
+Plain ASGI middleware, so it covers the MCP mount, /metrics and the search fast path as
+well as the memory API.
 
 Who the caller is: the shared DREAMKEEPER_SERVE_TOKEN is an admin; a token issued by
 `dreamkeeper token create` has its own grant (policies.access); with neither configured
 (no shared token, no token ever issued) the server is open, as before tokens existed.
-The grant is put in the ASGI scope (`GRANT_KEY`) for the routes that filter by it (the
-agent list, the MCP tools).
+The grant is put in the ASGI scope (`GRANT_KEY`) for the routes, which check it against
+the agent id they parsed and the access they declare (service.access).
 
-A route under /v1/agents/{agent}/ for an agent outside the token's reach is answered
-here, before anything looks the agent up, with exactly the problem an unknown agent gets
-— same status, same body — so neither the answer nor its timing tells whether the agent
-exists. A covered agent the token may not do this to (a read token writing, a non-admin
-approving a dream) is 403."""
+It fails closed:
+- while the token store is damaged (`TokenSnapshot.damage`), or cannot be asked, every
+  request is 503;
+- under /v1/agents/, a first segment that is not an agent id is InvalidInput (400);
+- a path that is not plain segments (`/` and letters, digits, `_ - . : @`: no control
+  character, no empty, `.` or `..` segment, no trailing slash) is refused as an unknown
+  route before anything routes it. Paths arrive percent-decoded, so `%0A` is a newline
+  here, and Starlette's `$` matches before a final newline: a route would run for
+  `/v1/agents/b1/search\n` if anything let it through;
+- `/metrics` is compared exactly, never matched;
+- a path under /v1/agents/ for an agent outside the token's reach is answered here,
+  before the body is read or anything looks the agent up, with exactly the problem an
+  unknown agent gets (same status, same bytes), so neither the answer nor its timing
+  tells whether the agent exists;
+- any scope but HTTP and lifespan (a websocket) is closed.
+
+The docs page and the OpenAPI schema hold no data: served without a token unless
+DREAMKEEPER_SERVE_PUBLIC_DOCS is off."""
 
 from __future__ import annotations
 
@@ -21,10 +35,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dreamkeeper.core.errors import DreamkeeperError
-from dreamkeeper.policies.access import OPEN, SHARED, Grant, Need, allowed, route_need
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, NotFound, Unavailable
+from dreamkeeper.core.validation import validate_agent_id
+from dreamkeeper.policies.access import OPEN, SHARED, Grant, Need, forbidden_detail
 from dreamkeeper.service.problems import (
     FORBIDDEN,
     UNAUTHORIZED,
@@ -32,18 +48,42 @@ from dreamkeeper.service.problems import (
     problem,
     status_for,
 )
-from dreamkeeper.stores.tokens import PREFIX, TokenStore, verify
+from dreamkeeper.stores.tokens import (
+    PREFIX,
+    TokenSnapshot,
+    TokenStore,
+    damaged_message,
+    verify,
+)
 
 OPEN_PATHS = ("/v1/health",)  # answered without the token: liveness probes
-ADMIN_PATHS = ("/metrics",)
+DOCS_PATHS = ("/docs", "/openapi.json")  # no data: without a token unless turned off
+METRICS_PATH = "/metrics"
+AGENTS_PREFIX = "/v1/agents/"
 GRANT_KEY = "dreamkeeper.grant"
-_AGENT_ROUTE = re.compile(r"/v1/agents/([A-Za-z0-9][A-Za-z0-9_\-]{0,63})(/.*)?")
+_PATH = re.compile(r"(?:/[A-Za-z0-9_.:@\-]+)+")
+_NO_TOKENS = TokenSnapshot()
 
 
 def grant_of(scope: Scope) -> Grant | None:
     """The caller's grant, as the guard found it (None: the request did not pass it)."""
     found = scope.get(GRANT_KEY)
     return found if isinstance(found, Grant) else None
+
+
+def well_formed(path: str) -> bool:
+    """Plain segments only (`fullmatch`: no newline slips past an anchor)."""
+    return _PATH.fullmatch(path) is not None and not any(
+        segment in (".", "..") for segment in path.split("/")
+    )
+
+
+def _answer(exc: DreamkeeperError) -> Response:
+    return problem(status_for(exc), exc.failure_type, str(exc))
+
+
+# Exactly what the framework answers for a path no route matches (problems.install).
+NO_ROUTE = NotFound("Not Found")
 
 
 class Guard:
@@ -55,16 +95,18 @@ class Guard:
         max_body_bytes: int,
         tokens: TokenStore | None = None,
         unknown_agent: Callable[[str], DreamkeeperError] | None = None,
+        public_docs: bool = True,
     ) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
         self.unknown_agent = unknown_agent
+        self.open_paths = OPEN_PATHS + (DOCS_PATHS if public_docs else ())
 
-    def _grant(self, headers: dict[bytes, bytes]) -> Grant | None:
+    def _grant(self, headers: dict[bytes, bytes], tokens: TokenSnapshot) -> Grant | None:
         """The presented token's grant; OPEN when the server needs no token; None: 401."""
-        if self.token is None and (self.tokens is None or not self.tokens.issued()):
+        if self.token is None and not tokens.issued:
             return OPEN
         scheme, _, credential = headers.get(b"authorization", b"").partition(b" ")
         if scheme.lower() != b"bearer":
@@ -74,56 +116,72 @@ class Guard:
             return SHARED
         if self.tokens is not None and credential.startswith(PREFIX.encode()):
             try:
-                return verify(self.tokens, credential.decode("ascii"))
+                return verify(tokens, credential.decode("ascii"))
             except UnicodeDecodeError:
                 return None
         return None
 
-    async def _refused(self, scope: Scope, receive: Receive, send: Send, grant: Grant) -> bool:
-        """Answer a request the grant does not reach (True), or let it through (False)."""
-        path = scope.get("path", "")
-        if path in ADMIN_PATHS and not grant.admin:
-            await problem(403, FORBIDDEN, "this token has no admin scope")(scope, receive, send)
-            return True
-        match = _AGENT_ROUTE.fullmatch(path)
-        if match is None:
-            return False
-        agent_id, rest = match.group(1), match.group(2) or ""
-        if not grant.covers(agent_id):
-            if self.unknown_agent is None:
-                raise RuntimeError("a scoped token needs the service's unknown-agent answer")
-            exc = self.unknown_agent(agent_id)
-            await problem(status_for(exc), exc.failure_type, str(exc))(scope, receive, send)
-            return True
-        need, tool = route_need(scope.get("method", "GET"), rest)
-        if allowed(grant, agent_id, need, tool):
-            return False
-        what = {
-            Need.ADMIN: "needs an admin token",
-            Need.TOOL: f"tool {tool!r} writes: this token may only read agent {agent_id}",
-        }.get(need, f"this token may only read agent {agent_id}")
-        await problem(403, FORBIDDEN, f"{what}; nothing was done")(scope, receive, send)
-        return True
+    def _refusal(self, path: str, grant: Grant) -> Response | None:
+        """The answer to a request this grant may not make here (None: let it through)."""
+        agent_id = None
+        if path.startswith(AGENTS_PREFIX):
+            # An id that is not one is the caller's mistake to hear about, as it always was.
+            agent_id = path[len(AGENTS_PREFIX) :].split("/", 1)[0]
+            try:
+                validate_agent_id(agent_id)
+            except InvalidInput as exc:
+                return _answer(exc)
+        if not well_formed(path):
+            return _answer(NO_ROUTE)
+        if path == METRICS_PATH and not grant.admin:
+            return problem(403, FORBIDDEN, forbidden_detail("", Need.ADMIN))
+        if agent_id is None or grant.covers(agent_id):
+            return None
+        if self.unknown_agent is None:
+            raise RuntimeError("a scoped token needs the service's unknown-agent answer")
+        return _answer(self.unknown_agent(agent_id))
+
+    @staticmethod
+    def _unauthorized(presented: bool) -> Response:
+        # The same answer for an unknown, revoked or mistyped token: which one it was is
+        # nothing an outsider should learn.
+        detail = (
+            "the bearer token was refused: it is not one this server accepts"
+            if presented
+            else "this server needs `Authorization: Bearer <token>` (a token from "
+            "`dreamkeeper token create`, or DREAMKEEPER_SERVE_TOKEN)"
+        )
+        return problem(401, UNAUTHORIZED, detail, **{"WWW-Authenticate": "Bearer"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})  # nothing here speaks it
+            return
+        try:
+            tokens = self.tokens.snapshot() if self.tokens is not None else _NO_TOKENS
+        except DreamkeeperError as exc:  # the database did not answer: nobody is let in
+            await _answer(exc)(scope, receive, send)
+            return
+        if tokens.damage is not None and self.tokens is not None:
+            # Every request, the shared token's too: until an operator looks, nothing
+            # says which tokens were meant to be valid.
+            await _answer(Unavailable(damaged_message(self.tokens)))(scope, receive, send)
+            return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        if scope.get("path") not in OPEN_PATHS:
-            grant = self._grant(headers)
+        path = scope.get("path", "")
+        if path not in self.open_paths:
+            grant = self._grant(headers, tokens)
             if grant is None:
-                response = problem(
-                    401,
-                    UNAUTHORIZED,
-                    "this server needs `Authorization: Bearer <token>` (DREAMKEEPER_SERVE_TOKEN "
-                    "or a token from `dreamkeeper token create`)",
-                    **{"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
+                presented = b"authorization" in headers
+                await self._unauthorized(presented)(scope, receive, send)
                 return
             scope[GRANT_KEY] = grant
-            if await self._refused(scope, receive, send, grant):
+            refused = self._refusal(path, grant)
+            if refused is not None:
+                await refused(scope, receive, send)
                 return
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:

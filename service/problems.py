@@ -31,8 +31,15 @@ class BodyTooLarge(InvalidInput):
     """A request body over the configured limit: refused before anything is done."""
 
 
+class Forbidden(DreamkeeperError):
+    """The caller's token reaches the agent, but not for this operation (403)."""
+
+    failure_type = "Forbidden"
+
+
 _STATUS: list[tuple[type[DreamkeeperError], int]] = [
     (BodyTooLarge, 413),
+    (Forbidden, 403),
     (InvalidInput, 400),
     (NotFound, 404),
     (Conflict, 409),

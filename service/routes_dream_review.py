@@ -16,9 +16,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from dreamkeeper.agent import dream_ops
 from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
 from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
+from dreamkeeper.policies.access import Need
+from dreamkeeper.service.access import check_route_access, needs
 from dreamkeeper.service.state import ServiceState, state_of
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/dream", tags=["dream"])
+# Operator routes: an admin token's (service.access checks it on the parsed agent id).
+router = APIRouter(
+    prefix="/v1/agents/{agent_id}/dream", tags=["dream"], dependencies=[Depends(check_route_access)]
+)
+ADMIN = needs(Need.ADMIN)
 State = Annotated[ServiceState, Depends(state_of)]
 
 
@@ -37,19 +43,19 @@ async def _ask(state: ServiceState, agent_id: str, action: str, keys: list[str])
         raise Unavailable(f"cannot ask Temporal about {workflow_id}: {exc}") from None
 
 
-@router.get("/pending", response_model=ApprovalState)
+@router.get("/pending", response_model=ApprovalState, openapi_extra=ADMIN)
 async def pending(agent_id: str, state: State) -> ApprovalState:
     """What the agent's current cycle is waiting on an operator for."""
     return await _ask(state, agent_id, "pending", [])
 
 
-@router.post("/approve", response_model=ApprovalState)
+@router.post("/approve", response_model=ApprovalState, openapi_extra=ADMIN)
 async def approve(agent_id: str, body: ApprovalDecision, state: State) -> ApprovalState:
     """Approve pending items by key (none: all of them)."""
     return await _ask(state, agent_id, "approve", body.keys)
 
 
-@router.post("/reject", response_model=ApprovalState)
+@router.post("/reject", response_model=ApprovalState, openapi_extra=ADMIN)
 async def reject(agent_id: str, body: ApprovalDecision, state: State) -> ApprovalState:
     """Reject pending items by key (none: all of them): never applied."""
     return await _ask(state, agent_id, "reject", body.keys)

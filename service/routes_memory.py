@@ -36,11 +36,18 @@ from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.payloads import EntryOpResult, SaveAck
 from dreamkeeper.core.validation import validate_entry_id
+from dreamkeeper.policies.access import Need
+from dreamkeeper.service.access import check_route_access, needs
 from dreamkeeper.service.problems import validation_detail
 from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.search.query import search
 
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["memory"])
+# Every route declares its access (`needs`); the router's dependency checks it against
+# the agent id the route parsed (service.access).
+router = APIRouter(
+    prefix="/v1/agents/{agent_id}", tags=["memory"], dependencies=[Depends(check_route_access)]
+)
+READ, WRITE = needs(Need.READ), needs(Need.WRITE)
 State = Annotated[ServiceState, Depends(state_of)]
 
 
@@ -82,24 +89,26 @@ def run_search(state: ServiceState, agent_id: str, raw: bytes) -> bytes:
     return found.model_dump_json(by_alias=True).encode()
 
 
-@router.post("/search", response_model=SearchResponse, openapi_extra=_SEARCH_BODY)
+@router.post(
+    "/search", response_model=SearchResponse, openapi_extra=needs(Need.READ, **_SEARCH_BODY)
+)
 async def search_memories(agent_id: str, request: Request) -> Response:
     state: ServiceState = request.app.state.service
     answer = run_search(state, agent_id, await request.body())
     return Response(answer, media_type="application/json")
 
 
-@router.get("/memories/{entry_id}", response_model=MemoryEntry)
+@router.get("/memories/{entry_id}", response_model=MemoryEntry, openapi_extra=READ)
 async def get_memory(agent_id: str, entry_id: str, state: State) -> MemoryEntry:
     return state.agent(agent_id).store.require(validate_entry_id(entry_id))
 
 
-@router.get("/archived", response_model=EntriesResponse)
+@router.get("/archived", response_model=EntriesResponse, openapi_extra=READ)
 async def archived(agent_id: str, state: State) -> EntriesResponse:
     return EntriesResponse(entries=state.agent(agent_id).store.archived())
 
 
-@router.post("/memories", response_model=SaveAck, status_code=201)
+@router.post("/memories", response_model=SaveAck, status_code=201, openapi_extra=WRITE)
 async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck:
     """Returns once the original is durable; enrichment and dedup go on in the workflow."""
     count = state.metrics.saves
@@ -132,14 +141,14 @@ async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck
     return ack
 
 
-@router.delete("/memories/{entry_id}", response_model=EntryOpResult)
+@router.delete("/memories/{entry_id}", response_model=EntryOpResult, openapi_extra=WRITE)
 async def delete_memory(agent_id: str, entry_id: str, state: State) -> EntryOpResult:
     """Archive: hidden from search, recoverable until purged."""
     handle = state.agent(agent_id)
     return await state.memory.delete_memory(handle.agent_id, entry_id)
 
 
-@router.post("/memories/{entry_id}/restore", response_model=EntryOpResult)
+@router.post("/memories/{entry_id}/restore", response_model=EntryOpResult, openapi_extra=WRITE)
 async def restore_memory(
     agent_id: str, entry_id: str, body: RestoreRequest, state: State
 ) -> EntryOpResult:
@@ -147,7 +156,7 @@ async def restore_memory(
     return await state.memory.restore_memory(handle.agent_id, entry_id, force=body.force)
 
 
-@router.put("/memories/{entry_id}/importance", response_model=EntryOpResult)
+@router.put("/memories/{entry_id}/importance", response_model=EntryOpResult, openapi_extra=WRITE)
 async def set_importance(
     agent_id: str, entry_id: str, body: ImportanceRequest, state: State
 ) -> EntryOpResult:
@@ -155,16 +164,19 @@ async def set_importance(
     return await state.memory.update_memory_importance(handle.agent_id, entry_id, body.importance)
 
 
-@router.post("/forget", response_model=ForgetReceipt)
+@router.post("/forget", response_model=ForgetReceipt, openapi_extra=WRITE)
 async def forget(agent_id: str, body: ForgetRequest, state: State) -> ForgetReceipt:
     """Erase now, from every tier and the agent's Temporal histories (its data key): a
     person's request to be forgotten, never a model's tool. The receipt lists what went
     where and the verification that the text matches nothing."""
     handle = state.agent(agent_id)
-    return await state.memory.forget(handle.agent_id, body.checked())
+    receipt = await state.memory.forget(handle.agent_id, body.checked())
+    if body.whole_agent and not body.dry_run:
+        state.release(handle.agent_id)  # its context builder holds the erased stores
+    return receipt
 
 
-@router.post("/dream", response_model=DreamStarted, status_code=202)
+@router.post("/dream", response_model=DreamStarted, status_code=202, openapi_extra=WRITE)
 async def start_dream(agent_id: str, state: State) -> DreamStarted:
     """Start (or join, if one is running) the agent's dream cycle."""
     handle = state.agent(agent_id)
@@ -172,7 +184,7 @@ async def start_dream(agent_id: str, state: State) -> DreamStarted:
     return DreamStarted(workflow_id=workflow.id, run_id=workflow.result_run_id)
 
 
-@router.get("/dream", response_model=DreamStatus)
+@router.get("/dream", response_model=DreamStatus, openapi_extra=READ)
 async def dream_status(agent_id: str, state: State) -> DreamStatus:
     """The latest dream cycle of this agent (started here or by the schedule)."""
     handle = state.agent(agent_id)

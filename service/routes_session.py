@@ -25,6 +25,8 @@ from dreamkeeper.core.api import (
     WorkingSearchResponse,
 )
 from dreamkeeper.core.errors import InvalidInput, NotFound
+from dreamkeeper.policies.access import READ_ONLY_TOOLS, Need
+from dreamkeeper.service.access import check_route_access, needs
 from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.contract import WorkingMemoryStore
 from dreamkeeper.stores.working.working_memory import (
@@ -35,7 +37,12 @@ from dreamkeeper.stores.working.working_memory import (
 
 MAX_NAMESPACE_SCAN = 100_000  # live entries looked through for a plain key
 
-router = APIRouter(prefix="/v1/agents/{agent_id}", tags=["session"])
+# Every route declares its access (`needs`); the router's dependency checks it against
+# the agent id the route parsed (service.access).
+router = APIRouter(
+    prefix="/v1/agents/{agent_id}", tags=["session"], dependencies=[Depends(check_route_access)]
+)
+READ, WRITE = needs(Need.READ), needs(Need.WRITE)
 State = Annotated[ServiceState, Depends(state_of)]
 
 
@@ -50,10 +57,11 @@ def _out(entry: WorkingEntry, *, value: bool = True) -> WorkingEntryOut:
     )
 
 
-@router.post("/context", response_model=ContextResponse)
+@router.post("/context", response_model=ContextResponse, openapi_extra=READ)
 async def context(agent_id: str, body: ContextRequest, state: State) -> ContextResponse:
-    """What the agent's LLM sees of memory before this user message (reads only)."""
-    handle = state.agent(agent_id, write=True)
+    """What the agent's LLM sees of memory before this user message (reads only: an
+    agent with no store here is unknown, as for every read)."""
+    handle = state.agent(agent_id)
     session = SessionContext(body.session, ContextKind(body.kind))
     started = time.perf_counter()
     built = handle.context.build(session, body.message)
@@ -61,7 +69,7 @@ async def context(agent_id: str, body: ContextRequest, state: State) -> ContextR
     return ContextResponse(messages=built.messages, recalled=built.recalled, timings=built.timings)
 
 
-@router.put("/working", response_model=WorkingEntryOut)
+@router.put("/working", response_model=WorkingEntryOut, openapi_extra=WRITE)
 async def working_save(agent_id: str, body: WorkingSaveRequest, state: State) -> WorkingEntryOut:
     handle = state.agent(agent_id, write=True)
     ttl = None if body.ttl_seconds is None else timedelta(seconds=body.ttl_seconds)
@@ -77,7 +85,7 @@ async def working_save(agent_id: str, body: WorkingSaveRequest, state: State) ->
     return _out(entry)
 
 
-@router.get("/working/{key:path}", response_model=WorkingEntryOut)
+@router.get("/working/{key:path}", response_model=WorkingEntryOut, openapi_extra=READ)
 async def working_get(
     agent_id: str, key: str, state: State, namespace: str | None = None
 ) -> WorkingEntryOut:
@@ -108,7 +116,7 @@ def _the_one_namespace_holding(working: WorkingMemoryStore, key: str) -> Working
     return holders[0] if holders else None
 
 
-@router.post("/working/search", response_model=WorkingSearchResponse)
+@router.post("/working/search", response_model=WorkingSearchResponse, openapi_extra=READ)
 async def working_search(
     agent_id: str, body: WorkingSearchRequest, state: State
 ) -> WorkingSearchResponse:
@@ -121,7 +129,9 @@ async def working_search(
     return WorkingSearchResponse(entries=[_out(e) for e, _ in hits], scores=[s for _, s in hits])
 
 
-@router.post("/conversations/{session}/turns", response_model=TurnOut, status_code=201)
+@router.post(
+    "/conversations/{session}/turns", response_model=TurnOut, status_code=201, openapi_extra=WRITE
+)
 async def add_turn(agent_id: str, session: str, body: TurnRequest, state: State) -> TurnOut:
     turn = state.agent(agent_id, write=True).conversations.add_turn(
         session, body.role, body.content
@@ -129,26 +139,33 @@ async def add_turn(agent_id: str, session: str, body: TurnRequest, state: State)
     return TurnOut(role=turn.role, content=turn.content, at=turn.at)
 
 
-@router.get("/conversations/{session}", response_model=ConversationResponse)
+@router.get("/conversations/{session}", response_model=ConversationResponse, openapi_extra=READ)
 async def conversation(agent_id: str, session: str, state: State) -> ConversationResponse:
     found = state.agent(agent_id).conversations.conversation(session)
     turns = [TurnOut(role=t.role, content=t.content, at=t.at) for t in found.turns]
     return ConversationResponse(session=session, turns=turns)
 
 
-@router.get("/tools", tags=["tools"])
+@router.get("/tools", tags=["tools"], openapi_extra=READ)
 async def list_tools(agent_id: str, state: State) -> list[dict]:
-    """The tools' OpenAI function-calling definitions."""
-    state.agent(agent_id, write=True)
+    """The tools' OpenAI function-calling definitions (the same for every agent: nothing
+    of the agent is opened, so an agent before its first save may ask too)."""
+    state.answers_for(agent_id)
     return tool_specs()
 
 
-@router.post("/sessions/{session}/tools/{name}", response_model=ToolResult, tags=["tools"])
+@router.post(
+    "/sessions/{session}/tools/{name}",
+    response_model=ToolResult,
+    tags=["tools"],
+    openapi_extra=needs(Need.TOOL),
+)
 async def call_tool(
     agent_id: str, session: str, name: str, body: ToolCallRequest, state: State
 ) -> ToolResult:
     """Run one memory tool for this session; every outcome, bad input included, is the
-    tool's text (as the model would see it)."""
-    tools = state.tools(agent_id, session, body.kind)
+    tool's text (as the model would see it). A read-only tool is a read: for an agent
+    with no store here it is unknown."""
+    tools = state.tools(agent_id, session, body.kind, write=name not in READ_ONLY_TOOLS)
     state.metrics.tool_calls.labels(name if name in tools.names else "unknown").inc()
     return ToolResult(text=await tools.call(name, body.arguments))

@@ -1,11 +1,18 @@
 """What the service's routes share: the in-process `MemoryClient` (writes through the
 worker's workflows, reads straight from the store), one `AgentMemory` per agent (its
 context builder remembers what each session was shown), the metrics, and the rule for
-which agents this server answers for."""
+which agents this server answers for.
+
+Reads never create an agent: a read for an agent with no store here is the unknown-agent
+answer, and opens nothing. The open agents are a bounded LRU
+(DREAMKEEPER_SERVE_MAX_OPEN_AGENTS): the least recently used is closed, its stores
+released from the `MemoryClient` too, so serve's memory stays flat however many agents
+callers name."""
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from pathlib import Path
 
 from fastapi import Request
@@ -18,6 +25,7 @@ from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.stores.tokens import TokenStoreDamaged
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +37,16 @@ class ServiceState:
         self.memory = memory
         self.settings = settings
         self.metrics = metrics
-        self._handles: dict[str, AgentMemory] = {}
+        self._handles: OrderedDict[str, AgentMemory] = OrderedDict()
         self.data_dir = Path(memory.settings.data_dir)
         self.tokens = memory.backend.tokens()
+        damage = self.tokens.snapshot().damage
+        if damage is not None:
+            raise TokenStoreDamaged(
+                f"serve does not start while its access tokens are damaged: {damage}. Repair "
+                f"{self.tokens.where} or restore it from a backup (see docs/service.md, "
+                '"Access tokens")'
+            )
         metrics.watch_stores(
             self.agents,
             memory.store,
@@ -52,21 +67,46 @@ class ServiceState:
         no other agent: it may go to a token scoped to one."""
         return NotFound(f"unknown agent {agent_id!r}: it has no store here yet")
 
-    def agent(self, agent_id: str, *, write: bool = False) -> AgentMemory:
-        """The agent, if this server answers for it: one in DREAMKEEPER_SERVE_AGENTS when
-        that is set; otherwise any valid id for writes, and an agent with a store here
-        for reads (an unknown agent is refused, not answered with an empty store)."""
+    def answers_for(self, agent_id: str) -> str:
+        """The valid id of an agent this server answers for (any, unless
+        DREAMKEEPER_SERVE_AGENTS names them), without opening anything of it."""
         agent_id = validate_agent_id(agent_id)
         if self.settings.agents and agent_id not in self.settings.agents:
             raise self.unknown_agent(agent_id)
-        if not write and not self.settings.agents and not self.memory.backend.has_agent(agent_id):
-            raise self.unknown_agent(agent_id)
-        if agent_id not in self._handles:
-            self._handles[agent_id] = self.memory.agent(agent_id)
-        return self._handles[agent_id]
+        return agent_id
 
-    def tools(self, agent_id: str, session: str, kind: str = "user") -> MemoryTools:
-        handle = self.agent(agent_id, write=True)
+    def agent(self, agent_id: str, *, write: bool = False) -> AgentMemory:
+        """The agent, if this server answers for it (`answers_for`): for a write any such
+        agent (the write creates it), for a read only one with a store here: an unknown
+        agent is refused, not answered with an empty store, and nothing is opened for it."""
+        agent_id = self.answers_for(agent_id)
+        if not write and not self.memory.backend.has_agent(agent_id):
+            raise self.unknown_agent(agent_id)
+        handle = self._handles.get(agent_id)
+        if handle is not None:
+            self._handles.move_to_end(agent_id)
+            return handle
+        handle = self._handles[agent_id] = self.memory.agent(agent_id)
+        while len(self._handles) > self.settings.max_open_agents:
+            closed, _ = self._handles.popitem(last=False)
+            self.memory.release(closed)
+        return handle
+
+    def release(self, agent_id: str) -> None:
+        """Close the agent here (a whole-agent forget): its next use opens it afresh."""
+        self._handles.pop(agent_id, None)
+        self.memory.release(agent_id)
+
+    @property
+    def open_agents(self) -> int:
+        return len(self._handles)
+
+    def tools(
+        self, agent_id: str, session: str, kind: str = "user", *, write: bool = True
+    ) -> MemoryTools:
+        """The memory tools of one session; `write=False` for a read-only tool, which, as
+        every read, needs the agent to have a store here."""
+        handle = self.agent(agent_id, write=write)
         return handle.tools(SessionContext(session, ContextKind(kind)))
 
     async def close(self) -> None:

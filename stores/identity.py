@@ -5,6 +5,11 @@ the directory. Workers claim their task queue with it, clients compare theirs wi
 worker's, and store activities check the id a client sent: a client whose `--data`
 differs from the worker's, or a second worker with another directory on the same task
 queue, fails loudly naming both locations — never a silent split of an agent's memories.
+
+The identity also carries one fact about the store that must outlive its other files:
+`tokensIssuedAt`, written before `serve`'s first access token (`stores.tokens`). Damage
+to the token file cannot erase it, so a server that issued tokens never opens again by
+accident; removing it by hand is the one deliberate way back to an open server.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.files import atomic_write_text
 
 IDENTITY_FILE = "dreamkeeper-store.json"
+TOKENS_ISSUED = "tokensIssuedAt"
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,8 @@ def location_of(data_dir: Path) -> str:
     return f"{socket.gethostname()}:{os.path.abspath(data_dir)}"
 
 
-def read_identity(data_dir: Path) -> StoreIdentity | None:
-    """The directory's identity, or None when no worker has used it yet."""
+def _read_raw(data_dir: Path) -> dict[str, object] | None:
+    """The identity file's object, checked; None when there is none."""
     try:
         raw = safe_json.load_file(Path(data_dir) / IDENTITY_FILE, max_bytes=65_536, max_depth=2)
         if not isinstance(raw, dict):
@@ -50,7 +56,32 @@ def read_identity(data_dir: Path) -> StoreIdentity | None:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInput(f"{Path(data_dir) / IDENTITY_FILE} is unreadable ({exc})") from None
-    return StoreIdentity(store_id, location_of(data_dir))
+    return raw
+
+
+def read_identity(data_dir: Path) -> StoreIdentity | None:
+    """The directory's identity, or None when no worker has used it yet."""
+    raw = _read_raw(data_dir)
+    return None if raw is None else StoreIdentity(str(raw["storeId"]), location_of(data_dir))
+
+
+def tokens_issued(data_dir: Path) -> bool:
+    """Whether an access token was ever issued on this store (`mark_tokens_issued`).
+    Any value counts, whatever it looks like: only removing the key reopens a server.
+    Raises `InvalidInput` when the identity file cannot be read."""
+    raw = _read_raw(data_dir)
+    return raw is not None and TOKENS_ISSUED in raw
+
+
+def mark_tokens_issued(data_dir: Path) -> None:
+    """Record, before the first token is kept, that this store issues tokens (idempotent;
+    makes the identity if the directory has none yet)."""
+    ensure_identity(data_dir)
+    raw = _read_raw(data_dir)
+    if raw is None or TOKENS_ISSUED in raw:
+        return
+    raw[TOKENS_ISSUED] = utc_now().isoformat()
+    atomic_write_text(Path(data_dir) / IDENTITY_FILE, json.dumps(raw, indent=1))
 
 
 def ensure_identity(data_dir: Path) -> StoreIdentity:

@@ -1,5 +1,7 @@
-"""Copying one store into another (`dreamkeeper migrate --to postgresql://...`): every
-agent's long-term memory through the bulk path (`import_entries`), its live working
+"""Copying one store into another (`dreamkeeper migrate --to postgresql://...`): first
+the access tokens of `serve` (`carry_tokens`: the mark that tokens were issued before
+anything else, so a server on the target never starts open, even if the copy stops
+half-way), then every agent's long-term memory through the bulk path (`import_entries`), its live working
 memory, its conversations and its dream-state documents, then a check that both sides
 hold the same entries. Then the per-agent payload data keys (`carry_agent_keys`): still
 wrapped, so the payloads the data directory's workers sealed open on every worker of the
@@ -26,6 +28,7 @@ from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.backends import StoreBackend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.faults import MIGRATE_AGENT_COPIED, crash_point
+from dreamkeeper.stores.tokens import TokenStore
 
 if TYPE_CHECKING:
     from dreamkeeper.stores.postgres.database import Database
@@ -54,9 +57,19 @@ class Mismatch:
 
 
 @dataclass
+class TokensCopy:
+    tokens: int = 0  # token records in the source, revoked ones included
+    carried: int = 0  # of them, new in the target by this run
+    revoked: int = 0  # revocations carried to a record the target already had
+    issued: bool = False  # the target is marked as a store that issued tokens
+    mismatches: list[str] = field(default_factory=list)
+
+
+@dataclass
 class MigrationReport:
     agents: list[AgentCopy] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
+    tokens: TokensCopy = field(default_factory=TokensCopy)
 
     @property
     def entries(self) -> int:
@@ -68,7 +81,7 @@ class MigrationReport:
 
     @property
     def verified(self) -> bool:
-        return not self.mismatches
+        return not self.mismatches and not self.tokens.mismatches
 
 
 def content_digest(entries: list[MemoryEntry]) -> str:
@@ -176,15 +189,58 @@ def verify_agent(source: StoreBackend, target: StoreBackend, agent_id: str) -> l
     return found
 
 
+def carry_tokens(source: TokenStore, target: TokenStore) -> TokensCopy:
+    """Copy `serve`'s access tokens as stored (salted hashes: no secret is ever needed or
+    seen), revoked ones and revocations too, then check that the target holds every
+    record exactly. The target is marked as a store that issued tokens before the first
+    record, and whenever the source is (even one whose tokens are damaged: then none is
+    carried, and servers on the target stay closed until an operator issues new ones).
+    Idempotent; a revocation never goes back to active."""
+    copy = TokensCopy()
+    found = source.snapshot()
+    if found.issued:
+        target.mark_issued()
+        copy.issued = True
+    if found.damage is not None:
+        copy.mismatches.append(
+            f"the source's access tokens are damaged ({found.damage}): none was carried, "
+            "and servers on the target refuse every request until tokens are issued there"
+        )
+        return copy
+    copy.tokens = len(found.records)
+    for record in found.records.values():
+        held = target.find(record.id)
+        if held is None:
+            target.add(record)
+            copy.carried += 1
+        elif held != record and held.active and record.revoked_at is not None:
+            target.revoke(record.id, record.revoked_at)
+            copy.revoked += 1
+    held_now = target.snapshot()
+    if held_now.damage is not None:
+        copy.mismatches.append(f"the target's access tokens are damaged: {held_now.damage}")
+    if found.issued and not held_now.issued:
+        copy.mismatches.append("the target is not marked as a store that issued tokens")
+    for record in found.records.values():
+        there = held_now.find(record.id)
+        if there is None:
+            copy.mismatches.append(f"token {record.id} is not in the target")
+        elif there != record:
+            what = "revoked there, active in the source" if not there.active else "another record"
+            copy.mismatches.append(f"token {record.id} differs in the target ({what})")
+    return copy
+
+
 def migrate(
     source: StoreBackend,
     target: StoreBackend,
     *,
     progress: Callable[[int, int, AgentCopy], None] | None = None,
 ) -> MigrationReport:
-    """Copy every agent of `source` into `target`, then verify each; `progress(done,
-    total, copy)` after each agent."""
+    """Carry the access tokens, then copy every agent of `source` into `target` and
+    verify each; `progress(done, total, copy)` after each agent."""
     report = MigrationReport()
+    report.tokens = carry_tokens(source.tokens(), target.tokens())
     agents = source.agents()
     for number, agent_id in enumerate(agents, start=1):
         copy = copy_agent(source, target, agent_id)

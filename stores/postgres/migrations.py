@@ -217,6 +217,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        8,
+        "access tokens issued mark",
+        # Set with the first token (stores.postgres.tokens) and never cleared by
+        # Dreamkeeper: an emptied or damaged token table then keeps every server closed.
+        # A database that already has tokens is marked now.
+        """
+        ALTER TABLE dreamkeeper_store ADD COLUMN tokens_issued_at timestamptz;
+        UPDATE dreamkeeper_store SET tokens_issued_at = now()
+        WHERE EXISTS (SELECT 1 FROM dreamkeeper_tokens);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

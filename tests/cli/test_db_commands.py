@@ -101,6 +101,22 @@ def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path,
     assert "payload data keys: 1 (0 new this run)" in err
 
 
+def test_migrate_carries_the_access_tokens_and_says_so(run, tmp_path, database_url, monkeypatch):
+    from dreamkeeper.policies.access import Access
+    from dreamkeeper.stores.tokens import FileTokenStore, issue
+    from tests.stores.test_migrate import generated_store
+
+    generated_store(tmp_path / "data", agents=1)
+    record, _ = issue(FileTokenStore(tmp_path / "data"), "bot", ["agent-0"], Access.READ)
+    code, out, err = run("--data", str(tmp_path / "data"), "migrate", "--to", database_url)
+    assert code == 0, err
+    assert "access tokens: 1 (1 new this run" in err and "marked as issuing tokens" in err
+    assert "1 access tokens" in out
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    code, out, _ = run("token", "list", "--json")
+    assert code == 0 and [t["id"] for t in json.loads(out)] == [record.id]
+
+
 def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):
     from tests.stores.test_migrate import generated_store
 

@@ -6,6 +6,8 @@ agent that does not exist gets: same status, same bytes (the id aside)."""
 
 from __future__ import annotations
 
+import json
+import urllib.parse
 import uuid
 
 import httpx
@@ -274,3 +276,94 @@ def test_the_remote_client_sends_its_own_token(isolated):
     assert [h.entry.id for h in hits] == [ENTRY_A]
     with pytest.raises(NotFound, match="unknown agent"):
         mine.search_memory(B, "lives")
+
+
+SUFFIXES = ["%0A", "%0D", "%0D%0A", "%09", "%00", "//", "%2F", "/"]
+THEIRS_Q, GHOST_Q = "beta-q", "beta-w"  # made for the test below: no workflow touches it
+
+
+def _tree(root) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_every_route_with_a_bent_path_is_refused_over_real_http(isolated, tmp_path):
+    """The routes of the app's routing table, each with every suffix appended, after the
+    agent id and before it, sent byte for byte (http.client: nothing normalised) to a
+    real serve: never a 2xx, 3xx or 5xx, for another agent the bytes of an agent that
+    does not exist, and that agent's store unchanged."""
+    import http.client
+
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.core.settings import StoreSettings
+    from dreamkeeper.service.app import create_app
+    from dreamkeeper.service.metrics import ServiceMetrics
+    from dreamkeeper.service.state import ServiceState
+    from tests.service.test_scope_fail_closed import _calls
+
+    served, secrets = isolated
+    FileMemoryStore(served.data_dir, THEIRS_Q).create("Quinn lives in Quebec.")
+    before = _tree(served.data_dir / "agents" / THEIRS_Q)
+    agents_before = sorted(p.name for p in (served.data_dir / "agents").iterdir())
+    memory = MemoryClient(None, StoreSettings(data_dir=tmp_path), "unused")  # type: ignore[arg-type]
+    framework = create_app(ServiceState(memory, ServiceSettings(), ServiceMetrics())).app.app
+    calls = _calls(framework)
+    host, port = served.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    wrong = []
+
+    def send(method: str, path: str, body, secret: str) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+        conn.request(method, path, payload, headers)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+
+    for call in calls:
+        for token, secret in secrets.items():
+            for suffix in SUFFIXES:
+                got = {}
+                for agent in (A, THEIRS_Q, GHOST_Q):
+                    if "{agent}" not in call.path and agent != A:
+                        continue
+                    plain = call.path.replace("{agent}", agent).replace("{entry}", ENTRY_A)
+                    if "{agent}" in call.path:
+                        head, tail = plain.split(agent, 1)
+                        bent = [plain + suffix, f"{head}{agent}{suffix}{tail}"]
+                        bent.append(f"{head}{suffix}{agent}{tail}")
+                    else:
+                        bent = [plain + suffix]
+                    got[agent] = [send(call.method, p, call.body, secret) for p in bent]
+                    for path, (status, body) in zip(bent, got[agent], strict=True):
+                        if not 400 <= status < 500:
+                            wrong.append((token, call.method, path, status, body[:100]))
+                for (s1, b1), (s2, b2) in zip(
+                    got.get(THEIRS_Q, []), got.get(GHOST_Q, []), strict=True
+                ):
+                    if (s1, b1) != (s2, b2.replace(GHOST_Q.encode(), THEIRS_Q.encode())):
+                        wrong.append((token, call.method, call.path, suffix, b1[:80], b2[:80]))
+    conn.close()
+    assert wrong == []
+    assert _tree(served.data_dir / "agents" / THEIRS_Q) == before
+    assert sorted(p.name for p in (served.data_dir / "agents").iterdir()) == agents_before
+
+
+async def test_an_mcp_agent_that_is_not_an_agent_id_reaches_nothing(isolated):
+    served, secrets = isolated
+    for agent in (f"{B}\n", f"{B}\x00", f"{B}/x", f" {B}", f"{A}\r\n", "*", "acme-*"):
+        query = urllib.parse.urlencode({"agent": agent})
+        headers = {"Authorization": f"Bearer {secrets['token-a']}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
+            url = f"{served.url}/mcp?{query}"
+            async with streamable_http_client(url, http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    for name, (args, _) in TOOLS.items():
+                        result = await session.call_tool(name, _fill(args, A))
+                        text = "\n".join(block.text for block in result.content)
+                        assert result.is_error, (agent, name, text)

@@ -172,3 +172,68 @@ async def test_the_data_directorys_payload_data_keys_are_carried_into_the_databa
     for agent in ("a3", "a4"):
         with pytest.raises(PayloadErased):
             await on_database.decode([sealed[agent]])
+
+
+def _issue_tokens(source: FileBackend) -> dict[str, str]:
+    from dreamkeeper.policies.access import Access
+    from dreamkeeper.stores.tokens import issue, revoke
+
+    tokens = source.tokens()
+    secrets = {
+        "write": issue(tokens, "bot", ["agent-0"], Access.WRITE)[1],
+        "read": issue(tokens, "readers", ["agent-*"], Access.READ)[1],
+        "admin": issue(tokens, "ops", [], Access.ADMIN)[1],
+    }
+    gone, secrets["revoked"] = issue(tokens, "gone", ["*"], Access.WRITE)
+    revoke(tokens, gone.id)
+    return secrets
+
+
+def test_the_access_tokens_are_carried_and_verified(tmp_path, target):
+    """Every token, revoked ones too, as stored: the same secrets work on the target, the
+    revoked one does not, and the target is marked as a store that issued tokens. A
+    revocation made after a first run is carried by the next; nothing is added twice."""
+    from dreamkeeper.stores.tokens import revoke, verify
+
+    source = generated_store(tmp_path / "source", agents=1)
+    secrets = _issue_tokens(source)
+    report = migrate(source, target)
+    assert report.verified, report.tokens.mismatches
+    assert (report.tokens.tokens, report.tokens.carried, report.tokens.issued) == (4, 4, True)
+    held = target.tokens()
+    assert held.snapshot().damage is None and held.issued()
+    assert {r.id: r for r in held.all()} == {r.id: r for r in source.tokens().all()}
+    for kind in ("write", "read", "admin"):
+        assert verify(held, secrets[kind]) == verify(source.tokens(), secrets[kind]) is not None
+    assert verify(held, secrets["revoked"]) is None
+    write_id = secrets["write"].split("_")[1]
+    revoke(source.tokens(), write_id)
+    again = migrate(source, target)
+    assert again.verified and (again.tokens.carried, again.tokens.revoked) == (0, 1)
+    assert verify(target.tokens(), secrets["write"]) is None
+
+
+def test_a_migration_killed_before_any_agent_leaves_the_target_closed(tmp_path, target):
+    """Tokens (and the mark) go first: a target whose copy died after the first agent
+    already refuses every caller without a token."""
+    from dreamkeeper.stores.tokens import verify
+
+    source = generated_store(tmp_path / "source", agents=2)
+    secrets = _issue_tokens(source)
+    with armed(MIGRATE_AGENT_COPIED), pytest.raises(SimulatedCrash):
+        migrate(source, target)
+    assert target.tokens().issued() and target.tokens().snapshot().damage is None
+    assert verify(target.tokens(), secrets["read"]) is not None
+
+
+def test_damaged_tokens_are_not_carried_and_the_target_never_starts_open(tmp_path, target):
+    """A source whose token file is damaged: nothing of it is carried, the run reports
+    the mismatch, and the target is marked and damaged, so no server starts open on it."""
+    source = generated_store(tmp_path / "source", agents=1)
+    _issue_tokens(source)
+    (tmp_path / "source" / "access" / "tokens.json").write_text('{"version": 1, "tokens": []}')
+    report = migrate(source, target)
+    assert not report.verified
+    assert "damaged" in report.tokens.mismatches[0] and report.tokens.carried == 0
+    held = target.tokens()
+    assert held.issued() and held.snapshot().damage is not None
