@@ -85,10 +85,12 @@ from dreamkeeper.core.settings import (
 from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.validation import (
     new_entry_id,
+    parse_moment,
     validate_agent_id,
     validate_category,
     validate_content,
     validate_entry_id,
+    validate_flag,
     validate_importance,
     validate_replaces,
     validate_tags,
@@ -374,8 +376,15 @@ class MemoryClient:
             importance=validate_importance(options.get("importance", 0.5)),
             store_id=self.store_id,
             replaces=validate_replaces(options.get("replaces")),
+            force_replace=validate_flag(options.get("force_replace", False), "force_replace"),
+            valid_from=parse_moment(options.get("valid_from"), "valid_from"),
         )
-        return await self._save(inp)
+        ack = await self._save(inp)
+        if ack.refused is not None:
+            # Nothing was saved (the run completed as refused): raised, so no caller
+            # mistakes the answer for a save.
+            raise error_for(ack.refused_type, ack.refused) or Conflict(ack.refused)
+        return ack
 
     async def _save(self, inp: SaveInput) -> SaveAck:
         loop = asyncio.get_running_loop()

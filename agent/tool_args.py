@@ -97,7 +97,19 @@ class SaveMemoryArgs(ToolArgs):
         None,
         description="ids of memories this fact replaces because the fact changed "
         "(e.g. a new address or phone number): they are kept as history, no longer "
-        "returned as current",
+        "returned as current. Each must be an older version of this fact (the same "
+        "person or thing and the same attribute), or nothing is saved and the reply "
+        "says why",
+    )
+    force_replace: bool = Field(
+        False,
+        description="replace what replaces names even if it looks like another subject "
+        "(only when you are sure; it is logged)",
+    )
+    valid_from: str | None = Field(
+        None,
+        description="when the fact became true, if not now: an ISO 8601 date or time, "
+        "e.g. 2026-03-01 for 'moved here on March 1st'",
     )
 
 

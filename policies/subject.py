@@ -781,3 +781,15 @@ def other_value(old: Subject, new: Subject) -> bool:
 
 def shares_value(a: Subject, b: Subject) -> bool:
     return bool({_stem(w) for w in a.value} & {_stem(w) for w in b.value})
+
+
+def attribute_words(name: str) -> frozenset[str]:
+    """The words the vocabulary names an attribute with ("home": home, lives, moved, ...),
+    beyond function words: what a search for other facts about it looks for."""
+    for attribute in ATTRIBUTES:
+        if attribute.name == name:
+            phrases = (*attribute.nouns, *attribute.verbs, *attribute.inverse)
+            return frozenset(
+                w for p in phrases for w in p.split() if w not in STOPWORDS and len(w) > 1
+            )
+    return frozenset()
