@@ -65,7 +65,7 @@ from dreamkeeper.core.errors import (
     error_for,
 )
 from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
-from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.payloads import (
     EntryOpInput,
     EntryOpResult,
@@ -84,6 +84,8 @@ from dreamkeeper.core.settings import (
 )
 from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.validation import (
+    VALID_FROM_MAX_AHEAD,
+    check_moment,
     new_entry_id,
     parse_moment,
     validate_agent_id,
@@ -377,7 +379,13 @@ class MemoryClient:
             store_id=self.store_id,
             replaces=validate_replaces(options.get("replaces")),
             force_replace=validate_flag(options.get("force_replace", False), "force_replace"),
-            valid_from=parse_moment(options.get("valid_from"), "valid_from"),
+            # The store checks it again against its own clock.
+            valid_from=check_moment(
+                parse_moment(options.get("valid_from"), "valid_from"),
+                "valid_from",
+                now=utc_now(),
+                ahead=VALID_FROM_MAX_AHEAD,
+            ),
         )
         ack = await self._save(inp)
         if ack.refused is not None:
