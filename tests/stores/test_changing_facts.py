@@ -4,6 +4,7 @@ carry their own dates (`valid_from`, per-item `created_at` in bulk)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -257,3 +258,62 @@ def test_a_journaled_link_says_why(long_term, clock):
     records = [r for r in store.changes() if r.id == old.id]
     assert records[-1].action is JournalAction.UPDATED
     assert f"likely changed by {new.id}" in (records[-1].reason or "")
+
+
+def _history_file(count: int, start: datetime) -> list[str]:
+    from dreamkeeper.stores.longterm.transfer import FORMAT, FORMAT_VERSION
+
+    header = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "agent": "notes"})
+    lines = [header]
+    for i in range(count):
+        written = start + timedelta(hours=6 * i)
+        lines.append(
+            json.dumps(
+                {
+                    "entry": {
+                        "content": f"Diary {i}: met a friend at cafe number {i}.",
+                        "category": "diary",
+                        "createdAt": written.isoformat(),
+                        "validFrom": (written - timedelta(days=1)).date().isoformat(),
+                    }
+                }
+            )
+        )
+    return lines
+
+
+def test_a_history_of_ten_thousand_dated_notes_imports_in_one_call(long_term, clock):
+    from dreamkeeper.stores.longterm.transfer import apply_import, read_export
+
+    store = long_term.open()
+    start = clock.now - timedelta(days=2_600)
+    lines = _history_file(10_000, start)
+    plan = apply_import(store, read_export(lines))
+    assert len(plan.create) == 10_000 and not plan.conflicts
+    reopened = long_term.open()
+    entries = {e.content: e for e in reopened.entries()}
+    assert len(entries) == 10_000
+    for i in (0, 3_333, 9_999):
+        entry = entries[f"Diary {i}: met a friend at cafe number {i}."]
+        assert entry.created_at == start + timedelta(hours=6 * i)
+        assert entry.valid_from is not None
+        assert entry.valid_from.date() == (entry.created_at - timedelta(days=1)).date()
+    # The same file again: the same derived ids, nothing new.
+    again = apply_import(long_term.open(), read_export(lines))
+    assert again.create == [] and len(again.unchanged) == 10_000
+
+
+def test_a_dated_note_from_the_future_is_refused_and_nothing_is_imported(long_term, clock):
+    from dreamkeeper.stores.longterm.transfer import apply_import, plan_import, read_export
+
+    store = long_term.open()
+    lines = _history_file(3, clock.now - timedelta(days=10))
+    lines.append(json.dumps({"entry": {"content": "Tomorrow's diary.", "createdAt": "2099-01-01"}}))
+    parsed = read_export(lines)
+    with pytest.raises(InvalidInput, match="in the future"):
+        plan_import(store, parsed)
+    with pytest.raises(InvalidInput, match="in the future"):
+        apply_import(store, parsed)
+    assert store.entries() == []
+    with pytest.raises(InvalidInput, match="createdAt"):
+        read_export([lines[0], json.dumps({"entry": {"content": "x", "createdAt": "soon"}})])
