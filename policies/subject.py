@@ -41,7 +41,8 @@ class Attribute:
     may hold both. `nouns` belong to their possessor ("Maya's manager"), `verbs` to the
     sentence's subject ("Maya reports to"), `inverse` verbs to their object ("Ana manages
     Maya"). `numeric`: words that name it only beside a number ("a team of 12", not "the
-    team meets on Mondays"; "her number, +1 ...", not "a number of people"). `vetoes`:
+    team meets on Mondays"; "her number, +1 ...", not "a number of people"). `owned`:
+    nouns that name it only with an owner ("Maya's place", not "took place"). `vetoes`:
     value words that mean the cue is about something else ("joined the book club" is no
     employer)."""
 
@@ -51,6 +52,7 @@ class Attribute:
     verbs: tuple[str, ...] = ()
     inverse: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
+    owned: tuple[str, ...] = ()
     vetoes: frozenset[str] = frozenset()
 
 
@@ -63,7 +65,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "home",
         single=True,
-        nouns=("home",),
+        nouns=("home", "place", "flat", "apartment", "house"),
+        owned=("place", "flat", "apartment", "house"),
         verbs=(
             "lives in",
             "lives at",
@@ -112,6 +115,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "took a job at",
             "accepted an offer from",
         ),
+        inverse=("hired", "hires", "employs"),
         vetoes=_GROUPS,
     ),  # fmt: skip
     Attribute(
@@ -130,7 +134,16 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "product owner",
         ),
         verbs=("led by", "headed by", "run by", "owned by"),
-        inverse=("leads", "leading", "heads", "heading", "runs", "running", "owns"),
+        inverse=(
+            "leads",
+            "leading",
+            "heads",
+            "heading",
+            "runs",
+            "running",
+            "owns",
+            "in charge of",
+        ),
     ),  # fmt: skip
     Attribute(
         "manager",
@@ -276,6 +289,8 @@ _STARTER_VERBS = frozenset(
 _NOT_NAMES = (
     COMMON_WORDS | STOPWORDS | _USER | _TIME | _CALENDAR | _AUXILIARIES | _MODIFIERS | _COPULAS
 )
+# What may open a note that never says whom it is about ("Just started a new job at").
+_UNSAID = _STARTER_VERBS | _MODIFIERS | _AUXILIARIES | _DETERMINERS | _TIME
 _CLAUSE_END = ".,;:!?)]"
 _SENTENCE_END = ".!?"
 _STRIP = "\"'“”‘’([{<*_`"
@@ -360,6 +375,7 @@ def _build_cues() -> dict[str, list[_Cue]]:
 
 
 _CUES = _build_cues()
+_TEAM_SIZE = next(a for a in ATTRIBUTES if a.name == "team size")
 CUE_WORDS = frozenset(w for cues in _CUES.values() for c in cues for w in c.words)
 
 
@@ -533,7 +549,7 @@ def _subject_before(
             return USER, back
     if token.low.isalpha() and token.low not in STOPWORDS and token.low not in COMMON_WORDS:
         return Entity("noun", (token.low,)), k
-    return None, -1
+    return None, k  # a subject is written, but not one to go by ("3 people report to")
 
 
 def _object_after(
@@ -556,7 +572,7 @@ def _possessor(
     sentence: list[_Token], spans: list[_Span], cue_start: int, cue_end: int
 ) -> Entity | None:
     """Whose attribute the noun at `cue_start` is: "Maya's (new) manager", "Lumen lead",
-    "my phone", "the lead of Lumen"."""
+    "my phone", "the lead of Lumen", "home for the user"."""
     k = cue_start - 1
     while k >= 0 and sentence[k].low in _MODIFIERS and not sentence[k].clause_end:
         k -= 1
@@ -567,14 +583,14 @@ def _possessor(
             if found is not None:
                 return found[0]
         span = _span_ending_at(spans, k)
-        if span is not None:
+        if span is not None and (token.possessive or _modifies(sentence, span)):
             return span.entity
         if _user_at(sentence, k) and token.low != "i":
             return USER
         if token.low in _PRONOUNS and token.low in ("his", "her", "their", "its"):
             return _first_entity(sentence, spans, k)
     k = cue_end
-    if k < len(sentence) and sentence[k].low == "of":
+    if k < len(sentence) and sentence[k].low in ("of", "for"):
         k += 1
         while k < len(sentence) and sentence[k].low in _DETERMINERS:
             k += 1
@@ -585,6 +601,28 @@ def _possessor(
             if _user_at(sentence, k):
                 return USER
     return None
+
+
+def _counted(sentence: list[_Token], cue_start: int) -> bool:
+    """Whether the verb's subject is a count ("12 people", "five engineers now")."""
+    k = cue_start - 1
+    while k >= 0 and sentence[k].low in _AUXILIARIES:
+        k -= 1
+    return k >= 1 and (
+        _NUMBER.search(sentence[k - 1].low) is not None or sentence[k - 1].low in _COUNTS
+    )
+
+
+_COUNTS = frozenset("two three four five six seven eight nine ten twelve twenty dozen".split())
+
+
+def _modifies(sentence: list[_Token], span: _Span) -> bool:
+    """Whether a name written just before a noun qualifies it ("the Lumen lead", "as
+    Lumen lead") rather than being a verb's object ("calls Lyon home")."""
+    if span.start == 0:
+        return True
+    before = sentence[span.start - 1].low
+    return before in STOPWORDS or before in _MODIFIERS or before in _COPULAS
 
 
 def _names_a_role(sentence: list[_Token], cue_start: int) -> bool:
@@ -609,6 +647,7 @@ class Subject:
     value: frozenset[str] = field(default_factory=frozenset)
     specifics: frozenset[str] = field(default_factory=frozenset)  # names and numbers
     single: bool = False  # one value at a time (a vocabulary attribute)
+    names: tuple[tuple[str, ...], ...] = ()  # every name in it ("maya", "lund")
 
     @property
     def known(self) -> bool:
@@ -685,6 +724,13 @@ def _subject_in(sentence: list[_Token]) -> Subject | None:
             if entity is None:
                 continue
             taken |= set(range(end, after))
+        elif cue.kind == "verb" and attribute.name == "manager" and _counted(sentence, start):
+            # "12 people report to Ana": how many Ana has, not who manages them.
+            entity, after = _object_after(sentence, spans, end)
+            if entity is None:
+                continue
+            attribute = _TEAM_SIZE
+            taken |= set(range(end, after))
         elif cue.kind == "verb":
             entity, first = _subject_before(sentence, spans, start)
             if entity is None and first < 0:
@@ -697,17 +743,42 @@ def _subject_in(sentence: list[_Token]) -> Subject | None:
                 subject = _first_entity(sentence, spans, start)
                 skip = set(range(start, end)) | _entity_positions(sentence, spans, subject)
                 value, specifics = _values(sentence, skip, names)
-                return Subject(subject, role.name, value | {cue.words[-1]}, specifics, role.single)
+                return Subject(
+                    subject,
+                    role.name,
+                    value | {cue.words[-1]},
+                    specifics,
+                    role.single,
+                    _name_words(spans),
+                )
+            if entity is None and " ".join(cue.words) in attribute.owned:
+                continue
             if entity is None:
-                # Whose, unsaid: the sentence's subject. With none ("The office wifi
-                # password is ..."), the noun may not even be the head: nobody's.
-                entity = _first_entity(sentence, spans, len(sentence))
+                # Whose, unsaid: the sentence's subject; a note with none ("Started a
+                # new job at Vexa") is about the user. With other words before the noun
+                # ("The office wifi password is ..."), it may not even be the head:
+                # nobody's.
+                entity = _first_entity(sentence, spans, start)
+            if entity is None and all(t.low in _UNSAID for t in sentence[:start]):
+                entity = Entity("user", ("user",), implied=True)
         skip = taken | _entity_positions(sentence, spans, entity)
         value, specifics = _values(sentence, skip, names)
         if attribute.vetoes & value:
             continue
-        return Subject(entity, attribute.name, value, specifics, attribute.single)
+        return Subject(
+            entity, attribute.name, value, specifics, attribute.single, _name_words(spans)
+        )
     return None
+
+
+def _name_words(spans: list[_Span]) -> tuple[tuple[str, ...], ...]:
+    return tuple(span.entity.words for span in spans)
+
+
+def share_a_name(a: Subject, b: Subject) -> bool:
+    """Whether the two name one person or thing in common ("Maya" and "Maya Lund" do;
+    "Ana Lund" and "Omar Lund" do not)."""
+    return any(Entity("name", x).same_as(Entity("name", y)) for x in a.names for y in b.names)
 
 
 def _entity_positions(
@@ -742,9 +813,9 @@ def _generic(sentence: list[_Token]) -> Subject:
         word = None if i in skip or i in names else _value_word(sentence[i])
         if word is not None and not _NUMBER.search(word):
             value, specifics = _values(sentence, skip | {i}, names)
-            return Subject(entity, "~" + _stem(word), value, specifics)
+            return Subject(entity, "~" + _stem(word), value, specifics, names=_name_words(spans))
     value, specifics = _values(sentence, skip, names)
-    return Subject(entity, None, value, specifics)
+    return Subject(entity, None, value, specifics, names=_name_words(spans))
 
 
 def subject_of(text: str) -> Subject:
@@ -755,9 +826,44 @@ def subject_of(text: str) -> Subject:
         found = _subject_in(sentence)
         if found is not None:
             return found
+    for sentence in sentences:
+        found = _by_value_shape(sentence)
+        if found is not None:
+            return found
     if not sentences:
         return Subject(None, None)
     return _generic(sentences[0])
+
+
+_PHONE = re.compile(r"\+?[\d(][\d\-. ()]{5,}\d")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[a-z]{2,}")
+
+
+def _shape(token: _Token) -> str | None:
+    """What a value looks like whatever words surround it: a phone number (seven digits
+    or more, no date) or an e-mail address."""
+    if _EMAIL.fullmatch(token.low):
+        return "email"
+    digits = sum(ch.isdigit() for ch in token.low)
+    if digits >= 7 and _PHONE.fullmatch(token.low) and not _ISO_DATE.search(token.low):
+        return "phone"
+    return None
+
+
+def _by_value_shape(sentence: list[_Token]) -> Subject | None:
+    """No attribute word, but a value that can only be one ("Call Zoe on +1 362-203-9055
+    from now on"): that attribute, of the sentence's first name (or the user's)."""
+    shape = next((found for t in sentence if (found := _shape(t)) is not None), None)
+    if shape is None:
+        return None
+    spans = _names(sentence, set())
+    names = {i for span in spans for i in range(span.start, span.end)}
+    entity = _first_entity(sentence, spans, len(sentence)) or Entity(
+        "user", ("user",), implied=True
+    )
+    value, specifics = _values(sentence, _entity_positions(sentence, spans, entity), names)
+    return Subject(entity, shape, value, specifics, True, _name_words(spans))
 
 
 def same_attribute(a: Subject, b: Subject) -> bool:

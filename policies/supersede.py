@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.dedup import covers, fact_words
 from dreamkeeper.policies.subject import (
+    Entity,
     Subject,
     other_value,
     same_attribute,
+    share_a_name,
     shares_value,
     subject_of,
 )
@@ -97,6 +99,10 @@ def judge(old: MemoryEntry, new_content: str, new_category: str | None) -> Verdi
             return Verdict(
                 False, f"another {before.attribute} (both may hold at once)", before, after
             )
+        if not before.known and _other_specifics(before, after):
+            # An attribute outside the vocabulary may hold several values ("had lunch
+            # with Sara", "had lunch with Omar"): another name or number is no change.
+            return Verdict(False, "another value of an unknown attribute", before, after)
         return Verdict(
             True, f"same subject and attribute ({_attribute_name(after)})", before, after
         )
@@ -111,10 +117,39 @@ def judge(old: MemoryEntry, new_content: str, new_category: str | None) -> Verdi
 
 
 def _by_shared_words(old_text: str, new_text: str, before: Subject, after: Subject) -> Verdict:
-    shared = (fact_words(old_text) & fact_words(new_text)) - _COMMON
+    """With no entity to compare: two facts naming different people or things are not
+    one subject ("3 people report to Lea", "20 people report to Ana"); otherwise they
+    must share two fact words."""
+    if before.names and after.names and not share_a_name(before, after):
+        return Verdict(False, ANOTHER_SUBJECT, before, after)
+    # The names are what both are about, not what they say about it.
+    named = {w for name in (*before.names, *after.names) for w in name}
+    shared = (fact_words(old_text) & fact_words(new_text)) - _COMMON - named
     if len(shared) >= 2:
         return Verdict(True, "no named subject: two fact words shared", before, after)
     return Verdict(False, NO_SHARED_SUBJECT, before, after)
+
+
+def _other_specifics(before: Subject, after: Subject) -> bool:
+    """Whether both give specifics — names other than the entity, numbers — and share
+    none ("Ivan Costa" and "Ivan Klein" are two people)."""
+
+    def named(subject: Subject) -> list[Entity]:
+        return [
+            Entity("name", n)
+            for n in subject.names
+            if subject.entity is None or not subject.entity.same_as(Entity("name", n))
+        ]
+
+    def numbers(subject: Subject) -> set[str]:
+        return {w for w in subject.specifics if any(ch.isdigit() for ch in w)}
+
+    mine, theirs = named(before), named(after)
+    if not (mine or numbers(before)) or not (theirs or numbers(after)):
+        return False
+    if any(a.same_as(b) for a in mine for b in theirs):
+        return False
+    return not numbers(before) & numbers(after)
 
 
 def objection(old: MemoryEntry, new_content: str, new_category: str | None) -> str | None:
