@@ -54,7 +54,8 @@ class SearchMemoryArgs(ToolArgs):
     created_before: str | None = Field(
         None,
         description="only entries first seen at or before this ISO 8601 date or time "
-        "(a date alone means its midnight UTC)",
+        "(a date alone means its midnight UTC); current facts only unless "
+        "include_superseded — for what was true at a time, use as_of",
     )
     limit: int = Field(20, ge=1, le=MAX_SEARCH_LIMIT)
     include_superseded: bool = Field(

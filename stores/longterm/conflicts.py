@@ -27,9 +27,8 @@ from dreamkeeper.policies.subject import attribute_words, subject_of
 from dreamkeeper.policies.supersede import likely_conflict
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, NEWER_VERSIONS
 
-CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probably changes
-NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
 MARKERS = (CONFLICTS_WITH, NEWER_VERSIONS)
 MAX_LINKS = 8  # per entry and key: a fact changes a few times between two dreams
 CANDIDATES = 24  # current entries a save is compared with

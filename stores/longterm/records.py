@@ -103,7 +103,11 @@ class BulkReport:
 # Fields naming other entries, besides `retiredInto`: whatever a file says there is later
 # used to look entries up (undo, forget, history), so it must be an id, never a path.
 _ID_FIELDS = ("superseded_by", "supersedes", "replaces")
-_ID_LIST_METADATA = (MERGED_FROM,)
+# A likely conflict's links (`stores.longterm.conflicts`), JSON lists of ids.
+CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probably changes
+NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
+# Lists of ids in metadata: a merge's sources, a likely conflict's other entries.
+_ID_LIST_METADATA = (MERGED_FROM, CONFLICTS_WITH, NEWER_VERSIONS)
 
 
 def _ids_of(value: object, where: str) -> None:

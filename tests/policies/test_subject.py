@@ -255,3 +255,45 @@ def test_any_text_gets_a_subject_or_none_and_never_raises(text):
     found = subject_of(text)
     assert found.attribute is None or isinstance(found.attribute, str)
     objection(_entry("Maya Lund lives in Lisbon."), text or "x", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "entity", "attribute"),
+    [
+        ("Lisbon is home for the user now.", ("user",), "home"),
+        ("Ivan Ruiz's new place is in Krakow.", ("ivan", "ruiz"), "home"),
+        ("Brightpath hired Ana Sato in the spring.", ("ana", "sato"), "employer"),
+        ("Raj Costa is in charge of Lumen now.", ("lumen",), "lead"),
+        ("Started a new job at Orbital Foods.", ("user",), "employer"),
+        ("12 people now report to Li Haddad.", ("li", "haddad"), "team size"),
+        ("Call Zoe Okafor on +1 987-516-8085 from now on.", ("zoe", "okafor"), "phone"),
+        ("These days Omar Okafor calls Turin home.", ("omar", "okafor"), "home"),
+    ],
+)
+def test_owners_objects_bare_notes_counts_and_value_shapes(text, entity, attribute):
+    found = subject_of(text)
+    assert found.entity is not None and found.entity.words == entity, found
+    assert found.attribute == attribute
+
+
+def test_words_that_name_an_attribute_only_in_context_do_not_alone():
+    assert subject_of("The meeting took place in Oslo.").attribute != "home"
+    assert subject_of("Maya's team meets on Mondays.").attribute != "team size"
+    assert subject_of("A number of people came.").attribute != "phone"
+    assert subject_of("The launch is on 2026-03-02.").attribute != "phone"
+    # A subject is written, just not a name: no note about the user.
+    assert subject_of("Three people moved to Leeds.").entity != USER
+
+
+def test_an_unknown_attribute_with_other_names_is_not_replaced():
+    old = _entry("Jon Haddad had lunch with Sara Silva in Tartu.")
+    assert objection(old, "Jon Haddad had lunch with Omar Ferreira in Turin.", None) == (
+        "another value of an unknown attribute"
+    )
+    old = _entry("The Lumen demo went well; Ivan Costa presented it.")
+    assert objection(old, "The Lumen demo went well; Ivan Klein presented it.", None) is not None
+    # Names are what a fact is about: sharing them is no shared subject by itself.
+    old = _entry("Call Eva Moreau on +1 229-621-6036 from now on.")
+    assert objection(old, "Eva Moreau is allergic to shellfish.", None) is not None
+    old = _entry("20 people now report to Ana Lund.")
+    assert objection(old, "3 people now report to Omar Lund.", None) == "another subject"

@@ -317,3 +317,24 @@ def test_a_dated_note_from_the_future_is_refused_and_nothing_is_imported(long_te
     assert store.entries() == []
     with pytest.raises(InvalidInput, match="createdAt"):
         read_export([lines[0], json.dumps({"entry": {"content": "x", "createdAt": "soon"}})])
+
+
+def test_created_before_composes_with_include_superseded_and_as_of(long_term, clock):
+    from dreamkeeper.stores.longterm.supersede import supersede
+
+    store = long_term.open()
+    old = store.create("Maya Lund lives in Lisbon.", category="people")
+    clock.advance(days=100)
+    cutoff = clock.now
+    clock.advance(days=100)
+    new = store.create("Maya Lund moved to Porto.", category="people")
+    assert supersede(store, old.id, new.id).applied
+    query = "Maya Lund"
+    # Saved by the cutoff, current now: nothing (the old one is history).
+    assert search(store, query, created_before=cutoff) == []
+    # Every version saved by the cutoff: the old one.
+    found = search(store, query, created_before=cutoff, include_superseded=True)
+    assert [h.entry.id for h in found] == [old.id]
+    # What was true at the cutoff.
+    assert [h.entry.id for h in search(store, query, as_of=cutoff)] == [old.id]
+    assert [h.entry.id for h in search(store, query, created_after=cutoff)] == [new.id]
