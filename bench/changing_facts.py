@@ -257,10 +257,14 @@ USER_ATTRIBUTES = {
         ),
     ),
 }
-# Held out: written after the subject rules were last changed, and never used to
-# change them (`--phrasings fresh`). The set above was: the first run of this benchmark
-# showed which of its phrasings the rules missed, and some rules were generalised then.
-FRESH: dict[tuple[str, str], tuple[str, ...]] = {
+# Three sets of phrasings (`--phrasings`), to tell what the rules learned from what
+# they generalise to:
+#   a  the templates above: the first runs showed which of them the rules missed, and
+#      some rules were generalised then;
+#   b  held out until those rules were done; its one run showed large gaps, and the
+#      vocabulary was widened afterwards (general synonyms, b's among them);
+#   c  written after that, never run before the rules' last change.
+PHRASINGS_B: dict[tuple[str, str], tuple[str, ...]] = {
     ("person", "home"): (
         "{n} is living in {v} now.",
         "Word is {n} packed up and went to {v}.",
@@ -309,6 +313,59 @@ FRESH: dict[tuple[str, str], tuple[str, ...]] = {
         "I work for {v} now.",
     ),
     ("user", "manager"): ("My boss is {v} now.", "{v} is my manager now.", "I report to {v}."),
+}
+PHRASINGS_C: dict[tuple[str, str], tuple[str, ...]] = {
+    ("person", "home"): (
+        "{n} bought a flat in {v}.",
+        "{n} is renting in {v} these days.",
+        "{n} moved house; the new town is {v}.",
+        "After the move, {n} lives near {v}.",
+        "{v} is {n}'s home base now.",
+    ),
+    ("person", "employer"): (
+        "{n} got hired by {v}.",
+        "{n} took a new job at {v}.",
+        "{n} is a {v} employee now.",
+        "{n} went to work for {v}.",
+    ),
+    ("person", "manager"): (
+        "{n} now has {v} as a manager.",
+        "{v} is who {n} reports to.",
+        "{n}'s reporting line changed: {v} is the new manager.",
+        "{n} works for {v} now.",
+    ),
+    ("project", "lead"): (
+        "{n} is led by {v} from this sprint.",
+        "{v} heads {n} now.",
+        "{v} replaced the previous {n} lead.",
+        "Ownership of {n} moved to {v}.",
+    ),
+    ("person", "phone"): (
+        "{n}'s number changed to {v}.",
+        "Reach {n} at {v}.",
+        "{n} has a new mobile: {v}.",
+    ),
+    ("person", "team"): (
+        "{n} now has {v} direct reports.",
+        "{n}'s team grew to {v} people.",
+        "The team under {n} is {v} people.",
+    ),
+    ("person", "car"): (
+        "{n} is driving a {v} these days.",
+        "{n} replaced the car with a {v}.",
+        "{n} got a {v}.",
+    ),
+    ("user", "home"): ("I just moved to {v}.", "Home is {v} now.", "The user relocated to {v}."),
+    ("user", "employer"): (
+        "I joined {v} last month.",
+        "The user now works at {v}.",
+        "Got a job at {v}.",
+    ),
+    ("user", "manager"): (
+        "My manager is now {v}.",
+        "I report to {v} these days.",
+        "{v} manages me now.",
+    ),
 }
 DURABLE = (
     ("allergy", "What is {n} allergic to?", ("{n} is allergic to {v}.",)),
@@ -400,7 +457,7 @@ def _written(template: str, name: str, value: str) -> str:
 
 
 def generate(
-    subjects: int, durable: int, distractors: int, seed: int, phrasings: str = "tuned"
+    subjects: int, durable: int, distractors: int, seed: int, phrasings: str = "a"
 ) -> tuple[list[Subject], list[Save]]:
     rng = random.Random(seed)
     names = [f"{f} {last}" for f in FIRST for last in LAST]
@@ -433,7 +490,10 @@ def generate(
         values = [_value(attr.name, rng, used, name) for _ in range(count)]
         start = T0 + timedelta(days=rng.randint(0, 60))
         times = [start + timedelta(days=90 * k + rng.randint(0, 30)) for k in range(count)]
-        templates = FRESH[(attr.entity, attr.name)] if phrasings == "fresh" else attr.templates
+        sets = {"b": PHRASINGS_B, "c": PHRASINGS_C}
+        templates = (
+            sets[phrasings][(attr.entity, attr.name)] if phrasings in sets else attr.templates
+        )
         texts = [_written(rng.choice(templates), name, v) for v in values]
         question = attr.question.format(n=name)
         add(Subject(name, attr.name, question, values, texts, times), attr.category)
@@ -823,9 +883,10 @@ def main() -> int:
     parser.add_argument("--hybrid", action="store_true", help="with the local embedding model")
     parser.add_argument(
         "--phrasings",
-        choices=("tuned", "fresh"),
-        default="tuned",
-        help="the changes' wording: the set the rules were checked against, or one held out",
+        choices=("a", "b", "c"),
+        default="a",
+        help="the changes' wording (see PHRASINGS_B): a, checked against while the rules "
+        "were written; b, held out, then used to widen them; c, held out",
     )
     parser.add_argument(
         "--writers", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}"

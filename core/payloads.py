@@ -142,9 +142,6 @@ class SaveAck(BaseModel):
     # raises for it (older workers: unset, their refusals fail the run).
     refused: str | None = None
     refused_type: str | None = None
-    # Current entries this save probably changes (same subject, another value), told by
-    # no one: both stay current, dated, until a dream or the agent settles it.
-    conflicts: list[str] = Field(default_factory=list)
 
 
 class FactProposal(BaseModel):

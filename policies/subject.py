@@ -61,61 +61,77 @@ _GROUPS = frozenset(
     "channel chat thread league game party event conversation discussion".split()
 )
 
+
+def _forms(bases: str, *particles: str) -> tuple[str, ...]:
+    """Each verb form ("live lives living lived") with each particle ("in", "at")."""
+    return tuple(f"{b} {p}".strip() for b in bases.split() for p in particles or ("",))
+
+
 ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "home",
         single=True,
-        nouns=("home", "place", "flat", "apartment", "house"),
-        owned=("place", "flat", "apartment", "house"),
+        nouns=(
+            "home",
+            "place",
+            "flat",
+            "apartment",
+            "house",
+            "city",
+            "town",
+            "village",
+            "neighbourhood",
+            "neighborhood",
+        ),
+        owned=(
+            "place",
+            "flat",
+            "apartment",
+            "house",
+            "city",
+            "town",
+            "village",
+            "neighbourhood",
+            "neighborhood",
+        ),
         verbs=(
-            "lives in",
-            "lives at",
-            "lives near",
-            "live in",
-            "living in",
+            *_forms("live lives living lived", "in", "at", "near"),
             "lives",
-            "moved to",
-            "moves to",
-            "moving to",
-            "moved into",
-            "moved back to",
-            "relocated to",
-            "relocates to",
-            "relocating to",
+            *_forms("move moves moving moved", "to", "into", "back to", "over to"),
+            *_forms("relocate relocates relocating relocated", "to"),
             "relocated",
+            *_forms("settle settles settling settled", "in", "down in"),
+            *_forms("reside resides residing resided", "in"),
             "based in",
-            "resides in",
-            "residing in",
-            "settled in",
-            "settles in",
+            "based",
         ),
     ),  # fmt: skip
     Attribute(
         "employer",
         single=True,
-        nouns=("employer", "job", "workplace", "day job"),
+        nouns=(
+            "employer",
+            "job",
+            "workplace",
+            "day job",
+            "current employer",
+            "company",
+            "firm",
+        ),
+        owned=("company", "firm"),
         verbs=(
-            "works at",
-            "works for",
-            "work at",
-            "work for",
-            "working at",
-            "working for",
+            *_forms("work works working worked", "at", "for"),
             "joined",
             "joins",
             "joining",
-            "hired by",
-            "hired at",
-            "employed by",
-            "employed at",
-            "started at",
-            "starts at",
-            "starting at",
+            *_forms("hired employed recruited", "by", "at"),
+            *_forms("start starts starting started", "at"),
             "got a job at",
             "took a job at",
             "accepted an offer from",
+            *_forms("sign signs signing signed", "with"),
         ),
-        inverse=("hired", "hires", "employs"),
+        inverse=("hired", "hires", "employs", "recruited"),
         vetoes=_GROUPS,
     ),  # fmt: skip
     Attribute(
@@ -132,6 +148,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             "technical lead",
             "project manager",
             "product owner",
+            "leadership",
+            "captain",
         ),
         verbs=("led by", "headed by", "run by", "owned by"),
         inverse=(
@@ -149,9 +167,15 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         "manager",
         single=True,
         nouns=("manager", "boss", "supervisor", "line manager", "direct manager"),
-        verbs=("reports to", "reporting to", "report to", "managed by", "supervised by"),
+        verbs=(
+            *_forms("report reports reporting reported", "to", "into"),
+            *_forms("answer answers answering answered", "to"),
+            *_forms("work works working worked", "under"),
+            "managed by",
+            "supervised by",
+        ),
         inverse=("manages", "managing", "supervises", "supervising"),
-    ),
+    ),  # fmt: skip
     Attribute(
         "phone",
         single=True,
@@ -189,10 +213,12 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "team size",
         single=True,
-        nouns=("team size", "headcount", "team of", "team"),
-        numeric=("team of", "team"),
+        nouns=("team size", "headcount", "team of", "team", "group", "direct reports"),
+        numeric=("team of", "team", "group", "direct reports"),
     ),
-    Attribute("car", single=True, nouns=("car",), verbs=("drives", "driving", "drive")),
+    Attribute(
+        "car", single=True, nouns=("car", "vehicle"), verbs=("drives", "driving", "drive", "drove")
+    ),
     Attribute("birthplace", single=True, nouns=("birthplace",), verbs=("born in", "was born in")),
     Attribute(
         "birthday",
@@ -613,6 +639,14 @@ def _counted(sentence: list[_Token], cue_start: int) -> bool:
     )
 
 
+def _count_at(sentence: list[_Token], k: int) -> bool:
+    while k < len(sentence) and sentence[k].low in _DETERMINERS:
+        k += 1
+    return k < len(sentence) and (
+        _NUMBER.search(sentence[k].low) is not None or sentence[k].low in _COUNTS
+    )
+
+
 _COUNTS = frozenset("two three four five six seven eight nine ten twelve twenty dozen".split())
 
 
@@ -721,9 +755,17 @@ def _subject_in(sentence: list[_Token]) -> Subject | None:
         taken: set[int] = set(range(start, end))
         if cue.kind == "inverse":
             entity, after = _object_after(sentence, spans, end)
-            if entity is None:
+            if entity is None and attribute.name == "manager" and _count_at(sentence, end):
+                # "Ana manages 12 people": how many Ana has, not whom she manages.
+                entity, first = _subject_before(sentence, spans, start)
+                if entity is None:
+                    continue
+                attribute = _TEAM_SIZE
+                taken |= set(range(max(first, 0), start))
+            elif entity is None:
                 continue
-            taken |= set(range(end, after))
+            else:
+                taken |= set(range(end, after))
         elif cue.kind == "verb" and attribute.name == "manager" and _counted(sentence, start):
             # "12 people report to Ana": how many Ana has, not who manages them.
             entity, after = _object_after(sentence, spans, end)

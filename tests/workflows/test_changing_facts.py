@@ -79,6 +79,7 @@ async def test_a_replaces_about_another_subject_is_refused_visibly_and_leaves_no
         force_replace=True,
     )
     assert ack.replaced == [cats.id]
+    assert (await _result(memory, agent, ack.entry_id)).outcome is SaveOutcome.KEPT
     assert store.require(cats.id).superseded_by == ack.entry_id
     reasons = [r.reason or "" for r in store.changes() if r.id == cats.id]
     assert (
