@@ -35,6 +35,7 @@ from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING, save_in_flight
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
+from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
 from dreamkeeper.stores.search.query import search
@@ -299,7 +300,10 @@ class SaveActivities:
 
     @activity.defn(name="mark_original")
     def mark_original(self, inp: MarkInput) -> None:
-        with self._stores.using(inp.agent_id) as store:
+        """Record why the original stays as saved (enrichment found nothing, failed, or
+        its facts could not retire it); it is a fact of its own then, so a current entry
+        it likely changes is linked to it as a conflict (`stores.longterm.conflicts`)."""
+        with self._stores.using(inp.agent_id) as store, store.writing():
             store.mutate(
                 inp.entry_id,
                 lambda e: e.model_copy(
@@ -307,3 +311,4 @@ class SaveActivities:
                 ),
                 reason="enrichment status",
             )
+            note_conflicts(store, inp.entry_id)

@@ -315,8 +315,9 @@ _STARTER_VERBS = frozenset(
 _NOT_NAMES = (
     COMMON_WORDS | STOPWORDS | _USER | _TIME | _CALENDAR | _AUXILIARIES | _MODIFIERS | _COPULAS
 )
-# What may open a note that never says whom it is about ("Just started a new job at").
-_UNSAID = _STARTER_VERBS | _MODIFIERS | _AUXILIARIES | _DETERMINERS | _TIME
+# What may open a note that never says whom it is about ("Just started a new job at");
+# "The team under Sara ..." names a definite thing: no note about the user.
+_UNSAID = (_STARTER_VERBS | _MODIFIERS | _AUXILIARIES | _DETERMINERS | _TIME) - {"the"}
 _CLAUSE_END = ".,;:!?)]"
 _SENTENCE_END = ".!?"
 _STRIP = "\"'“”‘’([{<*_`"
@@ -440,7 +441,7 @@ class Entity:
     kind: str  # "name", "user", "noun"
     words: tuple[str, ...]
     relation: str | None = None
-    implied: bool = False
+    implied: bool = field(default=False, compare=False)
 
     def same_as(self, other: Entity) -> bool:
         if self.relation != other.relation or self.kind != other.kind:

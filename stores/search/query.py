@@ -288,7 +288,7 @@ def _newer_first(
             other = admitted.get(other_id)
             if other is None:
                 found = store.get(other_id) if len(admitted) < 4 * limit else None
-                if found is None or not _admits(store, filters, found):
+                if found is None or not _admits(filters, found):
                     continue
                 other = admitted[other_id] = SearchHit(found, None)
                 todo.append(found)
@@ -314,7 +314,8 @@ def _newer_first(
     return out[:limit]
 
 
-def _admits(store: MemoryStore, filters: _Filters, entry: MemoryEntry) -> bool:
+def _admits(filters: _Filters, entry: MemoryEntry) -> bool:
+    """Whether an entry no query matched passes the search's filters and scope."""
     if filters.category is not None and not category_matches(entry.category, filters.category):
         return False
     if not filters.wide and not entry.is_current:

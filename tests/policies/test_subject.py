@@ -297,3 +297,11 @@ def test_an_unknown_attribute_with_other_names_is_not_replaced():
     assert objection(old, "Eva Moreau is allergic to shellfish.", None) is not None
     old = _entry("20 people now report to Ana Lund.")
     assert objection(old, "3 people now report to Omar Lund.", None) == "another subject"
+
+
+def test_a_definite_thing_is_no_note_about_the_user():
+    found = subject_of("The team under Sara Ruiz is 7 people.")
+    assert found.entity != USER
+    old = _entry("The team under Sara Ruiz is 7 people.")
+    assert not likely_conflict(old, "The team under Ana Lund is 20 people.", None)
+    assert subject_of("Started a new job at Orbital Foods.").entity == USER

@@ -226,3 +226,15 @@ async def test_a_change_nobody_explained_is_visible_until_the_dream_settles_it(w
     reasons = [r.reason or "" for r in store.changes() if r.id == old.id]
     assert reasons[-1] == f"conflict settled: replaced by {ack.entry_id} (dream)"
     assert "FAILED" not in await _statuses(memory, agent)
+
+
+async def test_a_note_enrichment_leaves_whole_is_checked_for_conflicts_too(memory, llm):
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    old = store.create("Omar Haddad's manager is Ana Ruiz.", category="people")
+    llm.replies.append(Reply("[]"))  # nothing to extract: the note stays as saved
+    ack = await memory.save_memory(agent, "Li Wei is now Omar Haddad's manager.")
+    result = await _result(memory, agent, ack.entry_id)
+    assert result.outcome is SaveOutcome.KEPT
+    assert linked(store.require(ack.entry_id), CONFLICTS_WITH) == [old.id]
+    assert store.require(old.id).is_current
