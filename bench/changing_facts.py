@@ -859,7 +859,7 @@ class Bench:
 
 
 def _open(entry, store: FileMemoryStore) -> bool:  # noqa: ANN001
-    from dreamkeeper.stores.longterm.conflicts import CONFLICTS_WITH, linked
+    from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, linked
 
     return any(
         (other := store.get(i)) is not None and other.is_current

@@ -27,23 +27,11 @@ from dreamkeeper.policies.subject import attribute_words, subject_of
 from dreamkeeper.policies.supersede import likely_conflict
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, NEWER_VERSIONS
+from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, NEWER_VERSIONS, linked
+from dreamkeeper.stores.search.query import search
 
-MARKERS = (CONFLICTS_WITH, NEWER_VERSIONS)
 MAX_LINKS = 8  # per entry and key: a fact changes a few times between two dreams
 CANDIDATES = 24  # current entries a save is compared with
-
-
-def linked(entry: MemoryEntry, key: str) -> list[str]:
-    """The ids under one of the markers (an unreadable value reads as none)."""
-    raw = entry.metadata.get(key)
-    if not raw:
-        return []
-    try:
-        ids = json.loads(raw)
-    except ValueError:
-        return []
-    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def _order(entry: MemoryEntry) -> tuple:
@@ -79,8 +67,6 @@ def _link(store: MemoryStore, older: MemoryEntry, newer: MemoryEntry) -> None:
 
 
 def _candidates(store: MemoryStore, entry: MemoryEntry) -> Iterable[MemoryEntry]:
-    from dreamkeeper.stores.search.query import search
-
     subject = subject_of(entry.content)
     if not (subject.known and subject.single and subject.entity is not None):
         return []

@@ -106,8 +106,21 @@ _ID_FIELDS = ("superseded_by", "supersedes", "replaces")
 # A likely conflict's links (`stores.longterm.conflicts`), JSON lists of ids.
 CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probably changes
 NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
+CONFLICT_LINKS = (CONFLICTS_WITH, NEWER_VERSIONS)
 # Lists of ids in metadata: a merge's sources, a likely conflict's other entries.
-_ID_LIST_METADATA = (MERGED_FROM, CONFLICTS_WITH, NEWER_VERSIONS)
+_ID_LIST_METADATA = (MERGED_FROM, *CONFLICT_LINKS)
+
+
+def linked(entry: MemoryEntry, key: str) -> list[str]:
+    """The ids under one of a likely conflict's links (an unreadable value reads as none)."""
+    raw = entry.metadata.get(key)
+    if not raw:
+        return []
+    try:
+        ids = safe_json.loads(raw, max_bytes=MAX_ID_LIST_BYTES)
+    except ValueError:
+        return []
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def _ids_of(value: object, where: str) -> None:

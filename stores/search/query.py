@@ -30,9 +30,9 @@ from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category, validate_entry_id
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.conflicts import (
+from dreamkeeper.stores.longterm.records import (
+    CONFLICT_LINKS,
     CONFLICTS_WITH,
-    MARKERS,
     NEWER_VERSIONS,
     linked,
 )
@@ -262,7 +262,7 @@ def search(
 
 
 def _linked_ids(entry: MemoryEntry) -> list[str]:
-    return [i for key in MARKERS for i in linked(entry, key)]
+    return [i for key in CONFLICT_LINKS for i in linked(entry, key)]
 
 
 def _newer_first(
@@ -271,7 +271,7 @@ def _newer_first(
     """Keep each likely conflict together, newer first, where its better-ranked entry
     was (see `search`). Only entries the search admits take part (current ones, or
     those valid at `as_of`); a partner that did not match is added beside its pair."""
-    if not any(key in h.entry.metadata for h in hits for key in MARKERS):
+    if not any(key in h.entry.metadata for h in hits for key in CONFLICT_LINKS):
         return hits
     admitted: dict[str, SearchHit] = {h.entry.id: h for h in hits}
     group: dict[str, str] = {}  # id -> its group's root
@@ -627,7 +627,7 @@ def conflict_note(store: MemoryStore, entry: MemoryEntry) -> str | None:
     change (`stores.longterm.conflicts`): which is newer, and since when — "newer:
     [id], 2026-03-02" on the older one, "older: [id], 2025-11-01" on the newer. None
     when there is no such link (the usual case: nothing is read)."""
-    if not entry.is_current or not any(key in entry.metadata for key in MARKERS):
+    if not entry.is_current or not any(key in entry.metadata for key in CONFLICT_LINKS):
         return None
     notes = []
     for key, label in ((NEWER_VERSIONS, "newer"), (CONFLICTS_WITH, "older")):
