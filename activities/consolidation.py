@@ -27,6 +27,8 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import (
     ArchiveResult,
     ArchiveSourcesInput,
+    ConflictsInput,
+    ConflictsResult,
     FoldInput,
     FoldResult,
     GateInput,
@@ -84,6 +86,7 @@ from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.dream_settings import read_approval
+from dreamkeeper.stores.longterm.conflicts import open_conflicts
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.supersede import refusal, supersede
 from dreamkeeper.stores.search.vocabulary import load_vocabulary
@@ -371,7 +374,7 @@ class ConsolidationActivities:
                         pair.by,
                         op=f"dream-{inp.cycle_id}-supersede-{pair.id}",
                         expected_fingerprint=inp.expected[pair.id],
-                        reason=f"outdated: replaced by {pair.by} (dream)",
+                        reason=f"{inp.why}: replaced by {pair.by} (dream)",
                         ledger=ledger,
                         now=inp.as_of,
                     )
@@ -386,6 +389,25 @@ class ConsolidationActivities:
             len(result.applied),
             len(result.refused),
             len(result.deferred),
+        )
+        return result
+
+    @activity.defn(name="find_conflicts")
+    def find_conflicts(self, inp: ConflictsInput) -> ConflictsResult:
+        """The likely conflicts saves found and nobody settled, both entries still
+        current and still in conflict (`stores.longterm.conflicts.open_conflicts`),
+        with the fingerprints the supersede will insist on. Reads only."""
+        result = ConflictsResult()
+        skip = set(inp.exclude)
+        with self._stores.using(inp.agent_id) as store:
+            for pair in open_conflicts(store, limit=inp.limit):
+                if pair.older.id in skip or pair.newer.id in skip:
+                    continue
+                result.pairs.append(SupersedePair(id=pair.older.id, by=pair.newer.id))
+                result.shown[pair.older.id] = pair.older.fingerprint
+                result.shown[pair.newer.id] = pair.newer.fingerprint
+        activity.logger.info(
+            "consolidation %s: %d unsettled conflict(s)", inp.agent_id, len(result.pairs)
         )
         return result
 

@@ -19,10 +19,11 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -171,12 +172,23 @@ _ID = re.compile(r"[0-9a-f]{12}")
 
 
 class EnrichedFact(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     metadata: dict[str, str] | None = None
     replaces: list[str] = Field(default_factory=list)
+    # When the fact became true, read from the note ("moved here last week"): text here,
+    # checked by the host against the save time before it is used (`valid_from_proposal`).
+    valid_from: str | None = Field(default=None, alias="validFrom")
+
+    @field_validator("valid_from", mode="before")
+    @classmethod
+    def _text_only(cls, value: object) -> str | None:
+        # Anything but a short string is no proposal: the fact is kept without it.
+        return value if isinstance(value, str) and 0 < len(value) <= 64 else None
 
     @field_validator("replaces", mode="before")
     @classmethod
@@ -206,19 +218,30 @@ element: {"content": str, "category": str or null (like "user-preferences/timezo
 "tags": [str], "importance": number 0.2-0.95, "metadata": {"subjectTime" | \
 "subjectTimeStart" | "subjectTimeEnd": ISO date} (only when confident), "replaces": \
 [id] (only ids listed under "Existing memories", and only when this fact gives a new \
-value for exactly the same thing, making that memory outdated)}. Keep every name, \
-number, date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
+value for exactly the same thing, making that memory outdated), "validFrom": ISO date \
+(only when the note says when the fact became or becomes true, e.g. "last week", \
+"starting Monday": read against the note's "Saved at")}. Keep every name, number, \
+date, email, URL and handle verbatim. Reply [] if nothing is worth keeping."""
 
 EXISTING_HEADER = "Existing memories (id, category: text):"
 
 
-def enrich_message(note: str, existing: list[tuple[str, str | None, str]]) -> str:
-    """The user message of an enrichment call: the note, and the nearest existing
-    memories a fact of it may replace (id, category, text)."""
-    if not existing:
-        return note
-    lines = [f"- [{i}] {c or 'uncategorized'}: {' '.join(t.split())}" for i, c, t in existing]
-    return "\n".join([note, "", EXISTING_HEADER, *lines])
+SAVED_AT = "Saved at:"
+
+
+def enrich_message(
+    note: str, existing: list[tuple[str, str | None, str]], saved_at: datetime | None = None
+) -> str:
+    """The user message of an enrichment call: the note, when it was saved (what
+    relative dates in it are read against), and the nearest existing memories a fact of
+    it may replace (id, category, text)."""
+    parts = [note]
+    if saved_at is not None:
+        parts += ["", f"{SAVED_AT} {saved_at.isoformat(timespec='minutes')} ({saved_at:%A})"]
+    if existing:
+        lines = [f"- [{i}] {c or 'uncategorized'}: {' '.join(t.split())}" for i, c, t in existing]
+        parts += ["", EXISTING_HEADER, *lines]
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ through dedup, and record the outcome on the original."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from temporalio import activity
 
 from dreamkeeper.activities.llm import (
@@ -14,6 +16,7 @@ from dreamkeeper.activities.llm import (
     parse_enrichment,
 )
 from dreamkeeper.activities.stores import StoreRegistry
+from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound
 from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry
 from dreamkeeper.core.payloads import (
     EnrichResult,
@@ -27,16 +30,29 @@ from dreamkeeper.core.payloads import (
     SaveInput,
 )
 from dreamkeeper.core.settings import HighValueFloor, LLMSettings
-from dreamkeeper.core.validation import validate_replaces
+from dreamkeeper.core.validation import check_moment, parse_moment, validate_replaces
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING, save_in_flight
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
+from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
 from dreamkeeper.stores.search.query import search
 
 NEIGHBOURS = 5  # existing entries shown with a note, that one of its facts may replace
+# How far past the save an LLM may date a fact's start ("starting Monday", "from next
+# month"); a caller's own valid_from may go further (`core.validation`).
+LLM_VALID_FROM_MAX_AHEAD = timedelta(days=31)
+
+
+def proposed_valid_from(text: str, saved_at: datetime) -> datetime | None:
+    """An LLM's validFrom, if well-formed and within its bound of the save; else None."""
+    try:
+        moment = parse_moment(text, "validFrom")
+        return check_moment(moment, "validFrom", now=saved_at, ahead=LLM_VALID_FROM_MAX_AHEAD)
+    except InvalidInput:
+        return None
 
 
 def enrichment_result(reply: Enrichment, category: str | None, entry_id: str) -> EnrichResult:
@@ -89,9 +105,37 @@ class SaveActivities:
             metadata[ENRICHMENT_KEY] = PENDING
         replaces = validate_replaces(inp.replaces)
         with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
-            # One lock hold: what it replaces is checked (bad ids change nothing), the
+            # One lock hold: what it replaces is checked (a refusal writes nothing), the
             # original written, then each replaced entry superseded by it, exactly once.
-            check_replaceable(store, replaces, inp.entry_id)
+            try:
+                forced = check_replaceable(
+                    store,
+                    replaces,
+                    inp.entry_id,
+                    content=inp.content,
+                    category=inp.category,
+                    force=inp.force_replace,
+                )
+            except (InvalidInput, NotFound, Conflict) as exc:
+                # An answer, not a failure: the caller learns why and no run is left
+                # failed (the update returns it, the run completes as refused).
+                activity.logger.info(
+                    "save %s of agent %s refused: %s", inp.entry_id, inp.agent_id, exc
+                )
+                return SaveAck(
+                    agent_id=inp.agent_id,
+                    entry_id=inp.entry_id,
+                    refused=str(exc),
+                    refused_type=exc.failure_type,
+                )
+            for old_id, why in forced.items():
+                activity.logger.warning(
+                    "save %s of agent %s replaces %s over the subject check (%s): forced",
+                    inp.entry_id,
+                    inp.agent_id,
+                    old_id,
+                    why,
+                )
             existing = store.get(inp.entry_id)
             entry = store.create(
                 inp.content,
@@ -100,8 +144,9 @@ class SaveActivities:
                 metadata=metadata,
                 importance=importance,
                 entry_id=inp.entry_id,
+                valid_from=inp.valid_from,
             )
-            replaced = apply_replaces(store, inp.entry_id, replaces)
+            replaced = apply_replaces(store, inp.entry_id, replaces, forced=forced)
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
@@ -127,11 +172,11 @@ class SaveActivities:
             return EnrichResult(skipped=NO_LLM_SKIP)
         if reads_as_instruction(inp.content):
             return EnrichResult(skipped=FLAGGED_SKIP)  # never shown to an LLM that may obey
-        shown = self._neighbours(inp)
+        shown, saved_at = self._neighbours(inp)
         existing = [(e.id, e.category, e.content) for e in shown]
         messages = [
             {"role": "system", "content": ENRICH_PROMPT},
-            {"role": "user", "content": enrich_message(inp.content, existing)},
+            {"role": "user", "content": enrich_message(inp.content, existing, saved_at)},
         ]
         reply = await ask_llm(
             self._llm, messages, parse_enrichment, f"enrichment of {inp.entry_id}"
@@ -140,17 +185,35 @@ class SaveActivities:
         # Only what was shown can be replaced, as it was shown (its fingerprint): the
         # store refuses it later if it changed, went, or was replaced meanwhile.
         seen = {e.id: e.fingerprint for e in shown}
+        unusable = 0
         for fact, proposed in zip(result.facts, reply.facts, strict=True):
             fact.replaces = {i: seen[i] for i in proposed.replaces if i in seen}
+            # The caller's own date stands; else the LLM's reading of the note, if it is
+            # a date at all and not past the bound (a misread year, an invented plan).
+            fact.valid_from = inp.valid_from
+            if fact.valid_from is None and proposed.valid_from is not None:
+                fact.valid_from = proposed_valid_from(proposed.valid_from, saved_at)
+                unusable += fact.valid_from is None
+        if unusable:
+            activity.logger.warning(
+                "enrichment of %s: %d validFrom proposal(s) ignored (malformed, or more "
+                "than %d days past the save)",
+                inp.entry_id,
+                unusable,
+                LLM_VALID_FROM_MAX_AHEAD.days,
+            )
         source = parse_source(inp.source).value
         result.facts = [self._shaped(fact, inp, source) for fact in result.facts]
         return result
 
-    def _neighbours(self, inp: SaveInput) -> list[MemoryEntry]:
+    def _neighbours(self, inp: SaveInput) -> tuple[list[MemoryEntry], datetime]:
         """The current entries nearest the note: what a fact of it may replace. Never
-        the note itself, one flagged as an instruction, or one still being saved."""
+        the note itself, one flagged as an instruction, or one still being saved. And
+        when the note was saved (what its relative dates mean)."""
         with self._stores.using(inp.agent_id) as store:
             now = store.now()
+            original = store.get(inp.entry_id)
+            saved_at = original.created_at if original is not None else now
             # The note's own category first (a replaced fact is usually filed where its
             # new version will be), then anywhere: many entries sharing a name must not
             # crowd the previous version out.
@@ -166,7 +229,7 @@ class SaveActivities:
             if entry.id != inp.entry_id and not flagged(entry.metadata):
                 if not save_in_flight(entry, now):
                     shown.setdefault(entry.id, entry)
-        return list(shown.values())[:NEIGHBOURS]
+        return list(shown.values())[:NEIGHBOURS], saved_at
 
     def _shaped(self, fact: FactProposal, inp: SaveInput, source: str | None) -> FactProposal:
         """An LLM cannot mint a memory worth more than what it was given, and text that
@@ -201,9 +264,13 @@ class SaveActivities:
                 touched=frozenset(inp.touched),
                 candidate_vector=vector,
                 replaces=fact.replaces,
+                valid_from=fact.valid_from,
             )
         return SaveFactResult(
-            outcome=saved.outcome, entry_id=saved.entry_id, replaced=list(saved.replaced)
+            outcome=saved.outcome,
+            entry_id=saved.entry_id,
+            replaced=list(saved.replaced),
+            conflicts=list(saved.conflicts),
         )
 
     @activity.defn(name="retire_original")
@@ -221,7 +288,9 @@ class SaveActivities:
         vector = self._vector(content)  # not under the store: an HTTP call
         with self._stores.using(inp.agent_id) as store:
             saved = dedup_existing(store, inp.entry_id, candidate_vector=vector)
-        return SaveFactResult(outcome=saved.outcome, entry_id=saved.entry_id)
+        return SaveFactResult(
+            outcome=saved.outcome, entry_id=saved.entry_id, conflicts=list(saved.conflicts)
+        )
 
     def _vector(self, text: str):
         """The text's embedding, for cosine dedup; None (Jaccard) without a model or when
@@ -231,7 +300,10 @@ class SaveActivities:
 
     @activity.defn(name="mark_original")
     def mark_original(self, inp: MarkInput) -> None:
-        with self._stores.using(inp.agent_id) as store:
+        """Record why the original stays as saved (enrichment found nothing, failed, or
+        its facts could not retire it); it is a fact of its own then, so a current entry
+        it likely changes is linked to it as a conflict (`stores.longterm.conflicts`)."""
+        with self._stores.using(inp.agent_id) as store, store.writing():
             store.mutate(
                 inp.entry_id,
                 lambda e: e.model_copy(
@@ -239,3 +311,4 @@ class SaveActivities:
                 ),
                 reason="enrichment status",
             )
+            note_conflicts(store, inp.entry_id)

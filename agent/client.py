@@ -65,7 +65,7 @@ from dreamkeeper.core.errors import (
     error_for,
 )
 from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
-from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.payloads import (
     EntryOpInput,
     EntryOpResult,
@@ -84,11 +84,15 @@ from dreamkeeper.core.settings import (
 )
 from dreamkeeper.core.shards import ShardMap
 from dreamkeeper.core.validation import (
+    VALID_FROM_MAX_AHEAD,
+    check_moment,
     new_entry_id,
+    parse_moment,
     validate_agent_id,
     validate_category,
     validate_content,
     validate_entry_id,
+    validate_flag,
     validate_importance,
     validate_replaces,
     validate_tags,
@@ -374,8 +378,21 @@ class MemoryClient:
             importance=validate_importance(options.get("importance", 0.5)),
             store_id=self.store_id,
             replaces=validate_replaces(options.get("replaces")),
+            force_replace=validate_flag(options.get("force_replace", False), "force_replace"),
+            # The store checks it again against its own clock.
+            valid_from=check_moment(
+                parse_moment(options.get("valid_from"), "valid_from"),
+                "valid_from",
+                now=utc_now(),
+                ahead=VALID_FROM_MAX_AHEAD,
+            ),
         )
-        return await self._save(inp)
+        ack = await self._save(inp)
+        if ack.refused is not None:
+            # Nothing was saved (the run completed as refused): raised, so no caller
+            # mistakes the answer for a save.
+            raise error_for(ack.refused_type, ack.refused) or Conflict(ack.refused)
+        return ack
 
     async def _save(self, inp: SaveInput) -> SaveAck:
         loop = asyncio.get_running_loop()

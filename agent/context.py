@@ -1,7 +1,9 @@
 """The per-turn context: what an agent's LLM sees of memory before the user's message.
 
-1. Long-term recall: BM25 (hybrid with embeddings) search of the user message, 8 results
-   — skipped for messages of 30 characters or fewer ("ok", "thanks").
+1. Long-term recall: BM25 (hybrid with embeddings) search of the user message, 8 results,
+   however short ("What is Bob's phone number?" is the commonest recall there is) —
+   skipped only for a message that is nothing but chit-chat ("ok", "thanks!", "hi
+   there"), which would match whatever happens to mention those words.
 2. First turn with no hits: the 5 most recently reinforced entries instead.
 3. Delta injection: only entries not yet injected this session.
 4. All of it in one "Recalled from long-term memory" system message.
@@ -25,12 +27,22 @@ from datetime import datetime, timedelta
 from dreamkeeper.agent.out_of_window import OutOfWindowRecall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search.query import format_hit, search
+from dreamkeeper.stores.search.bm25 import query_terms
+from dreamkeeper.stores.search.query import conflict_note, format_hit, search
 from dreamkeeper.stores.working.working_memory import WorkingEntry
 
 RECALL_LIMIT = 8
 FIRST_TURN_FALLBACK = 5
-SHORT_MESSAGE_CHARS = 30
+# Words a message may consist of and still ask nothing of memory: acknowledgements and
+# greetings. A message with any other searchable word is searched.
+CHITCHAT = frozenset(
+    query_terms(
+        "ok okay k kk thanks thank thx ty cheers yes yeah yep yup no nope nah sure great "
+        "cool nice good fine alright right hi hello hey bye goodbye lol haha hmm oh ah wow "
+        "perfect awesome got understood noted please welcome morning evening night much "
+        "lot sounds sound agreed exactly indeed"
+    )
+)
 REPLAYED_TURNS = 20
 INDEX_SUFFIX = "-index"
 
@@ -153,7 +165,7 @@ class ContextBuilder:
         # A conversation with no turns is new or expired: it has seen nothing yet.
         seen = set() if first_turn else self._injected.get(session.conversation_id, set())
         hits = []
-        if len(message.strip()) > SHORT_MESSAGE_CHARS:
+        if asks_memory(message):
             hits = search(self.memory, message, limit=RECALL_LIMIT)
         header = RECALLED_HEADER
         if not hits and first_turn:
@@ -164,8 +176,16 @@ class ContextBuilder:
         if not fresh:
             return None
         now = self.memory.now()
-        lines = [format_hit(h.entry, now) for h in fresh]
+        lines = [
+            format_hit(h.entry, now, conflict=conflict_note(self.memory, h.entry)) for h in fresh
+        ]
         return "\n".join([header, *lines]), [h.entry.id for h in fresh]
+
+
+def asks_memory(message: str) -> bool:
+    """Whether a user message has any word worth searching memory for: one that is no
+    function word (`query_terms` drops those) and no chit-chat."""
+    return any(term not in CHITCHAT for term in query_terms(message))
 
 
 def _system(content: str) -> Message:

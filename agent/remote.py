@@ -16,6 +16,7 @@ Reads are synchronous (as the local client's, which reads files); writes are asy
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any, Literal, Unpack
 
 import httpx
@@ -180,7 +181,10 @@ class RemoteMemoryClient:
         self, agent_id: str, content: str, **options: Unpack[SaveOptions]
     ) -> SaveAck:
         require_known(dict(options), SaveOptions)
-        body = {"content": content, **options}
+        body = {
+            "content": content,
+            **{k: v.isoformat() if isinstance(v, datetime) else v for k, v in options.items()},
+        }
         data = await self._arequest("POST", self._path(agent_id, "/memories"), json=body)
         return SaveAck.model_validate(data)
 

@@ -54,7 +54,8 @@ class SearchMemoryArgs(ToolArgs):
     created_before: str | None = Field(
         None,
         description="only entries first seen at or before this ISO 8601 date or time "
-        "(a date alone means its midnight UTC)",
+        "(a date alone means its midnight UTC); current facts only unless "
+        "include_superseded — for what was true at a time, use as_of",
     )
     limit: int = Field(20, ge=1, le=MAX_SEARCH_LIMIT)
     include_superseded: bool = Field(
@@ -97,7 +98,19 @@ class SaveMemoryArgs(ToolArgs):
         None,
         description="ids of memories this fact replaces because the fact changed "
         "(e.g. a new address or phone number): they are kept as history, no longer "
-        "returned as current",
+        "returned as current. Each must be an older version of this fact (the same "
+        "person or thing and the same attribute), or nothing is saved and the reply "
+        "says why",
+    )
+    force_replace: bool = Field(
+        False,
+        description="replace what replaces names even if it looks like another subject "
+        "(only when you are sure; it is logged)",
+    )
+    valid_from: str | None = Field(
+        None,
+        description="when the fact became true, if not now: an ISO 8601 date or time, "
+        "e.g. 2026-03-01 for 'moved here on March 1st'",
     )
 
 

@@ -47,7 +47,12 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
+from dreamkeeper.stores.search.query import (
+    conflict_note,
+    format_hit,
+    format_taxonomy,
+    search,
+)
 from dreamkeeper.stores.working.working_memory import WorkingEntry, resolve_ttl
 
 MAX_ARGUMENT_BYTES = 4 * 1_048_576  # a tool call's JSON: the longest working-memory value, escaped
@@ -167,7 +172,12 @@ class MemoryTools:
         )
         now = self.memory.now()
         validity = include_superseded or as_of is not None or history is not None
-        lines = [format_hit(h.entry, now, validity=validity) for h in hits]
+        lines = [
+            format_hit(
+                h.entry, now, validity=validity, conflict=conflict_note(self.memory, h.entry)
+            )
+            for h in hits
+        ]
         if history is not None:
             return "\n".join([f"Versions of [{history}], oldest first:", *lines])
         if query is None or not query.strip():
@@ -193,6 +203,8 @@ class MemoryTools:
         source: str | None = None,
         importance: float = 0.5,
         replaces: list[str] | None = None,
+        force_replace: bool = False,
+        valid_from: str | None = None,
     ) -> str:
         ack = await self._writer().save_memory(
             self.agent_id,
@@ -202,6 +214,8 @@ class MemoryTools:
             source=source,
             importance=importance,
             replaces=replaces,
+            force_replace=force_replace,
+            valid_from=valid_from,
         )
         text = (
             f"Saved to long-term memory as [{ack.entry_id}]. Enrichment and deduplication "

@@ -28,6 +28,7 @@ from dreamkeeper.core.models import SOURCE_KEY, MemoryEntry, utc_now
 from dreamkeeper.core.settings import StoreSettings, embedding_settings
 from dreamkeeper.core.validation import (
     MAX_CONTENT_CHARS,
+    parse_moment,
     validate_category,
     validate_content,
     validate_entry_id,
@@ -38,6 +39,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.supersede import (
     apply_replaces,
     check_replaceable,
@@ -45,6 +47,7 @@ from dreamkeeper.stores.longterm.supersede import (
 )
 from dreamkeeper.stores.search.query import (
     DEFAULT_LIMIT,
+    conflict_note,
     display_text,
     format_hit,
     format_taxonomy,
@@ -105,7 +108,7 @@ def _print_entries(
 ) -> None:
     now = store.now()
     for entry in entries:
-        print(format_hit(entry, now, validity=validity))
+        print(format_hit(entry, now, validity=validity, conflict=conflict_note(store, entry)))
 
 
 def _asks_versions(args: argparse.Namespace) -> bool:
@@ -122,6 +125,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     parsed = parse_source(args.source)
     remote = remote_client(args)
     replaces = validate_replaces(args.replaces)
+    valid_from = parse_moment(args.valid_from, "--valid-from")
     if remote is None:
         # Refuse bad input here, before a server or the store's writer lock (a refused
         # save leaves no trace), with the store's own messages.
@@ -134,7 +138,16 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
         store = _store(settings)
         with store.writing():
-            check_replaceable(store, replaces, args.entry_id or "")
+            # The worker's save makes the same checks: another subject is refused (exit
+            # 2, the reason on stderr) unless --force-replace, which the journal records.
+            forced = check_replaceable(
+                store,
+                replaces,
+                args.entry_id or "",
+                content=content,
+                category=args.category,
+                force=args.force_replace,
+            )
             entry = store.create(
                 content,
                 category=args.category,
@@ -142,8 +155,13 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
                 metadata=metadata,
                 importance=args.importance,
                 entry_id=args.entry_id,
+                valid_from=valid_from,
             )
-            apply_replaces(store, entry.id, replaces)
+            apply_replaces(store, entry.id, replaces, forced=forced)
+        if not replaces:
+            note_conflicts(store, entry.id)
+        for old_id, why in forced.items():
+            print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
         print(entry.id)
     else:
 
@@ -159,6 +177,8 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
                 entry_id=args.entry_id,
                 idempotency_key=args.idempotency_key,
                 replaces=replaces or None,
+                force_replace=args.force_replace,
+                valid_from=valid_from,
             )
             return ack.entry_id
 
@@ -393,7 +413,18 @@ def register(sub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="ID",
-        help="a memory this fact replaces (a changed fact; kept as history; repeatable)",
+        help="a memory this fact replaces (a changed fact; kept as history; repeatable); "
+        "refused (exit 2, nothing saved) unless it is an older version of the same fact",
+    )
+    p.add_argument(
+        "--force-replace",
+        action="store_true",
+        help="replace what --replaces names even if it looks like another subject (journaled)",
+    )
+    p.add_argument(
+        "--valid-from",
+        metavar="WHEN",
+        help="when the fact became true, if not now: an ISO 8601 date or time (2026-03-01)",
     )
     add_direct(p)
 

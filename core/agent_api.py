@@ -46,7 +46,12 @@ class SearchOptions(SearchFilters, total=False):
 
 class SaveOptions(TypedDict, total=False):
     """A save's options: `importance` defaults to 0.5. Give `entry_id` or
-    `idempotency_key` (a retry with either is the same save, done once), not both."""
+    `idempotency_key` (a retry with either is the same save, done once), not both.
+    `replaces` is checked: each must be an older version of this fact (the same entity
+    and attribute), or nothing is saved (`ReplaceRefused`, with the reason) — unless
+    `force_replace`, which replaces it anyway and journals that it was forced.
+    `valid_from` (ISO 8601 or a datetime) is when the fact became true, if not when it
+    is saved ("moved here last week"): no more than a year ahead."""
 
     category: str | None
     tags: list[str] | None
@@ -55,6 +60,8 @@ class SaveOptions(TypedDict, total=False):
     entry_id: str | None
     idempotency_key: str | None
     replaces: list[str] | None  # ids of entries this fact replaces (a changed fact)
+    force_replace: bool
+    valid_from: datetime | str | None
 
 
 @dataclass(frozen=True)

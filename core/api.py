@@ -61,6 +61,8 @@ class SaveRequest(_Body):
     entry_id: str | None = None
     idempotency_key: str | None = None
     replaces: list[str] | None = None
+    force_replace: bool = False  # replace even what the subject check refuses (journaled)
+    valid_from: str | None = None  # ISO 8601: when the fact became true, if not now
 
 
 class RestoreRequest(_Body):

@@ -107,6 +107,20 @@ class SupersedeInput(BaseModel):
     max_applied: int  # what the cycle's budget leaves
     dry_run: bool = False
     cycle_id: str | None = None
+    why: str = "outdated"  # what the journal says made it history (ids follow)
+
+
+class ConflictsInput(BaseModel):
+    """Unsettled conflicts (`stores.longterm.conflicts`) a cycle may settle."""
+
+    agent_id: str
+    exclude: list[str] = Field(default_factory=list)  # planned to be folded (dry runs)
+    limit: int = Field(default=200, ge=1, le=5_000)
+
+
+class ConflictsResult(BaseModel):
+    pairs: list[SupersedePair] = Field(default_factory=list)  # older `id`, newer `by`
+    shown: Fingerprints = Field(default_factory=dict)  # both entries of each, as found
 
 
 class SupersedeResult(BaseModel):
@@ -283,6 +297,10 @@ class ConsolidationResult(BaseModel):
     pruned: list[str] = Field(default_factory=list)
     superseded: list[str] = Field(default_factory=list)  # marked outdated, kept as history
     refused_supersedes: dict[str, str] = Field(default_factory=dict)
+    # Of `superseded`: conflicts found at save time that this cycle settled, and those it
+    # left as visible conflicts (the floor, a changed entry), each with why.
+    settled_conflicts: list[str] = Field(default_factory=list)
+    unsettled_conflicts: dict[str, str] = Field(default_factory=dict)
     archived_with_replacement: int = 0
     stamped: int = 0
     prompt_tokens: int = 0
@@ -300,6 +318,8 @@ class ConsolidationResult(BaseModel):
         )
         if self.superseded:
             text += f", {len(self.superseded)} superseded by a newer entry"
+        if self.settled_conflicts:
+            text += f" ({len(self.settled_conflicts)} of them conflicts found at save time)"
         if self.deferred_by_budget:
             text += f", {self.deferred_by_budget} left for later cycles by the archive budget"
         return text

@@ -7,7 +7,8 @@ maps back with `error_for`).
     │   └── SettingsError                a setting out of range
     ├── NotFound                exit 2   no such memory
     ├── Conflict                exit 2   the write would clobber something unexpected
-    │   └── StoreMismatch                two parties on different stores
+    │   ├── StoreMismatch                two parties on different stores
+    │   └── ReplaceRefused               a save's `replaces` names another subject
     ├── Unavailable             exit 1   Temporal, a worker or the disk did not answer
     │   ├── StoreUnwritable              the data directory refuses writes
     │   └── LLMUnavailable               the LLM endpoint: a 5xx or no connection
@@ -62,6 +63,13 @@ class StoreMismatch(Conflict):
     failure_type = "StoreMismatch"
 
 
+class ReplaceRefused(Conflict):
+    """A save named an entry it replaces that is about something else (another entity
+    or attribute, `policies.supersede`): nothing was saved."""
+
+    failure_type = "ReplaceRefused"
+
+
 class Unavailable(DreamkeeperError):
     """Temporal, a worker or an endpoint did not answer in time; retrying may help."""
 
@@ -98,7 +106,10 @@ class MalformedLLMOutput(DreamkeeperError):
 
 _STORE_ERRORS = (InvalidInput, NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable)
 _LLM_ERRORS = (LLMRejected, MalformedLLMOutput, LLMUnavailable)
-_BY_FAILURE_TYPE = {cls.failure_type: cls for cls in (*_STORE_ERRORS, *_LLM_ERRORS)}
+# Answered, never raised out of an activity (a save's result carries it): mapped back by
+# clients, and no part of the retry policies' lists the histories were recorded with.
+_ANSWERS = (ReplaceRefused,)
+_BY_FAILURE_TYPE = {cls.failure_type: cls for cls in (*_STORE_ERRORS, *_LLM_ERRORS, *_ANSWERS)}
 # What a store step never retries (an LLM failure never comes out of one).
 NON_RETRYABLE_TYPES = [cls.failure_type for cls in _STORE_ERRORS if not cls.retryable]
 # What an LLM step never retries: the endpoint's refusals and unusable replies, and the

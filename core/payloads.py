@@ -26,6 +26,7 @@ class SaveOutcome(StrEnum):
     ENRICHED = "enriched"  # split into facts that cover it; the original retired
     KEPT = "kept"  # the original stays as it was saved
     DEDUPLICATED = "deduplicated"  # an existing entry absorbed it
+    REFUSED = "refused"  # nothing saved: what it said it replaces could not be replaced
 
 
 class PurgeInput(BaseModel):
@@ -113,8 +114,12 @@ class SaveInput(BaseModel):
     importance: float = 0.5
     store_id: str | None = None  # the caller's store; None: whichever the worker has
     # Entries this save replaces (a changed fact): superseded by it when it is persisted,
-    # each only if still current then. Older clients send nothing.
+    # each only if still current then and about the same subject (`force_replace`: even
+    # if not, journaled as forced). Older clients send nothing.
     replaces: list[str] = Field(default_factory=list)
+    force_replace: bool = False
+    # When the fact became true, if not when it is saved ("moved here last week").
+    valid_from: datetime | None = None
 
 
 class SaveAck(BaseModel):
@@ -132,6 +137,11 @@ class SaveAck(BaseModel):
     enrich_skipped: str | None = None
     embeddings: bool | None = None
     replaced: list[str] = Field(default_factory=list)  # the entries it superseded
+    # Nothing was saved, and why (ids and reasons, no content): what `replaces` named
+    # could not be replaced. `refused_type` is the `core.errors` failure type a client
+    # raises for it (older workers: unset, their refusals fail the run).
+    refused: str | None = None
+    refused_type: str | None = None
 
 
 class FactProposal(BaseModel):
@@ -143,6 +153,7 @@ class FactProposal(BaseModel):
     # Entries the LLM says this fact makes outdated, each with the fingerprint it was
     # shown: only ids it was shown get here; the store checks the rest when it saves.
     replaces: dict[str, str] = Field(default_factory=dict)
+    valid_from: datetime | None = None  # the note's, or the LLM's reading of it (checked)
 
 
 class EnrichResult(BaseModel):
@@ -180,6 +191,7 @@ class SaveFactResult(BaseModel):
     outcome: DedupOutcome
     entry_id: str
     replaced: list[str] = Field(default_factory=list)  # superseded by this fact
+    conflicts: list[str] = Field(default_factory=list)  # current entries it probably changes
 
 
 class MarkInput(BaseModel):

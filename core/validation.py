@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 
 from dreamkeeper.core.errors import InvalidInput
 
@@ -152,6 +153,13 @@ def require_unicode(text: str, what: str) -> None:
         raise InvalidInput(f"{what} is not valid Unicode (character {exc.start})") from None
 
 
+def validate_flag(value: object, name: str) -> bool:
+    """A yes/no option: True or False, not a truthy string ("false" is not False)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"invalid {name} {value!r}: expected true or false")
+    return value
+
+
 def validate_importance(importance: float) -> float:
     try:
         value = float(importance)
@@ -160,6 +168,53 @@ def validate_importance(importance: float) -> float:
     if not 0.0 <= value <= 1.0 or value != value:
         raise InvalidInput(f"invalid importance {importance!r}: expected 0.0 to 1.0")
     return value
+
+
+# How far ahead a fact may say it becomes true ("the rent goes up next month"): beyond
+# it, a date is more likely a typo or a misread year than a plan.
+VALID_FROM_MAX_AHEAD = timedelta(days=366)
+# How far ahead of the store's clock a saved time may be: clocks of two hosts differ.
+CREATED_AT_MAX_AHEAD = timedelta(minutes=5)
+EARLIEST_MOMENT = datetime(1900, 1, 1, tzinfo=UTC)
+
+
+def parse_moment(value: datetime | str | None, name: str) -> datetime | None:
+    """An ISO 8601 date or date and time (or a datetime), in UTC: a date alone is its
+    midnight UTC, a naive time is UTC. None or blank text is None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInput(
+                f"invalid {name} {value[:64]!r}: expected an ISO 8601 date or time, such as "
+                "2026-03-01 or 2026-03-01T09:30:00Z"
+            ) from None
+    else:
+        raise InvalidInput(f"invalid {name}: expected an ISO 8601 date or time as text")
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(f"invalid {name} {value!s}: out of range in UTC") from None
+
+
+def check_moment(
+    moment: datetime | None, name: str, *, now: datetime, ahead: timedelta
+) -> datetime | None:
+    """`moment` if it is no later than `ahead` past `now` and not before 1900."""
+    if moment is None:
+        return None
+    if moment > now + ahead:
+        raise InvalidInput(
+            f"{name} {moment.isoformat()} is in the future (the latest accepted is "
+            f"{(now + ahead).isoformat(timespec='seconds')})"
+        )
+    if moment < EARLIEST_MOMENT:
+        raise InvalidInput(f"{name} {moment.isoformat()} is before {EARLIEST_MOMENT.year}")
+    return moment
 
 
 def validate_metadata(metadata: dict[str, str] | None) -> dict[str, str]:

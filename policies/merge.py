@@ -91,6 +91,10 @@ def merged_entry(
         importance_score=importance,
         last_seen_at=max(s.last_seen_at for s in sources),
         reinforcement_count=sum(s.reinforcement_count for s in sources),
+        # True since the earliest source was: a source's own validFrom survives the merge.
+        valid_from=(
+            min(s.valid_since for s in sources) if any(s.valid_from for s in sources) else None
+        ),
     )
 
 

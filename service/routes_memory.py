@@ -110,7 +110,9 @@ async def archived(agent_id: str, state: State) -> EntriesResponse:
 
 @router.post("/memories", response_model=SaveAck, status_code=201, openapi_extra=WRITE)
 async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck:
-    """Returns once the original is durable; enrichment and dedup go on in the workflow."""
+    """Returns once the original is durable; enrichment and dedup go on in the workflow.
+    A `replaces` that names another subject is refused with 409 (`ReplaceRefused`, the
+    reason in `detail`), nothing saved, unless `force_replace`."""
     count = state.metrics.saves
     try:
         handle = state.agent(agent_id, write=True)
@@ -124,6 +126,8 @@ async def save_memory(agent_id: str, body: SaveRequest, state: State) -> SaveAck
             entry_id=body.entry_id,
             idempotency_key=body.idempotency_key,
             replaces=body.replaces,
+            force_replace=body.force_replace,
+            valid_from=body.valid_from,
         )
     except DreamkeeperError as exc:
         outcome = (

@@ -185,17 +185,19 @@ class MemoryStore(Protocol):
         importance: float = 0.5,
         entry_id: str | None = None,
         now: datetime | None = None,
+        valid_from: datetime | None = None,
     ) -> MemoryEntry:
         """A new entry (revision 1). With an explicit id the call is idempotent: an entry
         with that id and the same content is returned as it is; other content is a
-        `Conflict`."""
+        `Conflict`. `valid_from`: when the fact became true, if not when it is saved."""
         ...
 
     def create_many(
         self, items: Iterable[NewEntry], *, now: datetime | None = None
     ) -> list[MemoryEntry]:
         """`create` for many entries at once, with its guarantees per entry; every item
-        is validated before anything is written."""
+        is validated before anything is written. An item may carry its own dates
+        (`NewEntry.created_at`, `valid_from`), checked: none in the future."""
         ...
 
     def import_entries(self, entries: Iterable[MemoryEntry]) -> BulkReport:

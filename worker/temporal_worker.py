@@ -126,6 +126,7 @@ def worker_activities(
         dream.archive_merged_sources,
         dream.prune_ephemeral,
         dream.supersede_outdated,
+        dream.find_conflicts,
         dream.stamp_reviewed,
         preferences.rotate_conversation_log,
         preferences.infer_preferences,

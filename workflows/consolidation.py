@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from dreamkeeper.core import names
     from dreamkeeper.core.dream_payloads import (
         ArchiveSourcesInput,
+        ConflictsInput,
         ConsolidationInput,
         ConsolidationResult,
         FoldInput,
@@ -74,6 +75,9 @@ MAX_IGNORED_REPORTED = 50
 # Consolidation may mark outdated entries as superseded (a step histories from before
 # it never had): a workflow.patched id.
 SUPERSEDE_PATCH = "consolidation-supersedes"
+# Conflicts saves found and nobody settled are settled as supersedes, LLM or not (a step
+# histories from before it never had).
+SETTLE_PATCH = "consolidation-settles-conflicts"
 Activities = ConsolidationActivities
 
 
@@ -130,6 +134,8 @@ class Consolidation:
     @workflow.run
     async def run(self, inp: ConsolidationInput) -> ConsolidationResult:
         await self._fold()
+        if workflow.patched(SETTLE_PATCH):
+            await self._settle_conflicts()
         gate = await self._gate()
         if gate is None:
             return await self._finish()
@@ -393,6 +399,47 @@ class Consolidation:
             consumed -= await self._recall.check(canaries, self._res, self._as_of, self._cycle)
         return consumed
 
+    async def _settle_conflicts(self) -> None:
+        """Conflicts found at save time (`stores.longterm.conflicts`: the same subject
+        and attribute, another value, nobody said which replaces which), settled: the
+        older of each pair superseded by the newer through the checked store operation
+        — both still current and unchanged, about the same thing, the older below the
+        high-value floor — within the cycle's budget. What is refused stays a visible,
+        dated conflict in recall."""
+        found = await workflow.execute_activity_method(
+            Activities.find_conflicts,
+            ConflictsInput(
+                agent_id=self._inp.agent_id,
+                exclude=[c for f in self._plan.folds for c in f.copies],
+            ),
+            **with_summary(SCAN_STEP, "find unsettled conflicts"),
+        )
+        if not found.pairs:
+            return
+        workflow.set_current_details(f"step 1/7: settling {len(found.pairs)} conflict(s)")
+        done = await workflow.execute_activity_method(
+            Activities.supersede_outdated,
+            SupersedeInput(
+                agent_id=self._inp.agent_id,
+                pairs=found.pairs,
+                expected=found.shown,
+                as_of=self._as_of,
+                max_applied=max(0, self._budget),
+                dry_run=self._dry,
+                cycle_id=self._cycle,
+                why="conflict settled",
+            ),
+            **with_summary(STORE_STEP, f"settle {len(found.pairs)} conflict(s)"),
+        )
+        self._budget -= len(done.applied)
+        self._defer(done.deferred)
+        self._res.settled_conflicts = [p.id for p in done.applied]
+        self._res.superseded += self._res.settled_conflicts
+        self._res.unsettled_conflicts = dict(list(done.refused.items())[:MAX_IGNORED_REPORTED])
+        self._plan.supersedes += [
+            PlannedSupersede(id=p.id, by=p.by, fingerprint=found.shown[p.id]) for p in done.applied
+        ]
+
     async def _supersede(self, proposals: Proposals, consumed: set[str]) -> None:
         """Outdated entries become history instead of prunes: marked superseded (kept,
         current no more), never archived. Not a merge's source or a merge's product
@@ -432,9 +479,9 @@ class Consolidation:
         )
         self._budget -= len(done.applied)
         self._defer(done.deferred)
-        self._res.superseded = [p.id for p in done.applied]
+        self._res.superseded += [p.id for p in done.applied]
         self._res.refused_supersedes = dict(list(done.refused.items())[:MAX_IGNORED_REPORTED])
-        self._plan.supersedes = [
+        self._plan.supersedes += [
             PlannedSupersede(id=p.id, by=p.by, fingerprint=proposals.shown[p.id])
             for p in done.applied
         ]

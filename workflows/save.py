@@ -73,6 +73,8 @@ def _done(result: SaveResult) -> str:
     """The closed run's current details: the outcome, never any memory content."""
     if result.detail == ALREADY_SAVED:
         return "done: an earlier run of this save finished it"
+    if result.outcome is SaveOutcome.REFUSED:
+        return "done: refused, nothing saved"
     if result.outcome is SaveOutcome.ENRICHED:
         return f"done: enriched into {len({r.entry_id for r in result.replacements})} entr(ies)"
     if result.outcome is SaveOutcome.DEDUPLICATED:
@@ -121,6 +123,14 @@ class SaveMemory:
 
     async def _save(self, inp: SaveInput) -> SaveResult:
         self._ack = await self._persist(inp)
+        if self._ack.refused is not None:
+            # Nothing was written; the caller has the reason from the update.
+            return SaveResult(
+                agent_id=inp.agent_id,
+                entry_id=inp.entry_id,
+                outcome=SaveOutcome.REFUSED,
+                detail=self._ack.refused,
+            )
         if self._ack.already_done:
             return SaveResult(
                 agent_id=inp.agent_id,

@@ -32,6 +32,7 @@ from dreamkeeper.policies.injection import flagged
 from dreamkeeper.policies.preferences import replaces_on_conflict
 from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import retired_into
 from dreamkeeper.stores.longterm.supersede import supersede
@@ -42,6 +43,7 @@ class SavedFact:
     outcome: DedupOutcome
     entry_id: str
     replaced: tuple[str, ...] = ()  # entries this fact superseded (an LLM's proposal)
+    conflicts: tuple[str, ...] = ()  # current entries it likely changes (left current)
 
 
 _ACTION = {
@@ -62,12 +64,15 @@ def save_fact(
     now: datetime | None = None,
     candidate_vector: np.ndarray | None = None,
     replaces: Mapping[str, str] | None = None,
+    valid_from: datetime | None = None,
 ) -> SavedFact:
     """`touched`: entries this save already reinforced — one save reinforces an entry at
     most once. `candidate_vector`, when given, compares by cosine with entries that have
     a vector and is stored as the new entry's vector if one is created. `replaces`:
     entries an LLM says this fact makes outdated (id → the fingerprint it was shown),
-    superseded by a created entry when the store and `policies.supersede` agree."""
+    superseded by a created entry when the store and `policies.supersede` agree; any
+    other current entry it likely changes is linked to it as a conflict
+    (`stores.longterm.conflicts`). `valid_from`: when a created entry became true."""
     validate_entry_id(new_id)
     with store.writing():  # one lock hold for lookup + write
         done = store.applied(op_id)
@@ -77,8 +82,9 @@ def save_fact(
             # A retry after the create: the supersedes are exactly-once by their own ops.
             near = _near(store, candidate, candidate_vector, lambda e: e.id != new_id)
             replaces = _with_conflict(candidate, near, replaces)
+            replaced = _replace(store, candidate, new_id, op_id, replaces)
             return SavedFact(
-                DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
+                DedupOutcome.CREATED, new_id, replaced, tuple(note_conflicts(store, new_id))
             )
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
@@ -99,12 +105,14 @@ def save_fact(
                 importance=candidate.importance,
                 entry_id=new_id,
                 now=at,
+                valid_from=valid_from,
             )
             if candidate_vector is not None and store.embeddings is not None:
                 store.write_vector(new_id, candidate_vector, created.fingerprint)
             replaces = _with_conflict(candidate, near, replaces)
+            replaced = _replace(store, candidate, new_id, op_id, replaces)
             return SavedFact(
-                DedupOutcome.CREATED, new_id, _replace(store, candidate, new_id, op_id, replaces)
+                DedupOutcome.CREATED, new_id, replaced, tuple(note_conflicts(store, new_id))
             )
         assert match is not None and decision.updated is not None
         store.put(
@@ -224,7 +232,9 @@ def dedup_existing(
             vocabulary=vocabulary,
         )
         if decision.outcome is DedupOutcome.CREATED or match is None:
-            return SavedFact(DedupOutcome.CREATED, entry_id)
+            return SavedFact(
+                DedupOutcome.CREATED, entry_id, conflicts=tuple(note_conflicts(store, entry_id))
+            )
         assert decision.updated is not None
         # Save first, then retire: the copy goes only into a replacement that persisted.
         store.put(

@@ -49,6 +49,7 @@ from dreamkeeper.stores.longterm.records import (
     Retirement,
     StoredVector,
     checked_entry,
+    checked_valid_from,
     document_text,
     imported_entry,
     new_entry,
@@ -292,9 +293,12 @@ class StoreOperations:
         importance: float = 0.5,
         entry_id: str | None = None,
         now: datetime | None = None,
+        valid_from: datetime | None = None,
     ) -> MemoryEntry:
         """Create an entry. With an explicit id the call is idempotent: an existing entry
-        with the same content is returned unchanged; different content is a conflict."""
+        with the same content is returned unchanged; different content is a conflict.
+        `valid_from`: when the fact became true, if not when it is saved (no later than
+        a year past the store's clock)."""
         content = validate_content(content)
         category = validate_category(category)
         tag_list = validate_tags(tags)
@@ -325,6 +329,7 @@ class StoreOperations:
                 last_seen_at=at,
                 metadata=metadata,
                 importance_score=importance,
+                valid_from=checked_valid_from(valid_from, max(at, self.now())),
             )
             return self._write(entry, None, JournalAction.CREATED, None)
 
@@ -336,10 +341,13 @@ class StoreOperations:
         """Create many entries under one lock hold, in chunks (one journal batch or one
         transaction each), with `create`'s guarantees per entry: each is atomic, and a
         crash anywhere leaves every entry written or not. Every item is validated before
-        anything is written; an explicit id is idempotent as in `create`."""
-        at = as_utc(now) if now is not None else self.now()
+        anything is written; an explicit id is idempotent as in `create`. An item's own
+        `created_at` (a note from years ago) and `valid_from` are checked as `create`
+        checks them: well-formed, and not in the future."""
+        clock = self.now()
+        at = as_utc(now) if now is not None else clock
         items = list(items)
-        wanted = [new_entry(item, at) for item in items]
+        wanted = [new_entry(item, at, clock=max(at, clock)) for item in items]
         fresh_ids = {e.id for e, item in zip(wanted, items, strict=True) if item.entry_id is None}
         report = self._bulk_write(wanted, reason=None, redraw=fresh_ids, strict=True)
         return report.entries
@@ -348,8 +356,10 @@ class StoreOperations:
         """Bring whole entries in as they are — ids, times, counts, archive state — on
         `create_many`'s bulk path: idempotent by id (an entry already here with the same
         content is left as it is), an id here with other content is a conflict, reported
-        and left alone. Every entry is validated before anything is written."""
-        wanted = [imported_entry(entry) for entry in entries]
+        and left alone. Every entry is validated before anything is written, its times
+        too (none in the future)."""
+        clock = self.now()
+        wanted = [imported_entry(entry, clock=clock) for entry in entries]
         return self._bulk_write(wanted, reason="imported", redraw=set(), strict=False)
 
     def _bulk_write(

@@ -12,9 +12,13 @@ from datetime import datetime
 import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import (
+    CREATED_AT_MAX_AHEAD,
+    VALID_FROM_MAX_AHEAD,
+    check_moment,
     new_entry_id,
+    parse_moment,
     validate_category,
     validate_content,
     validate_entry_id,
@@ -99,7 +103,24 @@ class BulkReport:
 # Fields naming other entries, besides `retiredInto`: whatever a file says there is later
 # used to look entries up (undo, forget, history), so it must be an id, never a path.
 _ID_FIELDS = ("superseded_by", "supersedes", "replaces")
-_ID_LIST_METADATA = (MERGED_FROM,)
+# A likely conflict's links (`stores.longterm.conflicts`), JSON lists of ids.
+CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probably changes
+NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
+CONFLICT_LINKS = (CONFLICTS_WITH, NEWER_VERSIONS)
+# Lists of ids in metadata: a merge's sources, a likely conflict's other entries.
+_ID_LIST_METADATA = (MERGED_FROM, *CONFLICT_LINKS)
+
+
+def linked(entry: MemoryEntry, key: str) -> list[str]:
+    """The ids under one of a likely conflict's links (an unreadable value reads as none)."""
+    raw = entry.metadata.get(key)
+    if not raw:
+        return []
+    try:
+        ids = safe_json.loads(raw, max_bytes=MAX_ID_LIST_BYTES)
+    except ValueError:
+        return []
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def _ids_of(value: object, where: str) -> None:
@@ -160,17 +181,41 @@ def checked_entry(entry: MemoryEntry) -> MemoryEntry:
     return screened_entry(entry)
 
 
-def imported_entry(entry: MemoryEntry) -> MemoryEntry:
-    """An entry from elsewhere, checked by the store's rules; its store bookkeeping
-    (revision, applied ops) is this store's own, so it starts afresh."""
+def checked_valid_from(value: datetime | str | None, now: datetime) -> datetime | None:
+    """When a fact became true, as a store accepts it: well-formed, and no more than
+    `VALID_FROM_MAX_AHEAD` past `now`."""
+    moment = parse_moment(value, "valid_from")
+    return check_moment(moment, "valid_from", now=now, ahead=VALID_FROM_MAX_AHEAD)
+
+
+def checked_created_at(value: datetime | str | None, now: datetime) -> datetime | None:
+    """When a memory was first seen, given by the caller (an import, a dated note):
+    well-formed, and not in the future (beyond a clock's skew)."""
+    moment = parse_moment(value, "created_at")
+    return check_moment(moment, "created_at", now=now, ahead=CREATED_AT_MAX_AHEAD)
+
+
+def imported_entry(entry: MemoryEntry, *, clock: datetime | None = None) -> MemoryEntry:
+    """An entry from elsewhere, checked by the store's rules (its times too: none in
+    the future of `clock`); its store bookkeeping (revision, applied ops) is this
+    store's own, so it starts afresh."""
     validate_id_fields(entry)
     entry = checked_entry(entry)
+    clock = clock or utc_now()
+    try:
+        checked_created_at(entry.created_at, clock)
+        checked_created_at(entry.last_seen_at, clock)
+        checked_valid_from(entry.valid_from, clock)
+    except InvalidInput as exc:
+        raise InvalidInput(f"memory {entry.id}: {exc}") from None
     return entry.model_copy(update={"revision": 0, "applied_ops": {}})
 
 
 @dataclass(frozen=True)
 class NewEntry:
-    """One entry for `create_many`: what `create` takes."""
+    """One entry for `create_many`: what `create` takes, and optionally its own dates:
+    `created_at` (first seen: a note from years ago) and `valid_from` (when the fact
+    became true). ISO 8601 text or datetimes; naive is UTC."""
 
     content: str
     category: str | None = None
@@ -178,13 +223,19 @@ class NewEntry:
     metadata: dict[str, str] = field(default_factory=dict)
     importance: float = 0.5
     entry_id: str | None = None
+    created_at: datetime | str | None = None
+    valid_from: datetime | str | None = None
 
 
-def new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
+def new_entry(item: NewEntry, at: datetime, *, clock: datetime | None = None) -> MemoryEntry:
+    """The entry `item` describes, created at `at` unless it has its own `created_at`;
+    its dates checked against `clock`, the store's time."""
     content = validate_content(item.content)
     metadata, importance = screened(
         content, validate_metadata(item.metadata), validate_importance(item.importance)
     )
+    clock = clock or at
+    created = checked_created_at(item.created_at, clock) or at
     return MemoryEntry(
         id=validate_entry_id(item.entry_id) if item.entry_id is not None else new_entry_id(),
         content=content,
@@ -192,8 +243,9 @@ def new_entry(item: NewEntry, at: datetime) -> MemoryEntry:
         tags=validate_tags(item.tags),
         metadata=metadata,
         importance_score=importance,
-        created_at=at,
-        last_seen_at=at,
+        created_at=created,
+        last_seen_at=created,
+        valid_from=checked_valid_from(item.valid_from, clock),
     )
 
 

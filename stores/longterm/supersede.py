@@ -16,13 +16,14 @@ Otherwise nothing changes and the result says why. `unsupersede` is its inverse 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound
+from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound, ReplaceRefused
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.validation import validate_entry_id
+from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import retired_into
@@ -182,9 +183,21 @@ def history(store: MemoryStore, entry_id: str) -> list[MemoryEntry]:
     return sorted(chain.values(), key=lambda e: (e.valid_since, e.created_at, e.id))
 
 
-def check_replaceable(store: MemoryStore, replaces: Iterable[str], new_id: str) -> None:
+def check_replaceable(
+    store: MemoryStore,
+    replaces: Iterable[str],
+    new_id: str,
+    *,
+    content: str | None = None,
+    category: str | None = None,
+    force: bool = False,
+) -> dict[str, str]:
     """Refuse a save's `replaces` before anything is written: each must exist and be
-    current (or already be replaced by `new_id`: a retried save)."""
+    current (or already be replaced by `new_id`: a retried save) and, given the new
+    fact's `content`, be about the same subject (`policies.supersede`: the same entity
+    and attribute) — unless `force`. Returns the replacements `force` let through
+    despite the subject check, each with the check's reason (to journal)."""
+    forced: dict[str, str] = {}
     for old_id in replaces:
         old = store.get(validate_entry_id(old_id))
         if old_id == new_id:
@@ -200,6 +213,18 @@ def check_replaceable(store: MemoryStore, replaces: Iterable[str], new_id: str) 
                 f"cannot replace {old_id}: it was already replaced by {old.superseded_by} "
                 "(replace the current version instead)"
             )
+        if content is None:
+            continue
+        why = objection(old, content, category)
+        if why is None:
+            continue
+        if not force:
+            raise ReplaceRefused(
+                f"not saved: {old_id} is not an older version of this fact ({why}); save "
+                "without replaces to keep both, or with force_replace to replace it anyway"
+            )
+        forced[old_id] = why
+    return forced
 
 
 def replace_op(new_id: str, old_id: str) -> str:
@@ -207,12 +232,22 @@ def replace_op(new_id: str, old_id: str) -> str:
     return f"replace-{new_id}-{old_id}"
 
 
-def apply_replaces(store: MemoryStore, new_id: str, replaces: Iterable[str]) -> list[str]:
+def apply_replaces(
+    store: MemoryStore,
+    new_id: str,
+    replaces: Iterable[str],
+    *,
+    forced: Mapping[str, str] | None = None,
+) -> list[str]:
     """Supersede each of `replaces` by `new_id` (a save that names what it replaces);
     returns those now replaced by it. Call under the same writer-lock hold as
-    `check_replaceable` and the save, so nothing comes in between."""
+    `check_replaceable` and the save, so nothing comes in between. A replacement in
+    `forced` (the caller overrode the subject check) says so in its journal record."""
     done = []
     for old_id in replaces:
-        if supersede(store, old_id, new_id, op=replace_op(new_id, old_id)).applied:
+        why = (forced or {}).get(old_id)
+        reason = f"replaced by {new_id}, forced over the subject check ({why})" if why else None
+        applied = supersede(store, old_id, new_id, op=replace_op(new_id, old_id), reason=reason)
+        if applied.applied:
             done.append(old_id)
     return done

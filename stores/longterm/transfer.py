@@ -10,13 +10,21 @@ for an entry whose stored vector is current.
 
 Import goes through `MemoryStore.import_entries` (the bulk path): idempotent by id,
 an id already here with other content reported as a conflict and left alone, every entry
-validated before anything is written. A file of another format or version is refused
-before anything is read further. Vectors are written only into a store whose embedding
-model has the same key; otherwise the worker's backfill makes them.
+validated before anything is written (its dates too: well-formed, none in the future). A
+file of another format or version is refused before anything is read further. Vectors
+are written only into a store whose embedding model has the same key; otherwise the
+worker's backfill makes them.
+
+A history from elsewhere (years of notes or chat) needs no ids: an entry line may give
+only `content` and its own `createdAt` (when it was written) and `validFrom` (when it
+became true), with `category`, `tags`, `metadata` and `importanceScore` if it likes. Its
+id is derived from its content and `createdAt`, so importing the same file again
+changes nothing; with no `createdAt` it is dated at the import.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,7 +38,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.records import BulkReport, validate_id_fields
+from dreamkeeper.stores.longterm.records import BulkReport, imported_entry, validate_id_fields
 
 FORMAT = "dreamkeeper-export"
 FORMAT_VERSION = 1
@@ -128,6 +136,7 @@ def read_export(
             f"version {FORMAT_VERSION} (export it again with this version, or upgrade)"
         )
     parsed = ImportFile(header)
+    now = utc_now()
     for number, line in enumerate(it, start=2):
         if not line.strip():
             continue
@@ -135,7 +144,7 @@ def read_export(
         if not isinstance(data, dict) or not isinstance(data.get("entry"), dict):
             raise InvalidInput(f'line {number}: expected {{"entry": {{...}}}}')
         try:
-            entry = MemoryEntry.model_validate(data["entry"])
+            entry = MemoryEntry.model_validate(_with_id(data["entry"], now))
         except ValidationError as exc:
             reason = exc.errors()[0]
             where = ".".join(str(p) for p in reason.get("loc", ()))
@@ -151,6 +160,27 @@ def read_export(
         if progress is not None:
             progress(len(parsed.entries))
     return parsed
+
+
+def derived_id(content: str, created_at: str) -> str:
+    """The id of an imported note that has none: the same note, dated the same, gets the
+    same id on every import."""
+    digest = hashlib.sha256(f"{created_at}\x00{content}".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:12]
+
+
+def _with_id(raw: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """An entry line as a whole entry: one without an id (a note from elsewhere) gets
+    one derived from its content and `createdAt`, and is dated now if it has no date."""
+    if raw.get("id") is not None:
+        return raw
+    content, created = raw.get("content"), raw.get("createdAt", raw.get("created_at"))
+    if not isinstance(content, str) or not (created is None or isinstance(created, str)):
+        return raw  # the model's validation names what is wrong
+    dated = {**raw, "id": derived_id(content, created or "")}
+    if created is None:
+        dated["createdAt"] = now.isoformat()
+    return dated
 
 
 @dataclass
@@ -182,10 +212,13 @@ class ImportPlan:
 
 
 def plan_import(store: MemoryStore, parsed: ImportFile) -> ImportPlan:
-    """What `import_entries` would do, without writing."""
+    """What `import_entries` would do, without writing (refusing what it would refuse:
+    a date in the future)."""
     plan = ImportPlan()
     seen: set[str] = set()
+    clock = store.now()
     for entry in parsed.entries:
+        imported_entry(entry, clock=clock)
         if entry.id in seen:
             raise InvalidInput(f"memory {entry.id} is given twice in the file")
         seen.add(entry.id)

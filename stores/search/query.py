@@ -30,6 +30,12 @@ from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category, validate_entry_id
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.longterm.records import (
+    CONFLICT_LINKS,
+    CONFLICTS_WITH,
+    NEWER_VERSIONS,
+    linked,
+)
 from dreamkeeper.stores.longterm.supersede import history as versions
 from dreamkeeper.stores.search.bm25 import BM25Index, query_phrases, query_terms
 from dreamkeeper.stores.search.fusion import (
@@ -184,6 +190,7 @@ def search(
     as_of: datetime | str | None = None,
     history: str | None = None,
     query_vector: np.ndarray | None = None,
+    keyword_only: bool = False,
 ) -> list[SearchHit]:
     """Both created bounds are inclusive; text bounds are ISO 8601 (see `_moment`).
     `metadata` keeps entries whose metadata holds every given key with exactly that
@@ -193,7 +200,12 @@ def search(
     Current facts only, by default: a superseded entry is found with
     `include_superseded` (or `include_archived`), `as_of` returns what was valid at that
     time (by validity, not save time), and `history=<id>` returns that fact's versions,
-    oldest first (the query and the other filters are then ignored)."""
+    oldest first (the query and the other filters are then ignored). `keyword_only`:
+    BM25 alone, never asking the embedding model (a caller holding the writer lock).
+
+    Two entries linked as a likely conflict (`stores.longterm.conflicts`) come out
+    together, the newer first, at the better rank of the two — the newer one is
+    brought in if only the older matched (and passes the filters)."""
     if history is not None:
         return [SearchHit(e, None) for e in versions(store, validate_entry_id(history))][
             : _check_limit(limit)
@@ -213,7 +225,9 @@ def search(
     if query is None or not query.strip():
         return _browse(store, filters, limit, include_archived)
     tokens = query_terms(query)
-    if query_vector is None and store.embeddings is not None:
+    if keyword_only:
+        query_vector = None
+    elif query_vector is None and store.embeddings is not None:
         query_vector = store.embeddings.embed_query(query)
     vectors = store.vectors(query_vector.size) if query_vector is not None else None
     if not tokens and vectors is None:
@@ -226,7 +240,8 @@ def search(
         slots = _candidates(store, index, filters, base, semantic, threshold)
         if slots.size == 0:
             return []
-        return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
+        hits = _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
+        return _newer_first(store, hits, filters, limit)
     # Keyword only: without per-entry filters, entries that cannot reach the top `limit`
     # (whatever their phrase bonus) are never scored.
     slots, keyword = index.candidates(
@@ -242,7 +257,70 @@ def search(
         slots, keyword = slots[kept], keyword[kept]
     if slots.size == 0:
         return []
-    return _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
+    hits = _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
+    return _newer_first(store, hits, filters, limit)
+
+
+def _linked_ids(entry: MemoryEntry) -> list[str]:
+    return [i for key in CONFLICT_LINKS for i in linked(entry, key)]
+
+
+def _newer_first(
+    store: MemoryStore, hits: list[SearchHit], filters: _Filters, limit: int
+) -> list[SearchHit]:
+    """Keep each likely conflict together, newer first, where its better-ranked entry
+    was (see `search`). Only entries the search admits take part (current ones, or
+    those valid at `as_of`); a partner that did not match is added beside its pair."""
+    if not any(key in h.entry.metadata for h in hits for key in CONFLICT_LINKS):
+        return hits
+    admitted: dict[str, SearchHit] = {h.entry.id: h for h in hits}
+    group: dict[str, str] = {}  # id -> its group's root
+
+    def root(i: str) -> str:
+        while group.get(i, i) != i:
+            i = group[i]
+        return i
+
+    todo = [h.entry for h in hits]
+    while todo:
+        entry = todo.pop()
+        for other_id in _linked_ids(entry):
+            other = admitted.get(other_id)
+            if other is None:
+                found = store.get(other_id) if len(admitted) < 4 * limit else None
+                if found is None or not _admits(filters, found):
+                    continue
+                other = admitted[other_id] = SearchHit(found, None)
+                todo.append(found)
+            group[root(other.entry.id)] = root(entry.id)
+    if not group:
+        return hits
+    members: dict[str, list[SearchHit]] = {}
+    for hit in admitted.values():
+        members.setdefault(root(hit.entry.id), []).append(hit)
+    out: list[SearchHit] = []
+    done: set[str] = set()
+    for hit in hits:
+        top = root(hit.entry.id)
+        if top in done:
+            continue
+        done.add(top)
+        newest_first = sorted(
+            members[top], key=lambda h: (h.entry.valid_since, h.entry.created_at), reverse=True
+        )
+        out += [
+            SearchHit(h.entry, h.score if h.score is not None else hit.score) for h in newest_first
+        ]
+    return out[:limit]
+
+
+def _admits(filters: _Filters, entry: MemoryEntry) -> bool:
+    """Whether an entry no query matched passes the search's filters and scope."""
+    if filters.category is not None and not category_matches(entry.category, filters.category):
+        return False
+    if not filters.wide and not entry.is_current:
+        return False
+    return filters.admits(entry)
 
 
 def _group_mask(store: MemoryStore, category: str | None) -> np.ndarray | None:
@@ -520,9 +598,12 @@ def format_age(entry: MemoryEntry, now: datetime) -> str:
     return f"seen {entry.reinforcement_count}× from {first} to {last}"
 
 
-def format_hit(entry: MemoryEntry, now: datetime, *, validity: bool = False) -> str:
+def format_hit(
+    entry: MemoryEntry, now: datetime, *, validity: bool = False, conflict: str | None = None
+) -> str:
     """One result line. A replaced version always says so; `validity` (a search that
-    asked for versions) also dates the current one, so the two read as a timeline."""
+    asked for versions) also dates the current one, so the two read as a timeline.
+    `conflict` (`conflict_note`) dates an unsettled change and names the other entry."""
     parts = [
         entry.category or "uncategorized",
         f"importance={entry.importance_score:.2f}",
@@ -534,9 +615,27 @@ def format_hit(entry: MemoryEntry, now: datetime, *, validity: bool = False) -> 
         parts.append(f"archived: {entry.archive_reason}")
     if entry.invalid_at is not None and entry.superseded_by is not None:
         parts.append(f"replaced on {entry.invalid_at:%Y-%m-%d} by [{entry.superseded_by}]")
-    elif (validity or entry.valid_from is not None) and entry.is_current:
+    elif (validity or entry.valid_from is not None or conflict) and entry.is_current:
         parts.append(f"current since {entry.valid_since:%Y-%m-%d}")
+    if conflict:
+        parts.append(conflict)
     return f"- [{entry.id}] ({', '.join(parts)}): {display_text(entry.content)}"
+
+
+def conflict_note(store: MemoryStore, entry: MemoryEntry) -> str | None:
+    """For a current entry linked with another current one as a likely, unsettled
+    change (`stores.longterm.conflicts`): which is newer, and since when — "newer:
+    [id], 2026-03-02" on the older one, "older: [id], 2025-11-01" on the newer. None
+    when there is no such link (the usual case: nothing is read)."""
+    if not entry.is_current or not any(key in entry.metadata for key in CONFLICT_LINKS):
+        return None
+    notes = []
+    for key, label in ((NEWER_VERSIONS, "newer"), (CONFLICTS_WITH, "older")):
+        others = [e for i in linked(entry, key) if (e := store.get(i)) is not None and e.is_current]
+        if others:
+            other = max(others, key=lambda e: (e.valid_since, e.created_at))
+            notes.append(f"{label}: [{other.id}], {other.valid_since:%Y-%m-%d}")
+    return "; ".join(notes) or None
 
 
 def format_taxonomy(categories: dict[str, int]) -> str:

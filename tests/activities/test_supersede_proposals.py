@@ -41,3 +41,23 @@ def test_garbled_replaces_in_an_enrichment_reply_keep_the_fact(junk):
     parsed = parse_enrichment(json.dumps([fact]))
     assert [f.content for f in parsed.facts] == ["Maya Lund lives in Porto."]
     assert all(len(i) == 12 for i in parsed.facts[0].replaces)
+
+
+@settings(max_examples=120, deadline=None)
+@given(junk=junk | st.text(max_size=80) | st.datetimes().map(lambda d: d.isoformat()))
+def test_a_garbled_valid_from_in_an_enrichment_reply_keeps_the_fact_and_is_checked(junk):
+    from datetime import UTC, datetime, timedelta
+
+    from dreamkeeper.activities.save import LLM_VALID_FROM_MAX_AHEAD, proposed_valid_from
+
+    fact = {"content": "The user moved to Denver.", "validFrom": junk}
+    parsed = parse_enrichment(json.dumps([fact], default=str))
+    assert [f.content for f in parsed.facts] == ["The user moved to Denver."]
+    proposal = parsed.facts[0].valid_from
+    assert proposal is None or (isinstance(proposal, str) and len(proposal) <= 64)
+    saved_at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    moment = proposed_valid_from(proposal, saved_at) if proposal is not None else None
+    assert moment is None or (
+        moment.tzinfo is not None and moment <= saved_at + LLM_VALID_FROM_MAX_AHEAD
+    )
+    assert moment is None or moment >= saved_at - timedelta(days=365 * 200)

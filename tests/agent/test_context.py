@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from dreamkeeper.agent.context import (
     PATROL_HEADER,
     RECALLED_HEADER,
@@ -54,11 +57,29 @@ def test_first_turn_with_no_hits_falls_back_to_recent_entries(builder, store, co
     assert second.recalled == [] and _system(second, RECENT_HEADER) is None
 
 
-def test_short_messages_skip_long_term_recall(builder, store, conversations):
-    store.create("The user lives in Chicago", category="user-preferences")
+def test_short_questions_get_recall_and_chitchat_does_not(builder, store, conversations):
+    phone = store.create("Bob's phone number is +1 404-519-2406.", category="people/bob")
+    thanks = store.create("Thanks notes go in the shared folder; ok to reuse.", category="misc")
     _turn(conversations, "earlier turn")
-    assert builder.build(S1, "Chicago?").recalled == []  # 8 characters: no search
-    assert len(builder.build(S1, "Tell me something about Chicago please").recalled) == 1
+    # 27 characters: the commonest recall there is, searched like any other message.
+    context = builder.build(S1, "What is Bob's phone number?")
+    assert context.recalled[:1] == [phone.id]
+    assert "+1 404-519-2406" in _system(context, RECALLED_HEADER)
+    builder._injected.clear()
+    assert builder.build(S1, "Chicago?").recalled == []  # searched: nothing matches
+    # Nothing but acknowledgements: no search, though an entry holds those very words.
+    for message in ("ok", "Thanks!", "ok, thanks a lot", "hi there", "Got it"):
+        assert builder.build(S1, message).recalled == [], message
+    assert thanks.id in builder.build(S1, "Where do thanks notes go?").recalled
+
+
+@given(st.text(max_size=40))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_short_message_builds_a_context(builder, conversations, message):
+    context = builder.build(S1, message)
+    assert context.messages is not None
 
 
 def test_working_memory_inventory_shows_keys_never_content(builder, working):

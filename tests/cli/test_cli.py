@@ -211,3 +211,46 @@ def test_config_shows_what_the_settings_imply(cli, tmp_path, monkeypatch):
     assert shown["codec"]["payload_key_file"].startswith(str(tmp_path / "payload-key"))
     assert shown["temporal"]["tls"].startswith("True")
     assert shown["worker"]["activity_slots"] == "6"
+
+
+def test_save_replaces_is_checked_by_subject_and_force_replace_overrides(cli, tmp_path):
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+
+    cats = cli("save", "Mei is allergic to cats.", "--direct")[1].strip()
+    code, out, err = cli("save", "Mei started a new job.", "--replaces", cats, "--direct")
+    assert code == 2 and out == ""
+    assert "another attribute (employer, not allergy)" in err and "force_replace" in err
+    store = FileMemoryStore(tmp_path, "cli-test")
+    assert [e.id for e in store.entries()] == [cats]
+    code, out, err = cli(
+        "save",
+        "Mei started a new job.",
+        "--replaces",
+        cats,
+        "--force-replace",
+        "--valid-from",
+        "2026-02-01",
+        "--direct",
+    )
+    assert code == 0, err
+    new = FileMemoryStore(tmp_path, "cli-test").require(out.strip())
+    assert new.valid_from is not None and new.valid_from.isoformat().startswith("2026-02-01")
+    assert f"replaced {cats} over the subject check" in err
+    assert FileMemoryStore(tmp_path, "cli-test").require(cats).superseded_by == new.id
+    code, _, err = cli("save", "Mei moved.", "--valid-from", "someday", "--direct")
+    assert code == 2 and "--valid-from" in err
+
+
+def test_a_change_saved_directly_is_shown_with_its_dated_conflict(cli, tmp_path):
+    old = cli(
+        "save", "Omar Haddad's manager is Ana Ruiz.", "--direct", "--valid-from", "2025-06-01"
+    )[1].strip()
+    new = cli(
+        "save", "Li Wei is now Omar Haddad's manager.", "--direct", "--valid-from", "2026-01-02"
+    )[1].strip()
+    code, out, _ = cli("search", "Who is Omar Haddad's manager?")
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("- [")]
+    assert lines[0].startswith(f"- [{new}]") and lines[1].startswith(f"- [{old}]")
+    assert f"newer: [{new}], 2026-01-02" in lines[1]
+    assert f"older: [{old}], 2025-06-01" in lines[0]

@@ -126,3 +126,12 @@ def test_exact_duplicate_fold_keeps_the_oldest_and_the_most_trusted_source():
     assert s.last_seen_at == T0 + timedelta(days=30) and s.created_at == T0
     assert s.tags == ["b", "a"] and s.metadata["source"] == "user"
     assert s.content == b.content
+
+
+def test_a_sources_valid_from_survives_the_merge():
+    dated = _e(1, created_at=T0 + timedelta(days=30), valid_from=T0 - timedelta(days=365))
+    plain = _e(2, created_at=T0)
+    merged = merged_entry("0000000000fe", MergeProposal("merged", None), [dated, plain], NOW)
+    assert merged.valid_from == T0 - timedelta(days=365)  # the earliest source's start
+    undated = merged_entry("0000000000fd", MergeProposal("merged", None), [plain], NOW)
+    assert undated.valid_from is None and undated.valid_since == T0

@@ -4,7 +4,8 @@ tests (`tests/replay/test_replay.py`).
     .venv/bin/python -m tests.replay.capture --label v1
 
 runs one scenario against a throwaway dev server and an in-process worker — a claim, an
-enriched save, a duplicate one and one replacing an older fact, archive, restore,
+enriched save, a duplicate one and one replacing an older fact, one whose replacement is
+refused and one that conflicts with a current fact, archive, restore,
 re-score, a search on the worker, a full dream cycle (purge, consolidation with a merge,
 a prune and a supersede, preferences, decay), its undo, a dry run, applying its plan and
 undoing that, a consolidation waiting on approval, an idle agent's cycle, a paced sweep,
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import uuid
@@ -35,6 +37,7 @@ from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.core.dream_payloads import ConsolidationInput, DreamInput, DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput
+from dreamkeeper.core.errors import ReplaceRefused
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
@@ -139,6 +142,16 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
         AGENT, "Trish Roberts lives in Reno.", category="people", replaces=[HOME]
     )
     await client.get_workflow_handle(save_workflow_id(AGENT, moved.entry_id)).result()
+    # A replaces about another subject: answered as refused, the run completes.
+    refused = "a00000000008"
+    with contextlib.suppress(ReplaceRefused):
+        await memory.save_memory(
+            AGENT, "Trish Roberts is allergic to cats.", replaces=[PAIR[0]], entry_id=refused
+        )
+    await client.get_workflow_handle(save_workflow_id(AGENT, refused)).result()
+    # A change nobody explained: a conflict the dream's settlement step finds.
+    later = await memory.save_memory(AGENT, "Trish Roberts moved to Sparks.", category="people")
+    await client.get_workflow_handle(save_workflow_id(AGENT, later.entry_id)).result()
     await memory.delete_memory(AGENT, PAIR[0])
     await memory.restore_memory(AGENT, PAIR[0])
     await memory.update_memory_importance(AGENT, PAIR[0], 0.8)

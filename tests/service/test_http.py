@@ -355,3 +355,30 @@ def test_docs_work_offline_and_load_nothing_from_another_host(served):
         assert "<script" not in page.text
         assert client.get("/redoc").status_code == 404  # FastAPI's CDN page is off
         assert client.get("/openapi.json").status_code == 200
+
+
+def test_a_refused_replaces_is_a_409_with_the_reason_and_valid_from_is_kept(served):
+    agent = _agent()
+    with served.client() as client:
+        cats = _save(client, agent, "Mei is allergic to cats.", category="people")
+        body = {"content": "Mei started a new job.", "category": "people", "replaces": [cats]}
+        refused = client.post(f"/v1/agents/{agent}/memories", json=body)
+        assert refused.status_code == 409, refused.text
+        problem = refused.json()
+        assert problem["category"] == "ReplaceRefused"
+        assert "another attribute (employer, not allergy)" in problem["detail"]
+        assert "force_replace" in problem["detail"]
+        assert [e.id for e in _on_disk(served, agent)] == [cats]
+        forced = client.post(
+            f"/v1/agents/{agent}/memories",
+            json={**body, "force_replace": True, "valid_from": "2026-02-01"},
+        )
+        assert forced.status_code == 201, forced.text
+        assert forced.json()["replaced"] == [cats]
+        saved = client.get(f"/v1/agents/{agent}/memories/{forced.json()['entry_id']}").json()
+        assert saved["validFrom"].startswith("2026-02-01")
+        bad = client.post(
+            f"/v1/agents/{agent}/memories", json={"content": "x", "valid_from": "soon"}
+        )
+        assert bad.status_code == 400, bad.text
+        assert bad.json()["category"] == "InvalidInput"

@@ -221,3 +221,36 @@ def test_validity_and_supersedes_survive_an_export_and_import(tmp_path):
     assert (moved.superseded_by, moved.invalid_at) == (new.id, source.require(old.id).invalid_at)
     assert [e.id for e in history(target, new.id)] == [old.id, new.id]
     assert [h.entry.id for h in search(target, "Maya Lund lives")] == [new.id]
+
+
+def test_notes_without_ids_import_with_their_own_dates_through_the_cli(tmp_path):
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "agent": "notes"}
+    notes = [
+        {"content": "Started learning the cello.", "createdAt": "2019-03-02T18:00:00Z"},
+        {
+            "content": "The user moved to Lyon.",
+            "createdAt": "2021-07-10",
+            "validFrom": "2021-07-01",
+            "category": "user/home",
+        },
+        {"content": "Undated: the user likes figs."},
+    ]
+    path = tmp_path / "notes.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [header, *({"entry": n} for n in notes)]))
+    args = ("--data", str(tmp_path / "d"), "--agent", "me", "import", str(path))
+    code, out, err = _cli(*args)
+    assert code == 0, err
+    assert out.startswith("created 3, unchanged 0")
+    store = FileMemoryStore(tmp_path / "d", "me")
+    by_content = {e.content: e for e in store.entries()}
+    cello = by_content["Started learning the cello."]
+    assert cello.created_at.isoformat() == "2019-03-02T18:00:00+00:00"
+    lyon = by_content["The user moved to Lyon."]
+    assert (
+        lyon.valid_from is not None and lyon.valid_from.isoformat() == "2021-07-01T00:00:00+00:00"
+    )
+    assert lyon.category == "user/home"
+    assert search(store, "Lyon", as_of="2021-07-05")[0].entry.id == lyon.id
+    # Again: the derived ids find them, nothing new.
+    code, out, _ = _cli(*args)
+    assert code == 0 and out.startswith("created 0, unchanged 3")
