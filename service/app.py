@@ -88,7 +88,21 @@ def create_app(state: ServiceState) -> Guard:
 
     @app.get("/v1/health", tags=["service"])
     async def health() -> dict[str, Any]:
-        return {"ok": True, "store_id": state.memory.store_id}
+        """Liveness: the process answers (no token needed, never the database's round
+        trip while it works). On a database, `database` is "up" or "down": how its last
+        use went, asked again while down, so a recovery shows at once."""
+        answer: dict[str, Any] = {"ok": True, "store_id": state.memory.store_id}
+        database = state.database_state()
+        if database is not None:
+            answer["database"] = database
+        return answer
+
+    @app.get("/v1/ready", tags=["service"])
+    async def ready() -> dict[str, Any]:
+        """Readiness: the store answers now (a database: one round trip; no token
+        needed). 503 with Retry-After while it does not."""
+        state.check_ready()
+        return {"ready": True}
 
     @app.get("/v1/agents", tags=["service"])
     async def agents(request: Request) -> dict[str, list[str]]:

@@ -155,11 +155,17 @@ class Database:
     def _probe(self) -> None:
         """Connect once, directly, with the short timeout: `DatabaseUnavailable` at once
         when the database refuses or does not answer, instead of a pool's wait."""
+        recovering = self._failure is not None
         try:
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
         except psycopg.OperationalError as exc:
             raise self._unreachable(exc) from None
         self._failure, self._proven = None, True
+        if recovering and self._opened:
+            # The idle connections made before the failure are likely dead (a restart
+            # ends every session): replaced now, rather than one failed request each.
+            self._pool.check()
+            self._readers.check()
 
     def _open(self) -> None:
         # Opened on first use, not in the constructor: building a settings object or a
