@@ -101,7 +101,8 @@ class Database:
     def __init__(self, url: str, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX) -> None:
         self.url = check_url(url)
         self.location = describe(url)
-        self._password = conninfo.conninfo_to_dict(url).get("password")
+        password = conninfo.conninfo_to_dict(url).get("password")
+        self._password = str(password) if password else None
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
