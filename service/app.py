@@ -73,7 +73,8 @@ def create_app(state: ServiceState) -> Guard:
         lifespan=lifespan,
         description="Long-term, working and conversation memory for LLM agents. Errors are "
         "problem JSON whose `category` is Dreamkeeper's error type (InvalidInput, "
-        "NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable).",
+        "NotFound, Conflict, StoreMismatch, Unavailable, DatabaseUnavailable, StoreUnwritable); "
+        "a 503 carries Retry-After.",
         # FastAPI's Swagger UI and ReDoc pages load their scripts from a CDN: blank on a
         # machine without internet, and no package here ships the assets. /docs is
         # served by docs_page below instead, from nothing but the OpenAPI schema.

@@ -5,8 +5,8 @@ Counted where `serve` sees them: saves by outcome as the caller got it, search a
 context latency. Counted in serve's worker (`WorkflowOutcomes`, a worker interceptor):
 what every SaveMemory it runs did (enriched / kept / deduplicated / failed), whoever
 started it — serve, an agent's MemoryClient, the CLI — and every dream cycle it runs,
-the schedule's included, with what it merged, rejected, refused and pruned. Store sizes
-and the embedding backlog are read at scrape time.
+the schedule's included, with what it merged, rejected, refused and pruned. Store sizes,
+the embedding backlog and, on a database, whether it answers are read at scrape time.
 
 The Temporal SDK runtime's own metrics (worker polls, task latencies, ...) are exported by
 the runtime on its own address (`DREAMKEEPER_TEMPORAL_METRICS_ADDRESS`); `/metrics`
