@@ -14,6 +14,7 @@ import pytest
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.errors import DatabaseUnavailable, Unavailable
+from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.stores.backends import PostgresBackend
 from dreamkeeper.stores.postgres.database import Database, describe
@@ -57,7 +58,7 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
     running = asyncio.create_task(worker.run())
     try:
         memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=4)
-        await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
+        first = await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
         cluster.stop()
         with pytest.raises(DatabaseUnavailable) as stuck:
             await memory.save_memory("a1", "Release notes go out Friday.", entry_id=ENTRY)
@@ -72,6 +73,9 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
         assert ack.entry_id == ENTRY
         stored = PostgresBackend(url).memory("a1").get(ENTRY)
         assert stored is not None and stored.content == "Release notes go out Friday."
+        for entry_id in (first.entry_id, ENTRY):  # both runs finish, the outage behind them
+            handle = temporal_env.client.get_workflow_handle(save_workflow_id("a1", entry_id))
+            await handle.result()
     finally:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(worker.shutdown(), timeout=60)
