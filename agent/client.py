@@ -46,6 +46,7 @@ from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
 from dreamkeeper.client.codec import missing_key_note
 from dreamkeeper.client.connection import connect
+from dreamkeeper.client.pending import worker_holds
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -59,6 +60,7 @@ from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanResult, DreamPlan, UndoResult
 from dreamkeeper.core.errors import (
     Conflict,
+    DatabaseUnavailable,
     InvalidInput,
     StoreMismatch,
     Unavailable,
@@ -405,7 +407,7 @@ class MemoryClient:
         while True:
             left = deadline - loop.time()
             if left <= 0:
-                raise self._queued(inp)
+                raise await self._queued(inp)
             start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
                 names.SAVE_MEMORY,
                 inp,
@@ -450,7 +452,7 @@ class MemoryClient:
                     # The SDK reports our own cancellation as an RPC timeout: pass it on.
                     raise asyncio.CancelledError from None
                 if timer.expired():
-                    raise self._queued(inp) from None
+                    raise await self._queued(inp) from None
                 if isinstance(exc, TimeoutError):
                     raise
                 mapped = _as_dreamkeeper_error(exc)
@@ -513,12 +515,31 @@ class MemoryClient:
             return self.backend.kind == FILES and not self.settings.data_dir.is_dir()
         return self.store(agent_id).get(entry_id) is not None
 
-    def _queued(self, inp: SaveInput) -> Unavailable:
+    async def _queued(self, inp: SaveInput) -> Unavailable:
+        """The save outlived the wait: say what holds it up. A worker that took it keeps
+        retrying its first step (a local activity, whose failures Temporal does not
+        record): the store it needs is asked here, the same store (invariant 19), and a
+        database that does not answer is named. No worker took it: say so."""
+        queued = f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable"
+        again = f"call again with entry_id={inp.entry_id!r} to wait"
+        workflow_id = names.save_workflow_id(inp.agent_id, inp.entry_id)
+        if await worker_holds(self.client, workflow_id):
+            took = f"a worker on task queue {self.task_queue!r} took it"
+            try:
+                await asyncio.to_thread(self.backend.check_reachable)
+            except DatabaseUnavailable as exc:
+                return DatabaseUnavailable(
+                    f"{queued}: {took} and keeps retrying its first step, which needs the "
+                    f"database: {exc}. It completes once the database answers; {again}"
+                )
+            return Unavailable(
+                f"{queued}: {took} and is still on its first step (persisting the original) "
+                f"after {self.save_timeout:g}s. It completes once that step succeeds; {again}"
+            )
         return Unavailable(
-            f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable: no "
-            f"worker answered within {self.save_timeout:g}s on task queue {self.task_queue!r} "
-            "(is `dreamkeeper worker` running?). It completes when a worker polls that queue; "
-            f"call again with entry_id={inp.entry_id!r} to wait"
+            f"{queued}: no worker answered within {self.save_timeout:g}s on task queue "
+            f"{self.task_queue!r} (is `dreamkeeper worker` running?). It completes when a "
+            f"worker polls that queue; {again}"
         )
 
     async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:

@@ -77,6 +77,7 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
 def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.cli.common import require_data_dir
     from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+    from dreamkeeper.stores.identity import record_move
     from dreamkeeper.stores.migrate import AgentCopy, carry_agent_keys, migrate
 
     url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
@@ -126,6 +127,22 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
             f"run), {tokens.tokens} access tokens, {keys.keys} payload data keys: counts and "
             "content hashes match"
         )
+        # Only once the copy is verified: what lets the database's workers take over the
+        # task queue this directory's workers claimed (worker.claim), and nothing else.
+        try:
+            moved = record_move(settings.data_dir, target.identity())
+        except OSError as exc:
+            print(
+                f"note: cannot record the move in {source.location} ({exc.strerror or exc}): "
+                "start the first worker on the database with --reclaim",
+                file=sys.stderr,
+            )
+        else:
+            if moved:
+                print(
+                    f"{source.location} records the move: workers on the database take "
+                    "over the task queue its workers served"
+                )
         return 0
     print(
         f"migrated {agents} agents with {len(conflicts)} conflicts and "

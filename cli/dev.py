@@ -11,6 +11,7 @@ import subprocess
 from temporalio.client import Client
 
 from dreamkeeper.cli.common import Subparsers, require_free_port, service_settings
+from dreamkeeper.cli.serve import RECLAIM_HELP
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings, TemporalSettings
 from dreamkeeper.stores.backends import open_backend
@@ -33,6 +34,7 @@ async def run_dev(
     service: ServiceSettings | None = None,
     grpc_port: int | None = None,
     ui_port: int | None = None,
+    reclaim: bool = False,
 ) -> None:
     """The dev server, then `serve` on it (`service` given, no demo) or the worker alone."""
     from dreamkeeper.service.codec_server import DevCodecServer
@@ -78,9 +80,9 @@ async def run_dev(
         if on_ready is None and service is not None:
             from dreamkeeper.service.runtime import run_serve
 
-            await run_serve(store, dev, service)  # the worker and the memory service
+            await run_serve(store, dev, service, reclaim=reclaim)  # worker + memory service
         else:
-            await run_worker(store, dev, on_ready)
+            await run_worker(store, dev, on_ready, reclaim=reclaim)
     finally:
         proc.terminate()
         try:
@@ -106,6 +108,7 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
                 service=service,
                 grpc_port=args.temporal_port,
                 ui_port=args.ui_port,
+                reclaim=args.reclaim,
             )
         )
     except PortTaken as exc:
@@ -134,6 +137,7 @@ def register(sub: Subparsers) -> None:
         help="the dev server's gRPC port (default 7233; the worker connects to it)",
     )
     p.add_argument("--ui-port", type=int, help="the dev server's web UI port (default 8233)")
+    p.add_argument("--reclaim", action="store_true", help=RECLAIM_HELP)
 
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.set_defaults(handler=demo, reports=True)

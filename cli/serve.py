@@ -59,6 +59,10 @@ def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
 def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.service.codec_server import serve_cli
 
+    if settings.database_url:  # the agents' data keys are there: refuse before listening
+        from dreamkeeper.stores.backends import open_backend
+
+        open_backend(settings).check_reachable()
     return serve_cli(args.host, args.port, settings.data_dir, settings.database_url)
 
 

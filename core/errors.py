@@ -10,6 +10,7 @@ maps back with `error_for`).
     │   ├── StoreMismatch                two parties on different stores
     │   └── ReplaceRefused               a save's `replaces` names another subject
     ├── Unavailable             exit 1   Temporal, a worker or the disk did not answer
+    │   ├── DatabaseUnavailable  exit 2   PostgreSQL refused or did not answer a connection
     │   ├── StoreUnwritable              the data directory refuses writes
     │   └── LLMUnavailable               the LLM endpoint: a 5xx or no connection
     ├── LLMRejected             exit 1   the LLM endpoint refused the request (a 4xx)
@@ -78,6 +79,16 @@ class Unavailable(DreamkeeperError):
     retryable = True
 
 
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL refused a connection or did not answer (stopped, unreachable, a wrong
+    password or database name), with the database's location and PostgreSQL's cause.
+    Retried inside workflows, since an outage ends; a command that meets it exits 2, since
+    until someone fixes the server or the URL asking again gets the same answer."""
+
+    exit_code = 2
+    failure_type = "DatabaseUnavailable"
+
+
 class StoreUnwritable(Unavailable):
     """The store's files cannot be written (read-only, full, permissions)."""
 
@@ -104,7 +115,15 @@ class MalformedLLMOutput(DreamkeeperError):
     failure_type = "MalformedLLMOutput"
 
 
-_STORE_ERRORS = (InvalidInput, NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable)
+_STORE_ERRORS = (
+    InvalidInput,
+    NotFound,
+    Conflict,
+    StoreMismatch,
+    Unavailable,
+    DatabaseUnavailable,
+    StoreUnwritable,
+)
 _LLM_ERRORS = (LLMRejected, MalformedLLMOutput, LLMUnavailable)
 # Answered, never raised out of an activity (a save's result carries it): mapped back by
 # clients, and no part of the retry policies' lists the histories were recorded with.

@@ -455,7 +455,7 @@ def check_database_url(value: str) -> str:
         raise ValueError("is not a postgresql:// URL")
     try:
         parts = conninfo.conninfo_to_dict(value)
-    except ProgrammingError:
+    except (ProgrammingError, UnicodeError):  # a lone surrogate: bytes that were not UTF-8
         raise ValueError("is not a PostgreSQL URL psycopg can parse") from None
     # libpq parses the port only when it connects: a typo would surface as a worker
     # failing its first store step, not here.
@@ -471,7 +471,7 @@ def without_password(url: str) -> str:
 
     try:
         parts = conninfo.conninfo_to_dict(url)
-    except ProgrammingError:
+    except (ProgrammingError, UnicodeError):
         return "(unparsable)"
     if "password" not in parts:
         return url

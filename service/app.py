@@ -73,7 +73,8 @@ def create_app(state: ServiceState) -> Guard:
         lifespan=lifespan,
         description="Long-term, working and conversation memory for LLM agents. Errors are "
         "problem JSON whose `category` is Dreamkeeper's error type (InvalidInput, "
-        "NotFound, Conflict, StoreMismatch, Unavailable, StoreUnwritable).",
+        "NotFound, Conflict, StoreMismatch, Unavailable, DatabaseUnavailable, StoreUnwritable); "
+        "a 503 carries Retry-After.",
         # FastAPI's Swagger UI and ReDoc pages load their scripts from a CDN: blank on a
         # machine without internet, and no package here ships the assets. /docs is
         # served by docs_page below instead, from nothing but the OpenAPI schema.
@@ -88,7 +89,21 @@ def create_app(state: ServiceState) -> Guard:
 
     @app.get("/v1/health", tags=["service"])
     async def health() -> dict[str, Any]:
-        return {"ok": True, "store_id": state.memory.store_id}
+        """Liveness: the process answers (no token needed, never the database's round
+        trip while it works). On a database, `database` is "up" or "down": how its last
+        use went, asked again while down, so a recovery shows at once."""
+        answer: dict[str, Any] = {"ok": True, "store_id": state.memory.store_id}
+        database = state.database_state()
+        if database is not None:
+            answer["database"] = database
+        return answer
+
+    @app.get("/v1/ready", tags=["service"])
+    async def ready() -> dict[str, Any]:
+        """Readiness: the store answers now (a database: one round trip; no token
+        needed). 503 with Retry-After while it does not."""
+        state.check_ready()
+        return {"ready": True}
 
     @app.get("/v1/agents", tags=["service"])
     async def agents(request: Request) -> dict[str, list[str]]:

@@ -56,7 +56,8 @@ from dreamkeeper.stores.tokens import (
     verify,
 )
 
-OPEN_PATHS = ("/v1/health",)  # answered without the token: liveness probes
+# Answered without the token: liveness and readiness probes.
+OPEN_PATHS = ("/v1/health", "/v1/ready")
 DOCS_PATHS = ("/docs", "/openapi.json")  # no data: without a token unless turned off
 METRICS_PATH = "/metrics"
 AGENTS_PREFIX = "/v1/agents/"
@@ -112,7 +113,7 @@ class Guard:
         if scheme.lower() != b"bearer":
             return None
         credential = credential.strip()
-        if self.token is not None and hmac.compare_digest(credential, self.token):
+        if self._shared(headers):
             return SHARED
         if self.tokens is not None and credential.startswith(PREFIX.encode()):
             try:
@@ -120,6 +121,15 @@ class Guard:
             except UnicodeDecodeError:
                 return None
         return None
+
+    def _shared(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request presents the shared token (DREAMKEEPER_SERVE_TOKEN)."""
+        scheme, _, credential = headers.get(b"authorization", b"").partition(b" ")
+        return (
+            self.token is not None
+            and scheme.lower() == b"bearer"
+            and hmac.compare_digest(credential.strip(), self.token)
+        )
 
     def _refusal(self, path: str, grant: Grant) -> Response | None:
         """The answer to a request this grant may not make here (None: let it through)."""
@@ -160,18 +170,23 @@ class Guard:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})  # nothing here speaks it
             return
+        path = scope.get("path", "")
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
         try:
             tokens = self.tokens.snapshot() if self.tokens is not None else _NO_TOKENS
         except DreamkeeperError as exc:  # the database did not answer: nobody is let in
-            await _answer(exc)(scope, receive, send)
-            return
+            if path not in self.open_paths and not self._shared(headers):
+                await _answer(exc)(scope, receive, send)
+                return
+            # ...but what the store never decided: what needs no token (liveness, which
+            # says the database is down; readiness, which answers 503), and the shared
+            # token of the environment (an operator's /metrics shows the database down).
+            tokens = _NO_TOKENS
         if tokens.damage is not None and self.tokens is not None:
             # Every request, the shared token's too: until an operator looks, nothing
             # says which tokens were meant to be valid.
             await _answer(Unavailable(damaged_message(self.tokens)))(scope, receive, send)
             return
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        path = scope.get("path", "")
         if path not in self.open_paths:
             grant = self._grant(headers, tokens)
             if grant is None:

@@ -5,8 +5,8 @@ Counted where `serve` sees them: saves by outcome as the caller got it, search a
 context latency. Counted in serve's worker (`WorkflowOutcomes`, a worker interceptor):
 what every SaveMemory it runs did (enriched / kept / deduplicated / failed), whoever
 started it — serve, an agent's MemoryClient, the CLI — and every dream cycle it runs,
-the schedule's included, with what it merged, rejected, refused and pruned. Store sizes
-and the embedding backlog are read at scrape time.
+the schedule's included, with what it merged, rejected, refused and pruned. Store sizes,
+the embedding backlog and, on a database, whether it answers are read at scrape time.
 
 The Temporal SDK runtime's own metrics (worker polls, task latencies, ...) are exported by
 the runtime on its own address (`DREAMKEEPER_TEMPORAL_METRICS_ADDRESS`); `/metrics`
@@ -71,7 +71,12 @@ class StoreSizes(Collector):
             labels=by,
         )
         totals = {"live": 0, "archived": 0, "backlog": 0}
-        for agent in self._agents():
+        try:
+            agents = list(self._agents())
+        except Exception as exc:  # noqa: BLE001 - the database is down: no sizes to report
+            log.warning("store sizes: %s", exc)
+            return
+        for agent in agents:
             try:
                 store = self._store(agent)
                 live = len(store.entries())
@@ -95,6 +100,28 @@ class StoreSizes(Collector):
         yield sizes
         if self._embeddings:
             yield backlog
+
+
+class DatabaseUp(Collector):
+    """`dreamkeeper_database_up`: 1 when the store's database answers a round trip at
+    scrape time, 0 when it does not."""
+
+    def __init__(self, check: Callable[[], None]) -> None:
+        self._check = check
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        up = GaugeMetricFamily(
+            "dreamkeeper_database_up",
+            "Whether the store's PostgreSQL database answers (1) or not (0), asked at scrape",
+        )
+        try:
+            self._check()
+        except Exception as exc:  # noqa: BLE001 - a scrape reports what it finds
+            log.warning("database: %s", exc)
+            up.add_metric([], 0)
+        else:
+            up.add_metric([], 1)
+        yield up
 
 
 class ServiceMetrics:
@@ -156,6 +183,10 @@ class ServiceMetrics:
         self.registry.register(
             StoreSizes(agents, store, embeddings=embeddings, per_agent=per_agent)
         )
+
+    def watch_database(self, check: Callable[[], None]) -> None:
+        """The database-up gauge, from `check` (raises when the database does not answer)."""
+        self.registry.register(DatabaseUp(check))
 
     def interceptor(self) -> Interceptor:
         """For the worker: counts the outcome of every SaveMemory and Dream it runs."""

@@ -1,6 +1,7 @@
 """Errors as problem JSON (RFC 9457), one status per `core.errors` category — the same
 categories as the CLI's exit codes: bad input, unknown id and conflicts are the caller's
-to fix (4xx, exit 2); Unavailable is worth retrying (503, exit 1)."""
+to fix (4xx, exit 2); Unavailable (a database outage included) is worth retrying: 503
+with `Retry-After`."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from dreamkeeper.core.errors import (
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_SECONDS = 5  # a 503's Retry-After: an outage is retried, not hammered
 
 
 class BodyTooLarge(InvalidInput):
@@ -58,6 +60,8 @@ def status_for(exc: DreamkeeperError) -> int:
 
 
 def problem(status: int, category: str, detail: str, **headers: str) -> JSONResponse:
+    if status == 503:
+        headers.setdefault("Retry-After", str(RETRY_AFTER_SECONDS))
     body = Problem(title=category, status=status, detail=detail, category=category)
     return JSONResponse(
         body.model_dump(), status_code=status, media_type=PROBLEM_JSON, headers=headers or None

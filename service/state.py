@@ -21,10 +21,11 @@ from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.agent.tools import MemoryTools
-from dreamkeeper.core.errors import NotFound
+from dreamkeeper.core.errors import DreamkeeperError, NotFound, Unavailable
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service.metrics import ServiceMetrics
+from dreamkeeper.stores.backends import POSTGRESQL
 from dreamkeeper.stores.tokens import TokenStoreDamaged
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,34 @@ class ServiceState:
             embeddings=memory.embeddings is not None,
             per_agent=settings.metrics_agents,
         )
+        if memory.backend.kind == POSTGRESQL:
+            metrics.watch_database(memory.backend.check_reachable)
+
+    def database_state(self) -> str | None:
+        """ "up" or "down" on a database (None on files): how its last use went, without
+        a round trip while it works; while it is down, asked again (a refused connection
+        answers at once), so the first answer after an outage says "up"."""
+        backend = self.memory.backend
+        if backend.kind != POSTGRESQL:
+            return None
+        if backend.failure() is not None:
+            try:
+                backend.check_reachable()
+            except DreamkeeperError:
+                return "down"
+        return "down" if backend.failure() is not None else "up"
+
+    def check_ready(self) -> None:
+        """`Unavailable` (503) unless the store answers now. Its text names no host, user
+        or cause: the readiness probe answers without a token; an operator finds those in
+        the server's log and in the answers to authorized requests."""
+        try:
+            self.memory.backend.check_reachable()
+        except DreamkeeperError:
+            raise Unavailable(
+                "the store's database does not answer: requests that need it are answered "
+                "503 until it does"
+            ) from None
 
     def agents(self) -> list[str]:
         found = self.memory.backend.agents()

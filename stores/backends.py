@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
-from dreamkeeper.core.errors import InvalidInput, Unavailable
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
@@ -83,6 +83,16 @@ class StoreBackend(Protocol):
     def check_ready(self) -> None:
         """Refuse (`InvalidInput` or `SettingsError`, exit 2) with what to do unless a
         worker can use the store: a writable directory, a database at this schema."""
+        ...
+
+    def check_reachable(self) -> None:
+        """Raise `DatabaseUnavailable` unless the store answers now: a database, one round
+        trip; a data directory has nothing to ask."""
+        ...
+
+    def failure(self) -> str | None:
+        """Why the store's last attempt to reach it failed, without asking it again (None:
+        it did not, or there is nothing to reach)."""
         ...
 
 
@@ -159,6 +169,12 @@ class FileBackend(_Tiers):
     def check_ready(self) -> None:
         probe_writable(self.data_dir)
 
+    def check_reachable(self) -> None:
+        return None
+
+    def failure(self) -> str | None:
+        return None
+
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.tokens import FileTokenStore
 
@@ -214,18 +230,17 @@ class PostgresBackend(_Tiers):
         return row is not None
 
     def check_ready(self) -> None:
-        import psycopg
-        import psycopg_pool
-
         from dreamkeeper.stores.postgres.migrations import check_schema
 
-        try:
-            check_schema(self.db)
-        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
-            raise Unavailable(
-                f"cannot reach the database at {self.location} ({exc}): is PostgreSQL "
-                "up, and DREAMKEEPER_DATABASE_URL right?"
-            ) from None
+        # A database that cannot be reached is DatabaseUnavailable from the connection
+        # itself (stores.postgres.database), naming it and PostgreSQL's cause.
+        check_schema(self.db)
+
+    def check_reachable(self) -> None:
+        self.db.ping()
+
+    def failure(self) -> str | None:
+        return self.db.failure
 
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.postgres.tokens import PostgresTokenStore

@@ -10,6 +10,11 @@ The identity also carries one fact about the store that must outlive its other f
 `tokensIssuedAt`, written before `serve`'s first access token (`stores.tokens`). Damage
 to the token file cannot erase it, so a server that issued tokens never opens again by
 accident; removing it by hand is the one deliberate way back to an open server.
+
+And, once `dreamkeeper migrate` has copied the directory into a database and verified
+the copy, `movedTo`: that database's store id. A worker of that database finding the task
+queue claimed by this directory's store reads it (`moved_into`) and takes the queue over:
+the same memories moved, not a second store. Any other store is still refused.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dreamkeeper.stores.files import atomic_write_text
 
 IDENTITY_FILE = "dreamkeeper-store.json"
 TOKENS_ISSUED = "tokensIssuedAt"
+MOVED_TO = "movedTo"
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,47 @@ def mark_tokens_issued(data_dir: Path) -> None:
         return
     raw[TOKENS_ISSUED] = utc_now().isoformat()
     atomic_write_text(Path(data_dir) / IDENTITY_FILE, json.dumps(raw, indent=1))
+
+
+def record_move(data_dir: Path, target: StoreIdentity) -> bool:
+    """Record that the directory's store moved into `target` (a verified `migrate`); the
+    newest move wins. False when the directory has no identity: no worker ever used it,
+    so no task queue names it and there is nothing to hand over."""
+    raw = _read_raw(data_dir)
+    if raw is None:
+        return False
+    moved = raw.get(MOVED_TO)
+    if isinstance(moved, dict) and moved.get("storeId") == target.store_id:
+        return True
+    raw[MOVED_TO] = {
+        "storeId": target.store_id,
+        "location": target.location,
+        "at": utc_now().isoformat(),
+    }
+    atomic_write_text(Path(data_dir) / IDENTITY_FILE, json.dumps(raw, indent=1))
+    return True
+
+
+def moved_into(data_dir: Path, store_id: str) -> str | None:
+    """The store id that the store `store_id`, kept in `data_dir`, recorded moving into
+    (`record_move`); None when the directory cannot be read here, holds another store,
+    or records no move."""
+    try:
+        raw = _read_raw(data_dir)
+    except InvalidInput:
+        return None
+    if raw is None or raw.get("storeId") != store_id:
+        return None
+    moved = raw.get(MOVED_TO)
+    target = moved.get("storeId") if isinstance(moved, dict) else None
+    return target if isinstance(target, str) else None
+
+
+def directory_of(location: str) -> Path | None:
+    """The data directory a file store's location (`host:/absolute/path`, as its workers
+    claim a task queue) names, or None for any other location (a database's)."""
+    _, colon, path = location.partition(":")
+    return Path(path) if colon and os.path.isabs(path) else None
 
 
 def ensure_identity(data_dir: Path) -> StoreIdentity:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -13,27 +15,50 @@ from dreamkeeper.core.errors import StoreMismatch
 from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
 from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
 from dreamkeeper.core.names import claim_workflow_id
-from dreamkeeper.stores.identity import StoreIdentity
+from dreamkeeper.stores.identity import StoreIdentity, directory_of, moved_into
 from dreamkeeper.workflows.store_claim import StoreClaim
 
 
+def moved_here(held: tuple[str, str], identity: StoreIdentity, data_dir: Path | None) -> bool:
+    """Whether the store holding the queue (`held`: its id and location) is a data
+    directory that `dreamkeeper migrate` copied into this store: its identity, read at the
+    location it claimed from or in this worker's own data directory, records the move
+    (stores.identity.record_move). The random store id it must carry is the proof it is
+    that store, whichever host reads it."""
+    places = [directory_of(held[1]), data_dir]
+    return any(
+        place is not None and moved_into(place, held[0]) == identity.store_id for place in places
+    )
+
+
 async def claim_task_queue(
-    client: Client, task_queue: str, identity: StoreIdentity, *, reclaim: bool = False
+    client: Client,
+    task_queue: str,
+    identity: StoreIdentity,
+    *,
+    reclaim: bool = False,
+    data_dir: Path | None = None,
 ) -> str:
-    """Claim the queue for this store; StoreMismatch if another store holds it."""
+    """Claim the queue for this store; StoreMismatch if another store holds it, unless
+    `reclaim`, or that store moved into this one (`moved_here`; `data_dir`: this worker's
+    data directory, one more place its record may be read)."""
     held = await claimed_store(client, task_queue)
     if held is not None and held[0] == identity.store_id:
         return "already held by this store"
-    if held is not None and not reclaim:
+    moved = held is not None and moved_here(held, identity, data_dir)
+    if held is not None and not reclaim and not moved:
         raise StoreMismatch(
             f"task queue {task_queue!r} already serves store {held[0]} at {held[1]}, but this "
             f"worker's data directory holds {identity.describe()}: two stores on one queue "
-            "would split agents' memories. Point DREAMKEEPER_DATA at that directory, use "
-            "another DREAMKEEPER_TASK_QUEUE, or start with --reclaim if the store moved here"
+            "would split agents' memories. Point DREAMKEEPER_DATA at that directory, or use "
+            "another DREAMKEEPER_TASK_QUEUE. If the store moved here with `dreamkeeper "
+            "migrate`, a worker that can read that directory (DREAMKEEPER_DATA) takes the "
+            "queue over by itself; elsewhere, start with --reclaim"
         )
     handle = client.get_workflow_handle(claim_workflow_id(task_queue))
     if held is not None:
-        await handle.terminate(f"task queue reclaimed by {identity.describe()}")
+        why = "moved into" if moved else "reclaimed by"
+        await handle.terminate(f"task queue {why} {identity.describe()}")
     try:
         await client.start_workflow(
             StoreClaim.run,
@@ -53,5 +78,7 @@ async def claim_task_queue(
         )
     except WorkflowAlreadyStartedError:
         # Another worker of some store claimed it in between: check which.
-        return await claim_task_queue(client, task_queue, identity, reclaim=False)
+        return await claim_task_queue(client, task_queue, identity, data_dir=data_dir)
+    if held is not None and moved:
+        return f"taken over from store {held[0]} at {held[1]}, which moved here"
     return "reclaimed" if held is not None else "claimed"

@@ -132,7 +132,9 @@ async def running_worker(
     )
     log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
-    claimed = await claim_task_queue(client, temporal.task_queue, identity, reclaim=reclaim)
+    claimed = await claim_task_queue(
+        client, temporal.task_queue, identity, reclaim=reclaim, data_dir=store.data_dir
+    )
     log.info("task queue %s %s: %s", temporal.task_queue, claimed, identity.describe())
     tuning = WorkerSettings.from_env()
     outcome = await ensure_dream_schedule(

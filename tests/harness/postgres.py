@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import psycopg.sql
 
 ENV_BINDIR = "DREAMKEEPER_PG_BINDIR"
 
@@ -119,6 +120,35 @@ class PostgresCluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def add_password_role(self, name: str, password: str) -> str:
+        """A login role that must give `password` over TCP (scram-sha-256, ahead of the
+        cluster's trust rules), owning a database of its name; that database's URL, without
+        a password."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                    psycopg.sql.Identifier(name), psycopg.sql.Literal(password)
+                )
+            )
+            conn.execute(
+                psycopg.sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    psycopg.sql.Identifier(name), psycopg.sql.Identifier(name)
+                )
+            )
+            hba = self.data / "pg_hba.conf"
+            rule = f"host all {name} 127.0.0.1/32 scram-sha-256\n"
+            hba.write_text(rule + hba.read_text())  # the first matching rule decides
+            conn.execute("SELECT pg_reload_conf()")
+        url = f"postgresql://{name}@127.0.0.1:{self.port}/{name}"
+        deadline = time.monotonic() + 30  # the server reloads its rules asynchronously
+        while time.monotonic() < deadline:
+            try:
+                psycopg.connect(url, password=password + "-not").close()
+            except psycopg.OperationalError:
+                return url
+            time.sleep(0.05)
+        raise RuntimeError(f"the cluster did not start asking {name} for a password")
 
     def destroy(self) -> None:
         self.stop()

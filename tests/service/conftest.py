@@ -56,8 +56,10 @@ def serve_env(env_: Any, data_dir: Path, queue: str, **extra: str) -> dict[str, 
     return env
 
 
-def start_serve(env_: Any, data_dir: Path, *, token: str | None = TOKEN, **extra: str) -> Served:
-    queue = f"serve-{uuid.uuid4().hex[:8]}"
+def start_serve(
+    env_: Any, data_dir: Path, *, token: str | None = TOKEN, queue: str | None = None, **extra: str
+) -> Served:
+    queue = queue or f"serve-{uuid.uuid4().hex[:8]}"
     port = free_port()
     env = serve_env(env_, data_dir, queue, DREAMKEEPER_SERVE_PORT=str(port), **extra)
     if token:

@@ -71,6 +71,7 @@ NEEDS = {
     ("GET", "/v1/agents/{agent_id}/tools"): "read",
     ("POST", "/v1/agents/{agent_id}/sessions/{session}/tools/{name}"): "tool",
     ("GET", "/v1/health"): "none",
+    ("GET", "/v1/ready"): "none",
     ("GET", "/v1/agents"): "any",
     ("GET", "/docs"): "none",
     ("GET", "/openapi.json"): "none",

@@ -340,7 +340,9 @@ def test_a_server_does_not_start_on_a_damaged_token_store(make_tokens, tier_db, 
 
 def test_a_database_that_does_not_answer_lets_nobody_in(database_url, monkeypatch):
     """The token store cannot be asked: 503 for every request, as for a damaged store,
-    never the open server's answer (the fault injected where the store reads)."""
+    never the open server's answer (the fault injected where the store reads). Liveness
+    needs no token, so no token store: it still reaches the app (which says the
+    database is down), as the readiness probe does (which answers 503)."""
     import psycopg
 
     from dreamkeeper.stores.postgres.database import Database
@@ -356,9 +358,11 @@ def test_a_database_that_does_not_answer_lets_nobody_in(database_url, monkeypatc
 
         monkeypatch.setattr(db, "fetch", down)
         for presented in (None, secret):
-            answers = _statuses(tokens, presented, [SECRET_ROUTE, "/v1/health"])
+            answers = _statuses(tokens, presented, [SECRET_ROUTE, "/v1/agents/a1/search"])
             assert {status for status, _ in answers} == {503}, answers
             assert all("cannot reach the database" in detail for _, detail in answers)
+            probes = _statuses(tokens, presented, ["/v1/health", "/v1/ready"], passes=True)
+            assert probes == [(200, ""), (200, "")]  # answered by what is behind the guard
     finally:
         db.close()
 

@@ -1,0 +1,97 @@
+"""A save that outlives a database outage says what is failing — the database, named,
+with PostgreSQL's cause — not "no worker answered ... is `dreamkeeper worker` running?"
+while the worker runs and retries. Once the database is back, the same save completes.
+Real Temporal, a real worker, a real PostgreSQL server stopped and started again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.errors import DatabaseUnavailable, Unavailable
+from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
+from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.database import Database, describe
+from dreamkeeper.stores.postgres.migrations import upgrade
+from dreamkeeper.worker.temporal_worker import build_worker
+from tests.harness.postgres import PostgresCluster, find_bindir
+
+ENTRY = "0123456789ab"
+
+
+@pytest.fixture
+def cluster():
+    """Our own server: stopping it disturbs no other test."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server binaries")  # the session fixture reports it in CI
+    cluster = PostgresCluster(bindir)
+    cluster.start()
+    yield cluster
+    cluster.destroy()
+
+
+async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the_worker(
+    temporal_env, tmp_path, cluster
+):
+    url = cluster.create_database("dk_save_outage")
+    db = Database(url, max_size=1)
+    upgrade(db)
+    db.close()
+    settings = StoreSettings(data_dir=tmp_path, database_url=url)
+    queue = f"outage-{uuid.uuid4().hex[:6]}"
+    executor = ThreadPoolExecutor(max_workers=4)
+    worker = build_worker(
+        temporal_env.client,
+        settings,
+        task_queue=queue,
+        executor=executor,
+        llm=LLMSettings(),
+        embeddings=EmbeddingSettings(),
+    )
+    running = asyncio.create_task(worker.run())
+    try:
+        memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=4)
+        first = await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
+        cluster.stop()
+        with pytest.raises(DatabaseUnavailable) as stuck:
+            await memory.save_memory("a1", "Release notes go out Friday.", entry_id=ENTRY)
+        message = str(stuck.value)
+        assert "took it and keeps retrying its first step, which needs the database" in message
+        assert f"cannot connect to the database at {describe(url)}: Connection refused" in message
+        assert "is `dreamkeeper worker` running?" not in message
+        assert f"entry_id={ENTRY!r}" in message
+        cluster.start()  # the worker was never restarted: it retries, and the save lands
+        patient = MemoryClient(temporal_env.client, settings, queue, save_timeout=120)
+        ack = await patient.save_memory("a1", "Release notes go out Friday.", entry_id=ENTRY)
+        assert ack.entry_id == ENTRY
+        stored = PostgresBackend(url).memory("a1").get(ENTRY)
+        assert stored is not None and stored.content == "Release notes go out Friday."
+        for entry_id in (first.entry_id, ENTRY):  # both runs finish, the outage behind them
+            handle = temporal_env.client.get_workflow_handle(save_workflow_id("a1", entry_id))
+            await handle.result()
+    finally:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(worker.shutdown(), timeout=60)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await running
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_with_no_worker_the_save_still_says_no_worker_answered(temporal_env, database_url):
+    settings = StoreSettings(database_url=database_url)
+    memory = MemoryClient(
+        temporal_env.client, settings, f"nobody-{uuid.uuid4().hex[:6]}", save_timeout=2
+    )
+    with pytest.raises(Unavailable) as queued:
+        await memory.save_memory("a1", "A fact nobody persists yet.", entry_id=ENTRY)
+    assert not isinstance(queued.value, DatabaseUnavailable)
+    assert "no worker answered within 2s" in str(queued.value)
+    assert "is `dreamkeeper worker` running?" in str(queued.value)
