@@ -24,6 +24,7 @@ from dreamkeeper.stores.forget import (
 )
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
+from dreamkeeper.stores.postgres.memory_store import lock_key
 
 # One forget at a time per database (pg_advisory_lock's key space is shared: a constant
 # no other lock of Dreamkeeper's uses).
@@ -174,6 +175,9 @@ class PostgresForgetting(Forgetting):
 
     def _delete_agent(self, agent_id: str) -> None:
         with self.db.transaction() as conn:
+            # The agent's long-term writer lock, to the end of this transaction: no write
+            # of a hold that read the store before lands between these deletes.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(agent_id),))
             for table, _ in AGENT_TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))  # noqa: S608
 

@@ -77,12 +77,12 @@ log = logging.getLogger(__name__)
 SNAPSHOT_NAME = "index-snapshot"
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
-# One statement (one snapshot, one round trip): the feed's top first, then the ids changed
-# after the reader's offset up to it, with their documents as they are now (a purged id
-# has none). When nothing changed it is two index probes.
+# One statement (one snapshot, one round trip): the feed's top and the store's epoch
+# first, then the ids changed after the reader's offset up to it, with their documents as
+# they are now (a purged id has none). When nothing changed it is two index probes.
 _CATCH_UP = """
-WITH top AS (SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %(agent)s)
-SELECT NULL, feed_seq, NULL FROM top
+WITH top AS (SELECT feed_seq, epoch FROM dk_memory_agent WHERE agent_id = %(agent)s)
+SELECT NULL, feed_seq, epoch::text FROM top
 UNION ALL
 SELECT f.id, f.seq, m.doc
 FROM (
@@ -95,12 +95,13 @@ LEFT JOIN LATERAL (
 ) m ON true
 """
 
-# Raise the agent's feed counter by %(n)s and return the new top: its row lock is held to
-# the end of the transaction, so commits (and their seqs) are ordered per agent.
+# Raise the agent's feed counter by %(n)s and return the new top and the store's epoch:
+# its row lock is held to the end of the transaction, so commits (and their seqs) are
+# ordered per agent.
 _ALLOCATE = """
 INSERT INTO dk_memory_agent AS a (agent_id, feed_seq) VALUES (%(agent)s, %(n)s)
 ON CONFLICT (agent_id) DO UPDATE SET feed_seq = a.feed_seq + EXCLUDED.feed_seq
-RETURNING feed_seq
+RETURNING feed_seq, epoch::text
 """
 
 _FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
@@ -139,6 +140,9 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids: dict[str | None, int] = {}
         self._problems: dict[Path, str] = {}
         self._offset = 0
+        # The store's epoch (docs/storage.md, store epochs) the state held was read at;
+        # None: the agent had no counter row then (nothing is held).
+        self._epoch: str | None = None
         self._loaded = False
         self.opened_from_snapshot = False
         # An entry removed since the index was built: the index keeps every term it has
@@ -286,6 +290,7 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids = {}
         self._problems = {}
         self._offset = 0
+        self._epoch = None
         if self._vectors is not None:
             self._vectors.reset()
         self.opened_from_snapshot = False
@@ -301,9 +306,11 @@ class PostgresMemoryStore(StoreOperations):
             # The counter first, the rows after: a row newer than the counter is read
             # again by the catch-up that follows, never missed.
             row = conn.execute(
-                "SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %s", (self.agent_id,)
+                "SELECT feed_seq, epoch::text FROM dk_memory_agent WHERE agent_id = %s",
+                (self.agent_id,),
             ).fetchone()
             offset = int(row[0]) if row else 0
+            self._epoch = str(row[1]) if row else None
             cursor = conn.execute(
                 "SELECT id, doc FROM dk_memory WHERE agent_id = %s ORDER BY seq",
                 (self.agent_id,),
@@ -346,13 +353,22 @@ class PostgresMemoryStore(StoreOperations):
     def _catch_up(self) -> None:
         """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
-        top = 0
+        top, epoch = 0, None
         changes = []
         for entry_id, seq, doc in rows:
             if entry_id is None:
-                top = int(seq)
+                top, epoch = int(seq), doc
             else:
                 changes.append((int(seq), entry_id, doc))
+        if epoch != self._epoch:
+            if self._epoch is not None or self._offset or self._entries:
+                # Another store under this agent id: the one held was erased (a whole-
+                # agent forget) and perhaps written again, up to any seq. Nothing held
+                # belongs to it.
+                log.info("memory store %s: the store's epoch changed; reloading", self.agent_id)
+                self._full_load(use_snapshot=False)
+                return
+            self._epoch = epoch  # nothing held: this is the store's first epoch seen
         if top < self._offset:
             # The feed is behind what this instance read: another database, or one
             # restored from an older backup. Trust nothing held in memory.
@@ -376,13 +392,26 @@ class PostgresMemoryStore(StoreOperations):
 
     # -- the index snapshot ------------------------------------------------------------
 
-    def _marks(self, conn: psycopg.Connection, seq: int) -> dict[str, str]:
-        """What ties a snapshot to the feed it was taken from: the feed row at its seq."""
+    def _marks(self, conn: psycopg.Connection, seq: int, epoch: str | None) -> dict[str, str]:
+        """What ties a snapshot to the feed it was taken from: the store's epoch and the
+        feed row at its seq."""
         row = conn.execute(
             "SELECT id, rev, at FROM dk_memory_feed WHERE agent_id = %s AND seq = %s",
             (self.agent_id, seq),
         ).fetchone()
-        return {"seq": str(seq), "row": "" if row is None else f"{row[0]}:{row[1]}:{row[2]}"}
+        return {
+            "epoch": epoch or "",
+            "seq": str(seq),
+            "row": "" if row is None else f"{row[0]}:{row[1]}:{row[2]}",
+        }
+
+    def _current_epoch(self, conn: psycopg.Connection, *, lock: bool = False) -> str | None:
+        row = conn.execute(
+            "SELECT epoch::text FROM dk_memory_agent WHERE agent_id = %s"
+            + (" FOR KEY SHARE" if lock else ""),
+            (self.agent_id,),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def _load_snapshot(self) -> bool:
         with self._connection() as conn:
@@ -393,9 +422,12 @@ class PostgresMemoryStore(StoreOperations):
             ).fetchone()
             if row is None:
                 return False
+            epoch = self._current_epoch(conn)
 
             def accept(offset: int, marks: object) -> None:
-                if self._marks(conn, offset) != marks:
+                # The epoch first: a snapshot another store's view wrote (a process that
+                # had not seen a whole-agent forget) is never taken, whatever its seq.
+                if self._marks(conn, offset, epoch) != marks:
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
@@ -414,6 +446,7 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids = state.category_ids
         self._problems = state.problems
         self._offset = state.offset
+        self._epoch = epoch
         return True
 
     def save_snapshot(self) -> bool:
@@ -430,9 +463,22 @@ class PostgresMemoryStore(StoreOperations):
             category_ids=self._category_ids,
             offset=self._offset,
         )
+        if self._epoch is None:
+            return False  # nothing was ever written: nothing to snapshot
         try:
             with self._connection() as conn:
-                data = snapshot.encode(self.agent_id, state, self._marks(conn, self._offset))
+                # Written only while the store is still the one this state was read from
+                # (the counter row keeps that epoch to the end of this transaction): a
+                # process that has not seen a whole-agent forget yet writes nothing.
+                if self._current_epoch(conn, lock=True) != self._epoch:
+                    log.info(
+                        "memory store %s: index snapshot not written (the store's epoch "
+                        "changed since this state was read)",
+                        self.agent_id,
+                    )
+                    return False
+                marks = self._marks(conn, self._offset, self._epoch)
+                data = snapshot.encode(self.agent_id, state, marks)
                 conn.execute(
                     "INSERT INTO dk_memory_cache (agent_id, name, seq, data) "
                     "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, name) "
@@ -529,10 +575,20 @@ class PostgresMemoryStore(StoreOperations):
         )
 
     def _allocate(self, conn: psycopg.Connection, n: int) -> int:
-        """Raise the feed counter by `n`; the first seq of the `n` taken."""
+        """Raise the feed counter by `n`; the first seq of the `n` taken. Refused
+        (`Conflict`, the transaction rolls back) when the store is not the one this view
+        was read from: a write must never land its view of an erased agent in a new one."""
         row = conn.execute(_ALLOCATE, {"agent": self.agent_id, "n": n}).fetchone()
         assert row is not None
-        return int(row[0]) - n + 1
+        top, epoch = int(row[0]), str(row[1])
+        if epoch != self._epoch and (self._epoch is not None or top != n):
+            self._loaded = False  # the next hold loads the store as it is now
+            raise Conflict(
+                f"the memory store of agent {self.agent_id} was erased and made again "
+                "since this view was read; nothing written"
+            )
+        self._epoch = epoch
+        return top - n + 1
 
     def _write(
         self,

@@ -217,6 +217,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        8,
+        "store epochs",
+        # The agent store's identity (docs/storage.md, store epochs): a whole-agent forget
+        # deletes the counter row and the next write makes a new one, so the feed starts
+        # again at 1 under a new epoch. Random, not a sequence: a database restored from
+        # an older backup must not hand out an epoch a running process has seen.
+        """
+        ALTER TABLE dk_memory_agent ADD COLUMN epoch uuid NOT NULL DEFAULT gen_random_uuid();
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
