@@ -85,9 +85,10 @@ Wrapping: TypeAlias = Sequence[tuple[str, bytes]]
 
 class AgentKeyStoreFactory(Protocol):
     """Makes the agent key store of a process from its payload keys (the first wraps
-    new data keys; any of them unwraps)."""
+    new data keys, or the key-encryption keys that wrap them; any of them unwraps) and
+    its data directory (where a database's keyring is kept by default)."""
 
-    def __call__(self, wrapping: Wrapping) -> AgentKeyStore: ...
+    def __call__(self, wrapping: Wrapping, data_dir: Path | None) -> AgentKeyStore: ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,9 @@ class KeyWrapper:
         key_id = os.urandom(8).hex()
         secret = os.urandom(KEY_BYTES)
         nonce = os.urandom(NONCE_BYTES)
-        wrapped = self._wrappers[self._wrap_id].encrypt(nonce, secret, _aad(agent_id, key_id))
+        wrapped = self._wrappers[self._wrap_id].encrypt(
+            nonce, secret, data_key_aad(agent_id, key_id)
+        )
         return WrappedKey(key_id, self._wrap_id, nonce, wrapped)
 
     def unwrap(self, agent_id: str, stored: WrappedKey, where: str) -> DataKey:
@@ -127,7 +130,9 @@ class KeyWrapper:
                 "key after a rotation"
             )
         try:
-            secret = wrapper.decrypt(stored.nonce, stored.wrapped, _aad(agent_id, stored.key_id))
+            secret = wrapper.decrypt(
+                stored.nonce, stored.wrapped, data_key_aad(agent_id, stored.key_id)
+            )
         except InvalidTag:
             raise AgentKeyError(f"the data key {where} failed authentication") from None
         return DataKey(stored.key_id, secret)
@@ -295,5 +300,7 @@ def read_key_file(path: Path) -> WrappedKey:
         raise AgentKeyError(f"unreadable data key file {path}: {exc}") from None
 
 
-def _aad(agent_id: str, key_id: str) -> bytes:
+def data_key_aad(agent_id: str, key_id: str) -> bytes:
+    """What a data key is wrapped with as associated data, by whatever key wraps it: a
+    wrapped key moved to another agent (or renamed) fails authentication."""
     return f"dreamkeeper agent data key\0{agent_id}\0{key_id}".encode()
