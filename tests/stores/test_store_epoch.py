@@ -22,7 +22,9 @@ COUNT = 12
 
 
 @pytest.fixture
-def forget_whole_agent(long_term: Backend, tier_db: Any, tmp_path: Path) -> Callable[[], None]:
+def forget_whole_agent(
+    long_term: Backend, tier_db: Any, sealing: Any, tmp_path: Path
+) -> Callable[[], None]:
     """Another process's whole-agent forget, on this test's backend."""
 
     def forget() -> None:
@@ -34,7 +36,9 @@ def forget_whole_agent(long_term: Backend, tier_db: Any, tmp_path: Path) -> Call
         else:
             from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
 
-            receipt = PostgresForgetting(tier_db, postgres_backend(tier_db)).forget_agent(AGENT)
+            receipt = PostgresForgetting(
+                tier_db, postgres_backend(tier_db, sealing), sealing=sealing
+            ).forget_agent(AGENT)
         assert receipt.verified
 
     return forget
