@@ -5,7 +5,14 @@ key), saved again (reinforced), merged with a second fact in a dream, stashed in
 memory and mentioned in a conversation turn. Then `forget` (with its derived entries).
 Afterwards no file under the data directory holds its bytes, search finds nothing, the
 agent's Temporal histories cannot be decoded with any key the system still has, and
-the receipt lists every place."""
+the receipt lists every place.
+
+On PostgreSQL the proof is read from the database's own files: after a CHECKPOINT no file
+of the cluster's data directory (heap, TOAST, the WAL) holds the text in plaintext — a
+probe table written as is shows the scan would see it — and every wrapped copy of the
+destroyed data keys the files still hold opens with no key that is left (the keyring's
+key-encryption keys, the payload key) — a live agent's key, found the same way, opens its
+payloads."""
 
 from __future__ import annotations
 
