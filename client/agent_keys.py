@@ -12,9 +12,11 @@ The store is a tiny interface (`AgentKeyStore`); the file implementation keeps
 `{data}/agent-keys/{agent}.json` (the key id, the id of the payload key that wrapped it,
 the wrapped key) and `{data}/agent-keys/destroyed.jsonl` (ids of destroyed keys and when:
 no agent id, no key material), so a decoder can say "erased" rather than "unknown key".
-With a database configured the keys are rows instead (`stores.postgres.agent_keys`, the
-same wrapping through `KeyWrapper`), so every worker and client on the database seals and
-opens with the same key, and one `forget` destroys it for all of them. The client layer
+With a database configured the keys are rows instead (`stores.postgres.agent_keys`),
+wrapped by a key-encryption key of a keyring kept outside the database
+(`stores.postgres.keyring`, rotated by every forget that destroys a key), so every worker
+and client on the database seals and opens with the same key — its memory content at
+rest too — and one `forget` destroys it for all of them. The client layer
 cannot load the stores: a caller that can passes the store's factory in
 (`PayloadKeys.key_store`).
 Rotation of the payload key keeps working: a data key records which payload key wrapped
