@@ -265,6 +265,11 @@ class PostgresBackend(_Tiers):
 
         try:
             check_schema(self.db)
+            # A process that could not read what the others sealed (no payload key, or
+            # another keyring) is refused at start, not at its first read.
+            sealing = self.sealing
+            if sealing is not None:
+                sealing.keys.keyring.check()
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             raise Unavailable(
                 f"cannot reach the database at {self.location} ({exc}): is PostgreSQL "

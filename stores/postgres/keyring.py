@@ -141,6 +141,14 @@ class Keyring:
             )
         return found
 
+    def check(self) -> None:
+        """Refuse now (`KeyringMismatch`, naming the keyring and the database) unless this
+        keyring opens the KEK the database lists as current: a process started with
+        another keyring fails at start, not at its first sealed read."""
+        rows = self.db.fetch("SELECT kek_id FROM dreamkeeper_keks WHERE current")
+        if rows:
+            self.kek(str(rows[0][0]))
+
     def current(self) -> tuple[str, AESGCM]:
         """The KEK the database lists as current; the first one is made now (under the
         keyring lock) when it lists none."""

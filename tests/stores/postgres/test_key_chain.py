@@ -311,3 +311,26 @@ def test_the_receipt_names_what_is_left_for_keys_and_rows_from_before_sealing(db
     assert receipt.verified and fact.id in receipt.entries and len(receipt.entries) == 2
     notes = " ".join(receipt.left_to_operator)
     assert "written in plaintext before" in notes and "VACUUM" in notes
+
+
+def test_a_process_with_another_keyring_or_no_payload_key_is_refused_at_start(
+    db, host, wrapping, tmp_path, monkeypatch
+):
+    """`dreamkeeper worker`, `serve` and `dev` check the backend before anything starts."""
+    from dreamkeeper.stores.backends import PostgresBackend
+    from dreamkeeper.stores.postgres.sealing import SealedWithoutKey
+
+    PostgresMemoryStore(db, "a1", sealing=host()).create(FACT)  # the database seals now
+    key_id, secret = wrapping[0]
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", f"{key_id}:{base64.b64encode(secret).decode()}")
+    monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
+    monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "keyring"))
+    PostgresBackend(db.url, tmp_path / "host-a").check_ready()  # the deployment's keyring
+    monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "elsewhere"))
+    with pytest.raises(KeyringMismatch) as refused:
+        PostgresBackend(db.url, tmp_path / "host-b").check_ready()
+    assert str(tmp_path / "elsewhere") in str(refused.value) and db.location in str(refused.value)
+    monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY")
+    monkeypatch.delenv("DREAMKEEPER_KEYRING")
+    with pytest.raises(SealedWithoutKey, match="no payload key"):
+        PostgresBackend(db.url, tmp_path / "host-c").check_ready()
