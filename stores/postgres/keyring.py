@@ -105,6 +105,10 @@ class Keyring:
         self._keks: dict[str, AESGCM] = {}
         self._guard = threading.Lock()
         self._store_id: str | None = None
+        # The connection holding KEYRING_LOCK, per thread, while it is held: a session
+        # lock is re-entrant only on its own connection, so a load inside a locked
+        # section tidies on that one rather than wait on itself from another.
+        self._holding = threading.local()
 
     # -- where ---------------------------------------------------------------------------
 
@@ -177,8 +181,12 @@ class Keyring:
         entries = self._read_entries()
         listed = {str(r[0]) for r in self.db.fetch("SELECT kek_id FROM dreamkeeper_keks")}
         if set(entries) - listed:
-            with self._locked() as conn:
-                entries = self._tidy(conn)
+            held = getattr(self._holding, "conn", None)
+            if held is not None:
+                entries = self._tidy(held)
+            else:
+                with self._locked() as conn:
+                    entries = self._tidy(conn)
         opened = {kek_id: self._open(kek_id, entry) for kek_id, entry in entries.items()}
         with self._guard:
             self._keks = opened
@@ -236,11 +244,17 @@ class Keyring:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[psycopg.Connection]:
+        held = getattr(self._holding, "conn", None)
+        if held is not None:
+            yield held  # re-entrant
+            return
         with self.db.dedicated() as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (KEYRING_LOCK,))
+            self._holding.conn = conn
             try:
                 yield conn
             finally:
+                self._holding.conn = None
                 if not conn.closed and not conn.broken:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (KEYRING_LOCK,))
 
