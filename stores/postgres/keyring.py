@@ -21,8 +21,10 @@ Crash safety (`stores.faults`): the new KEK is in the file before the database l
 (`KEK_LISTED`, `KEYS_HALF_REWRAPPED`); an old KEK is delisted only when no data key names
 it (a foreign key: then the re-wrap runs again), and leaves the file after
 (`KEK_RETIRED`). At every point each data key's KEK is both listed and in the file. A KEK
-in the file that the database does not list wraps nothing (the foreign key) and is
-dropped the next time a process loads the keyring.
+the database lists as retired (`dreamkeeper_retired_keks`) but the file still holds (a
+rotation cut short after delisting it) is erased from the file the next time any process
+loads the keyring; one neither listed nor retired wraps nothing here and is left to the
+next rotation, which keeps only the new KEK.
 """
 
 from __future__ import annotations
@@ -176,11 +178,17 @@ class Keyring:
             return kek_id, cipher
 
     def _load(self) -> None:
-        """Read the file into memory (keys gone from it are dropped here too); drop from
-        the file, under the lock, keys the database does not list."""
+        """Read the file into memory (keys gone from it are dropped here too); erase from
+        the file, under the lock, keys the database lists as retired."""
         entries = self._read_entries()
-        listed = {str(r[0]) for r in self.db.fetch("SELECT kek_id FROM dreamkeeper_keks")}
-        if set(entries) - listed:
+        retired = {
+            str(r[0])
+            for r in self.db.fetch(
+                "SELECT kek_id FROM dreamkeeper_retired_keks WHERE kek_id = ANY(%s)",
+                (list(entries),),
+            )
+        }
+        if retired:
             held = getattr(self._holding, "conn", None)
             if held is not None:
                 entries = self._tidy(held)
@@ -259,15 +267,21 @@ class Keyring:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (KEYRING_LOCK,))
 
     def _tidy(self, conn: psycopg.Connection) -> dict[str, dict[str, str]]:
-        """The file's entries, less any the database does not list (written back when
-        some were dropped): a KEK written before a crash kept it from being listed, or
-        delisted before a crash kept it from leaving the file. Neither wraps any data key."""
+        """The file's entries, less any the database lists as retired (written back when
+        some were dropped): a rotation delisted them and was cut short before it erased
+        them from the file. They wrap no data key (the foreign key)."""
         entries = self._read_entries()
-        listed = {str(r[0]) for r in conn.execute("SELECT kek_id FROM dreamkeeper_keks")}
-        kept = {k: v for k, v in entries.items() if k in listed}
+        retired = {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT kek_id FROM dreamkeeper_retired_keks WHERE kek_id = ANY(%s)",
+                (list(entries),),
+            )
+        }
+        kept = {k: v for k, v in entries.items() if k not in retired}
         if len(kept) < len(entries):
             log.warning(
-                "keyring %s: dropped %d key-encryption key(s) the database no longer lists",
+                "keyring %s: erased %d key-encryption key(s) a rotation retired",
                 self.path,
                 len(entries) - len(kept),
             )
@@ -353,6 +367,11 @@ class Keyring:
                             "DELETE FROM dreamkeeper_keks WHERE kek_id <> %s RETURNING kek_id",
                             (kek_id,),
                         ).fetchall()
+                        conn.execute(
+                            "INSERT INTO dreamkeeper_retired_keks (kek_id) "
+                            "SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+                            ([str(r[0]) for r in rows],),
+                        )
                     rotation.retired += [str(r[0]) for r in rows]
                     break
                 except psycopg.errors.ForeignKeyViolation:

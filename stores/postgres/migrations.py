@@ -251,6 +251,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             listed_at timestamptz NOT NULL DEFAULT now()
         );
         CREATE UNIQUE INDEX dreamkeeper_keks_current ON dreamkeeper_keks (current) WHERE current;
+        -- KEKs a rotation delisted (ids only): a process that finds one still in the
+        -- keyring file (a rotation cut short) erases it there. One neither listed nor
+        -- retired is left alone: it wraps nothing here, and may be what a newer state of
+        -- this database needs (one restored from an older backup knows less).
+        CREATE TABLE dreamkeeper_retired_keks (
+            kek_id text PRIMARY KEY,
+            retired_at timestamptz NOT NULL DEFAULT now()
+        );
 
         ALTER TABLE dreamkeeper_agent_keys
             ADD COLUMN kek_id text REFERENCES dreamkeeper_keks (kek_id),

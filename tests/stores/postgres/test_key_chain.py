@@ -224,6 +224,14 @@ def test_a_crash_anywhere_in_the_re_key_or_the_rotation_loses_no_memory_and_is_f
     # Another process, right after the crash: every surviving memory reads.
     after_crash = host()
     assert {agent: _everything(db, after_crash, agent) for agent in BYSTANDERS} == before
+    # A KEK the cut-short rotation had retired is gone from the file once any process
+    # has loaded it; one it never listed stays for the next rotation.
+    in_file = set(after_crash.keys.keyring.held())
+    with db.transaction() as conn:
+        retired = {r[0] for r in conn.execute("SELECT kek_id FROM dreamkeeper_retired_keks")}
+        listed = {r[0] for r in conn.execute("SELECT kek_id FROM dreamkeeper_keks")}
+    assert not in_file & retired
+    assert listed <= in_file and (point != faults.KEK_WRITTEN or len(in_file - listed) == 1)
     if scope == "entries":
         survivors = _everything(db, after_crash, "a1")
         assert survivors["entries"] in (kept_before["entries"], [KEPT])
