@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+import psycopg
+
 from dreamkeeper.core.forgetting import ForgetReceipt, Removal, Verification
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores.documents import AgentDocuments
@@ -54,6 +56,7 @@ from dreamkeeper.stores.postgres.sealing import (
 # One forget at a time per database (pg_advisory_lock's key space is shared: a constant
 # no other lock of Dreamkeeper's uses).
 FORGET_LOCK = 0x646B_666F_7267_6574  # "dkforget"
+DELETE_ATTEMPTS = 5
 
 # Every table holding an agent's data, with the columns that can carry its text, and the
 # column sealed with the agent's data key (what it seals), if any.
@@ -250,13 +253,21 @@ class PostgresForgetting(Forgetting):
         """Every row of the agent in one transaction (and, with `keys`, its data keys,
         listed as destroyed: their rows are gone in the same transaction, so the foreign
         keys from sealed rows hold); the destroyed key ids."""
-        with self.db.transaction() as conn:
-            # The agent's long-term writer lock, to the end of this transaction: no write
-            # of a hold that read the store before lands between these deletes.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(agent_id),))
-            for table, _, _ in AGENT_TABLES:
-                conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))  # noqa: S608
-            return destroy_keys(conn, agent_id) if keys else []
+        for attempt in range(DELETE_ATTEMPTS):
+            try:
+                with self.db.transaction() as conn:
+                    # The agent's long-term writer lock, to the end of this transaction: no
+                    # write of a hold that read the store before lands between these deletes.
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(agent_id),))
+                    for table, _, _ in AGENT_TABLES:
+                        conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))  # noqa: S608
+                    return destroy_keys(conn, agent_id) if keys else []
+            except psycopg.errors.ForeignKeyViolation:
+                # A row of another tier (a document, a turn) sealed with the key committed
+                # after its table was emptied here: nothing was deleted; delete again.
+                if attempt == DELETE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _agent_left(self, agent_id: str) -> list[str]:
         return [r.place for r in self._inventory(agent_id)]

@@ -342,3 +342,30 @@ def test_a_process_with_another_keyring_or_no_payload_key_is_refused_at_start(
     monkeypatch.delenv("DREAMKEEPER_KEYRING")
     with pytest.raises(SealedWithoutKey, match="no payload key"):
         PostgresBackend(db.url, tmp_path / "host-c").check_ready()
+
+
+def test_a_row_sealed_with_the_key_while_the_whole_agent_goes_is_deleted_too(db, host, monkeypatch):
+    """A document appended (another process) after the forget emptied its table but
+    before the keys go: the key's deletion is refused by the foreign key, and the forget
+    deletes everything again."""
+    from dreamkeeper.stores.postgres import forget as forget_module
+
+    sealing = host()
+    _world(db, sealing, "a1")
+    writer = host()
+    real = forget_module.destroy_keys
+    calls = []
+
+    def late_append_then_destroy(conn: Any, agent_id: str) -> list[str]:
+        if not calls:
+            PostgresDocuments(db, agent_id, sealing=writer).append("dreams/late.jsonl", b"x\n")
+        calls.append(agent_id)
+        return real(conn, agent_id)
+
+    monkeypatch.setattr(forget_module, "destroy_keys", late_append_then_destroy)
+    receipt = _forgetting(db, sealing).forget_agent("a1")
+    assert len(calls) == 2 and receipt.verified, receipt.verification
+    with db.transaction() as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM dreamkeeper_documents WHERE agent_id = 'a1'"
+        ).fetchone() == (0,)
