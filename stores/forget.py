@@ -240,13 +240,17 @@ class Forgetting:
         payload gets a new key); how many were destroyed."""
         return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
 
+    def _destroy_keys_first(self, agent_id: str) -> int:
+        """A whole-agent forget's first step: the agent's data keys, so its histories are
+        undecodable even if the rest is cut short (a crash: the retry deletes the rest).
+        How many were destroyed."""
+        return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
+
     def _erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
-        """Everything of the agent, its data keys first: its histories are undecodable
-        even if the rest is cut short (a crash: the retry deletes the rest). How many
-        keys were destroyed."""
-        destroyed = 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
+        """Everything of the agent (its exports are gone already); how many more data
+        keys were destroyed with it."""
         self._delete_agent(agent_id)
-        return destroyed
+        return 0
 
     def _left_to_operator(self, agent_id: str) -> list[str]:
         """What an operator must still do after a forget of this agent (read before it)."""
@@ -473,12 +477,13 @@ class Forgetting:
         """The whole agent, on either backend (its steps per backend above)."""
         agent_id = receipt.agent_id
         notes = self._left_to_operator(agent_id)
+        destroyed = self._destroy_keys_first(agent_id)
         removed = self._inventory(agent_id)
         for export in exported_files(self._agent_documents(agent_id)):
             if export.is_file() and not export.is_symlink():
                 export.unlink()
                 removed.append(Removal(place=str(export), what="export file", count=1))
-        receipt.history_keys_destroyed = self._erase_agent(agent_id, receipt)
+        receipt.history_keys_destroyed = destroyed + self._erase_agent(agent_id, receipt)
         receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
         verification = Verification(
             files_containing=self._agent_left(agent_id), scanned=self.SCANNED

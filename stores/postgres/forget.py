@@ -320,6 +320,11 @@ class PostgresForgetting(Forgetting):
         self._rotate(receipt)
         return len(rekey.retired)
 
+    def _destroy_keys_first(self, agent_id: str) -> int:
+        if self.sealing is None:
+            return super()._destroy_keys_first(agent_id)
+        return 0  # sealed rows need their key until they go: both in one transaction
+
     def _erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
         if self.sealing is None:
             return super()._erase_agent(agent_id, receipt)
