@@ -329,7 +329,7 @@ class PostgresForgetting(Forgetting):
         if self.sealing is None:
             return super()._erase_agent(agent_id, receipt)
         destroyed = self._delete_rows(agent_id, keys=True)
-        self.sealing.forget_current(agent_id)
+        self.sealing.drop(agent_id)
         self._check_destroyed(agent_id, destroyed, None, receipt)
         self._rotate(receipt)
         return len(destroyed)

@@ -72,6 +72,7 @@ def rekey_agent(db: Database, sealing: Sealing, agent_id: str) -> Rekey:
         try:
             with db.transaction() as conn:
                 report.retired += sealing.keys.retire_others(conn, agent_id, new.key_id)
+            sealing.drop(agent_id, report.retired)
             return report
         except psycopg.errors.ForeignKeyViolation:
             if attempt == ATTEMPTS - 1:

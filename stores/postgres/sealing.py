@@ -13,7 +13,9 @@ the database keeps of the agent — dead tuples, WAL, backups — can be read.
 
 `Sealing` is the process's sealer for one database: data keys are cached once opened (a
 key destroyed elsewhere fails the next write that names it: the foreign key from every
-sealed row to its key), never their wrapped form. Without a payload key nothing is
+sealed row to its key), never their wrapped form, and for at most `KEY_CACHE_SECONDS`: a
+key another process destroyed does not outlive that in this one's memory (the process
+that destroys one drops it at once, `drop`). Without a payload key nothing is
 sealed; a process without one refuses a database that seals (`SealedWithoutKey`): it could
 read nothing there, and would write content in plaintext.
 """
@@ -26,11 +28,12 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 
-from dreamkeeper.client.agent_keys import NONCE_BYTES, DataKey
+from dreamkeeper.client.agent_keys import NONCE_BYTES, AgentKeyError, DataKey
 from dreamkeeper.core.errors import StoreMismatch
 from dreamkeeper.core.payload_keys import find_payload_keys
 from dreamkeeper.core.settings import load_settings
@@ -41,6 +44,7 @@ from dreamkeeper.stores.postgres.keyring import keyring_dir
 FORMAT = b"\x01"  # the sealed value's first byte: its layout (nonce, then ciphertext+tag)
 TAG_BYTES = 16
 MAX_CACHED_KEYS = 65_536
+KEY_CACHE_SECONDS = 300.0
 
 # What each sealed value is, bound in as associated data.
 MEMORY = "memory"
@@ -66,9 +70,9 @@ class Sealing:
     def __init__(self, keys: PostgresAgentKeyStore) -> None:
         self.keys = keys
         self.db = keys.db
-        self._opened: OrderedDict[tuple[str, str], DataKey] = OrderedDict()
+        # (agent, key id) -> (when opened, the key), oldest first
+        self._opened: OrderedDict[tuple[str, str], tuple[float, DataKey]] = OrderedDict()
         self._current: dict[str, str] = {}
-        self._tag_keys: dict[str, bytes] = {}
         self._guard = threading.Lock()
 
     # -- keys ------------------------------------------------------------------------------
@@ -80,7 +84,10 @@ class Sealing:
         with self._guard:
             key_id = self._current.get(agent_id)
         if key_id is not None:
-            return self.key(agent_id, key_id)
+            try:
+                return self.key(agent_id, key_id)
+            except AgentKeyError:
+                self.forget_current(agent_id)  # destroyed since: the current one is another
         key = self.keys.current(agent_id)
         self._remember(agent_id, key)
         with self._guard:
@@ -93,20 +100,34 @@ class Sealing:
         with self._guard:
             self._current.pop(agent_id, None)
 
-    def key(self, agent_id: str, key_id: str) -> DataKey:
-        """The data key `key_id` of the agent (opened once per process)."""
+    def drop(self, agent_id: str, key_ids: list[str] | None = None) -> None:
+        """Let go of the agent's keys `key_ids` (None: all of them), destroyed now."""
         with self._guard:
+            for held in [k for k in self._opened if k[0] == agent_id]:
+                if key_ids is None or held[1] in key_ids:
+                    del self._opened[held]
+            self._current.pop(agent_id, None)
+
+    def key(self, agent_id: str, key_id: str) -> DataKey:
+        """The data key `key_id` of the agent (opened at most once per
+        `KEY_CACHE_SECONDS` in this process)."""
+        now = monotonic()
+        with self._guard:
+            while self._opened:
+                oldest = next(iter(self._opened.values()))
+                if now - oldest[0] < KEY_CACHE_SECONDS:
+                    break
+                self._opened.popitem(last=False)
             found = self._opened.get((agent_id, key_id))
-            if found is not None:
-                self._opened.move_to_end((agent_id, key_id))
-                return found
+        if found is not None:
+            return found[1]
         key = self.keys.find(agent_id, key_id)
         self._remember(agent_id, key)
         return key
 
     def _remember(self, agent_id: str, key: DataKey) -> None:
         with self._guard:
-            self._opened[(agent_id, key.key_id)] = key
+            self._opened[(agent_id, key.key_id)] = (monotonic(), key)
             while len(self._opened) > MAX_CACHED_KEYS:
                 self._opened.popitem(last=False)
 
@@ -143,15 +164,9 @@ class Sealing:
             ) from None
 
     def tag(self, key: DataKey, text: str) -> str:
-        """A keyed tag of `text` for SQL to compare (32 hex characters)."""
-        with self._guard:
-            tag_key = self._tag_keys.get(key.key_id)
-        if tag_key is None:
-            tag_key = hmac.new(key.secret, b"dreamkeeper at-rest tag", hashlib.sha256).digest()
-            with self._guard:
-                if len(self._tag_keys) >= MAX_CACHED_KEYS:
-                    self._tag_keys.clear()
-                self._tag_keys[key.key_id] = tag_key
+        """A keyed tag of `text` for SQL to compare (32 hex characters), under a key
+        derived from the data key."""
+        tag_key = hmac.new(key.secret, b"dreamkeeper at-rest tag", hashlib.sha256).digest()
         return hmac.new(tag_key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 

@@ -369,3 +369,25 @@ def test_a_row_sealed_with_the_key_while_the_whole_agent_goes_is_deleted_too(db,
         assert conn.execute(
             "SELECT count(*) FROM dreamkeeper_documents WHERE agent_id = 'a1'"
         ).fetchone() == (0,)
+
+
+def test_a_destroyed_key_leaves_the_memory_of_every_process(db, host, monkeypatch):
+    """The process that runs the forget lets go of the keys it destroyed at once; another
+    process that had opened one lets go within KEY_CACHE_SECONDS."""
+    from dreamkeeper.stores.postgres import sealing as sealing_module
+
+    a, b = host(), host()
+    fact = _world(db, a, "a1")
+    assert _everything(db, b, "a1")["entries"]  # b holds a1's key now
+    [old] = [r[1] for r in _key_rows(db, "a1")]
+
+    def opened(process: Sealing) -> set[str]:
+        return {key_id for (agent, key_id) in process._opened if agent == "a1"}
+
+    assert old in opened(a) and old in opened(b)
+    _forgetting(db, a).forget_entries("a1", [fact])
+    assert old not in opened(a)
+    later = sealing_module.monotonic() + sealing_module.KEY_CACHE_SECONDS + 1
+    monkeypatch.setattr(sealing_module, "monotonic", lambda: later)
+    assert _everything(db, b, "a1")["entries"] == [KEPT]  # b reads on, with the new key
+    assert old not in opened(b)
