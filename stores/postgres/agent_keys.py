@@ -39,7 +39,7 @@ from dreamkeeper.client.agent_keys import (
 from dreamkeeper.core.payload_keys import KEY_ID_PATTERN
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.postgres.database import Database
-from dreamkeeper.stores.postgres.keyring import Keyring, keyring_for
+from dreamkeeper.stores.postgres.keyring import Keyring, KeyringMismatch, keyring_for
 
 _COLUMNS = "key_id, kek_id, wrapped_by, nonce, wrapped"
 CREATE_ATTEMPTS = 3
@@ -189,6 +189,21 @@ class PostgresAgentKeyStore:
         return _stored(rows[0]) if rows else None
 
     def _open(self, agent_id: str, stored: StoredKey) -> DataKey:
+        try:
+            return self._unwrap(agent_id, stored)
+        except KeyringMismatch:
+            # Read just before a rotation wrapped it by a new KEK and erased the old one
+            # from the keyring: the row as it is now opens.
+            rows = self.db.fetch(
+                f"SELECT {_COLUMNS} FROM dreamkeeper_agent_keys "
+                "WHERE agent_id = %s AND key_id = %s",
+                (agent_id, stored.key_id),
+            )
+            if not rows or _stored(rows[0]).kek_id == stored.kek_id:
+                raise
+            return self._unwrap(agent_id, _stored(rows[0]))
+
+    def _unwrap(self, agent_id: str, stored: StoredKey) -> DataKey:
         secret = self.keyring.unwrap_data_key(
             agent_id,
             stored.key_id,

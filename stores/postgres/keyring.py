@@ -14,7 +14,9 @@ Every write of the file (a first KEK, a rotation, a tidy) holds the database's a
 lock `KEYRING_LOCK`, so processes on several hosts sharing the keyring directory never
 write it at once; the file is replaced atomically (temp file, fsync, rename, fsync the
 directory) and the replaced file's bytes are overwritten with zeros before it is let go.
-Readers take no lock: a process that meets a KEK id it does not hold reads the file again.
+Readers take no lock: a process that meets a KEK id it does not hold reads the file again,
+and every process reads it again at least every `RELOAD_SECONDS`, so a KEK another
+process rotated out does not stay in its memory.
 
 Crash safety (`stores.faults`): the new KEK is in the file before the database lists it
 (`KEK_WRITTEN`); a listed KEK is current before any data key is wrapped by it
@@ -39,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 import psycopg
@@ -52,6 +55,7 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.postgres.database import Database
 
 KEK_BYTES = 32
+RELOAD_SECONDS = 300.0
 DEFAULT_DIR = "keyring"  # under the data directory, unless DREAMKEEPER_KEYRING says where
 FORMAT = 1
 MAX_FILE_BYTES = 1_048_576
@@ -105,6 +109,7 @@ class Keyring:
         self._wrap_id = wrapping[0][0]
         self._payload = {key_id: AESGCM(secret) for key_id, secret in wrapping}
         self._keks: dict[str, AESGCM] = {}
+        self._loaded_at = float("-inf")
         self._guard = threading.Lock()
         self._store_id: str | None = None
         # The connection holding KEYRING_LOCK, per thread, while it is held: a session
@@ -134,7 +139,8 @@ class Keyring:
         (another process rotated); `KeyringMismatch` when the file does not have it."""
         with self._guard:
             found = self._keks.get(kek_id)
-        if found is not None:
+            fresh = monotonic() - self._loaded_at < RELOAD_SECONDS
+        if found is not None and fresh:
             return found
         self._load()
         with self._guard:
@@ -198,6 +204,7 @@ class Keyring:
         opened = {kek_id: self._open(kek_id, entry) for kek_id, entry in entries.items()}
         with self._guard:
             self._keks = opened
+            self._loaded_at = monotonic()
 
     def _read_entries(self) -> dict[str, dict[str, str]]:
         """The file's entries by KEK id ({} when there is no file). A reader that opened

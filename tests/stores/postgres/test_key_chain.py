@@ -373,13 +373,16 @@ def test_a_row_sealed_with_the_key_while_the_whole_agent_goes_is_deleted_too(db,
 
 def test_a_destroyed_key_leaves_the_memory_of_every_process(db, host, monkeypatch):
     """The process that runs the forget lets go of the keys it destroyed at once; another
-    process that had opened one lets go within KEY_CACHE_SECONDS."""
+    process that had opened one lets go within KEY_CACHE_SECONDS, and of a rotated-out
+    key-encryption key within RELOAD_SECONDS."""
     from dreamkeeper.stores.postgres import sealing as sealing_module
 
     a, b = host(), host()
     fact = _world(db, a, "a1")
     assert _everything(db, b, "a1")["entries"]  # b holds a1's key now
     [old] = [r[1] for r in _key_rows(db, "a1")]
+    [old_kek] = {r[2] for r in _key_rows(db, "a1")}
+    assert old_kek in b.keys.keyring._keks
 
     def opened(process: Sealing) -> set[str]:
         return {key_id for (agent, key_id) in process._opened if agent == "a1"}
@@ -389,5 +392,19 @@ def test_a_destroyed_key_leaves_the_memory_of_every_process(db, host, monkeypatc
     assert old not in opened(a)
     later = sealing_module.monotonic() + sealing_module.KEY_CACHE_SECONDS + 1
     monkeypatch.setattr(sealing_module, "monotonic", lambda: later)
+    monkeypatch.setattr(keyring_module, "monotonic", lambda: later)
     assert _everything(db, b, "a1")["entries"] == [KEPT]  # b reads on, with the new key
     assert old not in opened(b)
+    assert old_kek not in b.keys.keyring._keks
+
+
+def test_a_key_row_read_just_before_a_rotation_still_opens(db, host):
+    """A process read a data key's row, then a rotation wrapped it by a new KEK and erased
+    the old one from the keyring, then the process opens what it read."""
+    a, b = host(), host()
+    _world(db, a, "b1")
+    fact = _world(db, a, "a1")
+    stale = b.keys._current("b1")  # the row as b read it, wrapped by the first KEK
+    assert stale is not None
+    _forgetting(db, a).forget_entries("a1", [fact])  # the chain rotates
+    assert b.keys._open("b1", stale).key_id == stale.key_id
