@@ -14,7 +14,10 @@ keeps it:
   log, live and rotated) that mention the text: they contain it verbatim, or contain
   every specific (name, number, identifier) of a text that has at least two;
 - with a history key store, the agent's payload data key, so its Temporal histories
-  can no longer be decoded by anyone (crypto-shredding: `client.agent_keys`).
+  can no longer be decoded by anyone (crypto-shredding: `client.agent_keys`);
+- on a database that seals content at rest (`stores.postgres.forget`), what the
+  database keeps after a DELETE: the agent is re-keyed (or its keys go with its rows)
+  and the key chain rotated, so those copies can be read with no key that remains.
 
 Entries derived from a forgotten one (its `mergedFrom` chain, or what it was retired
 into: a merge, an enrichment, a dedup) carry its text. They are reported; with
@@ -30,7 +33,9 @@ done is finished by the next forget on this data directory, before its own.
 
 The receipt (`core.forgetting.ForgetReceipt`) lists what was removed where, and the
 verification run afterwards with the text held in memory only: a search of every tier
-for each forgotten text, and a raw byte scan of every file under the agent's directory.
+for each forgotten text, and a raw byte scan of every file under the agent's directory
+(every row, on a database); what else was checked; and what is left to the operator
+(backups, and on a database what it keeps until aged out).
 """
 
 from __future__ import annotations
