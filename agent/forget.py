@@ -9,7 +9,6 @@ from pathlib import Path
 
 from dreamkeeper.client.codec import PayloadKeys
 from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
-from dreamkeeper.stores.backends import agent_key_store
 from dreamkeeper.stores.forget import Forgetting, file_backend
 
 NO_KEY_NOTE = (
@@ -20,16 +19,14 @@ NO_KEY_NOTE = (
 
 def forgetting(data_dir: Path, database_url: str | None = None) -> Forgetting:
     """The forget runner of the configured backend: the database when a URL is set (the
-    stores and the per-agent data keys are there), else the data directory."""
-    keys = PayloadKeys.from_env(
-        data_dir=data_dir, key_store=agent_key_store(database_url)
-    ).agent_keys()
+    stores, the per-agent data keys that also seal content at rest, and the keyring of
+    their key-encryption keys), else the data directory."""
     if database_url is not None:
         from dreamkeeper.stores.postgres.database import database
-        from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+        from dreamkeeper.stores.postgres.forget import postgres_forgetting
 
-        db = database(database_url)
-        return PostgresForgetting(db, postgres_backend(db), history_keys=keys)
+        return postgres_forgetting(database(database_url), data_dir)
+    keys = PayloadKeys.from_env(data_dir=data_dir).agent_keys()
     return Forgetting(data_dir, file_backend(data_dir), history_keys=keys)
 
 

@@ -83,7 +83,8 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
     require_data_dir(settings)
     source = FileBackend(settings.data_dir)
-    target = PostgresBackend(url)
+    # The data directory's payload key seals what is copied (stores.postgres.sealing).
+    target = PostgresBackend(url, settings.data_dir)
     target.check_ready()  # the schema first: `db upgrade` is a deliberate step
 
     def progress(done: int, total: int, copy: AgentCopy) -> None:

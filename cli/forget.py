@@ -75,17 +75,27 @@ def _print(receipt: ForgetReceipt) -> None:
     if receipt.dry_run:
         return
     v = receipt.verification
+    where = (
+        "rows the database keeps for the agent (sealed ones opened)"
+        if v.scanned == "rows"
+        else "files under the agent's directory"
+    )
     if receipt.verified:
         print(
             f"verified: {v.searches} search(es) match nothing, and none of {v.files_scanned} "
-            "files under the agent's directory contains the text"
+            f"{where} contains the text"
         )
     else:
         print(
             f"NOT verified: {v.search_matches} search hit(s) still match; still in: "
-            f"{', '.join(v.files_containing) or 'no file'}; derived entries kept: "
+            f"{', '.join(v.files_containing) or 'nowhere'}; derived entries kept: "
             f"{', '.join(receipt.kept_derived) or 'none'}"
+            + "".join(f"; {failed}" for failed in v.failed)
         )
+    for check in v.checked:
+        print(f"  checked: {check}")
+    for note in receipt.left_to_operator:
+        print(f"left to the operator: {note}")
 
 
 def register(sub: Subparsers) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -57,13 +56,19 @@ from dreamkeeper.client.agent_keys import (
     AgentKeyStoreFactory,
     FileAgentKeyStore,
 )
-from dreamkeeper.core.errors import SettingsError, StoreMismatch
-from dreamkeeper.core.payload_keys import KEY_BYTES, read_key_text
+from dreamkeeper.core import payload_keys
+from dreamkeeper.core.errors import StoreMismatch
+from dreamkeeper.core.payload_keys import (
+    DATA_DIR_KEY_FILE as DATA_DIR_KEY_FILE,  # where `dreamkeeper dev` writes its key
+)
+from dreamkeeper.core.payload_keys import (
+    KEY_BYTES,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    derived_key_id,
+    find_payload_keys,
+)
 from dreamkeeper.core.settings import load_settings
-
-KEY_ENV = "DREAMKEEPER_PAYLOAD_KEY"
-KEY_FILE_ENV = "DREAMKEEPER_PAYLOAD_KEY_FILE"
-DATA_DIR_KEY_FILE = "payload-key"
 
 ENCODING = "encoding"
 ENCRYPTED = b"binary/encrypted"
@@ -92,39 +97,10 @@ class PayloadKey:
     secret: bytes = field(repr=False)
 
 
-def derived_key_id(secret: bytes) -> str:
-    """16 hex characters of a domain-separated SHA-256: names the key, reveals nothing."""
-    return hashlib.sha256(b"dreamkeeper payload key id\0" + secret).hexdigest()[:16]
-
-
 def parse_key(text: str, where: str) -> PayloadKey:
     """`key` or `id:key` (core.payload_keys). `where` names the variable (and line) in
     the error; the error never repeats the key material."""
-    try:
-        key_id, secret = read_key_text(text)
-    except ValueError as exc:
-        raise SettingsError(f"{where}: {exc}") from None
-    return PayloadKey(key_id or derived_key_id(secret), secret)
-
-
-def _read_key_file(path: Path, what: str) -> tuple[PayloadKey, ...]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{what}: cannot read {path}: {exc}") from None
-    keys: dict[str, PayloadKey] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key = parse_key(line, f"{what} {path} line {number}")
-        if key.key_id in keys and keys[key.key_id].secret != key.secret:
-            raise SettingsError(
-                f"{what} {path} line {number}: key id {key.key_id!r} is used by two different keys"
-            )
-        keys.setdefault(key.key_id, key)
-    if not keys:
-        raise SettingsError(f"{what}: {path} holds no key")
-    return tuple(keys.values())
+    return PayloadKey(*payload_keys.parse_key(text, where))
 
 
 @dataclass(frozen=True)
@@ -152,7 +128,7 @@ class PayloadKeys:
             return None
         wrapping = [(k.key_id, k.secret) for k in self.keys]
         if self.key_store is not None:
-            return self.key_store(wrapping)
+            return self.key_store(wrapping, self.data_dir)
         if self.data_dir is None:
             return None
         return FileAgentKeyStore(self.data_dir, wrapping)
@@ -172,24 +148,11 @@ class PayloadKeys:
     @classmethod
     def _from_env(cls, env: Mapping[str, str] | None, data_dir: Path | None) -> PayloadKeys:
         configured = load_settings(env).codec
-        single = configured.payload_key or ""
-        file = str(configured.payload_key_file or "")
-        if single and file:
-            raise SettingsError(f"set {KEY_ENV} or {KEY_FILE_ENV}, not both")
-        if single:
-            return cls((parse_key(single, KEY_ENV),), KEY_ENV, data_dir=data_dir)
-        if file:
-            path = Path(file).expanduser()
-            keys = _read_key_file(path, KEY_FILE_ENV)
-            return cls(keys, f"{KEY_FILE_ENV}={path}", data_dir=data_dir)
-        if data_dir is not None and (data_dir / DATA_DIR_KEY_FILE).is_file():
-            path = data_dir / DATA_DIR_KEY_FILE
-            keys = _read_key_file(path, "the data directory's key file")
-            return cls(keys, str(path), data_dir=data_dir)
-        looked_in = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
-        if data_dir is not None:
-            looked_in += f" and there is no {Path(os.path.abspath(data_dir)) / DATA_DIR_KEY_FILE}"
-        return cls(looked_in=looked_in)
+        found = find_payload_keys(configured.payload_key, configured.payload_key_file, data_dir)
+        if not found.keys:
+            return cls(looked_in=found.looked_in)
+        keys = tuple(PayloadKey(key_id, secret) for key_id, secret in found.keys)
+        return cls(keys, found.source, data_dir=data_dir)
 
 
 def generate_key_file(path: Path) -> PayloadKey:

@@ -32,12 +32,19 @@ class Verification(_Model):
 
     searches: int = 0  # searches run (one per forgotten text) over every tier
     search_matches: int = 0  # hits that still contain a forgotten text: 0 when clean
-    files_scanned: int = 0  # every file under the agent's directory, read as raw bytes
-    files_containing: list[str] = Field(default_factory=list)  # paths: empty when clean
+    # Every file under the agent's directory, or every row the database keeps for it
+    # (`scanned` says which), read as raw bytes (and opened, when sealed).
+    files_scanned: int = 0
+    files_containing: list[str] = Field(default_factory=list)  # places: empty when clean
+    scanned: Literal["files", "rows"] = "files"
+    # What else was checked and held (the keys destroyed, the key chain rotated, ...).
+    checked: list[str] = Field(default_factory=list)
+    # Checks that did not hold: empty when clean.
+    failed: list[str] = Field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return self.search_matches == 0 and not self.files_containing
+        return self.search_matches == 0 and not self.files_containing and not self.failed
 
 
 class ForgetReceipt(_Model):
@@ -63,6 +70,13 @@ class ForgetReceipt(_Model):
     removed: list[Removal] = Field(default_factory=list)
     history_keys_destroyed: int = 0  # per-agent payload data keys destroyed
     history_note: str = ""  # why Temporal histories were not shredded, when they were not
+    # Whether the store kept the content sealed at rest with the agent's data key (on a
+    # database: what a DELETE leaves behind is unreadable once the key is destroyed);
+    # None on the file backend, where a removed file is the erasure.
+    sealed_at_rest: bool | None = None
+    # What the store cannot do itself and an operator must (age out WAL, dead tuples,
+    # backups, replicas): plain sentences, no content.
+    left_to_operator: list[str] = Field(default_factory=list)
     verification: Verification = Field(default_factory=Verification)
     resumed: list[str] = Field(default_factory=list)  # earlier requests finished first
 

@@ -199,6 +199,9 @@ class CodecSettings:
 
     payload_key: str | None = None
     payload_key_file: Path | None = None
+    # Where the key-encryption keys of a database's data keys live (stores.postgres.
+    # keyring); None: `{data}/keyring`. Every process on one database shares it.
+    keyring: Path | None = None
     server_token: str | None = None
     cors_origins: tuple[str, ...] = ("http://localhost:8233",)
     dev_port: int = 8234  # `dreamkeeper dev`'s codec server: next to the UI's 8233
@@ -298,6 +301,7 @@ class Environment(BaseModel):
     DREAMKEEPER_EMBEDDING_MAX_INPUT_CHARS: int = _range(MAX_EMBEDDING_INPUT_CHARS, 100, 10_000_000)
     DREAMKEEPER_PAYLOAD_KEY: str | None = None
     DREAMKEEPER_PAYLOAD_KEY_FILE: Path | None = None
+    DREAMKEEPER_KEYRING: Path | None = None
     DREAMKEEPER_CODEC_TOKEN: str | None = None
     DREAMKEEPER_CODEC_CORS_ORIGINS: str = "http://localhost:8233"
     DREAMKEEPER_DEV_CODEC_PORT: int = _range(8234, 1, 65_535)
@@ -554,6 +558,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     codec = CodecSettings(
         payload_key=e.DREAMKEEPER_PAYLOAD_KEY,
         payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
+        keyring=e.DREAMKEEPER_KEYRING,
         server_token=e.DREAMKEEPER_CODEC_TOKEN,
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
         dev_port=e.DREAMKEEPER_DEV_CODEC_PORT,

@@ -192,11 +192,55 @@ class PostgresBackend(_Tiers):
         "dreamkeeper.stores.postgres.conversation_memory:PostgresConversationStore",
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, data_dir: Path | str | None = None) -> None:
         from dreamkeeper.stores.postgres.database import database
 
         self.db = self._where = database(url)
         self.location = self.db.location
+        # The payload key and the keyring are found as the codec finds them: in the
+        # environment, or under the data directory (`stores.postgres.sealing`).
+        self.data_dir = None if data_dir is None else Path(data_dir)
+        self._sealing: Any = None
+        self._sealing_known = False
+
+    @property
+    def sealing(self) -> Any:
+        """The process's sealer for this database (`stores.postgres.sealing.Sealing`),
+        None without a payload key (refused when the database seals)."""
+        if not self._sealing_known:
+            from dreamkeeper.stores.postgres.sealing import sealing_for
+
+            self._sealing = sealing_for(self.db, self.data_dir)
+            self._sealing_known = True
+        return self._sealing
+
+    def memory(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> MemoryStore:
+        store = self._store_class(0)(
+            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
+        )
+        return cast(MemoryStore, store)
+
+    def working(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> WorkingMemoryStore:
+        store = self._store_class(1)(
+            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
+        )
+        return cast(WorkingMemoryStore, store)
+
+    def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
+        store = self._store_class(2)(self.db, agent_id, sealing=self.sealing, **options)
+        return cast(ConversationStore, store)
 
     def identity(self) -> StoreIdentity:
         found = self.read_identity()
@@ -235,6 +279,11 @@ class PostgresBackend(_Tiers):
         # A database that cannot be reached is DatabaseUnavailable from the connection
         # itself (stores.postgres.database), naming it and PostgreSQL's cause.
         check_schema(self.db)
+        # A process that could not read what the others sealed (no payload key, or
+        # another keyring) is refused at start, not at its first read.
+        sealing = self.sealing
+        if sealing is not None:
+            sealing.keys.keyring.check()
 
     def check_reachable(self) -> None:
         self.db.ping()
@@ -258,16 +307,18 @@ def _class(name: str) -> Any:
 def agent_key_store(database_url: str | None) -> AgentKeyStoreFactory | None:
     """Where per-agent payload data keys live for a process on this backend: the database
     when a URL is set (`stores.postgres.agent_keys`: shared by every worker and client on
-    it), else None, and the codec keeps them under its data directory."""
+    it, wrapped by the keyring of `stores.postgres.keyring`), else None, and the codec
+    keeps them under its data directory."""
     if not database_url:
         return None
     url = database_url
 
-    def make(wrapping: Wrapping) -> AgentKeyStore:
+    def make(wrapping: Wrapping, data_dir: Path | None) -> AgentKeyStore:
         from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
         from dreamkeeper.stores.postgres.database import database
+        from dreamkeeper.stores.postgres.keyring import keyring_dir
 
-        return PostgresAgentKeyStore(database(url), wrapping)
+        return PostgresAgentKeyStore(database(url), wrapping, keyring_dir(data_dir))
 
     return make
 
@@ -276,5 +327,5 @@ def open_backend(settings: StoreSettings) -> StoreBackend:
     """The backend the settings name: the database when `database_url` is set, else the
     data directory."""
     if settings.database_url:
-        return PostgresBackend(settings.database_url)
+        return PostgresBackend(settings.database_url, settings.data_dir)
     return FileBackend(settings.data_dir)

@@ -221,6 +221,16 @@ class AgentFiles:
                 handle.seek(offset)
                 return handle.read() if limit is None else handle.read(limit)
 
+    def open_read(self, parts: Parts) -> int:
+        """A read-only descriptor of the file (the caller closes it), with the same
+        refusals as `read`: FileNotFoundError when absent."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                raise FileNotFoundError(self.path(*parts))
+            return self._open_regular(dfd, name)
+
     def map(self, parts: Parts, *, private: bool = False) -> mmap.mmap:
         """The file mapped read-only — or `private`: copy-on-write, writes never reach
         the file — with the same refusals as `read`."""

@@ -40,6 +40,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import stat
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,7 +66,14 @@ from dreamkeeper.stores.longterm.entry_files import (
     scan,
 )
 from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.longterm.journal import (
+    JOURNAL,
+    MAX_LINE_BYTES,
+    Journal,
+    JournalAction,
+    JournalRecord,
+    epoch_of,
+)
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.longterm.records import (
     AppliedOp,
@@ -101,6 +110,21 @@ __all__ = [
     "document_text",
     "retired_into",
 ]
+
+
+class _HeldJournal:
+    """The journal file an instance has read, kept open: while it is, no other file can
+    take its inode, so "the journal at the path is another file" (the agent was erased
+    and its store made again) is a fact, not a guess from sizes or times."""
+
+    def __init__(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
+        self.epoch = epoch_of(os.pread(fd, MAX_LINE_BYTES, 0))
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def close(self) -> None:
+        self._close()
 
 
 @dataclass(frozen=True)
@@ -145,6 +169,8 @@ class FileMemoryStore(StoreOperations):
         self._index = BM25Index()
         self._category_ids: dict[str | None, int] = {}
         self._offset = 0
+        # The journal read (store epochs, docs/storage.md); None: there was none.
+        self._journal_held: _HeldJournal | None = None
         self._loaded = False
         self._hold_appended = False
         self._erased_seen = False  # a record of `erase` applied since the index was built
@@ -195,6 +221,7 @@ class FileMemoryStore(StoreOperations):
         self._full_load(use_snapshot=False)
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._take_journal()  # before anything is read: what follows belongs to it
         self._erased_seen = False  # a fresh index; records replayed below may set it
         self._adopt_state(
             snapshot.SnapshotState(
@@ -211,7 +238,7 @@ class FileMemoryStore(StoreOperations):
             self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
-            state = snapshot.load(self.files, self.agent_id, self.journal)
+            state = snapshot.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
                 self._adopt_state(state)
@@ -234,6 +261,37 @@ class FileMemoryStore(StoreOperations):
         if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
+    @property
+    def _epoch(self) -> str:
+        held = self._journal_held
+        return "" if held is None else held.epoch
+
+    def _take_journal(self) -> None:
+        """Hold the journal at the path as it is now (or nothing, when there is none)."""
+        if self._journal_held is not None:
+            self._journal_held.close()
+            self._journal_held = None
+        try:
+            fd = self.files.open_read(JOURNAL)
+        except OSError:
+            return  # none yet; or a link or not a file, which `problems()` reports
+        self._journal_held = _HeldJournal(fd)
+
+    def _journal_replaced(self, st: os.stat_result | None) -> bool:
+        """Whether the journal at the path (`st`, None: there is none) is not the one
+        this instance read: the agent was erased (whole-agent forget) and perhaps
+        written again since."""
+        if st is None:
+            return self._journal_held is not None
+        held = self._journal_held
+        if held is None:
+            if not stat.S_ISREG(st.st_mode):
+                return False  # a link or no file: refused and reported, never read
+            # No journal when this instance loaded: an empty store, which any journal
+            # that has appeared since continues (its writer wrote every entry there is).
+            return bool(self._entries)
+        return (st.st_dev, st.st_ino) != held.identity
+
     def _adopt_state(self, state: snapshot.SnapshotState) -> None:
         assert isinstance(state.entries, EntryTable)
         self._entries = state.entries
@@ -251,6 +309,7 @@ class FileMemoryStore(StoreOperations):
             index=self._index,
             category_ids=self._category_ids,
             offset=self._offset,
+            epoch=self._epoch,
         )
 
     def save_snapshot(self) -> bool:
@@ -282,7 +341,13 @@ class FileMemoryStore(StoreOperations):
         if self._pending or self._vectors is None:
             return False
         return vector_pack.write(
-            self.files, self.agent_id, index, self._vectors.model_key, self._offset, self.journal
+            self.files,
+            self.agent_id,
+            index,
+            self._vectors.model_key,
+            self._offset,
+            self.journal,
+            self._epoch,
         )
 
     def _load(self, parts: Parts, *, scanning: bool = False) -> MemoryEntry | None:
@@ -326,7 +391,16 @@ class FileMemoryStore(StoreOperations):
     # -- the change feed ---------------------------------------------------------------
 
     def _refresh(self) -> None:
-        size = self.journal.size()
+        try:
+            st: os.stat_result | None = os.lstat(self.journal.path)
+        except FileNotFoundError:
+            st = None
+        if self._journal_replaced(st):
+            # Another store under this agent id, at whatever offset: nothing held is its.
+            log.info("memory store %s: the store's journal was replaced; reloading", self.agent_id)
+            self._full_load()
+            return
+        size = 0 if st is None else st.st_size
         if size < self._offset:  # journal replaced or truncated: trust nothing cached
             self._full_load()
             return
@@ -451,7 +525,13 @@ class FileMemoryStore(StoreOperations):
         full = self._vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
-                self.files, self.agent_id, self.journal, self._vectors.model_key, dim, self._offset
+                self.files,
+                self.agent_id,
+                self.journal,
+                self._vectors.model_key,
+                dim,
+                self._offset,
+                self._epoch,
             )
             if packed is not None:
                 self._vectors.adopt(*packed)
@@ -542,6 +622,9 @@ class FileMemoryStore(StoreOperations):
             records[0] = dataclasses.replace(records[0], first=True)
         self._offset = self.journal.append(records)
         self._hold_appended = True
+        if self._journal_held is None:
+            # The journal this write started (the lock is held: it is the one at the path).
+            self._take_journal()
 
     def _commit(self, changes: list[Change]) -> None:
         """Journal first, then each file (lock held by the caller)."""

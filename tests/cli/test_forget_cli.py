@@ -136,6 +136,10 @@ def test_forget_with_a_database_url_erases_the_rows(cli, tmp_path, monkeypatch, 
         code, out, err = cli("forget", entry.id)
         assert code == 0, err
         assert f"forgot 1 memory of agent {AGENT}" in out and "verified:" in out
+        assert "rows the database keeps for the agent" in out and "file" not in out
+        # No payload key: nothing was sealed, and the receipt says what that leaves.
+        assert "left to the operator: memory content is not sealed at rest" in out
+        assert "may still hold the forgotten text" in out
         with db.transaction() as conn:
             rows = conn.execute(
                 "SELECT count(*) FROM dk_memory WHERE doc LIKE '%X4481922%'"
@@ -146,3 +150,19 @@ def test_forget_with_a_database_url_erases_the_rows(cli, tmp_path, monkeypatch, 
         assert not (tmp_path / "forget-journal.jsonl").exists()  # on the database
     finally:
         db.close()
+
+
+def test_forget_on_a_database_that_seals_prints_the_checks_and_what_is_left(
+    cli, tmp_path, monkeypatch, database_url
+):
+    from dreamkeeper.stores.backends import PostgresBackend
+
+    monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
+    generate_key_file(tmp_path / "payload-key")
+    entry = PostgresBackend(database_url, tmp_path).memory(AGENT).create(FACT)
+    code, out, err = cli("forget", entry.id)
+    assert code == 0, err
+    assert "removed 1 entry rows from" in out and "file" not in out.replace("keyring", "")
+    assert "retired key-encryption keys" in out
+    assert "checked: every remaining row of the agent is sealed with its new data key" in out
+    assert "left to the operator: PostgreSQL keeps deleted rows as dead tuples" in out

@@ -74,8 +74,9 @@ class KeyPlace:
         self.kind, self.data, self.url = kind, data, url
         self._pools: list[Any] = []
 
-    def store(self, wrapping: Wrapping) -> AgentKeyStore:
-        """A store instance of its own (on the database: its own pool, another host)."""
+    def store(self, wrapping: Wrapping, data_dir: Path | None = None) -> AgentKeyStore:
+        """A store instance of its own (on the database: its own pool, another host that
+        shares the keyring directory)."""
         if self.url is None:
             return FileAgentKeyStore(self.data, wrapping)
         from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
@@ -83,7 +84,7 @@ class KeyPlace:
 
         db = Database(self.url, max_size=2)
         self._pools.append(db)
-        return PostgresAgentKeyStore(db, wrapping)
+        return PostgresAgentKeyStore(db, wrapping, self.data / "keyring")
 
     def keys(self, *keys: PayloadKey) -> PayloadKeys:
         if self.url is None:
@@ -357,6 +358,9 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
         "DREAMKEEPER_PAYLOAD_KEY", f"{payload_key.key_id}:{payload_key.secret.hex()}"
     )
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
+    # The hosts share the payload key and the keyring directory (a shared volume), not
+    # their data directories.
+    monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "shared-keyring"))
     worker_dir, codec_dir, cli_dir = (tmp_path / n for n in ("worker", "codec", "cli"))
     worker = data_converter(
         PayloadKeys.from_env(data_dir=worker_dir, key_store=agent_key_store(database_url))

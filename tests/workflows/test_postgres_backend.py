@@ -107,7 +107,7 @@ async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_ev
     """With a payload key, each agent's payloads are sealed with its data key. On a
     database that key is a row, not a file of the sealing host: a save made through
     worker A (data directory host-a) opens on host B (host-b), and a forget run from a
-    third directory destroys the key for both."""
+    third directory destroys the key for both (all three share the keyring)."""
     import base64
     import os
 
@@ -118,6 +118,9 @@ async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_ev
     from tests.workflows.test_forgetting import _histories
 
     monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", base64.b64encode(os.urandom(32)).decode())
+    # The hosts share the payload key and the keyring (a shared volume), not their data
+    # directories: the data key rows are wrapped by the keyring's key-encryption key.
+    monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "shared-keyring"))
     temporal = TemporalSettings(
         address=temporal_env.client.service_client.config.target_host,
         task_queue=f"pg-{uuid.uuid4().hex[:8]}",
