@@ -21,7 +21,8 @@ import hashlib
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any, Unpack
+from types import TracebackType
+from typing import Any, Self, Unpack
 
 from temporalio.client import (
     Client,
@@ -41,11 +42,12 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.agent import dream_ops
+from dreamkeeper.agent.api import Opening
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import claimed_store
 from dreamkeeper.client.codec import missing_key_note
-from dreamkeeper.client.connection import connect
+from dreamkeeper.client.connection import connect, settle_runtime
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -184,39 +186,92 @@ class MemoryClient:
         self._stores: dict[str, MemoryStore] = {}
         self._working: dict[str, WorkingMemoryStore] = {}
         self._conversations: dict[str, ConversationStore] = {}
+        self._closed = False
+        self._owned: list[Embedder] = []  # what connect() opened for it, closed by aclose
 
     @classmethod
-    async def connect(
+    def connect(
         cls,
         store: StoreSettings | None = None,
         temporal: TemporalSettings | None = None,
         embeddings: EmbeddingSettings | None = None,
         *,
         save_timeout: float | None = None,
-    ) -> MemoryClient:
-        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
+    ) -> Opening[MemoryClient]:
+        """`async with MemoryClient.connect() as memory:` (closed when the block ends), or
+        `memory = await MemoryClient.connect()` and `await memory.aclose()` when done.
+        Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
         `StoreMismatch` when the task queue's worker uses another data directory or
-        database."""
+        database, having closed what it opened."""
+        return Opening(cls._connect(store, temporal, embeddings, save_timeout=save_timeout))
+
+    @classmethod
+    async def _connect(
+        cls,
+        store: StoreSettings | None,
+        temporal: TemporalSettings | None,
+        embeddings: EmbeddingSettings | None,
+        *,
+        save_timeout: float | None,
+    ) -> MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(  # payload keys: client/codec.py
-            temporal, store.data_dir, key_store=agent_key_store(store.database_url)
-        )
-        embeddings = embeddings or embedding_settings()
-        shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
-        memory = cls(
-            client,
-            store,
-            temporal.task_queue,
-            embedding_client(embeddings),
-            # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
-            # chose one here.
-            save_timeout=store.save_timeout if save_timeout is None else save_timeout,
-            shards=shards,
-        )
-        if shards is None:
-            await memory.check_store()  # sharded: each worker refuses agents not its own
+        key_store = agent_key_store(store.database_url)
+        embedder: Embedder | None = None
+        memory: MemoryClient | None = None
+        try:
+            client = await connect(temporal, store.data_dir, key_store=key_store)  # client/codec.py
+            embedder = embedding_client(embeddings or embedding_settings())
+            shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
+            memory = cls(
+                client,
+                store,
+                temporal.task_queue,
+                embedder,
+                # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
+                # chose one here.
+                save_timeout=store.save_timeout if save_timeout is None else save_timeout,
+                shards=shards,
+            )
+            if embedder is not None:
+                memory._owned.append(embedder)
+            if shards is None:
+                await memory.check_store()  # sharded: each worker refuses agents not its own
+        except BaseException:
+            # Nothing the caller never got is left open: a script that ends on this
+            # error ends in order (client/connection.py).
+            if memory is not None:
+                await memory.aclose()
+            else:
+                if embedder is not None:
+                    embedder.close()
+                await settle_runtime()
+            raise
         return memory
+
+    async def aclose(self) -> None:
+        """Close the embedding client and the open stores, and let the Temporal SDK's
+        threads leave Python (`client.connection.settle_runtime`), so the process can
+        end without aborting. Idempotent; the client is not used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        for owned in self._owned:
+            owned.close()
+        for cache in (self._stores, self._working, self._conversations):
+            cache.clear()
+        await settle_runtime()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     def queue_for(self, agent_id: str) -> str:
         """The task queue of the worker that owns the agent."""

@@ -16,7 +16,7 @@ Reads are synchronous (as the local client's, which reads files); writes are asy
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal, Unpack
+from typing import Any, Literal, Self, Unpack
 
 import httpx
 
@@ -131,6 +131,12 @@ class RemoteMemoryClient:
         if self._async is not None:
             await self._async.aclose()
             self._async = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def agent(self, agent_id: str) -> RemoteAgentMemory:
         return RemoteAgentMemory(self, agent_id)
