@@ -375,3 +375,22 @@ def test_the_codec_server_opens_with_the_workers_database_keys():
         env = _environment(parsed["services"][name])
         assert env.get("DREAMKEEPER_DATABASE_URL") in urls, name
         assert "DREAMKEEPER_PAYLOAD_KEY" in env
+
+
+def test_every_localhost_origin_in_compose_is_a_port_compose_publishes():
+    """A browser-facing setting (a CORS origin, the codec endpoint the UI calls) naming a
+    port no service publishes is dead configuration that suggests a port is in use."""
+    parsed = compose()
+    published = {
+        str(port).rsplit(":", 2)[-2]
+        for service in parsed["services"].values()
+        for port in service.get("ports", [])
+    }
+    named = {
+        (name, key, port)
+        for name, service in parsed["services"].items()
+        for key, value in _environment(service).items()
+        for port in re.findall(r"//localhost:(\d+)", value)
+    }
+    assert named, "compose names no localhost origin at all"
+    assert [n for n in named if n[2] not in published] == []
