@@ -38,6 +38,7 @@ def _suffix() -> str:
 async def dry_run(memory: MemoryClient, agent_id: str) -> DreamResult:
     """Everything a cycle would do, applied nowhere: the result's `plan`."""
     validate_agent_id(agent_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.DREAM,
         DreamInput(agent_id=agent_id, store_id=memory.store_id, dry_run=True),
@@ -52,6 +53,7 @@ async def dry_run(memory: MemoryClient, agent_id: str) -> DreamResult:
 
 async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
     validate_agent_id(plan.agent_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.APPLY_DREAM_PLAN,
         ApplyPlanInput(plan=plan, store_id=memory.store_id),
@@ -67,6 +69,7 @@ async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
 async def undo(memory: MemoryClient, agent_id: str, cycle_id: str) -> UndoResult:
     validate_agent_id(agent_id)
     validate_cycle_id(cycle_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.UNDO_DREAM,
         UndoInput(agent_id=agent_id, cycle_id=cycle_id, store_id=memory.store_id),

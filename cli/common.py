@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, NotFound, Unavailable
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings, TemporalSettings
 
 if TYPE_CHECKING:
@@ -152,6 +152,8 @@ async def memory_client(settings: StoreSettings) -> MemoryClient:
     temporal = TemporalSettings.from_env()
     try:
         return await MemoryClient.connect(settings, temporal)
+    except DreamkeeperError:
+        raise  # some are RuntimeErrors too (a payload key refused): already said clearly
     except RuntimeError as exc:  # the SDK's "cannot connect"
         raise Unavailable(
             f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "

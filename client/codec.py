@@ -447,6 +447,26 @@ def forgotten_placeholder(erased: PayloadErased) -> Payload:
     return payload
 
 
+def sealing_key_id(converter: DataConverter) -> str | None:
+    """The id of the payload key this converter seals with; None: it seals nothing."""
+    codec = converter.payload_codec
+    return codec.key_id if isinstance(codec, EncryptionCodec) else None
+
+
+def cannot_seal(converter: DataConverter, task_queue: str, why: str) -> PayloadKeyMismatch:
+    """The refusal a client without a payload key gets before it starts a workflow whose
+    payloads the deployment seals: its own would enter Temporal history in clear, where
+    `forget` can never reach them."""
+    codec = converter.payload_codec
+    looked_in = codec.looked_in if isinstance(codec, KeylessCodec) else "no key configured"
+    return PayloadKeyMismatch(
+        f"{why}, but this process has no payload key ({looked_in}): what it sent to task "
+        f"queue {task_queue!r} would enter Temporal history unencrypted, where forget can "
+        f"never erase it, so nothing was started. Give this process the workers' key "
+        f"({KEY_ENV} or {KEY_FILE_ENV}), or run it where their data directory is"
+    )
+
+
 def missing_key_note(converter: DataConverter) -> str:
     """For a store-mismatch message: where a process without keys looked for one."""
     codec = converter.payload_codec

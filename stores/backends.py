@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from dreamkeeper.client.agent_keys import DIR as AGENT_KEYS_DIR
 from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.core.models import utc_now
@@ -83,6 +84,11 @@ class StoreBackend(Protocol):
     def check_ready(self) -> None:
         """Refuse (`InvalidInput` or `SettingsError`, exit 2) with what to do unless a
         worker can use the store: a writable directory, a database at this schema."""
+        ...
+
+    def holds_agent_keys(self) -> bool:
+        """Whether any agent's payload data key is kept here: some process of this
+        deployment sealed payloads (client.agent_keys), so they must be sealed."""
         ...
 
 
@@ -159,6 +165,13 @@ class FileBackend(_Tiers):
     def check_ready(self) -> None:
         probe_writable(self.data_dir)
 
+    def holds_agent_keys(self) -> bool:
+        try:
+            names = os.listdir(self.data_dir / AGENT_KEYS_DIR)
+        except OSError:
+            return False
+        return any(name.endswith(".json") and not name.startswith(".") for name in names)
+
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.tokens import FileTokenStore
 
@@ -226,6 +239,14 @@ class PostgresBackend(_Tiers):
                 f"cannot reach the database at {self.location} ({exc}): is PostgreSQL "
                 "up, and DREAMKEEPER_DATABASE_URL right?"
             ) from None
+
+    def holds_agent_keys(self) -> bool:
+        with self.db.transaction() as conn:
+            table = conn.execute("SELECT to_regclass('dreamkeeper_agent_keys')").fetchone()
+            if not table or table[0] is None:
+                return False
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM dreamkeeper_agent_keys)").fetchone()
+        return bool(row and row[0])
 
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
