@@ -221,6 +221,13 @@ def _remote_cycle(args: argparse.Namespace, settings: StoreSettings) -> int:
     remote = remote_client(args)
     assert remote is not None
     agent = settings.agent_id
+    print(
+        f"dream cycle for agent {agent} running through {remote.url}; this waits for it to "
+        f"finish (risky changes waiting for approval: `dreamkeeper --url {remote.url} "
+        f"--agent {agent} dream pending`, then approve or reject)",
+        file=sys.stderr,
+        flush=True,
+    )
     result = asyncio.run(remote.run_dream(agent))
     if args.json:
         print(result.model_dump_json(indent=2))
