@@ -188,7 +188,6 @@ class MemoryClient:
         self._conversations: dict[str, ConversationStore] = {}
         self._closed = False
         self._owned: list[Embedder] = []  # what connect() opened for it, closed by aclose
-        self._seals = sealing_key_id(client.data_converter) is not None
         self._sealing_checked: set[str] = set()  # task queues whose claim allows our starts
 
     @classmethod
@@ -319,6 +318,11 @@ class MemoryClient:
                 f"the store at {self.backend.location} keeps payload data keys (its "
                 "workers seal every payload)",
             )
+
+    @property
+    def _seals(self) -> bool:
+        """Whether this client seals payloads (a payload key is configured)."""
+        return sealing_key_id(self.client.data_converter) is not None
 
     def _check_sealing(self, task_queue: str, claim: Claim) -> None:
         if claim.sealed_with is not None and not self._seals:
