@@ -166,9 +166,11 @@ class ConsolidationActivities:
     @activity.defn(name="gate_candidates")
     def gate_candidates(self, inp: GateInput) -> GateResult:
         with self._stores.using(inp.agent_id) as store:
-            loaded = load_vocabulary(store.documents)  # re-read every cycle; logs what it loaded
+            loaded = load_vocabulary(store.documents)  # re-read every cycle
             approval = read_approval(store.documents)
             week_prunes = recent_prunes(store.archived(), inp.as_of)
+            if loaded.warning:
+                activity.logger.warning("consolidation %s: %s", inp.agent_id, loaded.warning)
             activity.logger.info("consolidation %s: %s", inp.agent_id, loaded.summary)
             entries = store.entries()
             excluded = set(inp.exclude)

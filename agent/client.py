@@ -21,7 +21,8 @@ import hashlib
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any, Unpack
+from types import TracebackType
+from typing import Any, Self, Unpack
 
 from temporalio.client import (
     Client,
@@ -41,11 +42,12 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.agent import dream_ops
+from dreamkeeper.agent.api import Opening
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
-from dreamkeeper.client.claims import claimed_store
-from dreamkeeper.client.codec import missing_key_note
-from dreamkeeper.client.connection import connect
+from dreamkeeper.client.claims import Claim, claim_of
+from dreamkeeper.client.codec import cannot_seal, missing_key_note, sealing_key_id
+from dreamkeeper.client.connection import connect, settle_runtime
 from dreamkeeper.client.pending import worker_holds
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
@@ -190,58 +192,153 @@ class MemoryClient:
         self._stores: dict[str, MemoryStore] = {}
         self._working: dict[str, WorkingMemoryStore] = {}
         self._conversations: dict[str, ConversationStore] = {}
+        self._closed = False
+        self._owned: list[Embedder] = []  # what connect() opened for it, closed by aclose
+        self._sealing_checked: set[str] = set()  # task queues whose claim allows our starts
 
     @classmethod
-    async def connect(
+    def connect(
         cls,
         store: StoreSettings | None = None,
         temporal: TemporalSettings | None = None,
         embeddings: EmbeddingSettings | None = None,
         *,
         save_timeout: float | None = None,
-    ) -> MemoryClient:
-        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
+    ) -> Opening[MemoryClient]:
+        """`async with MemoryClient.connect() as memory:` (closed when the block ends), or
+        `memory = await MemoryClient.connect()` and `await memory.aclose()` when done.
+        Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
         `StoreMismatch` when the task queue's worker uses another data directory or
-        database."""
+        database, having closed what it opened."""
+        return Opening(cls._connect(store, temporal, embeddings, save_timeout=save_timeout))
+
+    @classmethod
+    async def _connect(
+        cls,
+        store: StoreSettings | None,
+        temporal: TemporalSettings | None,
+        embeddings: EmbeddingSettings | None,
+        *,
+        save_timeout: float | None,
+    ) -> MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(  # payload keys: client/codec.py
-            temporal, store.data_dir, key_store=agent_key_store(store.database_url)
-        )
-        embeddings = embeddings or embedding_settings()
-        shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
-        memory = cls(
-            client,
-            store,
-            temporal.task_queue,
-            embedding_client(embeddings),
-            # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
-            # chose one here.
-            save_timeout=store.save_timeout if save_timeout is None else save_timeout,
-            shards=shards,
-        )
-        if shards is None:
-            await memory.check_store()  # sharded: each worker refuses agents not its own
+        key_store = agent_key_store(store.database_url)
+        embedder: Embedder | None = None
+        memory: MemoryClient | None = None
+        try:
+            client = await connect(temporal, store.data_dir, key_store=key_store)  # client/codec.py
+            embedder = embedding_client(embeddings or embedding_settings())
+            shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
+            memory = cls(
+                client,
+                store,
+                temporal.task_queue,
+                embedder,
+                # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
+                # chose one here.
+                save_timeout=store.save_timeout if save_timeout is None else save_timeout,
+                shards=shards,
+            )
+            if embedder is not None:
+                memory._owned.append(embedder)
+            if shards is None:
+                await memory.check_store()  # sharded: each worker refuses agents not its own
+        except BaseException:
+            # Nothing the caller never got is left open: a script that ends on this
+            # error ends in order (client/connection.py).
+            if memory is not None:
+                await memory.aclose()
+            else:
+                if embedder is not None:
+                    embedder.close()
+                await settle_runtime()
+            raise
         return memory
+
+    async def aclose(self) -> None:
+        """Close the embedding client and the open stores, and let the Temporal SDK's
+        threads leave Python (`client.connection.settle_runtime`), so the process can
+        end without aborting. Idempotent; the client is not used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        for owned in self._owned:
+            owned.close()
+        for cache in (self._stores, self._working, self._conversations):
+            cache.clear()
+        await settle_runtime()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     def queue_for(self, agent_id: str) -> str:
         """The task queue of the worker that owns the agent."""
         return self.shards.task_queue_for(agent_id) if self.shards else self.task_queue
 
     async def check_store(self) -> None:
-        """Compare this client's store with the one its task queue serves."""
-        held = await claimed_store(self.client, self.task_queue)
-        if held is None:
-            return  # no worker has claimed the queue yet: the first save's worker checks
+        """Compare this client's store with the one its task queue serves, and refuse a
+        client that cannot seal what that queue's worker seals (`ready_to_start`)."""
+        claim = await claim_of(self.client, self.task_queue)
+        if claim is None:
+            # No worker has claimed the queue yet: the first save's worker checks the
+            # store; sealing is checked before each start until a claim is seen.
+            return
         mine = self._identity
-        if mine is None or mine.store_id != held[0]:
+        if mine is None or mine.store_id != claim.store_id:
             here = mine.describe() if mine else f"no store at {self.backend.location}"
             raise StoreMismatch(
                 f"this client reads {here}, but task queue {self.task_queue!r} is served by a "
-                f"worker using store {held[0]} at {held[1]}: use the same data directory "
-                "(--data / DREAMKEEPER_DATA) or database (DREAMKEEPER_DATABASE_URL), or "
-                "another task queue" + missing_key_note(self.client.data_converter)
+                f"worker using store {claim.store_id} at {claim.location}: use the same data "
+                "directory (--data / DREAMKEEPER_DATA) or database (DREAMKEEPER_DATABASE_URL), "
+                "or another task queue" + missing_key_note(self.client.data_converter)
             )
+        self._check_sealing(self.task_queue, claim)
+
+    async def ready_to_start(self, task_queue: str) -> None:
+        """Before any workflow starts on `task_queue`: a client without a payload key
+        must not start one where payloads are sealed — its input (memory content, for a
+        save) would sit in Temporal history in clear, out of `forget`'s reach, and the
+        worker's sealed answer would be unreadable here anyway. The queue's claim says
+        whether its worker seals; with no claim yet, agent keys kept in the store say
+        that some process of the deployment did. Refused (`PayloadKeyMismatch`, exit 2)
+        before anything starts; a queue found fine is not asked again."""
+        if self._seals or task_queue in self._sealing_checked:
+            return
+        claim = await claim_of(self.client, task_queue)
+        if claim is not None:
+            self._check_sealing(task_queue, claim)
+            return
+        if await asyncio.to_thread(self.backend.holds_agent_keys):
+            raise cannot_seal(
+                self.client.data_converter,
+                task_queue,
+                f"the store at {self.backend.location} keeps payload data keys (its "
+                "workers seal every payload)",
+            )
+
+    @property
+    def _seals(self) -> bool:
+        """Whether this client seals payloads (a payload key is configured)."""
+        return sealing_key_id(self.client.data_converter) is not None
+
+    def _check_sealing(self, task_queue: str, claim: Claim) -> None:
+        if claim.sealed_with is not None and not self._seals:
+            raise cannot_seal(
+                self.client.data_converter,
+                task_queue,
+                f"the worker serving task queue {task_queue!r} seals payloads (key "
+                f"{claim.sealed_with})",
+            )
+        self._sealing_checked.add(task_queue)
 
     def _with_location(self, exc: Exception) -> Exception:
         """A worker's StoreMismatch knows only the caller's store id: add where it is."""
@@ -296,6 +393,7 @@ class MemoryClient:
         the store that served it (live entries only: the workflow reads no archive)."""
         validate_agent_id(agent_id)
         require_known(dict(filters), SearchFilters)
+        await self.ready_to_start(self.queue_for(agent_id))
         return await self.client.execute_workflow(
             names.SEARCH_MEMORY,
             SearchInput(agent_id=agent_id, query=query, **wire_filters(filters)),
@@ -318,6 +416,7 @@ class MemoryClient:
                 # would leave a failed run (and a stack trace) for a user error.
                 self.store(inp.agent_id).check_restorable(inp.entry_id, force=inp.force)
         inp = inp.model_copy(update={"store_id": self.store_id})
+        await self.ready_to_start(self.queue_for(inp.agent_id))
         try:
             return await self.client.execute_workflow(
                 workflow,
@@ -397,6 +496,7 @@ class MemoryClient:
         return ack
 
     async def _save(self, inp: SaveInput) -> SaveAck:
+        await self.ready_to_start(self.queue_for(inp.agent_id))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.save_timeout
         attempt = 0
@@ -566,6 +666,7 @@ class MemoryClient:
     async def start_dream(self, agent_id: str) -> WorkflowHandle[Any, DreamResult]:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
+        await self.ready_to_start(self.queue_for(agent_id))
         return await self.client.start_workflow(
             names.DREAM,
             DreamInput(agent_id=agent_id, store_id=self.store_id),

@@ -85,6 +85,11 @@ class PayloadDecodeError(RuntimeError):
 class PayloadErased(PayloadDecodeError):
     """A payload sealed with an agent's data key that `forget` destroyed."""
 
+    def __init__(self, message: str, *, agent_id: str = "?", key_id: str = "?") -> None:
+        super().__init__(message)
+        self.agent_id = agent_id
+        self.key_id = key_id
+
 
 class PayloadKeyMismatch(PayloadDecodeError, StoreMismatch):
     """A sealed payload whose key this process lacks: it shares the worker's Temporal
@@ -287,7 +292,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         try:
             key = self.agent_keys.find(agent, key_id)
         except AgentKeyErased as exc:
-            raise PayloadErased(str(exc)) from None
+            raise PayloadErased(str(exc), agent_id=agent, key_id=key_id) from None
         except (AgentKeyError, ValueError) as exc:
             raise PayloadKeyMismatch(str(exc)) from None
         self._workflows.note(self._workflow_id, agent)
@@ -383,6 +388,46 @@ def plain_payload(value: object) -> Payload:
     that a process without the key must read. The SDK stores a Payload memo value or
     summary as given, past the client's codec."""
     return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+# On the placeholder a codec server answers for an erased payload: the agent it belonged
+# to, and the id of the destroyed data key that sealed it.
+FORGOTTEN = "dreamkeeper-forgotten"
+FORGOTTEN_KEY_ID = "dreamkeeper-forgotten-key-id"
+
+
+def forgotten_placeholder(erased: PayloadErased) -> Payload:
+    """What a codec server gives the Temporal UI (and the `temporal` CLI) for a payload
+    whose agent was forgotten: a plain JSON string saying so, which both show where the
+    value was, instead of failing the whole page. It holds no content (there is none
+    left to hold); a program tells it from a value by the `FORGOTTEN` metadata."""
+    payload = plain_payload(
+        f"[forgotten: agent {erased.agent_id}; sealed with data key {erased.key_id}, "
+        "destroyed by forget, so no one can decode it]"
+    )
+    payload.metadata[FORGOTTEN] = erased.agent_id.encode()
+    payload.metadata[FORGOTTEN_KEY_ID] = erased.key_id.encode()
+    return payload
+
+
+def sealing_key_id(converter: DataConverter) -> str | None:
+    """The id of the payload key this converter seals with; None: it seals nothing."""
+    codec = converter.payload_codec
+    return codec.key_id if isinstance(codec, EncryptionCodec) else None
+
+
+def cannot_seal(converter: DataConverter, task_queue: str, why: str) -> PayloadKeyMismatch:
+    """The refusal a client without a payload key gets before it starts a workflow whose
+    payloads the deployment seals: its own would enter Temporal history in clear, where
+    `forget` can never reach them."""
+    codec = converter.payload_codec
+    looked_in = codec.looked_in if isinstance(codec, KeylessCodec) else "no key configured"
+    return PayloadKeyMismatch(
+        f"{why}, but this process has no payload key ({looked_in}): what it sent to task "
+        f"queue {task_queue!r} would enter Temporal history unencrypted, where forget can "
+        f"never erase it, so nothing was started. Give this process the workers' key "
+        f"({KEY_ENV} or {KEY_FILE_ENV}), or run it where their data directory is"
+    )
 
 
 def missing_key_note(converter: DataConverter) -> str:

@@ -28,9 +28,11 @@ DREAM_SWEEP_ID = "dream-sweep"
 # next scheduled start runs a fresh one instead of joining it forever.
 DREAM_TIMEOUT = timedelta(hours=2)
 
-# StoreClaim's memo: which store a task queue serves.
+# StoreClaim's memo: which store a task queue serves, and the id of the payload key its
+# worker seals with (absent: it seals nothing).
 CLAIM_STORE_ID = "storeId"
 CLAIM_LOCATION = "location"
+CLAIM_SEALED_WITH = "sealedWith"
 
 
 def save_workflow_id(agent_id: str, entry_id: str) -> str:

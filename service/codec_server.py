@@ -7,8 +7,10 @@ payloads sealed by `worker/codec.py` (`dreamkeeper codec-server`, and in-process
 `{"payloads": [...]}` in protobuf JSON (metadata values and data base64). Browsers get
 CORS for the configured UI origins (`DREAMKEEPER_CODEC_CORS_ORIGINS`, comma-separated,
 default `http://localhost:8233`), preflight included. With `DREAMKEEPER_CODEC_TOKEN`
-set, a request without `Authorization: Bearer <token>` gets 401. Request bodies and
-decoded payloads are never logged.
+set, a request without `Authorization: Bearer <token>` gets 401. A payload of a
+forgotten agent decodes to a placeholder string saying so (`client.codec.FORGOTTEN` in
+its metadata), so the UI shows the rest of the history. Request bodies and decoded
+payloads are never logged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from google.protobuf import json_format
-from temporalio.api.common.v1 import Payloads
+from temporalio.api.common.v1 import Payload, Payloads
 
 from dreamkeeper.client.codec import (
     DATA_DIR_KEY_FILE,
@@ -34,6 +36,7 @@ from dreamkeeper.client.codec import (
     PayloadDecodeError,
     PayloadErased,
     PayloadKeys,
+    forgotten_placeholder,
     generate_key_file,
 )
 from dreamkeeper.core.errors import InvalidInput, SettingsError
@@ -160,11 +163,7 @@ def make_server(
                 if route == "encode":
                     done = codec.encode_sync(payloads.payloads)
                 else:
-                    done = codec.decode_sync(payloads.payloads)
-            except PayloadErased as exc:
-                # Gone for good, not a bad request: the agent was forgotten.
-                self._error(410, str(exc))
-                return
+                    done = [_decoded(codec, payload) for payload in payloads.payloads]
             except PayloadDecodeError as exc:
                 self._error(400, str(exc))
                 return
@@ -172,6 +171,16 @@ def make_server(
             self._send(200, body.encode())
 
     return ThreadingHTTPServer((host, port), Handler)
+
+
+def _decoded(codec: EncryptionCodec, payload: Payload) -> Payload:
+    """One payload opened; a forgotten agent's, a placeholder saying so. An error for it
+    would fail the UI's whole request, and the page would show a connection banner
+    instead of the rest of the history."""
+    try:
+        return codec.decode_sync([payload])[0]
+    except PayloadErased as exc:
+        return forgotten_placeholder(exc)
 
 
 def load_codec(

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from dreamkeeper.client.agent_keys import DIR as AGENT_KEYS_DIR
 from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
@@ -93,6 +94,11 @@ class StoreBackend(Protocol):
     def failure(self) -> str | None:
         """Why the store's last attempt to reach it failed, without asking it again (None:
         it did not, or there is nothing to reach)."""
+        ...
+
+    def holds_agent_keys(self) -> bool:
+        """Whether any agent's payload data key is kept here: some process of this
+        deployment sealed payloads (client.agent_keys), so they must be sealed."""
         ...
 
 
@@ -174,6 +180,13 @@ class FileBackend(_Tiers):
 
     def failure(self) -> str | None:
         return None
+
+    def holds_agent_keys(self) -> bool:
+        try:
+            names = os.listdir(self.data_dir / AGENT_KEYS_DIR)
+        except OSError:
+            return False
+        return any(name.endswith(".json") and not name.startswith(".") for name in names)
 
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.tokens import FileTokenStore
@@ -290,6 +303,14 @@ class PostgresBackend(_Tiers):
 
     def failure(self) -> str | None:
         return self.db.failure
+
+    def holds_agent_keys(self) -> bool:
+        with self.db.transaction() as conn:
+            table = conn.execute("SELECT to_regclass('dreamkeeper_agent_keys')").fetchone()
+            if not table or table[0] is None:
+                return False
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM dreamkeeper_agent_keys)").fetchone()
+        return bool(row and row[0])
 
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.postgres.tokens import PostgresTokenStore

@@ -356,6 +356,38 @@ class InterProcessLock:
                     os.close(self._fd)
                     self._fd = None
 
+    @contextlib.contextmanager
+    def hold_if_free(self) -> Iterator[bool]:
+        """The lock without waiting for it: yields True when it was free and is now held
+        (an outermost hold), False when another thread or process holds it. OSError when
+        the lock file cannot be opened for writing (a read-only store)."""
+        if not self._thread_lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            if self._depth > 0:  # this thread's own hold: not a free lock
+                yield False
+                return
+            fd = self._opener(os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                yield False
+                return
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self._owner, self._depth = fd, threading.get_ident(), 1
+            try:
+                yield True
+            finally:
+                self._depth, self._owner, self._fd = 0, None, None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+        finally:
+            self._thread_lock.release()
+
     def is_free(self) -> bool:
         """True when no process holds the lock at this instant (or it never existed)."""
         if self._depth > 0:

@@ -165,6 +165,8 @@ class FileMemoryStore(StoreOperations):
         self._entries: EntryTable = EntryTable()
         self._problems: dict[Path, str] = {}
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
+        # id -> the latest revision journaled by a write that never landed (`_note_dead`)
+        self._dead_revisions: dict[str, int] = {}
         self._ops: dict[str, AppliedOp] | None = None  # lazily built from entries
         self._index = BM25Index()
         self._category_ids: dict[str | None, int] = {}
@@ -423,6 +425,7 @@ class FileMemoryStore(StoreOperations):
             return
         if record.action is JournalAction.REPAIRED:
             self._pending.pop(record.id, None)
+            self._note_dead(record.id, record.rev)
             self._adopt_disk(record.id, parts)
             return
         if record.action is JournalAction.PURGED:
@@ -461,8 +464,9 @@ class FileMemoryStore(StoreOperations):
 
     def _settle(self) -> None:
         """Resolve pending records: landed files are taken; when no write can be in
-        flight (the lock is ours, or free) the disk wins — a writer repairs it in the
-        journal."""
+        flight (the lock is ours, or free) the disk wins, and the repair is journaled —
+        by this store itself when the lock is free, taken without waiting, so a process
+        that reads before it writes never leaves a dead write unrepaired."""
         for entry_id, (rev, parts) in list(self._pending.items()):
             entry = self._load(parts)
             if entry is not None and entry.revision >= rev:
@@ -471,17 +475,36 @@ class FileMemoryStore(StoreOperations):
             return
         if self._lock.held:
             self._repair()
-        elif self._lock.is_free():
+        elif self._lock.is_free() and not self._repair_while_free():
+            # A store this process cannot write (read-only): the disk wins here; the
+            # next writer reads the same records and journals the repair.
             for entry_id, (_, parts) in list(self._pending.items()):
                 self._adopt_disk(entry_id, parts)
             self._pending.clear()
 
+    def _repair_while_free(self) -> bool:
+        """Take the writer lock if it is still free, catch up under it (another writer
+        may have repaired or landed the write meanwhile) and repair what is left. True
+        when that happened or a writer now holds the lock (its hold repairs); False when
+        this process cannot take the lock for writing."""
+        try:
+            with self._lock.hold_if_free() as held:
+                if held:
+                    self._hold_appended = False
+                    self._refresh()  # under the lock: ends in _repair
+                return True
+        except OSError as exc:
+            log.debug("memory store %s: cannot journal a repair here (%s)", self.agent_id, exc)
+            return False
+
     def _repair(self) -> None:
         """Under the lock: every pending record is a write that died before its file
-        landed. Record that, so every reader converges on the file as it is."""
+        landed. Record that, so every reader converges on the file as it is; the dead
+        revision's number is not written again (`_write`)."""
         records = []
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)
+            self._note_dead(entry_id, rev)
             current = self._entries.get(entry_id)
             # `rev` names the revision that never landed (the disk keeps the one before).
             records.append(
@@ -502,6 +525,13 @@ class FileMemoryStore(StoreOperations):
             )
         self._pending.clear()
         self._append(records)
+
+    def _note_dead(self, entry_id: str, rev: int | None) -> None:
+        """A revision of the entry journaled by a write that never landed: the entry's
+        next write takes a number after it, so no two records name one revision for
+        two different writes (an audit then counts the retried operation once)."""
+        if rev is not None and rev > self._dead_revisions.get(entry_id, 0):
+            self._dead_revisions[entry_id] = rev
 
     # -- reads -------------------------------------------------------------------------
 
@@ -667,6 +697,9 @@ class FileMemoryStore(StoreOperations):
     ) -> MemoryEntry:
         """Write `entry` as the next revision after `base` (None: a new entry)."""
         written = self._next_revision(entry, base, action, op, op_detail)
+        dead = self._dead_revisions.pop(written.id, 0)
+        if written.revision <= dead:  # a write that died journaled that number
+            written = written.model_copy(update={"revision": dead + 1})
         parts = entry_parts(written.id, written.category)
         old = self._parts_of(written.id) if base is not None else None
         self._commit([Change(written, action, reason, op, parts, old)])

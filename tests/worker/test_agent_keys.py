@@ -34,6 +34,8 @@ from dreamkeeper.client.agent_keys import (
 )
 from dreamkeeper.client.codec import (
     AGENT,
+    FORGOTTEN,
+    FORGOTTEN_KEY_ID,
     KEY_ID,
     EncryptionCodec,
     PayloadErased,
@@ -208,17 +210,22 @@ async def test_rotating_the_payload_key_keeps_data_keys_working(place):
         await data_converter(place.keys(new)).decode([sealed], [SaveInput])
 
 
-def test_the_codec_server_refuses_an_erased_payload_with_a_clear_message(place):
+def test_the_codec_server_answers_an_erased_payload_with_a_placeholder_saying_so(place):
+    """The Temporal UI shows a codec server's non-200 as a banner over the whole page: a
+    forgotten agent's payload decodes to a plain string saying it was forgotten (marked
+    in its metadata), and the rest of the request decodes as before."""
     payload_key = _key()
     keys = place.keys(payload_key)
     codec = EncryptionCodec(keys.keys, keys.agent_keys())
-    sealed = codec.encode_sync(pydantic_data_converter.payload_converter.to_payloads([_save()]))
+    to_payloads = pydantic_data_converter.payload_converter.to_payloads
+    sealed = codec.encode_sync(to_payloads([_save()]))
+    other = codec.encode_sync(to_payloads([_save("b2")]))
     server = make_server(codec, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/decode"
-        body = json_format.MessageToJson(Payloads(payloads=sealed)).encode()
+        body = json_format.MessageToJson(Payloads(payloads=[*sealed, *other])).encode()
 
         def post() -> tuple[int, dict]:
             request = urllib.request.Request(url, data=body, method="POST")
@@ -229,12 +236,32 @@ def test_the_codec_server_refuses_an_erased_payload_with_a_clear_message(place):
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
+        def decoded(answer: dict) -> list[tuple[dict[str, str], object]]:
+            found = Payloads()
+            json_format.ParseDict(answer, found)
+            return [
+                ({k: v.decode() for k, v in p.metadata.items()}, json.loads(p.data))
+                for p in found.payloads
+            ]
+
         status, answer = post()
-        assert status == 200 and len(answer["payloads"]) == 1
+        assert status == 200
+        assert [value["agent_id"] for _, value in decoded(answer)] == ["a1", "b2"]
+        key_id = sealed[0].metadata[KEY_ID].decode()
         keys.agent_keys().destroy("a1")  # type: ignore[union-attr]
         status, answer = post()
-        assert status == 410
-        assert "forgotten" in answer["error"] and "cannot be decoded by anyone" in answer["error"]
+        assert status == 200
+        (forgotten, placeholder), (_, kept) = decoded(answer)
+        assert placeholder == (
+            f"[forgotten: agent a1; sealed with data key {key_id}, destroyed by forget, "
+            "so no one can decode it]"
+        )
+        assert forgotten == {
+            "encoding": "json/plain",
+            FORGOTTEN: "a1",
+            FORGOTTEN_KEY_ID: key_id,
+        }
+        assert kept == json.loads(to_payloads([_save("b2")])[0].data)
     finally:
         server.shutdown()
         server.server_close()

@@ -406,3 +406,22 @@ def test_every_container_on_the_database_shares_one_keyring_volume():
     assert len(mounted) == 1 and mounted <= set(parsed["volumes"])
     run = " ".join(v for k, v in instructions(ROOT / "Dockerfile") if k == "RUN")
     assert "/keyring" in run and "chown dreamkeeper" in run
+
+
+def test_every_localhost_origin_in_compose_is_a_port_compose_publishes():
+    """A browser-facing setting (a CORS origin, the codec endpoint the UI calls) naming a
+    port no service publishes is dead configuration that suggests a port is in use."""
+    parsed = compose()
+    published = {
+        str(port).rsplit(":", 2)[-2]
+        for service in parsed["services"].values()
+        for port in service.get("ports", [])
+    }
+    named = {
+        (name, key, port)
+        for name, service in parsed["services"].items()
+        for key, value in _environment(service).items()
+        for port in re.findall(r"//localhost:(\d+)", value)
+    }
+    assert named, "compose names no localhost origin at all"
+    assert [n for n in named if n[2] not in published] == []
