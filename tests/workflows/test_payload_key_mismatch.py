@@ -126,17 +126,17 @@ async def test_a_claim_sealed_by_an_older_worker_names_where_the_key_was_looked_
 # -- a client that cannot seal starts nothing (issue 32, item 6) ----------------------
 
 
-def _keyed_converter(data_dir: Path, database_url: str | None):
+def _keyed_converter(data_dir: Path, database_url: str | None, secret: bytes):
     from dreamkeeper.stores.backends import agent_key_store
 
-    key = PayloadKey("deploy", os.urandom(32))
+    key = PayloadKey("deploy", secret)
     return data_converter(
         PayloadKeys((key,), "test", data_dir=data_dir, key_store=agent_key_store(database_url))
     )
 
 
 @contextlib.asynccontextmanager
-async def _keyed_worker(temporal_env, settings: StoreSettings, queue: str):
+async def _keyed_worker(temporal_env, settings: StoreSettings, queue: str, monkeypatch):
     """A worker that seals every payload (its key from the environment, as a deployment
     gives it, not from a file a client on the same directory would find), claiming the
     queue for its store."""
@@ -146,9 +146,14 @@ async def _keyed_worker(temporal_env, settings: StoreSettings, queue: str):
     from dreamkeeper.worker.temporal_worker import build_worker
 
     address = temporal_env.client.service_client.config.target_host
+    secret = os.urandom(32)
     client = await Client.connect(
-        address, data_converter=_keyed_converter(settings.data_dir, settings.database_url)
+        address, data_converter=_keyed_converter(settings.data_dir, settings.database_url, secret)
     )
+    # The worker's stores find the same key where its codec's came from, the environment
+    # (a database seals content at rest with it); `_cli` drops DREAMKEEPER_* variables,
+    # so the keyless client never sees it.
+    monkeypatch.setenv("DREAMKEEPER_PAYLOAD_KEY", "deploy:" + secret.hex())
     executor = ThreadPoolExecutor(max_workers=4)
     worker = build_worker(client, settings, task_queue=queue, executor=executor)
     running = asyncio.create_task(worker.run())
@@ -174,7 +179,7 @@ async def _never_started(client: Client, workflow_id: str) -> None:
 
 @pytest.mark.parametrize("backend", ["file", "postgres"])
 async def test_a_client_without_the_key_starts_no_workflow_where_the_worker_seals(
-    temporal_env, tmp_path, request, backend
+    temporal_env, tmp_path, request, backend, monkeypatch
 ):
     """The CLI from a directory with no payload key, on the worker's own store (its data
     directory, or its database): before, the save ran with the content as json/plain in
@@ -185,7 +190,7 @@ async def test_a_client_without_the_key_starts_no_workflow_where_the_worker_seal
     settings = StoreSettings(data_dir=home, database_url=url)
     queue = f"seal-{uuid.uuid4().hex[:6]}"
     agent = f"pg-{uuid.uuid4().hex[:6]}"
-    async with _keyed_worker(temporal_env, settings, queue) as keyed:
+    async with _keyed_worker(temporal_env, settings, queue, monkeypatch) as keyed:
         claim = await claim_of(keyed, queue)
         assert claim is not None and claim.sealed_with == "deploy"
         extra = {"DREAMKEEPER_DATABASE_URL": url} if url else {}
@@ -248,7 +253,7 @@ async def test_with_no_worker_yet_a_store_that_keeps_agent_keys_refuses_a_keyles
     assert not isinstance(before.value, PayloadKeyMismatch)  # nothing seals here yet
     await keyless.get_workflow_handle(save_workflow_id("a1", "b" * 12)).terminate()
 
-    codec = _keyed_converter(settings.data_dir, url).payload_codec
+    codec = _keyed_converter(settings.data_dir, url, os.urandom(32)).payload_codec
     assert isinstance(codec, EncryptionCodec) and codec.agent_keys is not None
     codec.agent_keys.current("a1")  # a keyed process sealed a payload of agent a1
     assert backend_.holds_agent_keys()
