@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
@@ -136,33 +136,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
             validate_entry_id(args.entry_id)
     if remote is None and args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        store = _store(settings)
-        with store.writing():
-            # The worker's save makes the same checks: another subject is refused (exit
-            # 2, the reason on stderr) unless --force-replace, which the journal records.
-            forced = check_replaceable(
-                store,
-                replaces,
-                args.entry_id or "",
-                content=content,
-                category=args.category,
-                force=args.force_replace,
-            )
-            entry = store.create(
-                content,
-                category=args.category,
-                tags=args.tags,
-                metadata=metadata,
-                importance=args.importance,
-                entry_id=args.entry_id,
-                valid_from=valid_from,
-            )
-            apply_replaces(store, entry.id, replaces, forced=forced)
-        if not replaces:
-            note_conflicts(store, entry.id)
-        for old_id, why in forced.items():
-            print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
-        print(entry.id)
+        print(_save_direct(args, settings, content, metadata, replaces, valid_from))
     else:
 
         async def go() -> str:
@@ -186,6 +160,45 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     if parsed.note:
         print(f"note: {parsed.note}", file=sys.stderr)
     return 0
+
+
+def _save_direct(
+    args: argparse.Namespace,
+    settings: StoreSettings,
+    content: str,
+    metadata: dict[str, str],
+    replaces: list[str],
+    valid_from: datetime | None,
+) -> str:
+    """`save --direct`: into the store in this process, without the worker; the new
+    entry's id."""
+    store = _store(settings)
+    with store.writing():
+        # The worker's save makes the same checks: another subject is refused (exit
+        # 2, the reason on stderr) unless --force-replace, which the journal records.
+        forced = check_replaceable(
+            store,
+            replaces,
+            args.entry_id or "",
+            content=content,
+            category=args.category,
+            force=args.force_replace,
+        )
+        entry = store.create(
+            content,
+            category=args.category,
+            tags=args.tags,
+            metadata=metadata,
+            importance=args.importance,
+            entry_id=args.entry_id,
+            valid_from=valid_from,
+        )
+        apply_replaces(store, entry.id, replaces, forced=forced)
+    if not replaces:
+        note_conflicts(store, entry.id)
+    for old_id, why in forced.items():
+        print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
+    return entry.id
 
 
 def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
