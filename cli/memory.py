@@ -409,6 +409,12 @@ def register(sub: Subparsers) -> None:
     reads or changes an agent's store, so an unknown agent (a typo) is refused, as serve
     refuses it, before anything creates a lock file or directory for it. `save` (like
     `import`) is how an agent comes to exist."""
+    _register_save(sub)
+    _register_search(sub)
+    _register_entry_commands(sub)
+
+
+def _register_save(sub: Subparsers) -> None:
     p = sub.add_parser("save", help="save a memory; prints its id once it is durable")
     p.set_defaults(handler=save)
     p.add_argument("content", nargs="?", help="the text, or - to read it from stdin")
@@ -441,6 +447,8 @@ def register(sub: Subparsers) -> None:
     )
     add_direct(p)
 
+
+def _register_search(sub: Subparsers) -> None:
     p = sub.add_parser("search", help="search memories; no query browses recent ones")
     p.set_defaults(handler=search_cmd, existing_store=True)
     p.add_argument("query", nargs="?", help="what to look for; none: browse recent memories")
@@ -469,6 +477,10 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--history", metavar="ID", help="every version of this fact, oldest first")
     add_json(p)
 
+
+def _register_entry_commands(sub: Subparsers) -> None:
+    """One memory or the store as a whole: tags, show, delete, restore, archived,
+    purge, stats."""
     p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")
     p.set_defaults(handler=tags, local_only=True, existing_store=True)
     add_json(p)
