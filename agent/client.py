@@ -170,6 +170,22 @@ def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
         future.exception()
 
 
+async def _pause_before_retry(
+    entry_id: str, refusal: Exception, attempt: int, deadline: float
+) -> None:
+    """The pause before another try of a save the server refused for now: longer with
+    each attempt, never past the deadline."""
+    pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
+    log.debug(
+        "save %s refused for now (%s); retrying in %.1fs with the same id",
+        entry_id,
+        refusal,
+        pause,
+    )
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+
 class MemoryClient:
     def __init__(
         self,
@@ -508,19 +524,7 @@ class MemoryClient:
             left = deadline - loop.time()
             if left <= 0:
                 raise await self._queued(inp)
-            start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
-                names.SAVE_MEMORY,
-                inp,
-                id=names.save_workflow_id(inp.agent_id, inp.entry_id),
-                result_type=SaveResult,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                # A save whose run completed is answered from that run (`_finished`), never
-                # by a new one; a run that failed may be retried by a new run.
-                id_reuse_policy=reuse,
-                task_queue=self.queue_for(inp.agent_id),
-                static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
-                search_attributes=tagged(inp.agent_id, "save"),
-            )
+            start = self._save_start(inp, reuse)
             # The rpc_timeout alone is no deadline: while no worker takes the update, the
             # server answers the long poll before it expires and the SDK polls again, for
             # ever. The whole call runs under the deadline; the SDK reports that
@@ -560,15 +564,27 @@ class MemoryClient:
                     isinstance(exc, RPCError) and exc.status not in _TRANSIENT
                 ):
                     raise mapped from None
-                pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
-                log.debug(
-                    "save %s refused for now (%s); retrying in %.1fs with the same id",
-                    inp.entry_id,
-                    exc,
-                    pause,
-                )
+                await _pause_before_retry(inp.entry_id, exc, attempt, deadline)
                 attempt += 1
-                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    def _save_start(
+        self, inp: SaveInput, reuse: WorkflowIDReusePolicy
+    ) -> WithStartWorkflowOperation[Any, SaveResult]:
+        """The start of the save's workflow, with the update that asks for its answer:
+        one workflow id per agent and entry, so a retried save meets the run it started."""
+        return WithStartWorkflowOperation(
+            names.SAVE_MEMORY,
+            inp,
+            id=names.save_workflow_id(inp.agent_id, inp.entry_id),
+            result_type=SaveResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # A save whose run completed is answered from that run (`_finished`), never
+            # by a new one; a run that failed may be retried by a new run.
+            id_reuse_policy=reuse,
+            task_queue=self.queue_for(inp.agent_id),
+            static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, "save"),
+        )
 
     async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck | None:
         """The answer for a save whose workflow already completed: the same save if that
