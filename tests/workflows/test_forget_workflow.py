@@ -64,9 +64,7 @@ async def keyed(temporal_env, tmp_path, monkeypatch):
     settings = StoreSettings(data_dir=tmp_path)
     queue = f"forgetwf-{uuid.uuid4().hex[:8]}"
     registry = StoreRegistry(FileBackend(tmp_path))
-    activities = worker_activities(
-        settings, LLMSettings(), EmbeddingSettings(), stores=registry
-    )
+    activities = worker_activities(settings, LLMSettings(), EmbeddingSettings(), stores=registry)
     with ThreadPoolExecutor(max_workers=4) as executor:
         worker = build_worker(
             client, settings, task_queue=queue, executor=executor, activities=activities
@@ -174,7 +172,10 @@ async def test_bad_requests_are_refused_before_any_run_starts(keyed):
     ):
         with pytest.raises(InvalidInput):
             await memory.forget(agent, request)
-    runs = [w async for w in memory.client.list_workflows(f"AgentId = '{agent}' AND MemoryOp = 'forget'")]
+    runs = [
+        w
+        async for w in memory.client.list_workflows(f"AgentId = '{agent}' AND MemoryOp = 'forget'")
+    ]
     assert runs == []
     assert memory.store(agent).get(entry_id) is not None
 
