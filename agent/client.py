@@ -688,7 +688,7 @@ class MemoryClient:
             agent=agent_id,
             request_id=request.request_id,
             scope=request.scope,
-            ids=len(request.ids),
+            id_count=len(request.ids),
             dry_run=request.dry_run,
             # The one part that may carry content: sealed with the agent's data key, which
             # the forget destroys (core.forgetting.ForgetInput).
@@ -707,7 +707,7 @@ class MemoryClient:
                 # A request that completed is answered from its run, never run again; one
                 # that failed may be asked again.
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-                static_summary=f"{describe_request(inp.scope, inp.ids, inp.dry_run)} "
+                static_summary=f"{describe_request(inp.scope, inp.id_count, inp.dry_run)} "
                 f"of agent {agent_id}",
                 search_attributes=tagged(agent_id, "forget"),
             )

@@ -143,7 +143,7 @@ class ForgetInput(_Model):
     agent: str
     request_id: str
     scope: Scope
-    ids: int = 0  # how many entry ids the request names (the ids are sealed with it)
+    id_count: int = 0  # how many entry ids the request names (the ids are sealed with it)
     dry_run: bool = False
     sealed_request: str  # base64 of a serialized Payload holding the ForgetRequest
     store_id: str | None = None  # the caller's store: the worker refuses another

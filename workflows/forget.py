@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
 class Forget:
     @workflow.run
     async def run(self, inp: ForgetInput) -> ForgetOutcome:
-        what = describe_request(inp.scope, inp.ids, inp.dry_run)
+        what = describe_request(inp.scope, inp.id_count, inp.dry_run)
         workflow.set_current_details(f"{what} of agent {inp.agent}")
         outcome = await workflow.execute_activity_method(
             ForgetActivities.forget, inp, **with_summary(SCAN_STEP, what)
