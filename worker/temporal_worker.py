@@ -14,6 +14,7 @@ from dreamkeeper.activities.dream_review import DreamReviewActivities
 from dreamkeeper.activities.dream_undo import UndoActivities
 from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
+from dreamkeeper.activities.forget import ForgetActivities
 from dreamkeeper.activities.idle import IdleCheckActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
@@ -35,6 +36,7 @@ from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
+from dreamkeeper.workflows.forget import Forget
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
@@ -58,6 +60,7 @@ WORKFLOWS = [
     StoreClaim,
     ApplyDreamPlan,
     UndoDream,
+    Forget,
 ]
 
 
@@ -89,7 +92,8 @@ def worker_activities(
 def memory_activities(
     stores: StoreRegistry, llm: LLMSettings, settings: StoreSettings
 ) -> list[Callable]:
-    """The steps of what an agent asks for: save, search, and the changes to one entry."""
+    """The steps of what an agent (or a person) asks for: save, search, the changes to
+    one entry, and forget."""
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm, settings.floor)
     return [
@@ -105,6 +109,7 @@ def memory_activities(
         save.mark_original,
         EmbeddingActivities(stores).embed_entries,
         SearchActivities(stores).search_memory,
+        ForgetActivities(stores, settings).forget,
     ]
 
 
