@@ -53,7 +53,7 @@ from dreamkeeper.client.codec import (
     sealing_key_id,
 )
 from dreamkeeper.client.connection import connect, settle_runtime
-from dreamkeeper.client.pending import worker_holds, worker_runs
+from dreamkeeper.client.pending import worker_runs, worker_took
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -666,7 +666,7 @@ class MemoryClient:
         queued = f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable"
         again = f"call again with entry_id={inp.entry_id!r} to wait"
         workflow_id = names.save_workflow_id(inp.agent_id, inp.entry_id)
-        if await worker_holds(self.client, workflow_id):
+        if await worker_took(self.client, workflow_id):
             took = f"a worker on task queue {self.task_queue!r} took it"
             try:
                 await asyncio.to_thread(self.backend.check_reachable)

@@ -11,8 +11,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.worker import Worker
 
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.client.pending import worker_took
 from dreamkeeper.core.errors import DatabaseUnavailable, Unavailable
 from dreamkeeper.core.names import claim_workflow_id, save_workflow_id
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
@@ -102,3 +106,43 @@ async def test_with_no_worker_the_save_still_says_no_worker_answered(temporal_en
     assert not isinstance(queued.value, DatabaseUnavailable)
     assert "no worker answered within 2s" in str(queued.value)
     assert "is `dreamkeeper worker` running?" in str(queued.value)
+
+
+@workflow.defn(sandboxed=False)
+class _WaitsForASignal:
+    """A run whose first task a worker completes, after which it holds no task: what
+    Temporal shows between two heartbeats of a worker's task that retries a local
+    activity."""
+
+    def __init__(self) -> None:
+        self.released = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self.released)
+
+    @workflow.signal
+    def release(self) -> None:
+        self.released = True
+
+
+async def test_a_worker_that_handed_its_task_back_still_took_the_workflow(temporal_env):
+    client = temporal_env.client
+    polled, unpolled = f"took-{uuid.uuid4().hex[:6]}", f"nobody-{uuid.uuid4().hex[:6]}"
+    async with Worker(client, task_queue=polled, workflows=[_WaitsForASignal]):
+        handle = await client.start_workflow(
+            _WaitsForASignal.run, id=f"took-{uuid.uuid4().hex}", task_queue=polled
+        )
+        while EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED not in [
+            event.event_type async for event in handle.fetch_history_events()
+        ]:
+            await asyncio.sleep(0.05)
+    raw = (await handle.describe()).raw_description
+    assert not raw.HasField("pending_workflow_task")  # no task held: the snapshot says no
+    assert await worker_took(client, handle.id)
+    never = await client.start_workflow(
+        _WaitsForASignal.run, id=f"nobody-{uuid.uuid4().hex}", task_queue=unpolled
+    )
+    assert not await worker_took(client, never.id)
+    for started in (handle, never):
+        await started.terminate()
