@@ -367,6 +367,82 @@ PHRASINGS_C: dict[tuple[str, str], tuple[str, ...]] = {
         "{v} manages me now.",
     ),
 }
+# Set e: written for issue 34's second round before the subject rules changed again, and
+# never used to tune them (committed first, run only to report). It also words the
+# durable facts its own way (`DURABLE_E`), some close to a change ("is originally from").
+PHRASINGS_E: dict[tuple[str, str], tuple[str, ...]] = {
+    ("person", "home"): (
+        "{n} has been living in {v} since the spring.",
+        "{n} finally found an apartment in {v}.",
+        "Heard that {n} is a {v} resident now.",
+        "{n} packed everything up and headed to {v} for good.",
+        "{n}'s address these days is somewhere in {v}.",
+        "Home for {n} is {v} now.",
+    ),
+    ("person", "employer"): (
+        "{n} is on the payroll at {v} now.",
+        "{n} landed a position with {v}.",
+        "{n} quit and moved over to {v}.",
+        "{v} is where {n} works these days.",
+        "{n} started working at {v} in January.",
+    ),
+    ("person", "manager"): (
+        "{n}'s team lead is {v} now.",
+        "{v} is the person {n} reports to now.",
+        "{n} got moved onto {v}'s team.",
+        "{n}'s direct manager changed to {v}.",
+        "These days {n} is managed by {v}.",
+    ),
+    ("project", "lead"): (
+        "{v} is now driving {n}.",
+        "{n} will be led by {v} going forward.",
+        "{v} stepped in to lead {n}.",
+        "{n}'s new owner is {v}.",
+        "The person running {n} is {v}.",
+    ),
+    ("person", "phone"): (
+        "{n} got a new phone: {v}.",
+        "Updated contact for {n}: {v}.",
+        "You can call {n} at {v}.",
+        "{n}'s cell is {v} now.",
+    ),
+    ("person", "team"): (
+        "{n} is managing a group of {v} now.",
+        "{n} has {v} engineers under them.",
+        "{n}'s headcount is {v}.",
+        "{n} oversees {v} people.",
+    ),
+    ("person", "car"): (
+        "{n}'s ride these days is a {v}.",
+        "{n} picked up a {v} last weekend.",
+        "{n} sold the old car and bought a {v}.",
+        "{n} drives a {v} to work now.",
+    ),
+    ("user", "home"): (
+        "I'm living in {v} now.",
+        "Our new place is in {v}.",
+        "We relocated to {v}.",
+        "User is now based in {v}.",
+    ),
+    ("user", "employer"): (
+        "I got a job offer from {v} and accepted.",
+        "I'm working at {v} now.",
+        "The user is now employed at {v}.",
+        "Started at {v} on Monday.",
+    ),
+    ("user", "manager"): (
+        "My new boss is {v}.",
+        "I now report to {v}.",
+        "{v} became my manager.",
+        "The user's manager changed to {v}.",
+    ),
+}
+DURABLE_E = {
+    "allergy": ("{n} has a {v} allergy.", "{n} reacts badly to {v}."),
+    "birthplace": ("{n} is originally from {v}.", "{n} was born and raised in {v}."),
+    "language": ("{n}'s mother tongue is {v}.", "At home {n} talks in {v}."),
+    "birthday": ("{n} celebrates a birthday on {v}.", "{n}'s birthday falls on {v}."),
+}
 DURABLE = (
     ("allergy", "What is {n} allergic to?", ("{n} is allergic to {v}.",)),
     ("birthplace", "Where was {n} born?", ("{n} was born in {v}.",)),
@@ -490,7 +566,7 @@ def generate(
         values = [_value(attr.name, rng, used, name) for _ in range(count)]
         start = T0 + timedelta(days=rng.randint(0, 60))
         times = [start + timedelta(days=90 * k + rng.randint(0, 30)) for k in range(count)]
-        sets = {"b": PHRASINGS_B, "c": PHRASINGS_C}
+        sets = {"b": PHRASINGS_B, "c": PHRASINGS_C, "e": PHRASINGS_E}
         templates = (
             sets[phrasings][(attr.entity, attr.name)] if phrasings in sets else attr.templates
         )
@@ -499,6 +575,8 @@ def generate(
         add(Subject(name, attr.name, question, values, texts, times), attr.category)
     for i in range(durable):
         kind, question, templates = DURABLE[i % len(DURABLE)]
+        if phrasings == "e":
+            templates = DURABLE_E[kind]
         name = persons[i % len(persons)]
         value = _value(kind, rng, set(), name)
         at = T0 + timedelta(days=rng.randint(0, 200))
@@ -883,10 +961,11 @@ def main() -> int:
     parser.add_argument("--hybrid", action="store_true", help="with the local embedding model")
     parser.add_argument(
         "--phrasings",
-        choices=("a", "b", "c"),
+        choices=("a", "b", "c", "e"),
         default="a",
         help="the changes' wording (see PHRASINGS_B): a, checked against while the rules "
-        "were written; b, held out, then used to widen them; c, held out",
+        "were written; b, held out, then used to widen them; c, held out; e, written before "
+        "the second round's rule changes and never tuned on",
     )
     parser.add_argument(
         "--writers", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}"
