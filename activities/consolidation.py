@@ -81,13 +81,14 @@ from dreamkeeper.policies.merge import (
 )
 from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.policies.prune_cap import recent_prunes
-from dreamkeeper.policies.supersede import objection
+from dreamkeeper.policies.supersede import judge
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.dream_settings import read_approval
 from dreamkeeper.stores.longterm.conflicts import open_conflicts
 from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.readings import prepare
 from dreamkeeper.stores.longterm.supersede import refusal, supersede
 from dreamkeeper.stores.search.vocabulary import load_vocabulary
 
@@ -345,6 +346,11 @@ class ConsolidationActivities:
         since it was shown. At most `max_applied` (the cycle's budget: a supersede hides
         a fact from default recall). A dry run checks and reports, writing nothing."""
         result = SupersedeResult()
+        with self._stores.using(inp.agent_id) as store:
+            # An embedding model's readings, before the lock: a pair the vocabulary
+            # cannot tell apart is applied only when they name one attribute.
+            shown = [e.content for i in inp.expected if (e := store.get(i)) is not None]
+            readings = prepare(store.embeddings, shown)
         with (
             self._stores.using(inp.agent_id) as store,
             store.writing() if not inp.dry_run else contextlib.nullcontext(),
@@ -363,7 +369,16 @@ class ConsolidationActivities:
                         # the agent (replaces) or a new save's enrichment may.
                         why = "above the high-value floor"
                     else:
-                        why = objection(old, new.content, new.category)
+                        verdict = judge(
+                            old,
+                            new.content,
+                            new.category,
+                            old_reading=readings.get(old.content),
+                            new_reading=readings.get(new.content),
+                        )
+                        # The dream replaces only what is the same subject; "cannot
+                        # tell" waits for an agent or a reading.
+                        why = None if verdict.allowed else verdict.reason
                 if why is None and len(result.applied) >= inp.max_applied:
                     result.deferred.append(pair.id)
                     continue

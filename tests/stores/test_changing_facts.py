@@ -23,7 +23,12 @@ from dreamkeeper.stores.longterm.conflicts import (
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import NewEntry
-from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable, history
+from dreamkeeper.stores.longterm.supersede import (
+    ReplaceCheck,
+    apply_replaces,
+    check_replaceable,
+    history,
+)
 from dreamkeeper.stores.search.query import conflict_note, format_hit, search
 
 
@@ -45,16 +50,16 @@ def test_a_replaces_about_another_subject_is_refused_and_force_journals_it(long_
             )
         assert cats.id in str(refused.value) and "force_replace" in str(refused.value)
         # The same entity and attribute: allowed, nothing to force.
-        assert (
-            check_replaceable(store, [job.id], "0123456789ab", content="Mei joined Tessel.") == {}
-        )
-        forced = check_replaceable(
+        assert check_replaceable(
+            store, [job.id], "0123456789ab", content="Mei joined Tessel."
+        ) == ReplaceCheck({}, {})
+        checked = check_replaceable(
             store, [cats.id], "0123456789ab", content="Mei started a new job.", force=True
         )
-    assert forced == {cats.id: "another attribute (employer, not allergy)"}
+    assert checked.forced == {cats.id: "another attribute (employer, not allergy)"}
     assert store.require(cats.id).is_current  # a check writes nothing
     new = store.create("Mei started a new job.", category="people", entry_id="0123456789ab")
-    assert apply_replaces(store, new.id, [cats.id], forced=forced) == [cats.id]
+    assert apply_replaces(store, new.id, [cats.id], checked=checked) == [cats.id]
     assert store.require(cats.id).superseded_by == new.id
     assert any("forced over the subject check" in r for r in _journal_reasons(store, cats.id))
 
