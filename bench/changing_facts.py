@@ -610,18 +610,25 @@ def generate(
 
 @dataclass
 class Proposals:
+    """Each proposal ends applied (superseded), linked (the subject check could not
+    tell: both kept current, linked as a possible change) or refused (nothing done)."""
+
     right: int = 0
     wrong: int = 0
     right_refused: int = 0
+    right_linked: int = 0
     wrong_applied: int = 0
+    wrong_linked: int = 0
 
-    def add(self, right: bool, applied: bool) -> None:
+    def add(self, right: bool, applied: bool, linked: bool = False) -> None:
         if right:
             self.right += 1
-            self.right_refused += not applied
+            self.right_refused += not applied and not linked
+            self.right_linked += linked and not applied
         else:
             self.wrong += 1
             self.wrong_applied += applied
+            self.wrong_linked += linked and not applied
 
 
 class Bench:
@@ -763,7 +770,7 @@ class Bench:
             assert ack.refused is None
         else:
             for i, ok in right.items():
-                self.proposals.add(ok, applied=i in ack.replaced)
+                self.proposals.add(ok, applied=i in ack.replaced, linked=i in ack.unconfirmed)
         produced = self._finish(inp, ack.enrich_skipped is not None)
         if self.embed is not None:
             self.env.run(
@@ -796,7 +803,7 @@ class Bench:
                 ),
             )
             for i, ok in self._asked.items():
-                self.proposals.add(ok, applied=i in saved.replaced)
+                self.proposals.add(ok, applied=i in saved.replaced, linked=i in saved.unconfirmed)
             self._asked = {}
             produced.append(saved.entry_id)
         if not produced:
@@ -864,9 +871,17 @@ class Bench:
                 for k in range(len(p.values))
                 if not any(p.holds(e.content, k) for e in everything)
             )
+        under_link = 0
         for p in durable:
-            mine = [h.entry for h in search(store, p.question, limit=50) if h.entry.id in p.ids]
+            hits = [h.entry for h in search(store, p.question, limit=50)]
+            mine = [e for e in hits if e.id in p.ids]
             durable1 += bool(mine) and p.holds(mine[0].content, 0)
+            if mine:
+                # A link that put another entry above the durable fact for its own
+                # question (a link reorders only a pair about one subject).
+                above = hits[: hits.index(mine[0])]
+                own = set(_links(mine[0]))
+                under_link += any(e.id in own or mine[0].id in _links(e) for e in above)
         for p in changing:
             latest = len(p.values) - 1
             hits = [h.entry for h in search(store, p.question, limit=50)]
@@ -911,21 +926,26 @@ class Bench:
         if self.mode == "nobody+dream":  # every settlement applied: how many were wrong
             made = self.settled
             wrong_applied = _share(made.wrong_applied, made.right + made.wrong)
-            right_refused = "-"
+            right_refused = right_linked = wrong_linked = "-"
         else:
             made = self.proposals
             wrong_applied = _share(made.wrong_applied, made.wrong)
             right_refused = _share(made.right_refused, made.right)
+            right_linked = _share(made.right_linked, made.right)
+            wrong_linked = _share(made.wrong_linked, made.wrong)
         return {
             "current@1": current1 / n,
             "stale-above-current": stale / n,
             "as-of@1": asof_hits / asof_total,
             "durable@1": durable1 / max(1, len(durable)),
+            "durable under a link": under_link,
             "history complete": complete / n,
             "versions lost": lost,
             "wrong supersedes": wrong,
             "wrong applied": wrong_applied,
+            "wrong linked": wrong_linked,
             "right refused": right_refused,
+            "right linked": right_linked,
             "superseded": sum(1 for e in everything if e.is_superseded),
             "conflicts open": sum(1 for e in everything if e.is_current and _open(e, store)),
         }
@@ -943,6 +963,12 @@ def _open(entry, store: FileMemoryStore) -> bool:  # noqa: ANN001
         (other := store.get(i)) is not None and other.is_current
         for i in linked(entry, CONFLICTS_WITH)
     )
+
+
+def _links(entry) -> list[str]:  # noqa: ANN001
+    from dreamkeeper.stores.longterm.records import CONFLICT_LINKS, linked
+
+    return [i for key in CONFLICT_LINKS for i in linked(entry, key)]
 
 
 def _share(part: int, whole: int) -> str:
