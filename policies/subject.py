@@ -44,13 +44,13 @@ class Attribute:
     team meets on Mondays"; "her number, +1 ...", not "a number of people"). `owned`:
     nouns that name it only with an owner ("Maya's place", not "took place"). `vetoes`:
     value words that mean the cue is about something else ("joined the book club" is no
-    employer). `question`: the question a fact of this attribute answers ("Where does
-    {e} live?"); an embedding model compares a fact with every attribute's question when
-    the vocabulary cannot tell what it is about (`Reading`)."""
+    employer). `questions`: what a fact of this attribute answers ("Where does {e}
+    live?", "Which city is {e}'s home?"); an embedding model compares a fact with every
+    attribute's questions when the vocabulary cannot tell what it is about (`Reading`)."""
 
     name: str
     single: bool
-    question: str = ""  # what a fact of it answers, "{e}" for the entity
+    questions: tuple[str, ...] = ()  # what a fact of it answers, "{e}" for the entity
     nouns: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ()
     inverse: tuple[str, ...] = ()
@@ -74,7 +74,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "home",
         single=True,
-        question="Where does {e} live?",
+        questions=("Where does {e} live?", "Which city is {e}'s home?", "Where is {e} living now?"),
         nouns=(
             "home",
             "place",
@@ -113,7 +113,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "employer",
         single=True,
-        question="Where does {e} work?",
+        questions=("Where does {e} work?", "Which company does {e} work for?", "Who employs {e}?"),
         nouns=(
             "employer",
             "job",
@@ -142,7 +142,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "lead",
         single=True,
-        question="Who leads {e}?",
+        questions=("Who leads {e}?", "Who is in charge of {e}?", "Who is the leader of {e}?"),
         nouns=(
             "lead",
             "leader",
@@ -172,7 +172,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "manager",
         single=True,
-        question="Who is {e}'s manager?",
+        questions=("Who is {e}'s manager?", "Who does {e} report to?", "Who is {e}'s boss?"),
         nouns=("manager", "boss", "supervisor", "line manager", "direct manager"),
         verbs=(
             *_forms("report reports reporting reported", "to", "into"),
@@ -186,7 +186,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "phone",
         single=True,
-        question="What is {e}'s phone number?",
+        questions=("What is {e}'s phone number?", "What number can {e} be reached on?"),
         nouns=(
             "phone number",
             "phone",
@@ -203,103 +203,103 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "email",
         single=True,
-        question="What is {e}'s email address?",
+        questions=("What is {e}'s email address?", "How can I email {e}?"),
         nouns=("email address", "e-mail address", "email", "e-mail", "mail address"),
         verbs=("emailed at", "reached by email at"),
     ),
     Attribute(
         "address",
         single=True,
-        question="What is {e}'s postal address?",
+        questions=("What is {e}'s postal address?", "What is {e}'s street address?"),
         nouns=("address", "street address", "postal address", "mailing address"),
     ),
     Attribute(
         "office",
         single=True,
-        question="Where is {e}'s office?",
+        questions=("Where is {e}'s office?", "Where is {e} headquartered?"),
         nouns=("office", "headquarters", "hq"),
     ),
     Attribute(
         "role",
         single=True,
-        question="What is {e}'s job title?",
+        questions=("What is {e}'s job title?", "What position does {e} hold?"),
         nouns=("title", "job title", "role", "position"),
         verbs=("works as", "working as", "promoted to", "was promoted to"),
     ),
     Attribute(
         "team size",
         single=True,
-        question="How many people are on {e}'s team?",
+        questions=("How many people are on {e}'s team?", "How big is {e}'s team?"),
         nouns=("team size", "headcount", "team of", "team", "group", "direct reports"),
         numeric=("team of", "team", "group", "direct reports"),
     ),
     Attribute(
         "car",
         single=True,
-        question="What car does {e} drive?",
+        questions=("What car does {e} drive?", "What vehicle does {e} have?"),
         nouns=("car", "vehicle"),
         verbs=("drives", "driving", "drive", "drove"),
     ),
     Attribute(
         "birthplace",
         single=True,
-        question="Where was {e} born?",
+        questions=("Where was {e} born?", "What is {e}'s place of birth?"),
         nouns=("birthplace",),
         verbs=("born in", "was born in"),
     ),
     Attribute(
         "birthday",
         single=True,
-        question="When is {e}'s birthday?",
+        questions=("When is {e}'s birthday?", "What is {e}'s date of birth?"),
         nouns=("birthday", "birth date", "date of birth"),
         verbs=("born on",),
     ),  # fmt: skip
-    Attribute("age", single=True, question="How old is {e}?", nouns=("age", "years old")),
+    Attribute("age", single=True, questions=("How old is {e}?",), nouns=("age", "years old")),
     Attribute(
         "timezone",
         single=True,
-        question="What time zone is {e} in?",
+        questions=("What time zone is {e} in?",),
         nouns=("timezone", "time zone"),
     ),
     Attribute(
         "school",
         single=True,
-        question="Where does {e} study?",
+        questions=("Where does {e} study?", "Which school does {e} attend?"),
         nouns=("school", "university", "college"),
         verbs=("studies at", "studying at", "student at", "enrolled at"),
     ),
     Attribute(
         "salary",
         single=True,
-        question="How much does {e} earn?",
+        questions=("How much does {e} earn?", "What is {e}'s salary?"),
         nouns=("salary", "income", "pay"),
     ),
-    Attribute("rent", single=True, question="How much rent does {e} pay?", nouns=("rent",)),
-    Attribute("budget", single=True, question="What is {e}'s budget?", nouns=("budget",)),
+    Attribute("rent", single=True, questions=("How much rent does {e} pay?",), nouns=("rent",)),
+    Attribute("budget", single=True, questions=("What is {e}'s budget?",), nouns=("budget",)),
     Attribute(
         "deadline",
         single=True,
-        question="When is {e} due?",
+        questions=("When is {e} due?", "What is {e}'s deadline?"),
         nouns=("deadline", "due date", "launch date", "release date"),
         verbs=("due on", "due by", "ships on", "launches on"),
     ),
     Attribute(
         "partner",
         single=True,
-        question="Who is {e}'s partner?",
+        questions=("Who is {e}'s partner?", "Who is {e} married to?"),
         verbs=("married to", "engaged to"),
     ),
     Attribute(
         "allergy",
         single=False,
-        question="What is {e} allergic to?",
+        questions=("What is {e} allergic to?", "What allergies does {e} have?"),
         nouns=("allergy", "allergies"),
         verbs=("allergic to",),
     ),
     Attribute(
         "preference",
         single=False,
-        question="What does {e} prefer?",
+        questions=("What does {e} prefer?", "What does {e} like?"),
         nouns=("favorite", "favourite", "preference"),
         verbs=(
             "prefers",
@@ -322,7 +322,7 @@ ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute(
         "language",
         single=False,
-        question="What languages does {e} speak?",
+        questions=("What languages does {e} speak?",),
         verbs=("speaks", "speak"),
     ),
 )
@@ -1032,25 +1032,26 @@ def entity_phrase(entity: Entity) -> str:
 
 
 def questions(subject: Subject) -> tuple[tuple[str, str], ...]:
-    """(attribute, question) for every vocabulary attribute, asked of the fact's entity
-    ("Where does Ana Costa live?"); none when the fact names no entity."""
+    """(attribute, question) for each question of every vocabulary attribute, asked of
+    the fact's entity ("Where does Ana Costa live?"); none when it names no entity."""
     if subject.entity is None:
         return ()
     who = entity_phrase(subject.entity)
-    return tuple((a.name, a.question.format(e=who)) for a in ATTRIBUTES if a.question)
+    return tuple((a.name, q.format(e=who)) for a in ATTRIBUTES for q in a.questions)
 
 
-# How far the best-answered question must stand above the next for a reading to name an
-# attribute (cosine, all-MiniLM-L6-v2): calibrated on the benchmark's phrasing sets a
-# and b, where no pair of facts about one entity and two attributes reached it.
-READING_MARGIN = 0.02
+# How far the best-answered attribute must stand above the next for a reading to name
+# it (cosine, all-MiniLM-L6-v2): the smallest step of 0.01 at which no pair of facts
+# about one entity and two attributes in the benchmark's phrasing sets a and b was read
+# as one attribute (bench/changing_facts.py; set c checked after, e never tuned on).
+READING_MARGIN = 0.03
 
 
 @dataclass(frozen=True)
 class Reading:
-    """How closely a fact answers each attribute's question (`questions`), as an
-    embedding model scored it: the store computes it, this decides with it. It names an
-    attribute only when one question stands out (`READING_MARGIN`)."""
+    """How closely a fact answers each attribute's questions (`questions`: the best of
+    them per attribute), as an embedding model scored it: the store computes it, this
+    decides with it. It names an attribute only when one stands out (`READING_MARGIN`)."""
 
     scores: tuple[tuple[str, float], ...]
 

@@ -1,10 +1,10 @@
 """Readings: what an embedding model says a fact is about, for the subject check when
 the vocabulary cannot tell (`policies.subject.Reading`, used by `policies.supersede`).
 
-A fact's reading is its cosine similarity with the question each vocabulary attribute
-answers, asked of the fact's own entity: "Ana Costa is renting in Ghent these days"
-against "Where does Ana Costa live?", "Where does Ana Costa work?", "Who is Ana Costa's
-manager?", … The model is the store's (the in-process one unless an endpoint is set).
+A fact's reading is, per vocabulary attribute, its best cosine similarity with the
+questions that attribute answers, asked of the fact's own entity: "Ana Costa is renting
+in Ghent these days" against "Where does Ana Costa live?", "Which city is Ana Costa's
+home?", "Where does Ana Costa work?", "Who is Ana Costa's manager?", … The model is the store's (the in-process one unless an endpoint is set).
 A reading depends only on the model and the text, so it is cached per both, and the
 questions per entity.
 
@@ -93,7 +93,10 @@ def prepare(embedder: Embedder | None, texts: Iterable[str]) -> Readings:
             fact = vectors.get(text)
             if fact is None or any(q not in vectors for _, q in qs):
                 continue
-            reading = Reading(tuple((name, float(vectors[q] @ fact)) for name, q in qs))
+            best: dict[str, float] = {}
+            for name, q in qs:  # an attribute's best-answered question
+                best[name] = max(best.get(name, -1.0), float(vectors[q] @ fact))
+            reading = Reading(tuple(best.items()))
             _remember(_readings, (key, text), reading, MAX_READINGS)
             out[text] = reading
     return out

@@ -114,14 +114,12 @@ def test_a_many_valued_attribute_read_as_one_is_still_many_valued():
 
 
 def test_every_attribute_has_a_question_asked_of_the_facts_entity():
-    asked = dict(questions(subject_of("Ana Costa is renting in Ghent these days.")))
-    assert set(asked) == set(NAMES)
-    assert asked["home"] == "Where does Ana Costa live?"
-    assert dict(questions(subject_of("I just moved to Lisbon.")))["home"] == (
-        "Where does the user live?"
-    )
-    assert dict(questions(subject_of("Tom's sister lives in Oslo.")))["home"] == (
-        "Where does Tom's sister live?"
+    asked = questions(subject_of("Ana Costa is renting in Ghent these days."))
+    assert {name for name, _ in asked} == set(NAMES)
+    assert ("home", "Where does Ana Costa live?") in asked
+    assert ("home", "Where does the user live?") in questions(subject_of("I just moved to Lisbon."))
+    assert ("home", "Where does Tom's sister live?") in questions(
+        subject_of("Tom's sister lives in Oslo.")
     )
     assert questions(subject_of("The weather is cold.")) == ()
 
