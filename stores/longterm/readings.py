@@ -30,7 +30,9 @@ Readings = Mapping[str, Reading]
 NO_READINGS: Readings = {}
 
 MAX_READINGS = 8192  # facts' readings kept, per process (a few floats each)
-MAX_QUESTIONS = 4096  # question vectors kept: a couple of hundred entities' questions
+# Question vectors kept: about 55 questions an entity, so some 300 entities (at 384
+# dimensions, 25 MB at most).
+MAX_QUESTIONS = 16384
 _lock = threading.Lock()
 _readings: OrderedDict[tuple[bytes, str], Reading] = OrderedDict()
 _questions: OrderedDict[tuple[bytes, str], np.ndarray] = OrderedDict()
