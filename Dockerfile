@@ -1,5 +1,7 @@
 # Dreamkeeper: `serve` (the worker plus the HTTP API, MCP and metrics), `worker` and
-# `codec-server`. Used by docker-compose.yml; the serve or worker container owns /data.
+# `codec-server`. Used by docker-compose.yml; the serve or worker container owns /data,
+# and /keyring (the key-encryption keys of a database's data keys, a volume compose
+# shares between every container on the database; owned here so a new volume is too).
 # tests/worker/test_container.py builds a wheel from exactly what the COPY lines below
 # copy: every package folder pyproject.toml maps ([tool.setuptools.package-dir]) must be
 # copied, or `pip install` fails with "package directory ... does not exist".
@@ -22,7 +24,7 @@ COPY agent agent
 # search works as under `dreamkeeper dev` when no DREAMKEEPER_EMBEDDING_BASE_URL is set.
 RUN pip install --no-cache-dir ".[local-embeddings]" \
     && useradd --create-home --uid 1000 dreamkeeper \
-    && mkdir /data && chown dreamkeeper /data
+    && mkdir /data /keyring && chown dreamkeeper /data /keyring
 USER dreamkeeper
 ENV DREAMKEEPER_DATA=/data
 VOLUME ["/data"]

@@ -4,19 +4,22 @@ does for any agent by its id (`MemoryClient` on the same host as the worker,
 loop. `BoundAgent` implements the handle once, over either client, so an agent moves
 between same-host and remote by configuration only:
 
-    memory = await connect_memory()      # DREAMKEEPER_URL set: remote; unset: local
-    me = memory.agent("a1")
-    await me.save("User lives in Chicago", category="user/location", source="user")
-    hits = me.search("where does the user live", category="user")
-    plan = (await me.dream(dry_run=True)).plan
+    async with connect_memory() as memory:   # DREAMKEEPER_URL set: remote; unset: local
+        me = memory.agent("a1")
+        await me.save("User lives in Chicago", category="user/location", source="user")
+        hits = me.search("where does the user live", category="user")
+        plan = (await me.dream(dry_run=True)).plan
 
-Reads are synchronous (the local client reads files); writes and dreams are async. This
+Reads are synchronous (the local client reads files); writes and dreams are async. A
+client is an async context manager: leaving the block closes it (`aclose`). This
 module needs only the core: the remote client imports it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Unpack
+from collections.abc import Awaitable, Coroutine, Generator
+from types import TracebackType
+from typing import Any, Generic, Protocol, Self, TypeVar, Unpack
 
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.agent_api import SaveOptions, SearchHit, SearchOptions
@@ -89,9 +92,23 @@ class AgentHandle(Protocol):
 
 
 class MemoryBackend(Protocol):
-    """What a client does for any agent, by its id: `AgentHandle`'s calls, and the handle."""
+    """What a client does for any agent, by its id: `AgentHandle`'s calls, and the handle.
+    `async with` closes it at the end of the block."""
 
     def agent(self, agent_id: str) -> AgentHandle: ...
+
+    async def aclose(self) -> None:
+        """Release what the client holds; idempotent."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
 
     async def save_memory(
         self, agent_id: str, content: str, **options: Unpack[SaveOptions]
@@ -122,6 +139,40 @@ class MemoryBackend(Protocol):
     async def apply_dream_plan(self, plan: DreamPlan) -> ApplyPlanResult: ...
 
     async def undo_dream(self, agent_id: str, run_id: str) -> UndoResult: ...
+
+
+class Closeable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=Closeable)
+
+
+class Opening(Generic[ClientT], Awaitable[ClientT]):
+    """What `connect()` returns: await it for the client (closed by the caller), or use
+    it as `async with connect() as memory:`, which closes the client when the block ends,
+    however it ends."""
+
+    def __init__(self, opening: Coroutine[Any, Any, ClientT]) -> None:
+        self._opening = opening
+        self._client: ClientT | None = None
+
+    def __await__(self) -> Generator[Any, None, ClientT]:
+        return self._opening.__await__()
+
+    async def __aenter__(self) -> ClientT:
+        self._client = await self._opening
+        return self._client
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
 
 
 class BoundAgent:

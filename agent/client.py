@@ -21,7 +21,8 @@ import hashlib
 import logging
 import uuid
 from datetime import timedelta
-from typing import Any, Unpack
+from types import TracebackType
+from typing import Any, Self, Unpack
 
 from temporalio.client import (
     Client,
@@ -41,12 +42,18 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.agent import dream_ops
+from dreamkeeper.agent.api import Opening
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
-from dreamkeeper.client.claims import claimed_store
-from dreamkeeper.client.codec import missing_key_note
-from dreamkeeper.client.connection import connect
-from dreamkeeper.client.pending import worker_holds
+from dreamkeeper.client.claims import Claim, claim_of
+from dreamkeeper.client.codec import (
+    cannot_seal,
+    missing_key_note,
+    seal_for_agent,
+    sealing_key_id,
+)
+from dreamkeeper.client.connection import connect, settle_runtime
+from dreamkeeper.client.pending import worker_holds, worker_runs
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -66,7 +73,14 @@ from dreamkeeper.core.errors import (
     Unavailable,
     error_for,
 )
-from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
+from dreamkeeper.core.forgetting import (
+    ForgetInput,
+    ForgetOutcome,
+    ForgetReceipt,
+    ForgetRequest,
+    describe_request,
+    new_request_id,
+)
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.payloads import (
     EntryOpInput,
@@ -102,6 +116,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.backends import FILES, agent_key_store, open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.forget import MAX_PHRASE_CHARS, MIN_PHRASE_CHARS
 from dreamkeeper.stores.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
@@ -159,6 +174,20 @@ def _as_dreamkeeper_error(exc: Exception) -> Exception:
     return exc
 
 
+def _checked_forget(request: ForgetRequest) -> ForgetRequest:
+    """The request, refused here (`InvalidInput`) when the store would refuse it, so a
+    caller's mistake starts no run and leaves no failed one."""
+    request.checked()
+    for entry_id in request.ids:
+        validate_entry_id(entry_id)
+    if request.match is not None:
+        if len(request.match.strip()) < MIN_PHRASE_CHARS:
+            raise InvalidInput(f"a forget phrase needs at least {MIN_PHRASE_CHARS} characters")
+        if len(request.match) > MAX_PHRASE_CHARS:
+            raise InvalidInput(f"a forget phrase is at most {MAX_PHRASE_CHARS} characters")
+    return request
+
+
 def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
     """The SDK sets the failed call's error on the start operation's handle future too;
     unread, asyncio prints it ("Future exception was never retrieved") at exit — noise on
@@ -166,6 +195,22 @@ def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
     future = getattr(start, "_workflow_handle", None)
     if isinstance(future, asyncio.Future) and future.done() and not future.cancelled():
         future.exception()
+
+
+async def _pause_before_retry(
+    entry_id: str, refusal: Exception, attempt: int, deadline: float
+) -> None:
+    """The pause before another try of a save the server refused for now: longer with
+    each attempt, never past the deadline."""
+    pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
+    log.debug(
+        "save %s refused for now (%s); retrying in %.1fs with the same id",
+        entry_id,
+        refusal,
+        pause,
+    )
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
 
 
 class MemoryClient:
@@ -190,58 +235,153 @@ class MemoryClient:
         self._stores: dict[str, MemoryStore] = {}
         self._working: dict[str, WorkingMemoryStore] = {}
         self._conversations: dict[str, ConversationStore] = {}
+        self._closed = False
+        self._owned: list[Embedder] = []  # what connect() opened for it, closed by aclose
+        self._sealing_checked: set[str] = set()  # task queues whose claim allows our starts
 
     @classmethod
-    async def connect(
+    def connect(
         cls,
         store: StoreSettings | None = None,
         temporal: TemporalSettings | None = None,
         embeddings: EmbeddingSettings | None = None,
         *,
         save_timeout: float | None = None,
-    ) -> MemoryClient:
-        """Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
+    ) -> Opening[MemoryClient]:
+        """`async with MemoryClient.connect() as memory:` (closed when the block ends), or
+        `memory = await MemoryClient.connect()` and `await memory.aclose()` when done.
+        Settings default to the environment (DREAMKEEPER_*, TEMPORAL_*). Fails with
         `StoreMismatch` when the task queue's worker uses another data directory or
-        database."""
+        database, having closed what it opened."""
+        return Opening(cls._connect(store, temporal, embeddings, save_timeout=save_timeout))
+
+    @classmethod
+    async def _connect(
+        cls,
+        store: StoreSettings | None,
+        temporal: TemporalSettings | None,
+        embeddings: EmbeddingSettings | None,
+        *,
+        save_timeout: float | None,
+    ) -> MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        client = await connect(  # payload keys: client/codec.py
-            temporal, store.data_dir, key_store=agent_key_store(store.database_url)
-        )
-        embeddings = embeddings or embedding_settings()
-        shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
-        memory = cls(
-            client,
-            store,
-            temporal.task_queue,
-            embedding_client(embeddings),
-            # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
-            # chose one here.
-            save_timeout=store.save_timeout if save_timeout is None else save_timeout,
-            shards=shards,
-        )
-        if shards is None:
-            await memory.check_store()  # sharded: each worker refuses agents not its own
+        key_store = agent_key_store(store.database_url)
+        embedder: Embedder | None = None
+        memory: MemoryClient | None = None
+        try:
+            client = await connect(temporal, store.data_dir, key_store=key_store)  # client/codec.py
+            embedder = embedding_client(embeddings or embedding_settings())
+            shards = ShardMap.load(temporal.shard_map) if temporal.shard_map is not None else None
+            memory = cls(
+                client,
+                store,
+                temporal.task_queue,
+                embedder,
+                # The settings' value (DREAMKEEPER_SAVE_TIMEOUT_SECONDS) unless the caller
+                # chose one here.
+                save_timeout=store.save_timeout if save_timeout is None else save_timeout,
+                shards=shards,
+            )
+            if embedder is not None:
+                memory._owned.append(embedder)
+            if shards is None:
+                await memory.check_store()  # sharded: each worker refuses agents not its own
+        except BaseException:
+            # Nothing the caller never got is left open: a script that ends on this
+            # error ends in order (client/connection.py).
+            if memory is not None:
+                await memory.aclose()
+            else:
+                if embedder is not None:
+                    embedder.close()
+                await settle_runtime()
+            raise
         return memory
+
+    async def aclose(self) -> None:
+        """Close the embedding client and the open stores, and let the Temporal SDK's
+        threads leave Python (`client.connection.settle_runtime`), so the process can
+        end without aborting. Idempotent; the client is not used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        for owned in self._owned:
+            owned.close()
+        for cache in (self._stores, self._working, self._conversations):
+            cache.clear()
+        await settle_runtime()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     def queue_for(self, agent_id: str) -> str:
         """The task queue of the worker that owns the agent."""
         return self.shards.task_queue_for(agent_id) if self.shards else self.task_queue
 
     async def check_store(self) -> None:
-        """Compare this client's store with the one its task queue serves."""
-        held = await claimed_store(self.client, self.task_queue)
-        if held is None:
-            return  # no worker has claimed the queue yet: the first save's worker checks
+        """Compare this client's store with the one its task queue serves, and refuse a
+        client that cannot seal what that queue's worker seals (`ready_to_start`)."""
+        claim = await claim_of(self.client, self.task_queue)
+        if claim is None:
+            # No worker has claimed the queue yet: the first save's worker checks the
+            # store; sealing is checked before each start until a claim is seen.
+            return
         mine = self._identity
-        if mine is None or mine.store_id != held[0]:
+        if mine is None or mine.store_id != claim.store_id:
             here = mine.describe() if mine else f"no store at {self.backend.location}"
             raise StoreMismatch(
                 f"this client reads {here}, but task queue {self.task_queue!r} is served by a "
-                f"worker using store {held[0]} at {held[1]}: use the same data directory "
-                "(--data / DREAMKEEPER_DATA) or database (DREAMKEEPER_DATABASE_URL), or "
-                "another task queue" + missing_key_note(self.client.data_converter)
+                f"worker using store {claim.store_id} at {claim.location}: use the same data "
+                "directory (--data / DREAMKEEPER_DATA) or database (DREAMKEEPER_DATABASE_URL), "
+                "or another task queue" + missing_key_note(self.client.data_converter)
             )
+        self._check_sealing(self.task_queue, claim)
+
+    async def ready_to_start(self, task_queue: str) -> None:
+        """Before any workflow starts on `task_queue`: a client without a payload key
+        must not start one where payloads are sealed — its input (memory content, for a
+        save) would sit in Temporal history in clear, out of `forget`'s reach, and the
+        worker's sealed answer would be unreadable here anyway. The queue's claim says
+        whether its worker seals; with no claim yet, agent keys kept in the store say
+        that some process of the deployment did. Refused (`PayloadKeyMismatch`, exit 2)
+        before anything starts; a queue found fine is not asked again."""
+        if self._seals or task_queue in self._sealing_checked:
+            return
+        claim = await claim_of(self.client, task_queue)
+        if claim is not None:
+            self._check_sealing(task_queue, claim)
+            return
+        if await asyncio.to_thread(self.backend.holds_agent_keys):
+            raise cannot_seal(
+                self.client.data_converter,
+                task_queue,
+                f"the store at {self.backend.location} keeps payload data keys (its "
+                "workers seal every payload)",
+            )
+
+    @property
+    def _seals(self) -> bool:
+        """Whether this client seals payloads (a payload key is configured)."""
+        return sealing_key_id(self.client.data_converter) is not None
+
+    def _check_sealing(self, task_queue: str, claim: Claim) -> None:
+        if claim.sealed_with is not None and not self._seals:
+            raise cannot_seal(
+                self.client.data_converter,
+                task_queue,
+                f"the worker serving task queue {task_queue!r} seals payloads (key "
+                f"{claim.sealed_with})",
+            )
+        self._sealing_checked.add(task_queue)
 
     def _with_location(self, exc: Exception) -> Exception:
         """A worker's StoreMismatch knows only the caller's store id: add where it is."""
@@ -296,6 +436,7 @@ class MemoryClient:
         the store that served it (live entries only: the workflow reads no archive)."""
         validate_agent_id(agent_id)
         require_known(dict(filters), SearchFilters)
+        await self.ready_to_start(self.queue_for(agent_id))
         return await self.client.execute_workflow(
             names.SEARCH_MEMORY,
             SearchInput(agent_id=agent_id, query=query, **wire_filters(filters)),
@@ -318,6 +459,7 @@ class MemoryClient:
                 # would leave a failed run (and a stack trace) for a user error.
                 self.store(inp.agent_id).check_restorable(inp.entry_id, force=inp.force)
         inp = inp.model_copy(update={"store_id": self.store_id})
+        await self.ready_to_start(self.queue_for(inp.agent_id))
         try:
             return await self.client.execute_workflow(
                 workflow,
@@ -397,6 +539,7 @@ class MemoryClient:
         return ack
 
     async def _save(self, inp: SaveInput) -> SaveAck:
+        await self.ready_to_start(self.queue_for(inp.agent_id))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.save_timeout
         attempt = 0
@@ -408,19 +551,7 @@ class MemoryClient:
             left = deadline - loop.time()
             if left <= 0:
                 raise await self._queued(inp)
-            start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
-                names.SAVE_MEMORY,
-                inp,
-                id=names.save_workflow_id(inp.agent_id, inp.entry_id),
-                result_type=SaveResult,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                # A save whose run completed is answered from that run (`_finished`), never
-                # by a new one; a run that failed may be retried by a new run.
-                id_reuse_policy=reuse,
-                task_queue=self.queue_for(inp.agent_id),
-                static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
-                search_attributes=tagged(inp.agent_id, "save"),
-            )
+            start = self._save_start(inp, reuse)
             # The rpc_timeout alone is no deadline: while no worker takes the update, the
             # server answers the long poll before it expires and the SDK polls again, for
             # ever. The whole call runs under the deadline; the SDK reports that
@@ -460,15 +591,27 @@ class MemoryClient:
                     isinstance(exc, RPCError) and exc.status not in _TRANSIENT
                 ):
                     raise mapped from None
-                pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
-                log.debug(
-                    "save %s refused for now (%s); retrying in %.1fs with the same id",
-                    inp.entry_id,
-                    exc,
-                    pause,
-                )
+                await _pause_before_retry(inp.entry_id, exc, attempt, deadline)
                 attempt += 1
-                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    def _save_start(
+        self, inp: SaveInput, reuse: WorkflowIDReusePolicy
+    ) -> WithStartWorkflowOperation[Any, SaveResult]:
+        """The start of the save's workflow, with the update that asks for its answer:
+        one workflow id per agent and entry, so a retried save meets the run it started."""
+        return WithStartWorkflowOperation(
+            names.SAVE_MEMORY,
+            inp,
+            id=names.save_workflow_id(inp.agent_id, inp.entry_id),
+            result_type=SaveResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # A save whose run completed is answered from that run (`_finished`), never
+            # by a new one; a run that failed may be retried by a new run.
+            id_reuse_policy=reuse,
+            task_queue=self.queue_for(inp.agent_id),
+            static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, "save"),
+        )
 
     async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck | None:
         """The answer for a save whose workflow already completed: the same save if that
@@ -543,19 +686,87 @@ class MemoryClient:
         )
 
     async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
-        """Erase now, from every tier of this data directory and the agent's Temporal
-        histories (its data key), and return the receipt (`stores.forget`). Not a model
-        tool: a person asks for it, through the CLI, HTTP or this call."""
-        from dreamkeeper.agent.forget import forget
-
+        """Erase now, from every tier of the store and the agent's Temporal histories (its
+        data key), and return the receipt: the Forget workflow, run by the worker that
+        owns the agent like every write (`workflows.forget`). Not a model tool: a person
+        asks for it, through the CLI, HTTP or this call. `request.request_id` names the
+        request (one is made when it has none): asked again with it, the same run
+        answers. While a worker is at it this waits; with none answering within
+        `save_timeout` seconds, `Unavailable`: the request stays queued, and runs when a
+        worker polls the queue."""
         validate_agent_id(agent_id)
-        receipt = await asyncio.to_thread(
-            forget, self.settings.data_dir, agent_id, request, self.settings.database_url
+        request = _checked_forget(request)
+        queue = self.queue_for(agent_id)
+        await self.ready_to_start(queue)
+        request = request.model_copy(update={"request_id": request.request_id or new_request_id()})
+        assert request.request_id is not None
+        inp = ForgetInput(
+            agent=agent_id,
+            request_id=request.request_id,
+            scope=request.scope,
+            id_count=len(request.ids),
+            dry_run=request.dry_run,
+            # The one part that may carry content: sealed with the agent's data key, which
+            # the forget destroys (core.forgetting.ForgetInput).
+            sealed_request=seal_for_agent(self.client.data_converter, agent_id, request),
+            store_id=self.store_id,
         )
+        workflow_id = names.forget_workflow_id(agent_id, inp.request_id)
+        try:
+            handle = await self.client.start_workflow(
+                names.FORGET,
+                inp,
+                id=workflow_id,
+                task_queue=queue,
+                result_type=ForgetOutcome,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # A request that completed is answered from its run, never run again; one
+                # that failed may be asked again.
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                static_summary=f"{describe_request(inp.scope, inp.id_count, inp.dry_run)} "
+                f"of agent {agent_id}",
+                search_attributes=tagged(agent_id, "forget"),
+            )
+        except WorkflowAlreadyStartedError:
+            handle = self.client.get_workflow_handle(workflow_id, result_type=ForgetOutcome)
+        except RPCError as exc:
+            raise self._with_location(_as_dreamkeeper_error(exc)) from None
+        receipt = (await self._forget_outcome(handle, inp)).receipt
+        if (receipt.scope, receipt.dry_run) != (inp.scope, inp.dry_run):
+            raise Conflict(
+                f"request id {inp.request_id} already named another forget of agent "
+                f"{agent_id} ({describe_request(receipt.scope, len(receipt.entries), receipt.dry_run)}"
+                "): a new request needs a new request id"
+            )
         if request.whole_agent and not request.dry_run:
             # Open stores of a directory that is gone would serve their cached entries.
             self.release(agent_id)
         return receipt
+
+    async def _forget_outcome(
+        self, handle: WorkflowHandle[Any, ForgetOutcome], inp: ForgetInput
+    ) -> ForgetOutcome:
+        """The run's result. A worker at it (its step heartbeats) is waited for however
+        long the store takes; none taking it within `save_timeout` is `Unavailable`."""
+        while True:
+            timer = asyncio.timeout(self.save_timeout)
+            try:
+                async with timer:
+                    return await handle.result()
+            except (WorkflowFailureError, RPCError, TimeoutError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None
+                if not timer.expired():
+                    raise self._with_location(_as_dreamkeeper_error(exc)) from None
+            if not await worker_runs(self.client, handle.id):
+                raise Unavailable(
+                    f"forget request {inp.request_id} of agent {inp.agent} is queued but not "
+                    f"done: no worker answered within {self.save_timeout:g}s on task queue "
+                    f"{self.queue_for(inp.agent)!r} (is `dreamkeeper worker` running?). It "
+                    f"runs when a worker polls that queue; ask again with request id "
+                    f"{inp.request_id!r} to wait for its receipt"
+                )
 
     def release(self, agent_id: str) -> None:
         """Drop the agent's open stores (their next use opens them again): a long-lived
@@ -566,6 +777,7 @@ class MemoryClient:
     async def start_dream(self, agent_id: str) -> WorkflowHandle[Any, DreamResult]:
         """Start (or join, if one is running) the agent's dream cycle."""
         validate_agent_id(agent_id)
+        await self.ready_to_start(self.queue_for(agent_id))
         return await self.client.start_workflow(
             names.DREAM,
             DreamInput(agent_id=agent_id, store_id=self.store_id),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from dreamkeeper.client.attributes import tagged
@@ -22,6 +24,7 @@ from dreamkeeper.core.dream_plan import (
     UndoInput,
     UndoResult,
 )
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import validate_agent_id, validate_cycle_id
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ def _suffix() -> str:
 async def dry_run(memory: MemoryClient, agent_id: str) -> DreamResult:
     """Everything a cycle would do, applied nowhere: the result's `plan`."""
     validate_agent_id(agent_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.DREAM,
         DreamInput(agent_id=agent_id, store_id=memory.store_id, dry_run=True),
@@ -49,6 +53,7 @@ async def dry_run(memory: MemoryClient, agent_id: str) -> DreamResult:
 
 async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
     validate_agent_id(plan.agent_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.APPLY_DREAM_PLAN,
         ApplyPlanInput(plan=plan, store_id=memory.store_id),
@@ -64,6 +69,7 @@ async def apply_plan(memory: MemoryClient, plan: DreamPlan) -> ApplyPlanResult:
 async def undo(memory: MemoryClient, agent_id: str, cycle_id: str) -> UndoResult:
     validate_agent_id(agent_id)
     validate_cycle_id(cycle_id)
+    await memory.ready_to_start(memory.task_queue)
     return await memory.client.execute_workflow(
         names.UNDO_DREAM,
         UndoInput(agent_id=agent_id, cycle_id=cycle_id, store_id=memory.store_id),
@@ -97,9 +103,31 @@ async def pending(memory: MemoryClient, workflow_id: str) -> ApprovalState:
 async def decide(
     memory: MemoryClient, workflow_id: str, keys: list[str], *, approve: bool
 ) -> ApprovalState:
+    """Approve or reject `keys` (none: every pending item). A key that is not pending
+    (mistyped, or decided already) is `InvalidInput` naming the keys that are: the
+    workflow's validator refused the update, so nothing was decided."""
     handle = memory.client.get_workflow_handle(workflow_id)
-    return await handle.execute_update(
-        "approve" if approve else "reject",
-        ApprovalDecision(keys=keys),
-        result_type=ApprovalState,
+    try:
+        return await handle.execute_update(
+            "approve" if approve else "reject",
+            ApprovalDecision(keys=keys),
+            result_type=ApprovalState,
+        )
+    except WorkflowUpdateFailedError as exc:
+        refusal = exc.cause
+        if not isinstance(refusal, ApplicationError) or not str(refusal.message).startswith(
+            "not pending:"
+        ):
+            raise
+    state = await pending(memory, workflow_id)
+    waiting = [p.key for p in state.pending]
+    unknown = [k for k in keys if k not in waiting]
+    raise InvalidInput(
+        f"{', '.join(unknown) or 'those keys'}: not pending in {workflow_id}; nothing was "
+        + ("approved" if approve else "rejected")
+        + (
+            f". Pending: {', '.join(waiting)}"
+            if waiting
+            else ". Nothing is pending there now (decided, timed out, or the cycle ended)"
+        )
     )

@@ -3,13 +3,13 @@
 builder and tools wired to the same stores. Its calls are `agent.api.AgentHandle`'s
 (the remote client's handle has the same); the stores are local only.
 
-    memory = await MemoryClient.connect()
-    me = memory.agent("a1")
-    await me.save("User lives in Chicago", category="user/location", source="user")
-    hits = me.search("where does the user live")
-    session = SessionContext.user("s1")
-    messages = me.context.build(session, "What time is it for me?").messages
-    tools = me.tools(session)            # OpenAI function specs: tools.specs()
+    async with MemoryClient.connect() as memory:
+        me = memory.agent("a1")
+        await me.save("User lives in Chicago", category="user/location", source="user")
+        hits = me.search("where does the user live")
+        session = SessionContext.user("s1")
+        messages = me.context.build(session, "What time is it for me?").messages
+        tools = me.tools(session)        # OpenAI function specs: tools.specs()
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Literal, Unpack
+from typing import Any, Literal, Self, Unpack
 
 import httpx
 
@@ -144,6 +144,12 @@ class RemoteMemoryClient:
         if self._async is not None:
             await self._async.aclose()
             self._async = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def agent(self, agent_id: str) -> RemoteAgentMemory:
         return RemoteAgentMemory(self, agent_id)

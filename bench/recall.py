@@ -7,8 +7,9 @@ Data: LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory 
 Agents", ACL 2024), `data/locomo10.json` of github.com/snap-research/LoCoMo, licensed
 CC BY-NC 4.0 — not shipped here; put the file at bench/.data/locomo10.json or pass
 --locomo. Ten conversations of 19–32 sessions between two people (5,882 turns). Each of
-its 1,536 non-adversarial questions that name their evidence (turn ids) is one query,
-asked of its own conversation's store:
+its 1,536 non-adversarial questions that name their evidence (turn ids, read by
+`turn_ids`: some items hold several) is one query, asked of its own conversation's
+store:
   - `turn` mode: one entry per turn, "Speaker: text" (plus the shared photo's caption),
     created at the session's date;
   - `fact` mode: one entry per LoCoMo "observation" (a fact distilled from a session,
@@ -106,6 +107,16 @@ class Question:
     paraphrased: bool = False
 
 
+_TURN_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+def turn_ids(refs: list[str]) -> list[str]:
+    """LoCoMo's evidence turn ids, each as `D{session}:{turn}`. Most items are one id,
+    but some hold several (`D8:6; D9:17`, `D9:1 D4:4 D4:6`, `D4:17, D4:19`) or a stray
+    colon (`D:11:26`); an item with no id in it (`D`) names nothing."""
+    return [f"D{int(s)}:{int(t)}" for ref in refs for s, t in _TURN_ID.findall(ref)]
+
+
 def _when(raw: str) -> datetime:
     return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
@@ -144,7 +155,7 @@ def load(path: Path, mode: str) -> list[Question]:
         for qa in sample["qa"]:
             if qa["category"] not in KINDS or not qa.get("evidence"):
                 continue
-            evidence = {e for ref in qa["evidence"] for e in corpus.key_of.get(ref.strip(), [])}
+            evidence = {e for ref in turn_ids(qa["evidence"]) for e in corpus.key_of.get(ref, [])}
             if evidence:
                 questions.append(Question(corpus, qa["question"], qa["category"], evidence))
     for q in questions:
@@ -155,8 +166,8 @@ def load(path: Path, mode: str) -> list[Question]:
 def _add(corpus: Corpus, text: str, at: datetime, refs: list[str]) -> None:
     entry_id = _entry_id(corpus.name, str(len(corpus.entries)), text)
     corpus.entries.append(MemoryEntry(id=entry_id, content=text, created_at=at, last_seen_at=at))
-    for ref in refs:
-        corpus.key_of.setdefault(ref.strip(), []).append(entry_id)
+    for ref in turn_ids(refs):
+        corpus.key_of.setdefault(ref, []).append(entry_id)
 
 
 def _shares_no_content_term(q: Question) -> bool:

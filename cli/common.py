@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
+from dreamkeeper.core.errors import DreamkeeperError, InvalidInput, NotFound, Unavailable
 from dreamkeeper.core.settings import ServiceSettings, StoreSettings, TemporalSettings
 
 if TYPE_CHECKING:
@@ -56,9 +56,10 @@ def service_settings(args: argparse.Namespace) -> ServiceSettings:
     return replace(service, **overrides) if overrides else service
 
 
-def require_free_port(host: str, port: int) -> None:
+def require_free_port(host: str, port: int, option: str = "--port") -> None:
     """Refuse a port something already listens on, before anything starts: `serve` would
-    otherwise start a worker on the live task queue first, then fail to listen."""
+    otherwise start a worker on the live task queue first, then fail to listen. `option`
+    is the command's own option for that port (`dev`'s `--port` is Temporal's)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except (socket.gaierror, UnicodeError) as exc:
@@ -72,7 +73,7 @@ def require_free_port(host: str, port: int) -> None:
             if exc.errno == errno.EADDRINUSE:
                 raise InvalidInput(
                     f"port {port} (memory service) is already in use: stop whatever holds "
-                    "it, or choose another with --port or DREAMKEEPER_SERVE_PORT"
+                    f"it, or choose another with {option} or DREAMKEEPER_SERVE_PORT"
                 ) from None
             raise InvalidInput(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
 
@@ -151,6 +152,8 @@ async def memory_client(settings: StoreSettings) -> MemoryClient:
     temporal = TemporalSettings.from_env()
     try:
         return await MemoryClient.connect(settings, temporal)
+    except DreamkeeperError:
+        raise  # some are RuntimeErrors too (a payload key refused): already said clearly
     except RuntimeError as exc:  # the SDK's "cannot connect"
         raise Unavailable(
             f"cannot reach Temporal at {temporal.address} ({exc}); start `dreamkeeper dev`, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import subprocess
+from dataclasses import replace
 
 from temporalio.client import Client
 
@@ -70,35 +71,56 @@ async def run_dev(
             task_queue=temporal.task_queue,
             dream_cron=temporal.dream_cron,
         )
-        on_ready = None
-        if demo:
-            from dreamkeeper.cli.tour import tour
-
-            async def on_ready(client: Client) -> None:
-                await tour(client, store, dev.task_queue, ui=f"http://localhost:{ui_port}")
-
-        if on_ready is None and service is not None:
-            from dreamkeeper.service.runtime import run_serve
-
-            await run_serve(store, dev, service, reclaim=reclaim)  # worker + memory service
-        else:
-            await run_worker(store, dev, on_ready, reclaim=reclaim)
+        ui = f"http://localhost:{ui_port}"
+        await _run_on_dev_server(store, dev, demo=demo, service=service, ui=ui, reclaim=reclaim)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop_dev_server(proc)
         codec.close()
+
+
+async def _run_on_dev_server(
+    store: StoreSettings,
+    dev: TemporalSettings,
+    *,
+    demo: bool,
+    service: ServiceSettings | None,
+    ui: str,
+    reclaim: bool,
+) -> None:
+    """The worker with the tour (`demo`), `serve` (`service` given), or the worker alone,
+    until stopped."""
+    on_ready = None
+    if demo:
+        from dreamkeeper.cli.tour import tour
+
+        async def on_ready(client: Client) -> None:
+            await tour(client, store, dev.task_queue, ui=ui)
+
+    if on_ready is None and service is not None:
+        from dreamkeeper.service.runtime import run_serve
+
+        await run_serve(store, dev, service, reclaim=reclaim)  # worker + memory service
+    else:
+        await run_worker(store, dev, on_ready, reclaim=reclaim)
+
+
+def _stop_dev_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
     service = service_settings(args)
-    for port in (args.temporal_port, args.ui_port):
+    for port in (args.temporal_port, args.ui_port, args.serve_port):
         if port is not None and not 0 < port < 65_536:
             raise InvalidInput(f"port {port} is out of range (1-65535)")
+    if args.serve_port is not None:
+        service = replace(service, port=args.serve_port)
     if not args.demo:  # `serve` runs on the dev server: its port too, before starting it
-        require_free_port(service.host, service.port)
+        require_free_port(service.host, service.port, "--serve-port")
     try:
         asyncio.run(
             run_dev(
@@ -112,7 +134,9 @@ def dev(args: argparse.Namespace, settings: StoreSettings) -> int:
             )
         )
     except PortTaken as exc:
-        raise InvalidInput(str(exc)) from None
+        raise InvalidInput(
+            f"{exc}; or give `dev` other ports: --port (Temporal gRPC), --ui-port (its web UI)"
+        ) from None
     return 0
 
 
@@ -138,6 +162,11 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument("--ui-port", type=int, help="the dev server's web UI port (default 8233)")
     p.add_argument("--reclaim", action="store_true", help=RECLAIM_HELP)
+    p.add_argument(
+        "--serve-port",
+        type=int,
+        help="the memory service's port (env DREAMKEEPER_SERVE_PORT, default 8780)",
+    )
 
     p = sub.add_parser("demo", help="a short tour against a throwaway store")
     p.set_defaults(handler=demo, reports=True)

@@ -2,14 +2,20 @@
 `--json`), apply a saved plan (`--apply PLAN`), set the agent's approval setting
 (`--set-approval`); and its actions `dream undo RUN_ID`, `dream pending`,
 `dream approve [KEY ...]`, `dream reject [KEY ...]`.
+
+A cycle run in the foreground says on stderr what it waits for: the run it started, the
+risky changes waiting for an operator with the exact commands that decide them, and a
+heartbeat while it waits; `--no-wait` starts it and returns with its run id.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shlex
 import sys
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from pydantic import ValidationError
 
@@ -21,6 +27,7 @@ from dreamkeeper.cli.common import (
     require_store,
     service_settings,
 )
+from dreamkeeper.core.dream_payloads import DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanResult, ApprovalState, DreamPlan, UndoResult
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
@@ -32,8 +39,16 @@ from dreamkeeper.stores.dream_state.dream_settings import write_approval
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import display_text
 
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+
+    from dreamkeeper.agent.client import MemoryClient
+
 MAX_PLAN_BYTES = 64 * 1_048_576
 SNIPPET = 160
+HEARTBEAT_SECONDS = 30.0
+# How often a waiting `dream` asks the cycle what it waits for (a query: no history).
+PENDING_POLL_SECONDS = 2.0
 
 
 def _text(store: MemoryStore, entry_id: str) -> str:
@@ -142,6 +157,7 @@ def _cycle_flags(args: argparse.Namespace) -> list[str]:
         ("--dry-run", args.dry_run),
         ("--apply", args.apply is not None),
         ("--set-approval", args.set_approval is not None),
+        ("--no-wait", args.no_wait),
     )
     return [name for name, on in given if on]
 
@@ -205,6 +221,13 @@ def _remote_cycle(args: argparse.Namespace, settings: StoreSettings) -> int:
     remote = remote_client(args)
     assert remote is not None
     agent = settings.agent_id
+    print(
+        f"dream cycle for agent {agent} running through {remote.url}; this waits for it to "
+        f"finish (risky changes waiting for approval: `dreamkeeper --url {remote.url} "
+        f"--agent {agent} dream pending`, then approve or reject)",
+        file=sys.stderr,
+        flush=True,
+    )
     result = asyncio.run(remote.run_dream(agent))
     if args.json:
         print(result.model_dump_json(indent=2))
@@ -228,6 +251,8 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         return 0
     if args.apply is not None and args.dry_run:
         raise InvalidInput("give --dry-run or --apply, not both")
+    if args.no_wait and (args.apply is not None or args.dry_run):
+        raise InvalidInput("--no-wait starts a cycle: not with --dry-run or --apply")
     if args.apply is not None:
         plan = read_plan(args.apply)
         if plan.agent_id != agent and args.agent is not None:
@@ -241,13 +266,21 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
         print(applied.model_dump_json(indent=2) if args.json else format_applied(applied))
         return 0
 
-    async def run():
+    async def run() -> DreamResult | None:
         memory = await memory_client(settings)
         if args.dry_run:
             return await dream_ops.dry_run(memory, agent)
-        return await memory.run_dream(agent)
+        handle = await memory.start_dream(agent)
+        if args.no_wait:
+            _print_started(args, agent, handle)
+            return None
+        return await follow_cycle(
+            memory, handle, agent, decide_with=_decide_command(args, agent), every=args.heartbeat
+        )
 
     result = asyncio.run(run())
+    if result is None:
+        return 0
     if args.dry_run:
         assert result.plan is not None
         if args.json:
@@ -263,7 +296,126 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
     return 0
 
 
+# -- a cycle in the foreground -----------------------------------------------------------
+
+
+def _decide_command(args: argparse.Namespace, agent: str) -> str:
+    """The command line that reaches this cycle again (`dreamkeeper [--data D] --agent A
+    dream`), for the approve and reject lines a waiting cycle prints."""
+    words = ["dreamkeeper"]
+    if args.data is not None:
+        words += ["--data", args.data]
+    words += ["--agent", agent, "dream"]
+    return shlex.join(words)
+
+
+def _run_id(handle: WorkflowHandle[Any, DreamResult]) -> str:
+    return handle.result_run_id or handle.first_execution_run_id or handle.run_id or "?"
+
+
+def _print_started(args: argparse.Namespace, agent: str, handle: WorkflowHandle[Any, Any]) -> None:
+    run_id = _run_id(handle)
+    if args.json:
+        print(json.dumps({"agent_id": agent, "workflow_id": handle.id, "run_id": run_id}))
+        return
+    command = _decide_command(args, agent)
+    print(f"dream cycle for agent {agent} started: workflow {handle.id}, run {run_id}")
+    print(f"risky changes waiting for approval: {command} pending (then approve / reject)")
+    print(f"once it has finished, undo with: {command} undo {run_id}")
+
+
+def _format_waiting(state: ApprovalState, decide_with: str) -> str:
+    out = [f"waiting for an operator to decide {len(state.pending)} risky change(s):"]
+    out += [f"  ? {p.key}: {p.kind} of [{', '.join(p.ids)}] ({p.why})" for p in state.pending]
+    out.append(f"approve them all:  {decide_with} approve")
+    out.append(f"or one by one:     {decide_with} approve KEY ...  /  {decide_with} reject KEY ...")
+    out.append(
+        "(what is not decided within the cycle's approval timeout, 60 minutes by default, "
+        "is dropped, never applied)"
+    )
+    return "\n".join(out)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+async def follow_cycle(
+    memory: MemoryClient,
+    handle: WorkflowHandle[Any, DreamResult],
+    agent: str,
+    *,
+    decide_with: str,
+    every: float = HEARTBEAT_SECONDS,
+    out: TextIO | None = None,
+) -> DreamResult:
+    """Wait for the cycle's result, saying on `out` (stderr) what it waits for: once at
+    the start, when risky changes start waiting for approval (with the commands that
+    decide them), and every `every` seconds meanwhile."""
+    from dreamkeeper.agent import dream_ops
+
+    say = out or sys.stderr
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    print(
+        f"dream cycle for agent {agent} running (run {_run_id(handle)}); Ctrl-C stops "
+        "waiting, not the cycle",
+        file=say,
+        flush=True,
+    )
+    result = asyncio.ensure_future(handle.result())
+    shown: list[str] = []
+    last_beat = started
+    try:
+        while True:
+            done, _ = await asyncio.wait({result}, timeout=min(PENDING_POLL_SECONDS, every))
+            if done:
+                return result.result()
+            state = await _pending_or_none(memory, dream_ops.consolidation_workflow_id(agent))
+            keys = [p.key for p in state.pending] if state is not None else shown
+            now = loop.time()
+            if keys and keys != shown:
+                assert state is not None
+                print(_format_waiting(state, decide_with), file=say, flush=True)
+                last_beat = now
+            elif now - last_beat >= every:
+                what = f"approval of {len(keys)} risky change(s)" if keys else "the cycle"
+                print(
+                    f"... still waiting for {what} ({_minutes(now - started)} so far)",
+                    file=say,
+                    flush=True,
+                )
+                last_beat = now
+            shown = keys
+    finally:
+        result.cancel()
+
+
+async def _pending_or_none(memory: MemoryClient, workflow_id: str) -> ApprovalState | None:
+    """What the consolidation waits on; None when the query could not be answered now
+    (a worker busy or restarting): the heartbeat goes on."""
+    from temporalio.client import WorkflowQueryFailedError
+    from temporalio.service import RPCError
+
+    from dreamkeeper.agent import dream_ops
+
+    try:
+        return await dream_ops.pending(memory, workflow_id)
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+
+
 # -- the parsers -------------------------------------------------------------------------
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 86400 seconds")
+    return value
 
 
 def register(sub: Subparsers) -> None:
@@ -280,6 +432,18 @@ def register(sub: Subparsers) -> None:
         help="the agent's approval setting for every later cycle (written to its store)",
     )
     p.add_argument("--dry-run", action="store_true", help="plan the cycle, apply nothing")
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the cycle and print its run id; do not wait for it",
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=_positive_seconds,
+        default=HEARTBEAT_SECONDS,
+        metavar="SECONDS",
+        help=f"while waiting, say so on stderr this often (default {HEARTBEAT_SECONDS:g})",
+    )
     p.add_argument("--apply", metavar="PLAN", help="apply exactly this plan (a file, or -)")
     add_json(p)
     actions = p.add_subparsers(

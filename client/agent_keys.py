@@ -12,9 +12,11 @@ The store is a tiny interface (`AgentKeyStore`); the file implementation keeps
 `{data}/agent-keys/{agent}.json` (the key id, the id of the payload key that wrapped it,
 the wrapped key) and `{data}/agent-keys/destroyed.jsonl` (ids of destroyed keys and when:
 no agent id, no key material), so a decoder can say "erased" rather than "unknown key".
-With a database configured the keys are rows instead (`stores.postgres.agent_keys`, the
-same wrapping through `KeyWrapper`), so every worker and client on the database seals and
-opens with the same key, and one `forget` destroys it for all of them. The client layer
+With a database configured the keys are rows instead (`stores.postgres.agent_keys`),
+wrapped by a key-encryption key of a keyring kept outside the database
+(`stores.postgres.keyring`, rotated by every forget that destroys a key), so every worker
+and client on the database seals and opens with the same key — its memory content at
+rest too — and one `forget` destroys it for all of them. The client layer
 cannot load the stores: a caller that can passes the store's factory in
 (`PayloadKeys.key_store`).
 Rotation of the payload key keeps working: a data key records which payload key wrapped
@@ -85,9 +87,10 @@ Wrapping: TypeAlias = Sequence[tuple[str, bytes]]
 
 class AgentKeyStoreFactory(Protocol):
     """Makes the agent key store of a process from its payload keys (the first wraps
-    new data keys; any of them unwraps)."""
+    new data keys, or the key-encryption keys that wrap them; any of them unwraps) and
+    its data directory (where a database's keyring is kept by default)."""
 
-    def __call__(self, wrapping: Wrapping) -> AgentKeyStore: ...
+    def __call__(self, wrapping: Wrapping, data_dir: Path | None) -> AgentKeyStore: ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,9 @@ class KeyWrapper:
         key_id = os.urandom(8).hex()
         secret = os.urandom(KEY_BYTES)
         nonce = os.urandom(NONCE_BYTES)
-        wrapped = self._wrappers[self._wrap_id].encrypt(nonce, secret, _aad(agent_id, key_id))
+        wrapped = self._wrappers[self._wrap_id].encrypt(
+            nonce, secret, data_key_aad(agent_id, key_id)
+        )
         return WrappedKey(key_id, self._wrap_id, nonce, wrapped)
 
     def unwrap(self, agent_id: str, stored: WrappedKey, where: str) -> DataKey:
@@ -127,7 +132,9 @@ class KeyWrapper:
                 "key after a rotation"
             )
         try:
-            secret = wrapper.decrypt(stored.nonce, stored.wrapped, _aad(agent_id, stored.key_id))
+            secret = wrapper.decrypt(
+                stored.nonce, stored.wrapped, data_key_aad(agent_id, stored.key_id)
+            )
         except InvalidTag:
             raise AgentKeyError(f"the data key {where} failed authentication") from None
         return DataKey(stored.key_id, secret)
@@ -295,5 +302,7 @@ def read_key_file(path: Path) -> WrappedKey:
         raise AgentKeyError(f"unreadable data key file {path}: {exc}") from None
 
 
-def _aad(agent_id: str, key_id: str) -> bytes:
+def data_key_aad(agent_id: str, key_id: str) -> bytes:
+    """What a data key is wrapped with as associated data, by whatever key wraps it: a
+    wrapped key moved to another agent (or renamed) fails authentication."""
     return f"dreamkeeper agent data key\0{agent_id}\0{key_id}".encode()

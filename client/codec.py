@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -57,19 +57,26 @@ from dreamkeeper.client.agent_keys import (
     AgentKeyStoreFactory,
     FileAgentKeyStore,
 )
-from dreamkeeper.core.errors import SettingsError, StoreMismatch
-from dreamkeeper.core.payload_keys import KEY_BYTES, read_key_text
+from dreamkeeper.core import payload_keys
+from dreamkeeper.core.errors import StoreMismatch
+from dreamkeeper.core.payload_keys import (
+    DATA_DIR_KEY_FILE as DATA_DIR_KEY_FILE,  # where `dreamkeeper dev` writes its key
+)
+from dreamkeeper.core.payload_keys import (
+    KEY_BYTES,
+    KEY_ENV,
+    KEY_FILE_ENV,
+    derived_key_id,
+    find_payload_keys,
+)
 from dreamkeeper.core.settings import load_settings
-
-KEY_ENV = "DREAMKEEPER_PAYLOAD_KEY"
-KEY_FILE_ENV = "DREAMKEEPER_PAYLOAD_KEY_FILE"
-DATA_DIR_KEY_FILE = "payload-key"
 
 ENCODING = "encoding"
 ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 AGENT = "dreamkeeper-agent"  # set on a payload sealed with that agent's data key
 NONCE_BYTES = 12  # 96-bit, random per payload
+_T = TypeVar("_T")
 TAG_BYTES = 16
 
 
@@ -79,6 +86,11 @@ class PayloadDecodeError(RuntimeError):
 
 class PayloadErased(PayloadDecodeError):
     """A payload sealed with an agent's data key that `forget` destroyed."""
+
+    def __init__(self, message: str, *, agent_id: str = "?", key_id: str = "?") -> None:
+        super().__init__(message)
+        self.agent_id = agent_id
+        self.key_id = key_id
 
 
 class PayloadKeyMismatch(PayloadDecodeError, StoreMismatch):
@@ -92,39 +104,10 @@ class PayloadKey:
     secret: bytes = field(repr=False)
 
 
-def derived_key_id(secret: bytes) -> str:
-    """16 hex characters of a domain-separated SHA-256: names the key, reveals nothing."""
-    return hashlib.sha256(b"dreamkeeper payload key id\0" + secret).hexdigest()[:16]
-
-
 def parse_key(text: str, where: str) -> PayloadKey:
     """`key` or `id:key` (core.payload_keys). `where` names the variable (and line) in
     the error; the error never repeats the key material."""
-    try:
-        key_id, secret = read_key_text(text)
-    except ValueError as exc:
-        raise SettingsError(f"{where}: {exc}") from None
-    return PayloadKey(key_id or derived_key_id(secret), secret)
-
-
-def _read_key_file(path: Path, what: str) -> tuple[PayloadKey, ...]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{what}: cannot read {path}: {exc}") from None
-    keys: dict[str, PayloadKey] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key = parse_key(line, f"{what} {path} line {number}")
-        if key.key_id in keys and keys[key.key_id].secret != key.secret:
-            raise SettingsError(
-                f"{what} {path} line {number}: key id {key.key_id!r} is used by two different keys"
-            )
-        keys.setdefault(key.key_id, key)
-    if not keys:
-        raise SettingsError(f"{what}: {path} holds no key")
-    return tuple(keys.values())
+    return PayloadKey(*payload_keys.parse_key(text, where))
 
 
 @dataclass(frozen=True)
@@ -152,7 +135,7 @@ class PayloadKeys:
             return None
         wrapping = [(k.key_id, k.secret) for k in self.keys]
         if self.key_store is not None:
-            return self.key_store(wrapping)
+            return self.key_store(wrapping, self.data_dir)
         if self.data_dir is None:
             return None
         return FileAgentKeyStore(self.data_dir, wrapping)
@@ -172,24 +155,11 @@ class PayloadKeys:
     @classmethod
     def _from_env(cls, env: Mapping[str, str] | None, data_dir: Path | None) -> PayloadKeys:
         configured = load_settings(env).codec
-        single = configured.payload_key or ""
-        file = str(configured.payload_key_file or "")
-        if single and file:
-            raise SettingsError(f"set {KEY_ENV} or {KEY_FILE_ENV}, not both")
-        if single:
-            return cls((parse_key(single, KEY_ENV),), KEY_ENV, data_dir=data_dir)
-        if file:
-            path = Path(file).expanduser()
-            keys = _read_key_file(path, KEY_FILE_ENV)
-            return cls(keys, f"{KEY_FILE_ENV}={path}", data_dir=data_dir)
-        if data_dir is not None and (data_dir / DATA_DIR_KEY_FILE).is_file():
-            path = data_dir / DATA_DIR_KEY_FILE
-            keys = _read_key_file(path, "the data directory's key file")
-            return cls(keys, str(path), data_dir=data_dir)
-        looked_in = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
-        if data_dir is not None:
-            looked_in += f" and there is no {Path(os.path.abspath(data_dir)) / DATA_DIR_KEY_FILE}"
-        return cls(looked_in=looked_in)
+        found = find_payload_keys(configured.payload_key, configured.payload_key_file, data_dir)
+        if not found.keys:
+            return cls(looked_in=found.looked_in)
+        keys = tuple(PayloadKey(key_id, secret) for key_id, secret in found.keys)
+        return cls(keys, found.source, data_dir=data_dir)
 
 
 def generate_key_file(path: Path) -> PayloadKey:
@@ -207,7 +177,9 @@ def generate_key_file(path: Path) -> PayloadKey:
 
 # The agent a payload belongs to: the pydantic converter writes a model as a JSON object
 # of its fields, and every workflow and activity input names its agent at the top level
-# (a field nested in memory content never counts: it could name anyone).
+# (a field nested in memory content never counts: it could name anyone). The Forget
+# workflow's payloads name theirs as `agent` on purpose: they must outlive the agent's
+# key (core.forgetting.ForgetInput).
 _AGENT_FIELDS = ("agent_id", "agentId")
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
 _JSON = (b"json/plain",)
@@ -276,24 +248,33 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         return self._workflows.get(self._workflow_id)
 
     def encode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
-        cipher = self._ciphers[self.key_id]
         sealed = []
         for payload in payloads:
             if payload.metadata.get(ENCODING) == ENCRYPTED:
                 sealed.append(payload)  # already sealed: never twice
                 continue
             agent = self._agent_of(payload) if self.agent_keys is not None else None
-            nonce = os.urandom(NONCE_BYTES)
-            if agent is not None and self.agent_keys is not None:
-                key = self.agent_keys.current(agent)
-                aad = _agent_aad(agent, key.key_id)
-                data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
-                metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
-            else:
-                data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
-                metadata = {ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()}
-            sealed.append(Payload(metadata=metadata, data=nonce + data))
+            sealed.append(self._seal(payload, agent))
         return sealed
+
+    def seal_for(self, agent_id: str, payload: Payload) -> Payload:
+        """The payload sealed with the agent's data key, whatever it holds (with the
+        payload key when this codec keeps no data keys): for a value carried inside
+        another payload that must outlive that key (`seal_for_agent`)."""
+        return self._seal(payload, agent_id if self.agent_keys is not None else None)
+
+    def _seal(self, payload: Payload, agent: str | None) -> Payload:
+        nonce = os.urandom(NONCE_BYTES)
+        if agent is not None and self.agent_keys is not None:
+            key = self.agent_keys.current(agent)
+            aad = _agent_aad(agent, key.key_id)
+            data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
+            metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
+        else:
+            cipher = self._ciphers[self.key_id]
+            data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
+            metadata = {ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()}
+        return Payload(metadata=metadata, data=nonce + data)
 
     def decode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self._open(p) for p in payloads]
@@ -324,7 +305,7 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         try:
             key = self.agent_keys.find(agent, key_id)
         except AgentKeyErased as exc:
-            raise PayloadErased(str(exc)) from None
+            raise PayloadErased(str(exc), agent_id=agent, key_id=key_id) from None
         except (AgentKeyError, ValueError) as exc:
             raise PayloadKeyMismatch(str(exc)) from None
         self._workflows.note(self._workflow_id, agent)
@@ -415,11 +396,82 @@ def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
     )
 
 
+def seal_for_agent(converter: DataConverter, agent_id: str, value: object) -> str:
+    """`value` as one payload sealed with the agent's data key, serialized as base64 text:
+    content carried inside a payload that is sealed otherwise and must stay readable
+    after the agent is forgotten (the Forget workflow's input, core.forgetting). Once
+    the agent's key is destroyed nobody can open it. Without a payload key it is the
+    plain payload, as every payload then is."""
+    payload = converter.payload_converter.to_payloads([value])[0]
+    codec = converter.payload_codec
+    if isinstance(codec, EncryptionCodec):
+        payload = codec.seal_for(agent_id, payload)
+    return base64.b64encode(payload.SerializeToString()).decode("ascii")
+
+
+def open_sealed(converter: DataConverter, sealed: str, as_type: type[_T]) -> _T:
+    """The value `seal_for_agent` sealed. `PayloadErased` once the agent's key was
+    destroyed; `PayloadDecodeError` for anything else that does not open, never
+    quoting what it held."""
+    try:
+        payload = Payload.FromString(base64.b64decode(sealed, validate=True))
+    except (ValueError, DecodeError):
+        raise PayloadDecodeError("the sealed value is not a serialized payload") from None
+    codec = converter.payload_codec
+    if isinstance(codec, EncryptionCodec | KeylessCodec):
+        [payload] = codec.decode_sync([payload])
+    try:
+        [value] = converter.payload_converter.from_payloads([payload], [as_type])
+    except Exception:  # noqa: BLE001 - a validation error would quote the value it refused
+        raise PayloadDecodeError(f"the sealed value is not a {as_type.__name__}") from None
+    return value
+
+
 def plain_payload(value: object) -> Payload:
     """A value as a payload no codec seals: for ids and fixed text (never memory content)
     that a process without the key must read. The SDK stores a Payload memo value or
     summary as given, past the client's codec."""
     return pydantic_data_converter.payload_converter.to_payloads([value])[0]
+
+
+# On the placeholder a codec server answers for an erased payload: the agent it belonged
+# to, and the id of the destroyed data key that sealed it.
+FORGOTTEN = "dreamkeeper-forgotten"
+FORGOTTEN_KEY_ID = "dreamkeeper-forgotten-key-id"
+
+
+def forgotten_placeholder(erased: PayloadErased) -> Payload:
+    """What a codec server gives the Temporal UI (and the `temporal` CLI) for a payload
+    whose agent was forgotten: a plain JSON string saying so, which both show where the
+    value was, instead of failing the whole page. It holds no content (there is none
+    left to hold); a program tells it from a value by the `FORGOTTEN` metadata."""
+    payload = plain_payload(
+        f"[forgotten: agent {erased.agent_id}; sealed with data key {erased.key_id}, "
+        "destroyed by forget, so no one can decode it]"
+    )
+    payload.metadata[FORGOTTEN] = erased.agent_id.encode()
+    payload.metadata[FORGOTTEN_KEY_ID] = erased.key_id.encode()
+    return payload
+
+
+def sealing_key_id(converter: DataConverter) -> str | None:
+    """The id of the payload key this converter seals with; None: it seals nothing."""
+    codec = converter.payload_codec
+    return codec.key_id if isinstance(codec, EncryptionCodec) else None
+
+
+def cannot_seal(converter: DataConverter, task_queue: str, why: str) -> PayloadKeyMismatch:
+    """The refusal a client without a payload key gets before it starts a workflow whose
+    payloads the deployment seals: its own would enter Temporal history in clear, where
+    `forget` can never reach them."""
+    codec = converter.payload_codec
+    looked_in = codec.looked_in if isinstance(codec, KeylessCodec) else "no key configured"
+    return PayloadKeyMismatch(
+        f"{why}, but this process has no payload key ({looked_in}): what it sent to task "
+        f"queue {task_queue!r} would enter Temporal history unencrypted, where forget can "
+        f"never erase it, so nothing was started. Give this process the workers' key "
+        f"({KEY_ENV} or {KEY_FILE_ENV}), or run it where their data directory is"
+    )
 
 
 def missing_key_note(converter: DataConverter) -> str:

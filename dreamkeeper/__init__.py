@@ -5,10 +5,10 @@ What an agent needs is here::
 
     from dreamkeeper import SessionContext, connect_memory
 
-    memory = await connect_memory()    # DREAMKEEPER_URL: a serve over HTTP; else MemoryClient
-    me = memory.agent("a1")            # an AgentHandle, the same calls either way
-    await me.save("User lives in Chicago", source="user")
-    hits = me.search("where does the user live")
+    async with connect_memory() as memory:  # DREAMKEEPER_URL: a serve; else MemoryClient
+        me = memory.agent("a1")             # an AgentHandle, the same calls either way
+        await me.save("User lives in Chicago", source="user")
+        hits = me.search("where does the user live")
 
 Importing this package loads no workflow, activity or worker code (the worker lives in
 `dreamkeeper.worker`; test doubles in `dreamkeeper.testing`).

@@ -107,22 +107,21 @@ async def main() -> int:
     if not llm.configured:
         print("set DREAMKEEPER_LLM_BASE_URL (and DREAMKEEPER_LLM_MODEL) first", file=sys.stderr)
         return 2
-    agent = MemoryAgent(
-        await MemoryClient.connect(), args.agent, SessionContext.user(args.session), llm
-    )
-    try:
-        while True:
-            try:
-                line = input("you> ").strip()
-            except EOFError:
-                return 0
-            if line:
-                print(f"agent> {await agent.turn(line)}")
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        print(f"model endpoint failed: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        await agent.close()
+    async with MemoryClient.connect() as memory:
+        agent = MemoryAgent(memory, args.agent, SessionContext.user(args.session), llm)
+        try:
+            while True:
+                try:
+                    line = input("you> ").strip()
+                except EOFError:
+                    return 0
+                if line:
+                    print(f"agent> {await agent.turn(line)}")
+        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+            print(f"model endpoint failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await agent.close()
 
 
 if __name__ == "__main__":

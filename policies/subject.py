@@ -745,6 +745,11 @@ class Subject:
     def known(self) -> bool:
         return self.attribute is not None and not self.attribute.startswith("~")
 
+    @property
+    def known_attribute(self) -> str | None:
+        """The attribute when the vocabulary names it (not a "~" guess), else None."""
+        return self.attribute if self.known else None
+
     def describe(self) -> str:
         who = self.entity.describe() if self.entity is not None else "an unnamed subject"
         what = (self.attribute or "something").removeprefix("~")

@@ -132,7 +132,8 @@ def judge(
         return _one_entity(
             (old.content, before), (new_content, after), _read(old_reading), _read(new_reading)
         )
-    if before.known and after.known and not related(before.attribute, after.attribute):
+    mine, theirs = before.known_attribute, after.known_attribute
+    if mine is not None and theirs is not None and not related(mine, theirs):
         return _another_attribute(before, after)
     return _by_shared_words(old.content, new_content, before, after)
 
@@ -168,18 +169,19 @@ def _one_entity(
     """One entity: is it one attribute? The vocabulary's answer where it has one for
     both; else each side's attribute by the vocabulary or its reading."""
     (old_text, before), (new_text, after) = old, new
-    if before.known and after.known:
-        if before.attribute == after.attribute:
-            return _one_attribute(before, after, before.attribute, by_rules=True)
-        if not related(before.attribute, after.attribute):
+    known_before, known_after = before.known_attribute, after.known_attribute
+    if known_before is not None and known_after is not None:
+        if known_before == known_after:
+            return _one_attribute(before, after, known_before, by_rules=True)
+        if not related(known_before, known_after):
             return _another_attribute(before, after)
         if old_read is not None and old_read == new_read:
             # Worded as each other ("left for a role at" and "works at"), and both
             # readings name one attribute: that one.
             return _one_attribute(before, after, old_read, by_rules=False)
         return Verdict(Sameness.UNKNOWN, UNCLEAR_ATTRIBUTE, before, after)
-    mine = before.attribute if before.known else old_read
-    theirs = after.attribute if after.known else new_read
+    mine = known_before if known_before is not None else old_read
+    theirs = known_after if known_after is not None else new_read
     if mine is not None and mine == theirs:
         return _one_attribute(before, after, mine, by_rules=False)
     if before.attribute is not None and before.attribute == after.attribute:

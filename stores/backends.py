@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from dreamkeeper.client.agent_keys import DIR as AGENT_KEYS_DIR
 from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
@@ -93,6 +94,11 @@ class StoreBackend(Protocol):
     def failure(self) -> str | None:
         """Why the store's last attempt to reach it failed, without asking it again (None:
         it did not, or there is nothing to reach)."""
+        ...
+
+    def holds_agent_keys(self) -> bool:
+        """Whether any agent's payload data key is kept here: some process of this
+        deployment sealed payloads (client.agent_keys), so they must be sealed."""
         ...
 
 
@@ -175,6 +181,13 @@ class FileBackend(_Tiers):
     def failure(self) -> str | None:
         return None
 
+    def holds_agent_keys(self) -> bool:
+        try:
+            names = os.listdir(self.data_dir / AGENT_KEYS_DIR)
+        except OSError:
+            return False
+        return any(name.endswith(".json") and not name.startswith(".") for name in names)
+
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.tokens import FileTokenStore
 
@@ -192,11 +205,55 @@ class PostgresBackend(_Tiers):
         "dreamkeeper.stores.postgres.conversation_memory:PostgresConversationStore",
     )
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, data_dir: Path | str | None = None) -> None:
         from dreamkeeper.stores.postgres.database import database
 
         self.db = self._where = database(url)
         self.location = self.db.location
+        # The payload key and the keyring are found as the codec finds them: in the
+        # environment, or under the data directory (`stores.postgres.sealing`).
+        self.data_dir = None if data_dir is None else Path(data_dir)
+        self._sealing: Any = None
+        self._sealing_known = False
+
+    @property
+    def sealing(self) -> Any:
+        """The process's sealer for this database (`stores.postgres.sealing.Sealing`),
+        None without a payload key (refused when the database seals)."""
+        if not self._sealing_known:
+            from dreamkeeper.stores.postgres.sealing import sealing_for
+
+            self._sealing = sealing_for(self.db, self.data_dir)
+            self._sealing_known = True
+        return self._sealing
+
+    def memory(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> MemoryStore:
+        store = self._store_class(0)(
+            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
+        )
+        return cast(MemoryStore, store)
+
+    def working(
+        self,
+        agent_id: str,
+        *,
+        embeddings: Embedder | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> WorkingMemoryStore:
+        store = self._store_class(1)(
+            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
+        )
+        return cast(WorkingMemoryStore, store)
+
+    def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
+        store = self._store_class(2)(self.db, agent_id, sealing=self.sealing, **options)
+        return cast(ConversationStore, store)
 
     def identity(self) -> StoreIdentity:
         found = self.read_identity()
@@ -235,12 +292,25 @@ class PostgresBackend(_Tiers):
         # A database that cannot be reached is DatabaseUnavailable from the connection
         # itself (stores.postgres.database), naming it and PostgreSQL's cause.
         check_schema(self.db)
+        # A process that could not read what the others sealed (no payload key, or
+        # another keyring) is refused at start, not at its first read.
+        sealing = self.sealing
+        if sealing is not None:
+            sealing.keys.keyring.check()
 
     def check_reachable(self) -> None:
         self.db.ping()
 
     def failure(self) -> str | None:
         return self.db.failure
+
+    def holds_agent_keys(self) -> bool:
+        with self.db.transaction() as conn:
+            table = conn.execute("SELECT to_regclass('dreamkeeper_agent_keys')").fetchone()
+            if not table or table[0] is None:
+                return False
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM dreamkeeper_agent_keys)").fetchone()
+        return bool(row and row[0])
 
     def tokens(self) -> TokenStore:
         from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
@@ -258,16 +328,18 @@ def _class(name: str) -> Any:
 def agent_key_store(database_url: str | None) -> AgentKeyStoreFactory | None:
     """Where per-agent payload data keys live for a process on this backend: the database
     when a URL is set (`stores.postgres.agent_keys`: shared by every worker and client on
-    it), else None, and the codec keeps them under its data directory."""
+    it, wrapped by the keyring of `stores.postgres.keyring`), else None, and the codec
+    keeps them under its data directory."""
     if not database_url:
         return None
     url = database_url
 
-    def make(wrapping: Wrapping) -> AgentKeyStore:
+    def make(wrapping: Wrapping, data_dir: Path | None) -> AgentKeyStore:
         from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
         from dreamkeeper.stores.postgres.database import database
+        from dreamkeeper.stores.postgres.keyring import keyring_dir
 
-        return PostgresAgentKeyStore(database(url), wrapping)
+        return PostgresAgentKeyStore(database(url), wrapping, keyring_dir(data_dir))
 
     return make
 
@@ -276,5 +348,5 @@ def open_backend(settings: StoreSettings) -> StoreBackend:
     """The backend the settings name: the database when `database_url` is set, else the
     data directory."""
     if settings.database_url:
-        return PostgresBackend(settings.database_url)
+        return PostgresBackend(settings.database_url, settings.data_dir)
     return FileBackend(settings.data_dir)

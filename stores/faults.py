@@ -38,6 +38,14 @@ MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, th
 ERASE_JOURNALED = "erase-journaled"  # an erasure's records durable, no file removed yet
 FORGET_BEGUN = "forget-begun"  # a forget request journaled (ids only), nothing erased yet
 FORGET_TIERS_SCRUBBED = "forget-tiers-scrubbed"  # other tiers scrubbed, entries not yet erased
+# Re-keying an agent on PostgreSQL (stores.postgres.sealing) after a forget of entries:
+AGENT_KEY_ROTATED = "agent-key-rotated"  # a new data key is current, no row sealed with it yet
+ROWS_HALF_RESEALED = "rows-half-resealed"  # long-term rows sealed anew, the other tiers not
+# Rotating the key-encryption key (stores.postgres.keyring) after a forget destroyed a key:
+KEK_WRITTEN = "kek-written"  # a new KEK in the keyring file, the database not told
+KEK_LISTED = "kek-listed"  # the new KEK current in the database, no data key wrapped by it
+KEYS_HALF_REWRAPPED = "keys-half-rewrapped"  # some data keys wrapped by the new KEK, not all
+KEK_RETIRED = "kek-retired"  # old KEKs delisted in the database, still in the keyring file
 POINTS = frozenset(
     {
         JOURNAL_APPENDED,
@@ -51,6 +59,12 @@ POINTS = frozenset(
         ERASE_JOURNALED,
         FORGET_BEGUN,
         FORGET_TIERS_SCRUBBED,
+        AGENT_KEY_ROTATED,
+        ROWS_HALF_RESEALED,
+        KEK_WRITTEN,
+        KEK_LISTED,
+        KEYS_HALF_REWRAPPED,
+        KEK_RETIRED,
     }
 )
 

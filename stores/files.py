@@ -221,6 +221,16 @@ class AgentFiles:
                 handle.seek(offset)
                 return handle.read() if limit is None else handle.read(limit)
 
+    def open_read(self, parts: Parts) -> int:
+        """A read-only descriptor of the file (the caller closes it), with the same
+        refusals as `read`: FileNotFoundError when absent."""
+        *dirs, name = parts
+        check_component(name)
+        with self.directory(dirs, create=False) as dfd:
+            if dfd is None:
+                raise FileNotFoundError(self.path(*parts))
+            return self._open_regular(dfd, name)
+
     def map(self, parts: Parts, *, private: bool = False) -> mmap.mmap:
         """The file mapped read-only — or `private`: copy-on-write, writes never reach
         the file — with the same refusals as `read`."""
@@ -345,6 +355,38 @@ class InterProcessLock:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
+
+    @contextlib.contextmanager
+    def hold_if_free(self) -> Iterator[bool]:
+        """The lock without waiting for it: yields True when it was free and is now held
+        (an outermost hold), False when another thread or process holds it. OSError when
+        the lock file cannot be opened for writing (a read-only store)."""
+        if not self._thread_lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            if self._depth > 0:  # this thread's own hold: not a free lock
+                yield False
+                return
+            fd = self._opener(os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                yield False
+                return
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self._owner, self._depth = fd, threading.get_ident(), 1
+            try:
+                yield True
+            finally:
+                self._depth, self._owner, self._fd = 0, None, None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+        finally:
+            self._thread_lock.release()
 
     def is_free(self) -> bool:
         """True when no process holds the lock at this instant (or it never existed)."""

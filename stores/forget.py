@@ -14,7 +14,10 @@ keeps it:
   log, live and rotated) that mention the text: they contain it verbatim, or contain
   every specific (name, number, identifier) of a text that has at least two;
 - with a history key store, the agent's payload data key, so its Temporal histories
-  can no longer be decoded by anyone (crypto-shredding: `client.agent_keys`).
+  can no longer be decoded by anyone (crypto-shredding: `client.agent_keys`);
+- on a database that seals content at rest (`stores.postgres.forget`), what the
+  database keeps after a DELETE: the agent is re-keyed (or its keys go with its rows)
+  and the key chain rotated, so those copies can be read with no key that remains.
 
 Entries derived from a forgotten one (its `mergedFrom` chain, or what it was retired
 into: a merge, an enrichment, a dedup) carry its text. They are reported; with
@@ -30,7 +33,9 @@ done is finished by the next forget on this data directory, before its own.
 
 The receipt (`core.forgetting.ForgetReceipt`) lists what was removed where, and the
 verification run afterwards with the text held in memory only: a search of every tier
-for each forgotten text, and a raw byte scan of every file under the agent's directory.
+for each forgotten text, and a raw byte scan of every file under the agent's directory
+(every row, on a database); what else was checked; and what is left to the operator
+(backups, and on a database what it keeps until aged out).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.forgetting import (
@@ -169,6 +174,11 @@ def derived_from(memory: MemoryStore, ids: Iterable[str]) -> list[str]:
 class Forgetting:
     """Forget requests on one data directory (the file backend)."""
 
+    # How the receipt names what it removed and what its scan read, on this backend.
+    ENTRIES = "entry files"
+    CACHE = "cache file"
+    SCANNED: Literal["files", "rows"] = "files"
+
     def __init__(
         self,
         data_dir: Path | str,
@@ -229,6 +239,34 @@ class Forgetting:
             return safe_json.read_regular(self._journal, MAX_JOURNAL_BYTES).splitlines()
         except OSError:
             return []
+
+    def _retire_keys(self, agent_id: str, receipt: ForgetReceipt) -> int:
+        """Destroy the agent's history data keys after a forget of entries (its next
+        payload gets a new key); how many were destroyed."""
+        return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
+
+    def _destroy_keys_first(self, agent_id: str) -> int:
+        """A whole-agent forget's first step: the agent's data keys, so its histories are
+        undecodable even if the rest is cut short (a crash: the retry deletes the rest).
+        How many were destroyed."""
+        return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
+
+    def _erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
+        """Everything of the agent (its exports are gone already); how many more data
+        keys were destroyed with it."""
+        self._delete_agent(agent_id)
+        return 0
+
+    def _left_to_operator(self, agent_id: str) -> list[str]:
+        """What an operator must still do after a forget of this agent (read before it)."""
+        return [
+            "backups and filesystem snapshots of the data directory taken before this "
+            "forget still hold what it removed: age them out on their retention schedule"
+        ]
+
+    def _seal_state(self) -> bool | None:
+        """Whether content was sealed at rest (None: not applicable, files)."""
+        return None
 
     def _raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
         """Every byte this store keeps for the agent, searched for the forgotten text."""
@@ -370,6 +408,7 @@ class Forgetting:
         agent_id = receipt.agent_id
         stores = stores or self._open(agent_id)
         memory = stores.memory
+        notes = self._left_to_operator(agent_id)
         present = [e for i in ids if (e := memory.get(i)) is not None]
         mentions = Mentions([e.content for e in present] + phrases)
         removed: list[Removal] = []
@@ -422,38 +461,48 @@ class Forgetting:
         erased = memory.erase(ids)
         if erased:
             removed.append(
-                Removal(place=self._place(agent_id, MEMORY), what="entry files", count=len(erased))
+                Removal(place=self._place(agent_id, MEMORY), what=self.ENTRIES, count=len(erased))
             )
         if vectors:
             removed.append(Removal(place=vector_place, what="vectors", count=vectors))
         still = set(self._caches(agent_id))
         for cache in caches:
             if cache not in still:
-                removed.append(Removal(place=cache, what="cache file", count=1))
-        if self.history_keys is not None:
-            receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
-        receipt.removed = removed + _history_keys_removed(receipt)
-        receipt.verification = self._verify(stores, mentions)
+                removed.append(Removal(place=cache, what=self.CACHE, count=1))
+        receipt.history_keys_destroyed = self._retire_keys(agent_id, receipt)
+        receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
+        verification = self._verify(stores, mentions)
+        verification.checked += receipt.verification.checked
+        verification.failed += receipt.verification.failed
+        receipt.verification = verification
+        receipt.sealed_at_rest = self._seal_state()
+        receipt.left_to_operator = notes + receipt.left_to_operator
 
     def _run_agent(self, receipt: ForgetReceipt) -> None:
-        """The whole agent, on either backend (its steps per backend above): the data keys
-        first, so its histories are undecodable even if the rest is cut short."""
+        """The whole agent, on either backend (its steps per backend above)."""
         agent_id = receipt.agent_id
-        if self.history_keys is not None:
-            receipt.history_keys_destroyed = self.history_keys.destroy(agent_id)
+        notes = self._left_to_operator(agent_id)
+        destroyed = self._destroy_keys_first(agent_id)
         removed = self._inventory(agent_id)
         for export in exported_files(self._agent_documents(agent_id)):
             if export.is_file() and not export.is_symlink():
                 export.unlink()
                 removed.append(Removal(place=str(export), what="export file", count=1))
-        self._delete_agent(agent_id)
-        receipt.removed = removed + _history_keys_removed(receipt)
-        receipt.verification = Verification(files_containing=self._agent_left(agent_id))
+        receipt.history_keys_destroyed = destroyed + self._erase_agent(agent_id, receipt)
+        receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
+        verification = Verification(
+            files_containing=self._agent_left(agent_id), scanned=self.SCANNED
+        )
+        verification.checked += receipt.verification.checked
+        verification.failed += receipt.verification.failed
+        receipt.verification = verification
+        receipt.sealed_at_rest = self._seal_state()
+        receipt.left_to_operator = notes + receipt.left_to_operator
 
     def _verify(self, stores: AgentStores, mentions: Mentions) -> Verification:
         """Search every tier for each forgotten text, then read every byte the store
         keeps for the agent for it (plain and JSON-escaped)."""
-        result = Verification()
+        result = Verification(scanned=self.SCANNED)
         for text in mentions.texts:
             result.searches += 1
             for hit in search(stores.memory, text, include_archived=True, limit=VERIFY_LIMIT):

@@ -12,6 +12,10 @@ the content. It is the store's write-ahead log and its change feed:
   re-reading just the files they name.
 - The first record a writer appends in one hold of the writer lock carries `first`, so a
   reader opening the store can find where the write in flight at that moment began.
+- The journal's first line is the store's epoch (`EPOCH`, a random id in `id`), written
+  when a writer starts an empty journal: a store erased and written again under the same
+  agent id has another one (docs/storage.md, store epochs). A journal from before epochs
+  has none: its epoch is the empty string.
 
 Lines are read defensively: a torn line (a crash mid-append), garbage, NULs, an oversized
 or deeply nested line is skipped with a warning; writers terminate a torn last line
@@ -23,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -54,6 +59,7 @@ class JournalAction(StrEnum):
     PURGED = "purged"
     EMBEDDED = "embedded"  # a vector was (re)generated; the entry itself did not change
     REPAIRED = "repaired"  # a write whose file never landed; the file on disk stands
+    EPOCH = "epoch"  # the journal's first line: the store's epoch in `id`, no entry
 
 
 @dataclass(frozen=True)
@@ -133,12 +139,27 @@ class Journal:
 
     def append(self, records: list[JournalRecord]) -> int:
         """Append records with one write and fsync (caller holds the writer lock);
-        returns the journal's size afterwards."""
+        returns the journal's size afterwards. An empty journal gets the store's epoch
+        first."""
+        if records and self.size() == 0:
+            epoch = JournalRecord(
+                at=records[0].at,
+                action=JournalAction.EPOCH,
+                id=os.urandom(8).hex(),
+                category=None,
+                fingerprint=None,
+            )
+            records = [epoch, *records]
         data = "".join(r.to_line() + "\n" for r in records).encode("ascii")
         return self._files.append(JOURNAL, data, ensure_newline_before=True)
 
     def size(self) -> int:
         return self._files.size(JOURNAL)
+
+    def epoch(self) -> str:
+        """The store's epoch: the id of the journal's first record when that is an
+        `EPOCH` record; the empty string for a journal from before epochs or none."""
+        return epoch_of(self._files.read_from(JOURNAL, 0, MAX_LINE_BYTES))
 
     def marks(self, offset: int) -> dict[str, str]:
         """Hashes of the journal's first bytes and of the bytes just before `offset`: a
@@ -169,9 +190,12 @@ class Journal:
             if not raw.strip():
                 continue
             try:
-                records.append(JournalRecord.from_line(raw))
+                record = JournalRecord.from_line(raw)
             except ValueError as exc:
                 log.warning("journal %s: skipped a malformed line (%s)", self.path, exc)
+                continue
+            if record.action is not JournalAction.EPOCH:  # the store's identity, no change
+                records.append(record)
         return records, offset + end
 
     def read_all(self) -> list[JournalRecord]:
@@ -199,3 +223,14 @@ class Journal:
                 )
             position = start
         return 0
+
+
+def epoch_of(head: bytes) -> str:
+    """The epoch a journal starting with `head` names ("" when its first line is not an
+    epoch record)."""
+    line = head.split(b"\n", 1)[0]
+    try:
+        record = JournalRecord.from_line(line)
+    except ValueError:
+        return ""
+    return record.id if record.action is JournalAction.EPOCH else ""

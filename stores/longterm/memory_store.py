@@ -40,6 +40,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import stat
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,7 +66,14 @@ from dreamkeeper.stores.longterm.entry_files import (
     scan,
 )
 from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import Journal, JournalAction, JournalRecord
+from dreamkeeper.stores.longterm.journal import (
+    JOURNAL,
+    MAX_LINE_BYTES,
+    Journal,
+    JournalAction,
+    JournalRecord,
+    epoch_of,
+)
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.longterm.records import (
     AppliedOp,
@@ -101,6 +110,21 @@ __all__ = [
     "document_text",
     "retired_into",
 ]
+
+
+class _HeldJournal:
+    """The journal file an instance has read, kept open: while it is, no other file can
+    take its inode, so "the journal at the path is another file" (the agent was erased
+    and its store made again) is a fact, not a guess from sizes or times."""
+
+    def __init__(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
+        self.epoch = epoch_of(os.pread(fd, MAX_LINE_BYTES, 0))
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def close(self) -> None:
+        self._close()
 
 
 @dataclass(frozen=True)
@@ -141,10 +165,14 @@ class FileMemoryStore(StoreOperations):
         self._entries: EntryTable = EntryTable()
         self._problems: dict[Path, str] = {}
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
+        # id -> the latest revision journaled by a write that never landed (`_note_dead`)
+        self._dead_revisions: dict[str, int] = {}
         self._ops: dict[str, AppliedOp] | None = None  # lazily built from entries
         self._index = BM25Index()
         self._category_ids: dict[str | None, int] = {}
         self._offset = 0
+        # The journal read (store epochs, docs/storage.md); None: there was none.
+        self._journal_held: _HeldJournal | None = None
         self._loaded = False
         self._hold_appended = False
         self._erased_seen = False  # a record of `erase` applied since the index was built
@@ -195,6 +223,7 @@ class FileMemoryStore(StoreOperations):
         self._full_load(use_snapshot=False)
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
+        self._take_journal()  # before anything is read: what follows belongs to it
         self._erased_seen = False  # a fresh index; records replayed below may set it
         self._adopt_state(
             snapshot.SnapshotState(
@@ -211,7 +240,7 @@ class FileMemoryStore(StoreOperations):
             self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
-            state = snapshot.load(self.files, self.agent_id, self.journal)
+            state = snapshot.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
                 self._adopt_state(state)
@@ -234,6 +263,37 @@ class FileMemoryStore(StoreOperations):
         if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
+    @property
+    def _epoch(self) -> str:
+        held = self._journal_held
+        return "" if held is None else held.epoch
+
+    def _take_journal(self) -> None:
+        """Hold the journal at the path as it is now (or nothing, when there is none)."""
+        if self._journal_held is not None:
+            self._journal_held.close()
+            self._journal_held = None
+        try:
+            fd = self.files.open_read(JOURNAL)
+        except OSError:
+            return  # none yet; or a link or not a file, which `problems()` reports
+        self._journal_held = _HeldJournal(fd)
+
+    def _journal_replaced(self, st: os.stat_result | None) -> bool:
+        """Whether the journal at the path (`st`, None: there is none) is not the one
+        this instance read: the agent was erased (whole-agent forget) and perhaps
+        written again since."""
+        if st is None:
+            return self._journal_held is not None
+        held = self._journal_held
+        if held is None:
+            if not stat.S_ISREG(st.st_mode):
+                return False  # a link or no file: refused and reported, never read
+            # No journal when this instance loaded: an empty store, which any journal
+            # that has appeared since continues (its writer wrote every entry there is).
+            return bool(self._entries)
+        return (st.st_dev, st.st_ino) != held.identity
+
     def _adopt_state(self, state: snapshot.SnapshotState) -> None:
         assert isinstance(state.entries, EntryTable)
         self._entries = state.entries
@@ -251,6 +311,7 @@ class FileMemoryStore(StoreOperations):
             index=self._index,
             category_ids=self._category_ids,
             offset=self._offset,
+            epoch=self._epoch,
         )
 
     def save_snapshot(self) -> bool:
@@ -282,7 +343,13 @@ class FileMemoryStore(StoreOperations):
         if self._pending or self._vectors is None:
             return False
         return vector_pack.write(
-            self.files, self.agent_id, index, self._vectors.model_key, self._offset, self.journal
+            self.files,
+            self.agent_id,
+            index,
+            self._vectors.model_key,
+            self._offset,
+            self.journal,
+            self._epoch,
         )
 
     def _load(self, parts: Parts, *, scanning: bool = False) -> MemoryEntry | None:
@@ -326,7 +393,16 @@ class FileMemoryStore(StoreOperations):
     # -- the change feed ---------------------------------------------------------------
 
     def _refresh(self) -> None:
-        size = self.journal.size()
+        try:
+            st: os.stat_result | None = os.lstat(self.journal.path)
+        except FileNotFoundError:
+            st = None
+        if self._journal_replaced(st):
+            # Another store under this agent id, at whatever offset: nothing held is its.
+            log.info("memory store %s: the store's journal was replaced; reloading", self.agent_id)
+            self._full_load()
+            return
+        size = 0 if st is None else st.st_size
         if size < self._offset:  # journal replaced or truncated: trust nothing cached
             self._full_load()
             return
@@ -349,6 +425,7 @@ class FileMemoryStore(StoreOperations):
             return
         if record.action is JournalAction.REPAIRED:
             self._pending.pop(record.id, None)
+            self._note_dead(record.id, record.rev)
             self._adopt_disk(record.id, parts)
             return
         if record.action is JournalAction.PURGED:
@@ -387,8 +464,9 @@ class FileMemoryStore(StoreOperations):
 
     def _settle(self) -> None:
         """Resolve pending records: landed files are taken; when no write can be in
-        flight (the lock is ours, or free) the disk wins — a writer repairs it in the
-        journal."""
+        flight (the lock is ours, or free) the disk wins, and the repair is journaled —
+        by this store itself when the lock is free, taken without waiting, so a process
+        that reads before it writes never leaves a dead write unrepaired."""
         for entry_id, (rev, parts) in list(self._pending.items()):
             entry = self._load(parts)
             if entry is not None and entry.revision >= rev:
@@ -397,17 +475,36 @@ class FileMemoryStore(StoreOperations):
             return
         if self._lock.held:
             self._repair()
-        elif self._lock.is_free():
+        elif self._lock.is_free() and not self._repair_while_free():
+            # A store this process cannot write (read-only): the disk wins here; the
+            # next writer reads the same records and journals the repair.
             for entry_id, (_, parts) in list(self._pending.items()):
                 self._adopt_disk(entry_id, parts)
             self._pending.clear()
 
+    def _repair_while_free(self) -> bool:
+        """Take the writer lock if it is still free, catch up under it (another writer
+        may have repaired or landed the write meanwhile) and repair what is left. True
+        when that happened or a writer now holds the lock (its hold repairs); False when
+        this process cannot take the lock for writing."""
+        try:
+            with self._lock.hold_if_free() as held:
+                if held:
+                    self._hold_appended = False
+                    self._refresh()  # under the lock: ends in _repair
+                return True
+        except OSError as exc:
+            log.debug("memory store %s: cannot journal a repair here (%s)", self.agent_id, exc)
+            return False
+
     def _repair(self) -> None:
         """Under the lock: every pending record is a write that died before its file
-        landed. Record that, so every reader converges on the file as it is."""
+        landed. Record that, so every reader converges on the file as it is; the dead
+        revision's number is not written again (`_write`)."""
         records = []
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)
+            self._note_dead(entry_id, rev)
             current = self._entries.get(entry_id)
             # `rev` names the revision that never landed (the disk keeps the one before).
             records.append(
@@ -428,6 +525,13 @@ class FileMemoryStore(StoreOperations):
             )
         self._pending.clear()
         self._append(records)
+
+    def _note_dead(self, entry_id: str, rev: int | None) -> None:
+        """A revision of the entry journaled by a write that never landed: the entry's
+        next write takes a number after it, so no two records name one revision for
+        two different writes (an audit then counts the retried operation once)."""
+        if rev is not None and rev > self._dead_revisions.get(entry_id, 0):
+            self._dead_revisions[entry_id] = rev
 
     # -- reads -------------------------------------------------------------------------
 
@@ -451,7 +555,13 @@ class FileMemoryStore(StoreOperations):
         full = self._vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
-                self.files, self.agent_id, self.journal, self._vectors.model_key, dim, self._offset
+                self.files,
+                self.agent_id,
+                self.journal,
+                self._vectors.model_key,
+                dim,
+                self._offset,
+                self._epoch,
             )
             if packed is not None:
                 self._vectors.adopt(*packed)
@@ -542,6 +652,9 @@ class FileMemoryStore(StoreOperations):
             records[0] = dataclasses.replace(records[0], first=True)
         self._offset = self.journal.append(records)
         self._hold_appended = True
+        if self._journal_held is None:
+            # The journal this write started (the lock is held: it is the one at the path).
+            self._take_journal()
 
     def _commit(self, changes: list[Change]) -> None:
         """Journal first, then each file (lock held by the caller)."""
@@ -584,6 +697,9 @@ class FileMemoryStore(StoreOperations):
     ) -> MemoryEntry:
         """Write `entry` as the next revision after `base` (None: a new entry)."""
         written = self._next_revision(entry, base, action, op, op_detail)
+        dead = self._dead_revisions.pop(written.id, 0)
+        if written.revision <= dead:  # a write that died journaled that number
+            written = written.model_copy(update={"revision": dead + 1})
         parts = entry_parts(written.id, written.category)
         old = self._parts_of(written.id) if base is not None else None
         self._commit([Change(written, action, reason, op, parts, old)])

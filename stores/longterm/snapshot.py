@@ -17,6 +17,10 @@ It is only a cache; the entry files and the journal stay the truth:
   another version or agent, when its checksum (CRC-32 of everything after the header but
   the entries' JSON, which is checked entry by entry when read) fails, or when the journal no longer holds what it held at that offset (shorter, or
   other bytes just before the offset, or another first line: a replaced journal);
+- it carries the store epoch of the state it was taken from (the writer's, never read
+  from the journal at write time), and is refused by a store of another epoch: a
+  process that had not seen a whole-agent forget cannot hand the erased entries to the
+  store made again under the same agent id (docs/storage.md, store epochs);
 - a journal that moved on past it is what it is made for: the tail is replayed.
 Like a long-lived reader, a store opened from a snapshot does not notice an entry file
 edited by hand outside the journal since; every write re-reads its target file first
@@ -81,6 +85,7 @@ class SnapshotState:
     index: BM25Index
     category_ids: dict[str | None, int]
     offset: int
+    epoch: str = ""  # the store epoch the state was read at (the file backend's journal's)
 
 
 class Unwritable(OSError):
@@ -176,7 +181,7 @@ def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journ
     Its entries then become rows of the file written: the old file's rows would all fall
     back to the entries' files once it is replaced, and parsed entries give their memory
     back (read again when needed)."""
-    data, rows = _encode(agent_id, state, journal.marks(state.offset))
+    data, rows = _encode(agent_id, state, {**journal.marks(state.offset), "epoch": state.epoch})
     files.write(SNAPSHOT, data)
     if isinstance(state.entries, EntryTable):
         path = str(files.path(*SNAPSHOT))
@@ -206,9 +211,10 @@ class Refused(ValueError):
     """The snapshot cannot be used (the reason is logged; the store opens from files)."""
 
 
-def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | None:
+def load(files: AgentFiles, agent_id: str, journal: Journal, epoch: str) -> SnapshotState | None:
     """The state the agent's snapshot holds, or None when there is none or it is
-    refused (logged). Its entries are read from the file when first accessed."""
+    refused (logged): it must have been taken from the store of `epoch`. Its entries are
+    read from the file when first accessed."""
     path = str(files.path(*SNAPSHOT))
     try:
         mapped = files.map(SNAPSHOT)
@@ -223,7 +229,7 @@ def load(files: AgentFiles, agent_id: str, journal: Journal) -> SnapshotState | 
     source = _FileRows(path, identity, _entry_file(files))
     try:
         with mapped:
-            return _read(agent_id, journal, mapped, source)
+            return _read(agent_id, journal, epoch, mapped, source)
     except Refused as exc:
         log.warning("memory store %s: index snapshot not used (%s)", agent_id, exc)
     except Exception as exc:  # noqa: BLE001 - a cache: anything wrong with it means "rescan"
@@ -260,14 +266,20 @@ def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
     return header, body + (-body % 8)
 
 
-def _read(agent_id: str, journal: Journal, data: mmap.mmap, source: _FileRows) -> SnapshotState:
+def _read(
+    agent_id: str, journal: Journal, epoch: str, data: mmap.mmap, source: _FileRows
+) -> SnapshotState:
     def accept(offset: int, marks: object) -> None:
+        if not isinstance(marks, dict) or marks.get("epoch") != epoch:
+            raise Refused("it was taken from another epoch of the store")
         if journal.size() < offset:
             raise Refused("the journal is shorter than the snapshot's offset")
-        if journal.marks(offset) != marks:
+        if {**journal.marks(offset), "epoch": epoch} != marks:
             raise Refused("the journal is not the one the snapshot was taken from")
 
-    return decode(agent_id, data, accept, source)
+    state = decode(agent_id, data, accept, source)
+    state.epoch = epoch
+    return state
 
 
 def decode(

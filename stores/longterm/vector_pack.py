@@ -77,11 +77,14 @@ def write(
     model_key: bytes,
     offset: int,
     journal: Journal,
+    epoch: str,
 ) -> bool:
-    """Pack the index, current as of journal byte `offset` (the caller checked that no
-    write is pending); False when it could not be written (logged: it is a cache)."""
+    """Pack the index, current as of journal byte `offset` of the store of `epoch` (the
+    caller checked that no write is pending); False when it could not be written
+    (logged: it is a cache)."""
+    marks = {**journal.marks(offset), "epoch": epoch}
     try:
-        files.write(pack_parts(model_key), encode(index, model_key, offset, journal.marks(offset)))
+        files.write(pack_parts(model_key), encode(index, model_key, offset, marks))
     except OSError as exc:
         log.warning("memory store %s: vector pack not written (%s)", agent_id, exc)
         return False
@@ -89,10 +92,17 @@ def write(
 
 
 def load(
-    files: AgentFiles, agent_id: str, journal: Journal, model_key: bytes, dim: int, offset: int
+    files: AgentFiles,
+    agent_id: str,
+    journal: Journal,
+    model_key: bytes,
+    dim: int,
+    offset: int,
+    epoch: str,
 ) -> tuple[VectorIndex, set[str]] | None:
     """The packed index and the ids changed since it was written, or None. `offset`: how
-    far the caller has read the journal (a pack written past it is refused)."""
+    far the caller has read the journal (a pack written past it is refused); `epoch`: the
+    store's (a pack another epoch's process wrote is refused)."""
     try:
         data = files.map(pack_parts(model_key), private=True)
     except FileNotFoundError:
@@ -101,7 +111,7 @@ def load(
         log.warning("memory store %s: vector pack unreadable (%s)", agent_id, exc)
         return None
     try:
-        return _install(journal, offset, data, model_key, dim)
+        return _install(journal, offset, epoch, data, model_key, dim)
     except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the files"
         log.warning(
             "memory store %s: vector pack not used (%s: %s)",
@@ -114,7 +124,7 @@ def load(
 
 
 def _install(
-    journal: Journal, read_up_to: int, data: mmap.mmap, model_key: bytes, dim: int
+    journal: Journal, read_up_to: int, epoch: str, data: mmap.mmap, model_key: bytes, dim: int
 ) -> tuple[VectorIndex, set[str]] | None:
     if data[: len(MAGIC)] != MAGIC:
         raise ValueError("not a vector pack")
@@ -131,7 +141,7 @@ def _install(
     offset, rows = header["offset"], header["rows"]
     if not isinstance(offset, int) or not 0 <= offset <= read_up_to:
         raise ValueError("its offset is past what the store has read")
-    if journal.marks(offset) != header["journal"]:
+    if {**journal.marks(offset), "epoch": epoch} != header["journal"]:
         raise ValueError("the journal is not the one the pack was written against")
     at = _align(start + length)
     ids_end = at + rows * ID_BYTES

@@ -10,6 +10,12 @@ deleted — so numbers are never reused within a session and two processes addin
 to one session serialize. A read takes the session row, then only the turns added since
 this instance last read (a turn never changes within a session's life). The conversation log is the agent's documents
 (`stores.postgres.documents`).
+
+Sealed at rest (`stores.postgres.sealing`): the session row names the data key its turns
+are sealed with; a session begun (or begun again after its idle time) takes the agent's
+current key, and changing a live session's key (`reseal`, or the first turn a process
+with a payload key adds to a session kept in plaintext) rewrites its turns under the
+session's lock.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from datetime import datetime, timedelta
 import psycopg
 from pydantic import ValidationError
 
+from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
@@ -34,6 +41,7 @@ from dreamkeeper.stores.conversation.conversation_memory import (
 )
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
+from dreamkeeper.stores.postgres.sealing import TURN, SealBroken, Sealing, without_key
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,7 @@ class PostgresConversationStore(ConversationBase):
         idle: timedelta = SESSION_IDLE,
         max_retained: int = MAX_RETAINED,
         max_archived: int = MAX_ARCHIVED,
+        sealing: Sealing | None = None,
     ) -> None:
         super().__init__(
             agent_id,
@@ -57,17 +66,29 @@ class PostgresConversationStore(ConversationBase):
             max_archived=max_archived,
         )
         self.db = db
-        self.log = ConversationLog(PostgresDocuments(db, self.agent_id))
+        self.sealing = sealing
+        self.log = ConversationLog(PostgresDocuments(db, self.agent_id, sealing=sealing))
         # session -> (its start, its next turn number, the turns read, the newest one's
         # stored text): see _live_turns
         self._read_cache: dict[str, tuple[datetime, int, tuple[Turn, ...], str | None]] = {}
 
     def _lock(self, conn: psycopg.Connection, session_id: str) -> None:
         """The session's writer lock, until the transaction ends."""
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            (f"dreamkeeper-conversation:{self.agent_id}:{session_id}",),
-        )
+        lock_session(conn, self.agent_id, session_id)
+
+    def _text(self, turn: str | None, sealed: bytes | None, key_id: str | None) -> str:
+        """A turn row's stored JSON, opened when sealed."""
+        if sealed is None:
+            return str(turn)
+        if self.sealing is None:
+            raise without_key(self.db, "no payload key is configured")
+        return self.sealing.open(self.agent_id, str(key_id), TURN, sealed).decode("utf-8")
+
+    def _turn_row(self, key: DataKey | None, turn: Turn) -> tuple[str | None, bytes | None]:
+        text = turn.model_dump_json()
+        if key is None or self.sealing is None:
+            return text, None
+        return None, self.sealing.seal(self.agent_id, key, TURN, text.encode("utf-8"))
 
     # -- reads -------------------------------------------------------------------------
 
@@ -115,11 +136,17 @@ class PostgresConversationStore(ConversationBase):
         bounded by the session row's next number, so a turn committed after it was read
         is not this read's (and a later turn's trim removes only numbers below `low`)."""
         rows = conn.execute(
-            "SELECT turn FROM dreamkeeper_conversation_turns WHERE agent_id = %s AND "
-            "session_id = %s AND n >= %s AND n < %s ORDER BY n",
+            "SELECT turn, sealed, key_id FROM dreamkeeper_conversation_turns WHERE "
+            "agent_id = %s AND session_id = %s AND n >= %s AND n < %s ORDER BY n",
             (self.agent_id, session_id, low, high),
         ).fetchall()
-        return [str(r[0]) for r in rows]
+        texts = []
+        for turn, sealed, key_id in rows:
+            try:
+                texts.append(self._text(turn, sealed, key_id))
+            except SealBroken as exc:
+                log.warning("conversation %s: skipped a turn row (%s)", self.agent_id, exc)
+        return texts
 
     def _stored_ids(self) -> list[str]:
         with self.db.transaction() as conn:
@@ -142,14 +169,27 @@ class PostgresConversationStore(ConversationBase):
     # -- writes ------------------------------------------------------------------------
 
     def _add(self, session_id: str, role: str, content: str) -> Turn:
+        for attempt in range(2):
+            try:
+                return self._add_once(session_id, role, content)
+            except psycopg.errors.ForeignKeyViolation:
+                # A new session took the key this process last saw as current, which a
+                # forget retired meanwhile: ask again.
+                if self.sealing is None or attempt:
+                    raise
+                self.sealing.forget_current(self.agent_id)
+        raise AssertionError("unreachable")
+
+    def _add_once(self, session_id: str, role: str, content: str) -> Turn:
         with self.db.transaction() as conn:
             self._lock(conn, session_id)
             now = self.now()
             row = conn.execute(
-                "SELECT started_at, last_at, next_n FROM dreamkeeper_conversation_sessions "
+                "SELECT started_at, last_at, next_n, key_id FROM dreamkeeper_conversation_sessions "
                 "WHERE agent_id = %s AND session_id = %s",
                 (self.agent_id, session_id),
             ).fetchone()
+            key: DataKey | None
             if row is None or not self._is_live(row[1]):
                 # A new or expired session: its turns belonged to a conversation that ended.
                 conn.execute(
@@ -158,21 +198,40 @@ class PostgresConversationStore(ConversationBase):
                     (self.agent_id, session_id),
                 )
                 started, n = now, 1
+                key = None if self.sealing is None else self.sealing.current(self.agent_id)
             else:
                 started, n = row[0], int(row[2])
+                if row[3] is not None:
+                    if self.sealing is None:
+                        raise without_key(self.db, "no payload key is configured")
+                    key = self.sealing.key(self.agent_id, str(row[3]))
+                elif self.sealing is not None:
+                    # A live session kept in plaintext so far: sealed now, whole.
+                    key = reseal_session(conn, self.sealing, self.agent_id, session_id)
+                else:
+                    key = None
             turn = Turn(n=n, role=role, content=content, at=now)  # type: ignore[arg-type]
+            text, sealed = self._turn_row(key, turn)
             conn.execute(
-                "INSERT INTO dreamkeeper_conversation_turns (agent_id, session_id, n, turn) "
-                "VALUES (%s, %s, %s, %s)",
-                (self.agent_id, session_id, n, turn.model_dump_json()),
+                "INSERT INTO dreamkeeper_conversation_turns (agent_id, session_id, n, turn, "
+                "sealed, key_id) VALUES (%s, %s, %s, %s, %s, %s)",
+                (self.agent_id, session_id, n, text, sealed, None if key is None else key.key_id),
             )
             faults.crash_point(faults.ROWS_HALF_WRITTEN)
             conn.execute(
-                "INSERT INTO dreamkeeper_conversation_sessions "
-                "(agent_id, session_id, started_at, last_at, next_n) VALUES (%s, %s, %s, %s, %s) "
+                "INSERT INTO dreamkeeper_conversation_sessions (agent_id, session_id, "
+                "started_at, last_at, next_n, key_id) VALUES (%s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (agent_id, session_id) DO UPDATE SET started_at = "
-                "excluded.started_at, last_at = excluded.last_at, next_n = excluded.next_n",
-                (self.agent_id, session_id, started, now, n + 1),
+                "excluded.started_at, last_at = excluded.last_at, next_n = excluded.next_n, "
+                "key_id = excluded.key_id",
+                (
+                    self.agent_id,
+                    session_id,
+                    started,
+                    now,
+                    n + 1,
+                    None if key is None else key.key_id,
+                ),
             )
             # Past the window and the archive's newest `max_archived`: never read again.
             conn.execute(
@@ -201,12 +260,16 @@ class PostgresConversationStore(ConversationBase):
         removed: dict[str, int] = {}
         with self.db.transaction() as conn:
             rows = conn.execute(
-                "SELECT session_id, n, turn FROM dreamkeeper_conversation_turns "
+                "SELECT session_id, n, turn, sealed, key_id FROM dreamkeeper_conversation_turns "
                 "WHERE agent_id = %s ORDER BY session_id, n FOR UPDATE",
                 (self.agent_id,),
             ).fetchall()
             doomed: dict[str, list[int]] = {}
-            for session_id, n, text in rows:
+            for session_id, n, stored, sealed, key_id in rows:
+                try:
+                    text = self._text(stored, sealed, key_id)
+                except SealBroken:
+                    text = ""
                 try:
                     content = Turn.model_validate_json(text).content
                 except (ValidationError, ValueError):
@@ -222,3 +285,71 @@ class PostgresConversationStore(ConversationBase):
                 removed[f"conversation/{session_id}"] = len(numbers)
         removed.update(self.log.scrub(mentions))
         return removed
+
+
+def lock_session(conn: psycopg.Connection, agent_id: str, session_id: str) -> None:
+    """A session's writer lock, until the transaction ends."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        (f"dreamkeeper-conversation:{agent_id}:{session_id}",),
+    )
+
+
+def reseal_session(
+    conn: psycopg.Connection, sealing: Sealing, agent_id: str, session_id: str
+) -> DataKey:
+    """Seal the session's turns anew with the agent's current data key and name it in
+    the session row, in the caller's transaction (which holds the session's lock). A turn
+    that does not open is dropped: it could be read by no one."""
+    key = sealing.current(agent_id)
+    rows = conn.execute(
+        "SELECT n, turn, sealed, key_id FROM dreamkeeper_conversation_turns "
+        "WHERE agent_id = %s AND session_id = %s",
+        (agent_id, session_id),
+    ).fetchall()
+    for n, turn, sealed, key_id in rows:
+        if key_id == key.key_id:
+            continue
+        try:
+            text = (
+                str(turn).encode("utf-8")
+                if sealed is None
+                else sealing.open(agent_id, str(key_id), TURN, sealed)
+            )
+        except SealBroken:
+            conn.execute(
+                "DELETE FROM dreamkeeper_conversation_turns "
+                "WHERE agent_id = %s AND session_id = %s AND n = %s",
+                (agent_id, session_id, n),
+            )
+            continue
+        conn.execute(
+            "UPDATE dreamkeeper_conversation_turns SET turn = NULL, sealed = %s, key_id = %s "
+            "WHERE agent_id = %s AND session_id = %s AND n = %s",
+            (sealing.seal(agent_id, key, TURN, text), key.key_id, agent_id, session_id, n),
+        )
+    conn.execute(
+        "UPDATE dreamkeeper_conversation_sessions SET key_id = %s "
+        "WHERE agent_id = %s AND session_id = %s",
+        (key.key_id, agent_id, session_id),
+    )
+    return key
+
+
+def reseal(db: Database, sealing: Sealing, agent_id: str) -> int:
+    """Seal every session of the agent whose turns are not all sealed with its current
+    data key anew, a session per transaction under its lock; how many were."""
+    done = 0
+    key = sealing.current(agent_id)
+    rows = db.fetch(
+        "SELECT session_id FROM dreamkeeper_conversation_sessions WHERE agent_id = %s "
+        "AND key_id IS DISTINCT FROM %s UNION SELECT DISTINCT session_id FROM "
+        "dreamkeeper_conversation_turns WHERE agent_id = %s AND key_id IS DISTINCT FROM %s",
+        (agent_id, key.key_id, agent_id, key.key_id),
+    )
+    for (session_id,) in rows:
+        with db.transaction() as conn:
+            lock_session(conn, agent_id, str(session_id))
+            reseal_session(conn, sealing, agent_id, str(session_id))
+        done += 1
+    return done

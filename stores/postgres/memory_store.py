@@ -54,6 +54,7 @@ import numpy as np
 import psycopg
 from pydantic import ValidationError
 
+from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
@@ -64,6 +65,15 @@ from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
+from dreamkeeper.stores.postgres.sealing import (
+    MEMORY,
+    SNAPSHOT,
+    VECTOR,
+    SealBroken,
+    SealedWithoutKey,
+    Sealing,
+    without_key,
+)
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
@@ -77,34 +87,40 @@ log = logging.getLogger(__name__)
 SNAPSHOT_NAME = "index-snapshot"
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
-# One statement (one snapshot, one round trip): the feed's top first, then the ids changed
-# after the reader's offset up to it, with their documents as they are now (a purged id
-# has none). When nothing changed it is two index probes.
+# One statement (one snapshot, one round trip): the feed's top and the store's epoch
+# first, then the ids changed after the reader's offset up to it, with their documents as
+# they are now (a purged id has none). When nothing changed it is two index probes.
 _CATCH_UP = """
-WITH top AS (SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %(agent)s)
-SELECT NULL, feed_seq, NULL FROM top
+WITH top AS (SELECT feed_seq, epoch FROM dk_memory_agent WHERE agent_id = %(agent)s)
+SELECT NULL, feed_seq, epoch::text, NULL::bytea, NULL::text FROM top
 UNION ALL
-SELECT f.id, f.seq, m.doc
+SELECT f.id, f.seq, m.doc, m.sealed, m.key_id
 FROM (
     SELECT id, max(seq) AS seq FROM dk_memory_feed
     WHERE agent_id = %(agent)s AND seq > %(offset)s AND seq <= (SELECT feed_seq FROM top)
     GROUP BY id
 ) f
 LEFT JOIN LATERAL (
-    SELECT doc FROM dk_memory WHERE agent_id = %(agent)s AND id = f.id
+    SELECT doc, sealed, key_id FROM dk_memory WHERE agent_id = %(agent)s AND id = f.id
 ) m ON true
 """
 
-# Raise the agent's feed counter by %(n)s and return the new top: its row lock is held to
-# the end of the transaction, so commits (and their seqs) are ordered per agent.
+# Raise the agent's feed counter by %(n)s and return the new top, the store's epoch and
+# the data key its rows are sealed with (a store sealed from its first write on, or from
+# the first write of a process with a payload key, takes `%(key)s`): the row lock is held
+# to the end of the transaction, so commits (and their seqs) are ordered per agent, and a
+# re-key (`stores.postgres.rekey`) changes the key under the same lock.
 _ALLOCATE = """
-INSERT INTO dk_memory_agent AS a (agent_id, feed_seq) VALUES (%(agent)s, %(n)s)
-ON CONFLICT (agent_id) DO UPDATE SET feed_seq = a.feed_seq + EXCLUDED.feed_seq
-RETURNING feed_seq
+INSERT INTO dk_memory_agent AS a (agent_id, feed_seq, key_id) VALUES (%(agent)s, %(n)s, %(key)s)
+ON CONFLICT (agent_id) DO UPDATE SET feed_seq = a.feed_seq + EXCLUDED.feed_seq,
+    key_id = coalesce(a.key_id, EXCLUDED.key_id)
+RETURNING feed_seq, epoch::text, key_id
 """
 
 _FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
-_ENTRY_COLUMNS = "agent_id, id, revision, category, archived_at, fingerprint, seq, doc"
+_ENTRY_COLUMNS = (
+    "agent_id, id, revision, category, archived_at, fingerprint, seq, doc, sealed, key_id"
+)
 
 
 def lock_key(agent_id: str) -> int:
@@ -127,9 +143,13 @@ class PostgresMemoryStore(StoreOperations):
         clock: Callable[[], datetime] = utc_now,
         embeddings: Embedder | None = None,
         snapshots: bool = True,
+        sealing: Sealing | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.db = db
+        # Seals what is written, opens what is read (`stores.postgres.sealing`); None: no
+        # payload key, content in plaintext.
+        self.sealing = sealing
         self._clock = clock
         self.embeddings = embeddings
         self._snapshots = snapshots
@@ -139,6 +159,9 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids: dict[str | None, int] = {}
         self._problems: dict[Path, str] = {}
         self._offset = 0
+        # The store's epoch (docs/storage.md, store epochs) the state held was read at;
+        # None: the agent had no counter row then (nothing is held).
+        self._epoch: str | None = None
         self._loaded = False
         self.opened_from_snapshot = False
         # An entry removed since the index was built: the index keeps every term it has
@@ -151,7 +174,7 @@ class PostgresMemoryStore(StoreOperations):
         self._hold: psycopg.Connection | None = None
         # The agent's other documents (dream ledger, cluster state, settings, the
         # conversation log) live in the same database.
-        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id)
+        self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id, sealing=sealing)
         self._vectors = (
             EntryVectors(None, embeddings.model_key, read=self._read_vectors)
             if embeddings
@@ -260,9 +283,18 @@ class PostgresMemoryStore(StoreOperations):
         conn = self._hold
         if conn is None or self._depth == 0:
             raise RuntimeError("a write outside writing()")
-        with conn.transaction():
-            result = body(conn)
-            faults.crash_point(faults.TRANSACTION_OPEN)
+        for attempt in range(2):
+            try:
+                with conn.transaction():
+                    result = body(conn)
+                    faults.crash_point(faults.TRANSACTION_OPEN)
+                break
+            except psycopg.errors.ForeignKeyViolation:
+                # The agent's first row named the data key this process last saw as
+                # current, which a forget has retired since: ask again, write again.
+                if self.sealing is None or attempt:
+                    raise
+                self.sealing.forget_current(self.agent_id)
         faults.crash_point(faults.COMMITTED)
         return result
 
@@ -286,6 +318,7 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids = {}
         self._problems = {}
         self._offset = 0
+        self._epoch = None
         if self._vectors is not None:
             self._vectors.reset()
         self.opened_from_snapshot = False
@@ -301,24 +334,30 @@ class PostgresMemoryStore(StoreOperations):
             # The counter first, the rows after: a row newer than the counter is read
             # again by the catch-up that follows, never missed.
             row = conn.execute(
-                "SELECT feed_seq FROM dk_memory_agent WHERE agent_id = %s", (self.agent_id,)
+                "SELECT feed_seq, epoch::text FROM dk_memory_agent WHERE agent_id = %s",
+                (self.agent_id,),
             ).fetchone()
             offset = int(row[0]) if row else 0
+            self._epoch = str(row[1]) if row else None
             cursor = conn.execute(
-                "SELECT id, doc FROM dk_memory WHERE agent_id = %s ORDER BY seq",
+                "SELECT id, doc, sealed, key_id FROM dk_memory WHERE agent_id = %s ORDER BY seq",
                 (self.agent_id,),
             )
-            for entry_id, doc in cursor:
-                self._install_doc(entry_id, doc)
+            for entry_id, doc, sealed, key_id in cursor:
+                self._install_doc(entry_id, doc, sealed, key_id)
         self._offset = offset
         self._loaded = True
         self._catch_up()
         if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
-    def _install_doc(self, entry_id: str, doc: str) -> None:
+    def _install_doc(
+        self, entry_id: str, doc: str | None, sealed: bytes | None, key_id: str | None
+    ) -> None:
         try:
-            entry = MemoryEntry.model_validate_json(doc)
+            if sealed is not None:
+                doc = self._open(key_id, MEMORY, sealed).decode("utf-8")
+            entry = MemoryEntry.model_validate_json(doc or "")
         except (ValidationError, ValueError) as exc:
             key = Path("dk_memory", self.agent_id, entry_id)
             reason = f"not a memory entry ({str(exc).splitlines()[0][:200]})"
@@ -343,16 +382,40 @@ class PostgresMemoryStore(StoreOperations):
         if self._vectors is not None:
             self._vectors.forget(entry_id)
 
+    def _open(self, key_id: str | None, purpose: str, sealed: bytes | memoryview) -> bytes:
+        """A value read from a row sealed with the agent's key `key_id`."""
+        if self.sealing is None:
+            raise without_key(self.db, "no payload key is configured")
+        return self.sealing.open(self.agent_id, str(key_id), purpose, sealed)
+
+    def _key(self, key_id: str | None) -> DataKey | None:
+        """The data key a write of this agent's rows seals with: the store's (`key_id`,
+        from its counter row), None for a store in plaintext."""
+        if key_id is None:
+            return None
+        if self.sealing is None:
+            raise without_key(self.db, "no payload key is configured")
+        return self.sealing.key(self.agent_id, key_id)
+
     def _catch_up(self) -> None:
         """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
-        top = 0
+        top, epoch = 0, None
         changes = []
-        for entry_id, seq, doc in rows:
+        for entry_id, seq, doc, sealed, key_id in rows:
             if entry_id is None:
-                top = int(seq)
+                top, epoch = int(seq), doc
             else:
-                changes.append((int(seq), entry_id, doc))
+                changes.append((int(seq), entry_id, doc, sealed, key_id))
+        if epoch != self._epoch:
+            if self._epoch is not None or self._offset or self._entries:
+                # Another store under this agent id: the one held was erased (a whole-
+                # agent forget) and perhaps written again, up to any seq. Nothing held
+                # belongs to it.
+                log.info("memory store %s: the store's epoch changed; reloading", self.agent_id)
+                self._full_load(use_snapshot=False)
+                return
+            self._epoch = epoch  # nothing held: this is the store's first epoch seen
         if top < self._offset:
             # The feed is behind what this instance read: another database, or one
             # restored from an older backup. Trust nothing held in memory.
@@ -364,42 +427,59 @@ class PostgresMemoryStore(StoreOperations):
             )
             self._full_load(use_snapshot=False)
             return
-        for _, entry_id, doc in sorted(changes):
-            if doc is None:
+        for _, entry_id, doc, sealed, key_id in sorted(changes, key=lambda c: c[0]):
+            if doc is None and sealed is None:
                 self._forget(entry_id)
                 self._removed_since_build = True
             else:
-                self._install_doc(entry_id, doc)
+                self._install_doc(entry_id, doc, sealed, key_id)
                 if self._vectors is not None:
                     self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
         self._offset = max(self._offset, top)
 
     # -- the index snapshot ------------------------------------------------------------
 
-    def _marks(self, conn: psycopg.Connection, seq: int) -> dict[str, str]:
-        """What ties a snapshot to the feed it was taken from: the feed row at its seq."""
+    def _marks(self, conn: psycopg.Connection, seq: int, epoch: str | None) -> dict[str, str]:
+        """What ties a snapshot to the feed it was taken from: the store's epoch and the
+        feed row at its seq."""
         row = conn.execute(
             "SELECT id, rev, at FROM dk_memory_feed WHERE agent_id = %s AND seq = %s",
             (self.agent_id, seq),
         ).fetchone()
-        return {"seq": str(seq), "row": "" if row is None else f"{row[0]}:{row[1]}:{row[2]}"}
+        return {
+            "epoch": epoch or "",
+            "seq": str(seq),
+            "row": "" if row is None else f"{row[0]}:{row[1]}:{row[2]}",
+        }
+
+    def _current_epoch(self, conn: psycopg.Connection) -> str | None:
+        row = conn.execute(
+            "SELECT epoch::text FROM dk_memory_agent WHERE agent_id = %s", (self.agent_id,)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def _load_snapshot(self) -> bool:
         with self._connection() as conn:
             row = conn.execute(
-                "SELECT data FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
+                "SELECT data, key_id FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
                 (self.agent_id, SNAPSHOT_NAME),
                 binary=True,  # tens of MB at 100k entries: no hex text to decode
             ).fetchone()
             if row is None:
                 return False
+            epoch = self._current_epoch(conn)
 
             def accept(offset: int, marks: object) -> None:
-                if self._marks(conn, offset) != marks:
+                # The epoch first: a snapshot another store's view wrote (a process that
+                # had not seen a whole-agent forget) is never taken, whatever its seq.
+                if self._marks(conn, offset, epoch) != marks:
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
-                state = snapshot.decode(self.agent_id, row[0], accept)
+                data = row[0] if row[1] is None else self._open(row[1], SNAPSHOT, row[0])
+                state = snapshot.decode(self.agent_id, data, accept)
+            except SealedWithoutKey:
+                raise
             except Exception as exc:  # noqa: BLE001 - a cache: anything wrong means "read the table"
                 log.warning(
                     "memory store %s: index snapshot not used (%s: %s)",
@@ -414,6 +494,7 @@ class PostgresMemoryStore(StoreOperations):
         self._category_ids = state.category_ids
         self._problems = state.problems
         self._offset = state.offset
+        self._epoch = epoch
         return True
 
     def save_snapshot(self) -> bool:
@@ -430,15 +511,46 @@ class PostgresMemoryStore(StoreOperations):
             category_ids=self._category_ids,
             offset=self._offset,
         )
+        if self._epoch is None:
+            return False  # nothing was ever written: nothing to snapshot
         try:
             with self._connection() as conn:
-                data = snapshot.encode(self.agent_id, state, self._marks(conn, self._offset))
+                # Written only while the store is still the one this state was read from
+                # (the counter row keeps that epoch to the end of this transaction): a
+                # process that has not seen a whole-agent forget yet writes nothing.
+                row = conn.execute(
+                    "SELECT epoch::text, key_id FROM dk_memory_agent WHERE agent_id = %s "
+                    "FOR KEY SHARE",
+                    (self.agent_id,),
+                ).fetchone()
+                if row is None or str(row[0]) != self._epoch:
+                    log.info(
+                        "memory store %s: index snapshot not written (the store's epoch "
+                        "changed since this state was read)",
+                        self.agent_id,
+                    )
+                    return False
+                marks = self._marks(conn, self._offset, self._epoch)
+                data = snapshot.encode(self.agent_id, state, marks)
+                # Sealed like the rows it quotes: with the store's key, or, for a store
+                # still in plaintext, the agent's current one (it is written now).
+                key = self._key(row[1])
+                if key is None and self.sealing is not None:
+                    key = self.sealing.current(self.agent_id)
+                if key is not None and self.sealing is not None:
+                    data = self.sealing.seal(self.agent_id, key, SNAPSHOT, data)
                 conn.execute(
-                    "INSERT INTO dk_memory_cache (agent_id, name, seq, data) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, name) "
-                    "DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data "
-                    "WHERE dk_memory_cache.seq <= EXCLUDED.seq",
-                    (self.agent_id, SNAPSHOT_NAME, self._offset, data),
+                    "INSERT INTO dk_memory_cache (agent_id, name, seq, data, key_id) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (agent_id, name) "
+                    "DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data, "
+                    "key_id = EXCLUDED.key_id WHERE dk_memory_cache.seq <= EXCLUDED.seq",
+                    (
+                        self.agent_id,
+                        SNAPSHOT_NAME,
+                        self._offset,
+                        data,
+                        None if key is None else key.key_id,
+                    ),
                 )
             return True
         except psycopg.Error as exc:
@@ -456,11 +568,20 @@ class PostgresMemoryStore(StoreOperations):
         found: dict[str, bytes] = {}
         with self._connection() as conn:
             for start in range(0, len(ids), 10_000):
-                for entry_id, data in conn.execute(
-                    "SELECT id, data FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                for entry_id, data, key_id in conn.execute(
+                    "SELECT id, data, key_id FROM dk_memory_vector "
+                    "WHERE agent_id = %s AND id = ANY(%s)",
                     (self.agent_id, ids[start : start + 10_000]),
                 ):
-                    found[entry_id] = bytes(data)
+                    if key_id is None:
+                        found[entry_id] = bytes(data)
+                        continue
+                    try:
+                        found[entry_id] = self._open(key_id, VECTOR, data)
+                    except SealBroken as exc:
+                        log.warning(
+                            "memory store %s: vector %s skipped (%s)", self.agent_id, entry_id, exc
+                        )
         return found
 
     def vectors(self, dim: int) -> VectorIndex | None:
@@ -498,41 +619,73 @@ class PostgresMemoryStore(StoreOperations):
         action: JournalAction,
         entry_id: str,
         entry: MemoryEntry | None,
+        key: DataKey | None,
         *,
         reason: str | None,
         rev: int | None,
         op: str | None,
     ) -> tuple[Any, ...]:
+        # A sealed store's feed carries no category and no fingerprint: a category is
+        # chosen text, and a fingerprint of a short text can be confirmed by guessing.
+        shown = entry if key is None else None
         return (
             self.agent_id,
             seq,
             self.now(),
             str(action),
             entry_id,
-            entry.category if entry else None,
-            entry.fingerprint if entry else None,
+            shown.category if shown else None,
+            shown.fingerprint if shown else None,
             rev,
             op,
             reason,
         )
 
-    def _entry_row(self, entry: MemoryEntry, seq: int) -> tuple[Any, ...]:
+    def _entry_row(self, entry: MemoryEntry, seq: int, key: DataKey | None) -> tuple[Any, ...]:
+        if key is None or self.sealing is None:
+            return (
+                self.agent_id,
+                entry.id,
+                entry.revision,
+                entry.category,
+                entry.archived_at,
+                entry.fingerprint,
+                seq,
+                _doc(entry),
+                None,
+                None,
+            )
+        sealed = self.sealing.seal(self.agent_id, key, MEMORY, _doc(entry).encode("utf-8"))
         return (
             self.agent_id,
             entry.id,
             entry.revision,
-            entry.category,
+            None,
             entry.archived_at,
-            entry.fingerprint,
+            None,
             seq,
-            _doc(entry),
+            None,
+            sealed,
+            key.key_id,
         )
 
-    def _allocate(self, conn: psycopg.Connection, n: int) -> int:
-        """Raise the feed counter by `n`; the first seq of the `n` taken."""
-        row = conn.execute(_ALLOCATE, {"agent": self.agent_id, "n": n}).fetchone()
+    def _allocate(self, conn: psycopg.Connection, n: int) -> tuple[int, DataKey | None]:
+        """Raise the feed counter by `n`: the first seq of the `n` taken, and the data key
+        the store's rows are sealed with (None: plaintext). Refused (`Conflict`, the
+        transaction rolls back) when the store is not the one this view was read from: a
+        write must never land its view of an erased agent in a new one."""
+        offered = None if self.sealing is None else self.sealing.current(self.agent_id).key_id
+        row = conn.execute(_ALLOCATE, {"agent": self.agent_id, "n": n, "key": offered}).fetchone()
         assert row is not None
-        return int(row[0]) - n + 1
+        top, epoch = int(row[0]), str(row[1])
+        if epoch != self._epoch and (self._epoch is not None or top != n):
+            self._loaded = False  # the next hold loads the store as it is now
+            raise Conflict(
+                f"the memory store of agent {self.agent_id} was erased and made again "
+                "since this view was read; nothing written"
+            )
+        self._epoch = epoch
+        return top - n + 1, self._key(row[2])
 
     def _write(
         self,
@@ -548,18 +701,18 @@ class PostgresMemoryStore(StoreOperations):
         written = self._next_revision(entry, base, action, op, op_detail)
 
         def body(conn: psycopg.Connection) -> int:
-            seq = self._allocate(conn, 1)
-            row = self._entry_row(written, seq)
+            seq, key = self._allocate(conn, 1)
+            row = self._entry_row(written, seq, key)
             if base is None:
                 cursor = conn.execute(
                     f"INSERT INTO dk_memory ({_ENTRY_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     row,
                 )
             else:
                 cursor = conn.execute(
                     "UPDATE dk_memory SET revision = %s, category = %s, archived_at = %s, "
-                    "fingerprint = %s, seq = %s, doc = %s "
+                    "fingerprint = %s, seq = %s, doc = %s, sealed = %s, key_id = %s "
                     "WHERE agent_id = %s AND id = %s AND revision = %s",
                     (*row[2:], self.agent_id, written.id, base.revision),
                 )
@@ -572,7 +725,14 @@ class PostgresMemoryStore(StoreOperations):
                 f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 self._feed_row(
-                    seq, action, written.id, written, reason=reason, rev=written.revision, op=op
+                    seq,
+                    action,
+                    written.id,
+                    written,
+                    key,
+                    reason=reason,
+                    rev=written.revision,
+                    op=op,
                 ),
             )
             return seq
@@ -586,11 +746,11 @@ class PostgresMemoryStore(StoreOperations):
         """New entries (revision 1) in one transaction: COPY into the table and the feed."""
 
         def body(conn: psycopg.Connection) -> int:
-            first = self._allocate(conn, len(entries))
+            first, key = self._allocate(conn, len(entries))
             with conn.cursor() as cursor:
                 with cursor.copy(f"COPY dk_memory ({_ENTRY_COLUMNS}) FROM STDIN") as copy:
                     for number, entry in enumerate(entries):
-                        copy.write_row(self._entry_row(entry, first + number))
+                        copy.write_row(self._entry_row(entry, first + number, key))
                 with cursor.copy(f"COPY dk_memory_feed ({_FEED_COLUMNS}) FROM STDIN") as copy:
                     for number, entry in enumerate(entries):
                         copy.write_row(
@@ -599,6 +759,7 @@ class PostgresMemoryStore(StoreOperations):
                                 JournalAction.CREATED,
                                 entry.id,
                                 entry,
+                                key,
                                 reason=reason,
                                 rev=entry.revision,
                                 op=None,
@@ -626,7 +787,7 @@ class PostgresMemoryStore(StoreOperations):
             chunk = doomed[start : start + BULK_CHUNK]
 
             def body(conn: psycopg.Connection, chunk: list[MemoryEntry] = chunk) -> int:
-                first = self._allocate(conn, len(chunk))
+                first, key = self._allocate(conn, len(chunk))
                 cursor = conn.execute(
                     "DELETE FROM dk_memory m USING unnest(%s::text[], %s::int[]) AS d(id, rev) "
                     "WHERE m.agent_id = %s AND m.id = d.id AND m.revision = d.rev "
@@ -650,6 +811,7 @@ class PostgresMemoryStore(StoreOperations):
                                 JournalAction.PURGED,
                                 entry.id,
                                 entry,
+                                key,
                                 reason=entry.archive_reason,
                                 rev=entry.revision + 1,
                                 op=None,
@@ -676,7 +838,7 @@ class PostgresMemoryStore(StoreOperations):
             doomed = [e for i in ids if (e := self._fresh(i)) is not None]
 
             def body(conn: psycopg.Connection) -> int:
-                first = self._allocate(conn, max(len(doomed), 1))
+                first, _ = self._allocate(conn, max(len(doomed), 1))
                 conn.execute(
                     "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)",
                     (self.agent_id, [e.id for e in doomed]),
@@ -694,6 +856,7 @@ class PostgresMemoryStore(StoreOperations):
                             first + number,
                             JournalAction.PURGED,
                             entry.id,
+                            None,
                             None,
                             reason=reason,
                             rev=entry.revision + 1,
@@ -734,18 +897,24 @@ class PostgresMemoryStore(StoreOperations):
                 return False
 
             def body(conn: psycopg.Connection) -> int | None:
+                # The revision the fingerprint was checked on (a sealed row does not show
+                # its fingerprint to SQL; a new revision is the only way content changes).
                 still = conn.execute(
                     "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
-                    "AND fingerprint = %s FOR SHARE",
-                    (self.agent_id, entry_id, fingerprint),
+                    "AND revision = %s FOR SHARE",
+                    (self.agent_id, entry_id, entry.revision),
                 ).fetchone()
                 if still is None:
                     return None
-                seq = self._allocate(conn, 1)
+                seq, key = self._allocate(conn, 1)
+                data = encode_vector(vector, fingerprint, model_key)
+                if key is not None and self.sealing is not None:
+                    data = self.sealing.seal(self.agent_id, key, VECTOR, data)
                 conn.execute(
-                    "INSERT INTO dk_memory_vector (agent_id, id, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (agent_id, id) DO UPDATE SET data = EXCLUDED.data",
-                    (self.agent_id, entry_id, encode_vector(vector, fingerprint, model_key)),
+                    "INSERT INTO dk_memory_vector (agent_id, id, data, key_id) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, id) "
+                    "DO UPDATE SET data = EXCLUDED.data, key_id = EXCLUDED.key_id",
+                    (self.agent_id, entry_id, data, None if key is None else key.key_id),
                 )
                 conn.execute(
                     f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
@@ -755,6 +924,7 @@ class PostgresMemoryStore(StoreOperations):
                         JournalAction.EMBEDDED,
                         entry_id,
                         entry,
+                        key,
                         reason=None,
                         rev=entry.revision,
                         op=None,

@@ -229,6 +229,106 @@ MIGRATIONS: tuple[Migration, ...] = (
         WHERE EXISTS (SELECT 1 FROM dreamkeeper_tokens);
         """,
     ),
+    Migration(
+        9,
+        "store epochs",
+        # The agent store's identity (docs/storage.md, store epochs): a whole-agent forget
+        # deletes the counter row and the next write makes a new one, so the feed starts
+        # again at 1 under a new epoch. Random, not a sequence: a database restored from
+        # an older backup must not hand out an epoch a running process has seen.
+        """
+        ALTER TABLE dk_memory_agent ADD COLUMN epoch uuid NOT NULL DEFAULT gen_random_uuid();
+        """,
+    ),
+    Migration(
+        10,
+        "content sealed at rest, key-encryption keys",
+        # docs/storage.md, erasure on PostgreSQL. The KEKs themselves live in a keyring
+        # file outside the database; this lists their ids (one current), and every data
+        # key names the KEK that wraps it, so a KEK cannot be delisted while a data key
+        # still needs it. Keys made before this migration were wrapped by the payload key
+        # itself: `ever_under_payload_key` remembers that, for the receipt of a forget
+        # (copies of them wrapped that way may still lie in old WAL and dead tuples).
+        #
+        # Every sealed row names the data key it is sealed with, a foreign key into the
+        # agent's keys: the database refuses to delete a key while a row still needs it,
+        # and refuses a row sealed with a key already deleted. A tier's key is in the row
+        # its writers lock (the agent's counter row, the working-memory agent row, the
+        # session row); documents name theirs per row. Sealed values are incompressible:
+        # stored EXTERNAL, never run through compression.
+        """
+        CREATE TABLE dreamkeeper_keks (
+            kek_id text PRIMARY KEY,
+            current boolean NOT NULL DEFAULT false,
+            listed_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE UNIQUE INDEX dreamkeeper_keks_current ON dreamkeeper_keks (current) WHERE current;
+        -- KEKs a rotation delisted (ids only): a process that finds one still in the
+        -- keyring file (a rotation cut short) erases it there. One neither listed nor
+        -- retired is left alone: it wraps nothing here, and may be what a newer state of
+        -- this database needs (one restored from an older backup knows less).
+        CREATE TABLE dreamkeeper_retired_keks (
+            kek_id text PRIMARY KEY,
+            retired_at timestamptz NOT NULL DEFAULT now()
+        );
+
+        ALTER TABLE dreamkeeper_agent_keys
+            ADD COLUMN kek_id text REFERENCES dreamkeeper_keks (kek_id),
+            ADD COLUMN ever_under_payload_key boolean NOT NULL DEFAULT true;
+        ALTER TABLE dreamkeeper_agent_keys ALTER COLUMN ever_under_payload_key SET DEFAULT false;
+
+        ALTER TABLE dk_memory_agent
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dk_memory
+            ALTER COLUMN doc DROP NOT NULL,
+            ALTER COLUMN fingerprint DROP NOT NULL,
+            ADD COLUMN sealed bytea,
+            ADD COLUMN key_id text,
+            ADD CHECK ((doc IS NULL) = (sealed IS NOT NULL)),
+            ADD CHECK ((sealed IS NULL) = (key_id IS NULL)),
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dk_memory ALTER COLUMN sealed SET STORAGE EXTERNAL;
+        ALTER TABLE dk_memory_vector
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dk_memory_vector ALTER COLUMN data SET STORAGE EXTERNAL;
+        ALTER TABLE dk_memory_cache
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+
+        ALTER TABLE dreamkeeper_documents
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dreamkeeper_documents ALTER COLUMN data SET STORAGE EXTERNAL;
+
+        ALTER TABLE dreamkeeper_working_agents
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dreamkeeper_working
+            ALTER COLUMN entry DROP NOT NULL,
+            ADD COLUMN sealed bytea,
+            ADD COLUMN segment text,
+            ADD COLUMN key_id text,
+            ADD CHECK ((entry IS NULL) = (sealed IS NOT NULL)),
+            ADD CHECK ((sealed IS NULL) = (key_id IS NULL)),
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dreamkeeper_working_vectors
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+
+        ALTER TABLE dreamkeeper_conversation_sessions
+            ADD COLUMN key_id text,
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        ALTER TABLE dreamkeeper_conversation_turns
+            ALTER COLUMN turn DROP NOT NULL,
+            ADD COLUMN sealed bytea,
+            ADD COLUMN key_id text,
+            ADD CHECK ((turn IS NULL) = (sealed IS NOT NULL)),
+            ADD CHECK ((sealed IS NULL) = (key_id IS NULL)),
+            ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -10,7 +10,6 @@ symlink, FIFO or directory in its place — never an exception that fails the dr
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from dreamkeeper.core.errors import InvalidInput
@@ -18,8 +17,6 @@ from dreamkeeper.core.validation import validate_category
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.documents import AgentDocuments
-
-log = logging.getLogger(__name__)
 
 FILE_NAME = "merge-coverage-vocabulary.json"
 _KEYS = ("extraCommonWords", "alwaysSpecificWords", "numericExemptCategories")
@@ -46,7 +43,8 @@ class LoadedVocabulary:
 
 
 def load_vocabulary(documents: AgentDocuments) -> LoadedVocabulary:
-    """The agent's vocabulary, from its document `FILE_NAME` (`stores.documents`)."""
+    """The agent's vocabulary, from its document `FILE_NAME` (`stores.documents`). Logs
+    nothing: its caller reports `warning` and `summary` once, with the agent's id."""
     path = documents.location(FILE_NAME)
     try:
         data = documents.read(FILE_NAME, max_bytes=MAX_FILE_BYTES)
@@ -70,9 +68,6 @@ def load_vocabulary(documents: AgentDocuments) -> LoadedVocabulary:
                 ),
                 path,
             )
-    if loaded.warning:
-        log.warning(loaded.warning)
-    log.info(loaded.summary)
     return loaded
 
 

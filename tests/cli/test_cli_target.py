@@ -264,18 +264,25 @@ def test_good_keys_and_urls_pass():
         load_settings({"DREAMKEEPER_PAYLOAD_KEY": "c2hvcnQ="})
 
 
-@pytest.mark.parametrize("command", ["serve", "dev"])
+@pytest.mark.parametrize(("command", "option"), [("serve", "--port"), ("dev", "--serve-port")])
+@pytest.mark.parametrize("given", ["env", "option"])
 def test_serve_and_dev_refuse_a_busy_port_before_starting_anything(
-    run, tmp_path, monkeypatch, command
+    run, tmp_path, monkeypatch, command, option, given
 ):
+    """The hint names the command's own option for the memory service's port: `dev`'s
+    `--port` is the Temporal dev server's."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        monkeypatch.setenv("DREAMKEEPER_SERVE_PORT", str(port))
-        code, out, err = run("--data", str(tmp_path / "d"), command)
+        if given == "env":
+            monkeypatch.setenv("DREAMKEEPER_SERVE_PORT", str(port))
+            code, out, err = run("--data", str(tmp_path / "d"), command)
+        else:
+            code, out, err = run("--data", str(tmp_path / "d"), command, option, str(port))
     assert code == 2, err
     assert f"port {port} (memory service) is already in use: stop whatever holds it" in err
+    assert f"choose another with {option} or DREAMKEEPER_SERVE_PORT" in err
     assert not (tmp_path / "d").exists()  # no worker, no dev server, no claim
 
 
@@ -300,8 +307,10 @@ def test_logs_are_coloured_only_on_a_terminal_without_no_color(monkeypatch):
 
 
 def test_dev_takes_its_ports_from_the_command_line():
-    args = build_parser().parse_args(["dev", "--port", "17233", "--ui-port", "18233"])
-    assert (args.temporal_port, args.ui_port) == (17233, 18233)
+    args = build_parser().parse_args(
+        ["dev", "--port", "17233", "--ui-port", "18233", "--serve-port", "18780"]
+    )
+    assert (args.temporal_port, args.ui_port, args.serve_port) == (17233, 18233, 18780)
 
 
 def test_dev_refuses_a_taken_grpc_port_given_with_port(run, tmp_path):
@@ -311,6 +320,7 @@ def test_dev_refuses_a_taken_grpc_port_given_with_port(run, tmp_path):
         port = holder.getsockname()[1]
         code, _, err = run("--data", str(tmp_path), "dev", "--demo", "--port", str(port))
     assert code == 2 and f"port {port} (Temporal gRPC) is already in use" in err
+    assert "--port (Temporal gRPC), --ui-port (its web UI)" in err
 
 
 def test_console_script_help_lists_global_options_after_a_subcommand():

@@ -26,6 +26,20 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _ports(command: str) -> list[str]:
+    """Free ports for every port the command binds: `serve`'s memory service; `dev`'s
+    Temporal gRPC, web UI and memory service (its --port is Temporal's)."""
+    if command == "serve":
+        return ["--port", str(_free_port())]
+    if command == "dev":
+        return [
+            *("--port", str(_free_port())),
+            *("--ui-port", str(_free_port())),
+            *("--serve-port", str(_free_port())),
+        ]
+    return []
+
+
 def test_status_then_upgrade_then_status(run, bare_url):
     code, out, _ = run("db", "status", "--database", bare_url)
     assert code == 2 and f"schema: version 0 (this Dreamkeeper: {SCHEMA_VERSION})" in out
@@ -52,8 +66,7 @@ def test_the_environment_names_the_database_and_none_is_refused(run, monkeypatch
 @pytest.mark.parametrize("command", ["worker", "serve", "dev"])
 def test_a_database_older_than_the_code_refuses_to_start(run, monkeypatch, bare_url, command):
     monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", bare_url)
-    ports = ["--port", str(_free_port())] if command != "worker" else []
-    ports += ["--ui-port", str(_free_port())] if command == "dev" else []
+    ports = _ports(command)
     code, _, err = run(command, *ports)
     assert code == 2, err
     assert err.strip() == (
@@ -75,8 +88,7 @@ def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_
     finally:
         db.close()
     monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", bare_url)
-    ports = ["--port", str(_free_port())] if command != "worker" else []
-    ports += ["--ui-port", str(_free_port())] if command == "dev" else []
+    ports = _ports(command)
     code, _, err = run(command, *ports)
     assert code == 2, err
     assert f"has schema version {SCHEMA_VERSION + 1}, newer than this Dreamkeeper's" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,20 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.worker.runtime import DEV_GRPC_PORT, DEV_UI_PORT, port_in_use
+from dreamkeeper.worker.runtime import port_in_use
 
 DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_the_demo_tour_stops_everything_cleanly(tmp_path):
-    if port_in_use(DEV_GRPC_PORT) or port_in_use(DEV_UI_PORT):
-        pytest.skip("the dev server's ports are taken on this machine")
+    # Free ports, never the defaults a user's own `dev` may hold (7233, 8233, 8234).
+    grpc, ui, codec = _free_port(), _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DREAMKEEPER_", "TEMPORAL_"))}
     env["DREAMKEEPER_DATA"] = str(tmp_path)
+    env["DREAMKEEPER_DEV_CODEC_PORT"] = str(codec)
     # Its own session, so the signal goes to the whole group, as a terminal's Ctrl-C does.
     proc = subprocess.Popen(
-        [str(DREAMKEEPER), "dev", "--demo"],
+        [str(DREAMKEEPER), "dev", "--demo", "--port", str(grpc), "--ui-port", str(ui)],
         env=env,
         text=True,
         stdout=subprocess.PIPE,
@@ -49,4 +57,4 @@ def test_ctrl_c_during_the_demo_tour_stops_everything_cleanly(tmp_path):
             proc.wait(timeout=10)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "Traceback" not in out
-    assert not port_in_use(DEV_GRPC_PORT) and not port_in_use(DEV_UI_PORT)
+    assert not any(port_in_use(port) for port in (grpc, ui, codec))

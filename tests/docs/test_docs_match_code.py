@@ -58,3 +58,39 @@ def _documented_command_lines() -> list[str]:
 def test_every_documented_command_line_parses(line):
     _, command = line.split(": ", 1)
     build_parser().parse_args(shlex.split(command)[1:])
+
+
+def _documented_defaults() -> dict[str, str]:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    rows = re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", page, flags=re.M)
+    return {name: cell.strip() for name, cell in rows}
+
+
+def test_every_documented_default_is_the_codes():
+    """The configuration page's default column says what a process gets with the
+    variable unset."""
+    from pydantic_core import PydanticUndefined
+
+    wrong = []
+    for name, cell in _documented_defaults().items():
+        field = Environment.model_fields.get(name)
+        if field is None or field.default is PydanticUndefined:
+            continue
+        default = field.default
+        if default is None:
+            ok = cell.startswith("unset")
+        elif not (cell.startswith("`") and cell.endswith("`")):
+            continue  # described in words: a computed default
+        else:
+            text = cell.strip("`")
+            if isinstance(default, bool):
+                ok = text.lower() == str(default).lower()
+            elif isinstance(default, int | float):
+                ok = float(text.replace(",", "")) == float(default)
+            elif isinstance(default, Path):
+                ok = Path(text) == default
+            else:
+                ok = text == str(default)
+        if not ok:
+            wrong.append(f"{name}: documented {cell}, the code's {default!r}")
+    assert wrong == []

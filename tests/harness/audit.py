@@ -147,8 +147,8 @@ def journal_records(path: Path) -> list[dict]:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and "id" in record:
-            records.append(record)
+        if isinstance(record, dict) and "id" in record and record.get("action") != "epoch":
+            records.append(record)  # (the epoch line is the store's identity, no change)
     return records
 
 

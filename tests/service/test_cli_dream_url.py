@@ -18,6 +18,9 @@ async def test_dream_and_its_approval_actions_go_through_the_serve(served):
     ran = await asyncio.to_thread(_cli, served, "dream", "--agent", agent)
     assert ran.returncode == 0, ran.stderr
     assert f" for agent {agent}: " in ran.stdout
+    assert f"running through {served.url}; this waits for it to finish" in ran.stderr
+    no_wait = await asyncio.to_thread(_cli, served, "dream", "--agent", agent, "--no-wait")
+    assert no_wait.returncode == 2 and "--no-wait cannot go through a serve" in no_wait.stderr
     assert FileMemoryStore(served.data_dir, agent).entries()  # the server's store, not ours
 
     # The server answers for the finished cycle: nothing waits.

@@ -162,7 +162,8 @@ def test_dev_generates_a_key_once_and_serves_the_ui(tmp_path, monkeypatch):
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
     monkeypatch.delenv("DREAMKEEPER_CODEC_CORS_ORIGINS", raising=False)
     monkeypatch.setenv("DREAMKEEPER_CODEC_TOKEN", "not-for-dev")  # the dev UI sends none
-    dev = DevCodecServer(tmp_path, (UI, "http://127.0.0.1:8233"))
+    # port 0: a free one, never the user's own `dev` codec port (8234)
+    dev = DevCodecServer(tmp_path, (UI, "http://127.0.0.1:8233"), port=0)
     try:
         key_file = tmp_path / "payload-key"
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -180,7 +181,7 @@ def test_dev_generates_a_key_once_and_serves_the_ui(tmp_path, monkeypatch):
         key_id = base64.b64decode(sealed["metadata"]["encryption-key-id"]).decode()
     finally:
         dev.close()
-    again = DevCodecServer(tmp_path, (UI,))  # second run: the same key, not a new one
+    again = DevCodecServer(tmp_path, (UI,), port=0)  # second run: the same key, not a new one
     again.close()
     assert "generated" not in again.banner and key_id in again.banner
     secret = base64.b64decode(key_file.read_text().splitlines()[-1])

@@ -11,12 +11,14 @@ def open_tier(tier: str, location: str, agent_id: str = "a1") -> Any:
     if location.startswith("postgresql:"):
         from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
         from dreamkeeper.stores.postgres.database import Database
+        from dreamkeeper.stores.postgres.sealing import sealing_for
         from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
 
         db = Database(location)
+        sealing = sealing_for(db, None)  # sealed when the parent's environment says so
         if tier == "working":
-            return PostgresWorkingMemoryStore(db, agent_id)
-        return PostgresConversationStore(db, agent_id)
+            return PostgresWorkingMemoryStore(db, agent_id, sealing=sealing)
+        return PostgresConversationStore(db, agent_id, sealing=sealing)
     from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
     from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 

@@ -1,10 +1,17 @@
 """One suite for both backends: a test that takes `backend` (or a fixture built on it)
 runs once against the file backend and once against PostgreSQL (`database_url`, a fresh
-database per test; skipped locally when the machine has no server, failed in CI)."""
+database per test; skipped locally when the machine has no server, failed in CI).
+
+With `DREAMKEEPER_TEST_SEAL_AT_REST=1` the PostgreSQL backend's stores seal their content
+at rest (`stores.postgres.sealing`), in this process and in the child processes tests
+start: the whole store suite once more, sealed (tests/stores/postgres/test_sealing.py
+runs sealed stores in every run)."""
 
 from __future__ import annotations
 
+import base64
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +27,11 @@ from dreamkeeper.stores.files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]
+SEAL_AT_REST = bool(os.environ.get("DREAMKEEPER_TEST_SEAL_AT_REST"))
+if SEAL_AT_REST:
+    # What this process and its children find, as every process of a deployment would.
+    os.environ["DREAMKEEPER_PAYLOAD_KEY"] = base64.b64encode(os.urandom(32)).decode()
+    os.environ["DREAMKEEPER_KEYRING"] = tempfile.mkdtemp(prefix="dk-test-keyring-")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -41,7 +53,17 @@ def tier_db(backend: str, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
-def make_documents(tier_db: Any, tmp_path: Path) -> Callable[[str], AgentDocuments]:
+def sealing(tier_db: Any) -> Any:
+    """The PostgreSQL stores' sealer in the sealed mode (module docstring), else None."""
+    if tier_db is None or not SEAL_AT_REST:
+        return None
+    from dreamkeeper.stores.postgres.sealing import sealing_for
+
+    return sealing_for(tier_db, None)
+
+
+@pytest.fixture
+def make_documents(tier_db: Any, sealing: Any, tmp_path: Path) -> Callable[[str], AgentDocuments]:
     """An agent's documents on this test's backend (a new instance per call: another
     process's view of the same documents)."""
 
@@ -50,7 +72,7 @@ def make_documents(tier_db: Any, tmp_path: Path) -> Callable[[str], AgentDocumen
             return FileDocuments(AgentFiles(tmp_path, agent_id))
         from dreamkeeper.stores.postgres.documents import PostgresDocuments
 
-        return PostgresDocuments(tier_db, agent_id)
+        return PostgresDocuments(tier_db, agent_id, sealing=sealing)
 
     return make
 
@@ -79,7 +101,7 @@ def age_document(tier_db: Any, tmp_path: Path) -> Callable[[str, datetime], None
 
 
 @pytest.fixture
-def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+def make_working(tier_db: Any, sealing: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
     """A working-memory store on this test's backend (a new instance per call: another
     process's view of the same agent)."""
 
@@ -91,7 +113,7 @@ def make_working(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]
             return FileWorkingMemoryStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
 
-        return PostgresWorkingMemoryStore(tier_db, agent_id, **options)
+        return PostgresWorkingMemoryStore(tier_db, agent_id, sealing=sealing, **options)
 
     return make
 
@@ -103,7 +125,9 @@ def store_location(tier_db: Any, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def make_conversations(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[..., Any]:
+def make_conversations(
+    tier_db: Any, sealing: Any, tmp_path: Path, clock: Any
+) -> Callable[..., Any]:
     """A conversation store on this test's backend (a new instance per call)."""
 
     def make(agent_id: str = "a1", **options: Any) -> Any:
@@ -114,7 +138,7 @@ def make_conversations(tier_db: Any, tmp_path: Path, clock: Any) -> Callable[...
             return FileConversationStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 
-        return PostgresConversationStore(tier_db, agent_id, **options)
+        return PostgresConversationStore(tier_db, agent_id, sealing=sealing, **options)
 
     return make
 
@@ -141,11 +165,12 @@ def _file_backend(root: Path, clock: Any) -> Backend:
     return Backend("file", open_store, announced, faults.JOURNAL_APPENDED, f"file:{root}")
 
 
-def _postgres_backend(db: Any, clock: Any) -> Backend:
+def _postgres_backend(db: Any, clock: Any, sealing: Any) -> Backend:
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 
     def open_store(agent: str = "agent-1", **kw: Any) -> PostgresMemoryStore:
         kw.setdefault("clock", clock)
+        kw.setdefault("sealing", sealing)
         return PostgresMemoryStore(db, agent, **kw)
 
     def announced(agent: str) -> set[tuple[str, int]]:
@@ -168,17 +193,19 @@ def open_spec(spec, agent):
         return FileMemoryStore(where, agent)
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
-    return PostgresMemoryStore(Database(where), agent)
+    from dreamkeeper.stores.postgres.sealing import sealing_for
+    db = Database(where)
+    return PostgresMemoryStore(db, agent, sealing=sealing_for(db, None))
 """
 
 
 @pytest.fixture
-def long_term(backend: str, tier_db: Any, tmp_path: Path, clock: Any) -> Backend:
+def long_term(backend: str, tier_db: Any, sealing: Any, tmp_path: Path, clock: Any) -> Backend:
     """Long-term stores on this test's backend (`open` makes a new instance: another
     process's view of the same agent), with what the suite asks of each backend."""
     if tier_db is None:
         return _file_backend(tmp_path / "data", clock)
-    return _postgres_backend(tier_db, clock)
+    return _postgres_backend(tier_db, clock, sealing)
 
 
 @pytest.fixture

@@ -17,6 +17,10 @@ stay file-only.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -26,6 +30,7 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from tests.harness.audit import audit_store
 
 AGENT = "crash"
 NOTE = "Trish Roberts of PWOP Productions can be reached at +1 386-299-4605."
@@ -104,9 +109,57 @@ def test_a_mutation_crashed_after_its_record_converges_and_retries_once(long_ter
     assert long_term.open(AGENT).get(entry.id) == before
     after = apply(_retry(writer, long_term, how))
     assert reader.get(entry.id) == after
-    assert after.revision == before.revision + 1  # the dead revision was not counted
+    # The file store journaled the dead revision (and its repair): the retry takes the
+    # number after it. The database's dead transaction left no revision behind.
+    assert after.revision == before.revision + (2 if long_term.kind == "file" else 1)
     _agree(reader, long_term)
     _consistent(long_term)
+
+
+KILLED_IMPORTANCE_UPDATE = textwrap.dedent(
+    """
+    import sys
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    FileMemoryStore(sys.argv[1], sys.argv[2]).update_importance(sys.argv[3], 0.9)
+    """
+)
+
+
+def test_a_reader_that_settles_a_dead_write_journals_its_repair_and_the_retry_is_a_new_revision(
+    tmp_path,
+):
+    """A process killed between an update's record and its file; the next process to
+    open the store reads first (the lock is free: the disk wins for it), then writes
+    another entry, then the activity's retry runs. The journal must say the dead write
+    was repaired, and the retry must not journal the dead revision's number again: an
+    audit then counts the update once (docs/storage.md, "Writing: journal first")."""
+    entry = _open(tmp_path).create(NOTE, category="people")
+    env = {**os.environ, faults.ENV_VAR: faults.JOURNAL_APPENDED}
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_IMPORTANCE_UPDATE, str(tmp_path), AGENT, entry.id], env=env
+    )
+    assert killed.returncode == faults.KILLED_EXIT_CODE
+    reader = _open(tmp_path)
+    reader.entries()  # a long-lived reader, opened before the next process settles
+
+    fresh = _open(tmp_path)  # the next process
+    assert fresh.get(entry.id) == entry  # reads before it writes
+    other = fresh.create(SIMILAR + " Again.", category="people")
+    retried = fresh.update_importance(entry.id, 0.9)
+
+    trail = [(r.action, r.id, r.rev) for r in fresh.journal.read_all()]
+    assert trail == [
+        (JournalAction.CREATED, entry.id, 1),
+        (JournalAction.UPDATED, entry.id, 2),  # the write that died
+        (JournalAction.REPAIRED, entry.id, 2),  # journaled by the process that settled it
+        (JournalAction.CREATED, other.id, 1),
+        (JournalAction.UPDATED, entry.id, 3),  # the retry: a revision of its own
+    ]
+    assert retried.revision == 3 and retried.importance_score == 0.9
+    assert reader.get(entry.id) == retried == _open(tmp_path).get(entry.id)
+    audit = audit_store(tmp_path, AGENT, [])
+    assert audit.twice_records == [] and audit.unjournaled_files == []
+    assert audit.unrecorded_states == [] and audit.journaled_but_missing == []
 
 
 @pytest.mark.parametrize("how", ["same", "fresh"])

@@ -28,5 +28,9 @@ def test_every_write_is_in_the_feed_in_order_with_its_revision_and_op(any_store)
     ]
     feed = store.changes()
     assert [r.id for r in feed].index(other.id) == 1  # between the two writes of `entry`
-    assert feed[1].fingerprint == other.fingerprint and feed[0].fingerprint == again.fingerprint
+    if getattr(store, "sealing", None) is None:
+        assert feed[1].fingerprint == other.fingerprint
+        assert feed[0].fingerprint == again.fingerprint
+    else:  # sealed at rest: a fingerprint of a short text could be confirmed by guessing
+        assert all(r.fingerprint is None and r.category is None for r in feed)
     assert all("Lisbon" not in (r.reason or "") for r in feed)

@@ -303,7 +303,7 @@ class Env:
 
 
 @pytest.fixture
-def env(backend: str, tier_db: Any, tmp_path: Path) -> Env:
+def env(backend: str, tier_db: Any, sealing: Any, tmp_path: Path) -> Env:
     if tier_db is None:
 
         def dump_files() -> bytes:
@@ -318,7 +318,24 @@ def env(backend: str, tier_db: Any, tmp_path: Path) -> Env:
             lambda **kw: Forgetting(tmp_path, file_backend(tmp_path), **kw),
             dump_files,
         )
-    from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+    from dreamkeeper.stores.postgres.forget import (
+        AGENT_TABLES,
+        PostgresForgetting,
+        postgres_backend,
+    )
+
+    def opened(conn: Any) -> list[bytes]:
+        """Sealed at rest: each sealed value as it opens with the keys the store has."""
+        out = []
+        for table, _, sealed in AGENT_TABLES:
+            if sealed is None:
+                continue
+            rows = conn.execute(
+                f"SELECT agent_id, key_id, {sealed[0]} FROM {table} "  # noqa: S608
+                "WHERE key_id IS NOT NULL"
+            ).fetchall()
+            out += [sealing.open(a, k, sealed[1], v) for a, k, v in rows if v is not None]
+        return out
 
     def dump_rows() -> bytes:
         out = []
@@ -336,13 +353,17 @@ def env(backend: str, tier_db: Any, tmp_path: Path) -> Env:
             ).fetchall()
             for table, column in binary:
                 rows = conn.execute(f"SELECT {column} FROM {table}").fetchall()  # noqa: S608
-                out += [bytes(r[0]) for r in rows]
+                out += [bytes(r[0]) for r in rows if r[0] is not None]
+            if sealing is not None:
+                out += opened(conn)
         return b"\0".join(out).lower()
 
     return Env(
         "postgres",
-        postgres_backend(tier_db),
-        lambda **kw: PostgresForgetting(tier_db, postgres_backend(tier_db), **kw),
+        postgres_backend(tier_db, sealing),
+        lambda **kw: PostgresForgetting(
+            tier_db, postgres_backend(tier_db, sealing), sealing=sealing, **kw
+        ),
         dump_rows,
     )
 
@@ -374,17 +395,22 @@ def test_forget_erases_every_tier_on_either_backend(env):
     ids = _world_on(env)
     assert b"quillon" in env.dump()
     keys = Keys()
-    receipt = env.forgetting(history_keys=keys).forget_entries(
-        AGENT, [ids["fact"]], derived="forget"
-    )
+    forgetting = env.forgetting(history_keys=keys)
+    receipt = forgetting.forget_entries(AGENT, [ids["fact"]], derived="forget")
     assert receipt.entries == [ids["fact"], ids["merged"]]
     assert receipt.restored == [ids["other"]]
     assert receipt.verified, receipt.verification
     assert receipt.verification.files_scanned > 5
     assert b"quillon" not in env.dump() and b"heron" not in env.dump()
     whats = {r.what for r in receipt.removed}
-    assert {"entry files", "ledger lines", "entries", "turns"} <= whats
-    assert keys.destroyed == [AGENT]
+    entries = "entry files" if env.kind == "file" else "entry rows"
+    assert {entries, "ledger lines", "entries", "turns"} <= whats
+    if env.kind == "postgres":  # rows, never files, on a database
+        assert receipt.verification.scanned == "rows"
+        assert not any("file" in r.what for r in receipt.removed)
+    # Sealed at rest, the keys retired are the ones that sealed the rows (re-keyed).
+    sealed = getattr(forgetting, "sealing", None) is not None
+    assert keys.destroyed == ([] if sealed else [AGENT]) and receipt.history_keys_destroyed == 1
     stores = env.stores(AGENT)
     assert [e.content for e in stores.memory.entries()] == [OTHER]
     assert search(stores.memory, "Quillon Varga heron", include_archived=True) == []
@@ -443,8 +469,11 @@ def test_forget_a_whole_agent_on_either_backend(env):
     _world_on(env)
     env.stores("someone-else").memory.create(OTHER)
     keys = Keys()
-    receipt = env.forgetting(history_keys=keys).forget_agent(AGENT)
-    assert receipt.verified and keys.destroyed == [AGENT]
+    forgetting = env.forgetting(history_keys=keys)
+    receipt = forgetting.forget_agent(AGENT)
+    # Sealed at rest, the history keys are the ones sealing the rows (the agent had one).
+    sealed = getattr(forgetting, "sealing", None) is not None
+    assert receipt.verified and keys.destroyed == ([] if sealed else [AGENT])
     assert receipt.history_keys_destroyed == 1
     # The receipt's tail, the same on both backends: the history keys last, nothing left.
     assert len(receipt.removed) > 1

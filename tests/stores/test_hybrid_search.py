@@ -173,9 +173,10 @@ def _has_vector(working, key: str) -> bool:
     from dreamkeeper.stores.vectors.working_vectors import vector_name
 
     if hasattr(working, "db"):
+        stored = working.stored_key(working.tier_key(), key)  # a tag, when sealed
         with working.db.transaction() as conn:
             row = conn.execute(
-                "SELECT 1 FROM dreamkeeper_working_vectors WHERE key = %s", (key,)
+                "SELECT 1 FROM dreamkeeper_working_vectors WHERE key = %s", (stored,)
             ).fetchone()
         return row is not None
     return (working.root / ".embeddings" / f"{vector_name(key)}.bin").exists()

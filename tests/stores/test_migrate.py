@@ -156,7 +156,8 @@ async def test_the_data_directorys_payload_data_keys_are_carried_into_the_databa
         listed.write(f'{{"keyId": "{interrupted.key_id}"}}\n')
     db = Database(database_url, max_size=2)
     try:
-        already = PostgresAgentKeyStore(db, [(key.key_id, key.secret)]).current("a2")
+        keyring = tmp_path / "elsewhere" / "keyring"  # the database's processes share it
+        already = PostgresAgentKeyStore(db, [(key.key_id, key.secret)], keyring).current("a2")
         first = carry_agent_keys(data, db)
         assert (first.keys, first.carried, first.destroyed, first.mismatches) == (3, 2, 2, [])
         again = carry_agent_keys(data, db)
@@ -164,7 +165,9 @@ async def test_the_data_directorys_payload_data_keys_are_carried_into_the_databa
         with db.transaction() as conn:
             rows = conn.execute("SELECT wrapped, nonce FROM dreamkeeper_agent_keys").fetchall()
         assert all(files.current("a1").secret not in bytes(r[0]) for r in rows)
-        assert PostgresAgentKeyStore(db, [(key.key_id, key.secret)]).current("a2") == already
+        assert PostgresAgentKeyStore(db, [(key.key_id, key.secret)], keyring).current("a2") == (
+            already
+        )
     finally:
         db.close()
     for agent in ("a1", "a2"):

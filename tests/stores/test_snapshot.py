@@ -323,6 +323,7 @@ def _pack(store: FileMemoryStore, dim: int):
         store.embeddings.model_key,
         dim,
         store.feed_offset,
+        store.journal.epoch(),
     )
 
 

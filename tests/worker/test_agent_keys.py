@@ -34,6 +34,8 @@ from dreamkeeper.client.agent_keys import (
 )
 from dreamkeeper.client.codec import (
     AGENT,
+    FORGOTTEN,
+    FORGOTTEN_KEY_ID,
     KEY_ID,
     EncryptionCodec,
     PayloadErased,
@@ -74,8 +76,9 @@ class KeyPlace:
         self.kind, self.data, self.url = kind, data, url
         self._pools: list[Any] = []
 
-    def store(self, wrapping: Wrapping) -> AgentKeyStore:
-        """A store instance of its own (on the database: its own pool, another host)."""
+    def store(self, wrapping: Wrapping, data_dir: Path | None = None) -> AgentKeyStore:
+        """A store instance of its own (on the database: its own pool, another host that
+        shares the keyring directory)."""
         if self.url is None:
             return FileAgentKeyStore(self.data, wrapping)
         from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
@@ -83,7 +86,7 @@ class KeyPlace:
 
         db = Database(self.url, max_size=2)
         self._pools.append(db)
-        return PostgresAgentKeyStore(db, wrapping)
+        return PostgresAgentKeyStore(db, wrapping, self.data / "keyring")
 
     def keys(self, *keys: PayloadKey) -> PayloadKeys:
         if self.url is None:
@@ -207,17 +210,22 @@ async def test_rotating_the_payload_key_keeps_data_keys_working(place):
         await data_converter(place.keys(new)).decode([sealed], [SaveInput])
 
 
-def test_the_codec_server_refuses_an_erased_payload_with_a_clear_message(place):
+def test_the_codec_server_answers_an_erased_payload_with_a_placeholder_saying_so(place):
+    """The Temporal UI shows a codec server's non-200 as a banner over the whole page: a
+    forgotten agent's payload decodes to a plain string saying it was forgotten (marked
+    in its metadata), and the rest of the request decodes as before."""
     payload_key = _key()
     keys = place.keys(payload_key)
     codec = EncryptionCodec(keys.keys, keys.agent_keys())
-    sealed = codec.encode_sync(pydantic_data_converter.payload_converter.to_payloads([_save()]))
+    to_payloads = pydantic_data_converter.payload_converter.to_payloads
+    sealed = codec.encode_sync(to_payloads([_save()]))
+    other = codec.encode_sync(to_payloads([_save("b2")]))
     server = make_server(codec, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/decode"
-        body = json_format.MessageToJson(Payloads(payloads=sealed)).encode()
+        body = json_format.MessageToJson(Payloads(payloads=[*sealed, *other])).encode()
 
         def post() -> tuple[int, dict]:
             request = urllib.request.Request(url, data=body, method="POST")
@@ -228,12 +236,32 @@ def test_the_codec_server_refuses_an_erased_payload_with_a_clear_message(place):
             except urllib.error.HTTPError as exc:
                 return exc.code, json.loads(exc.read())
 
+        def decoded(answer: dict) -> list[tuple[dict[str, str], object]]:
+            found = Payloads()
+            json_format.ParseDict(answer, found)
+            return [
+                ({k: v.decode() for k, v in p.metadata.items()}, json.loads(p.data))
+                for p in found.payloads
+            ]
+
         status, answer = post()
-        assert status == 200 and len(answer["payloads"]) == 1
+        assert status == 200
+        assert [value["agent_id"] for _, value in decoded(answer)] == ["a1", "b2"]
+        key_id = sealed[0].metadata[KEY_ID].decode()
         keys.agent_keys().destroy("a1")  # type: ignore[union-attr]
         status, answer = post()
-        assert status == 410
-        assert "forgotten" in answer["error"] and "cannot be decoded by anyone" in answer["error"]
+        assert status == 200
+        (forgotten, placeholder), (_, kept) = decoded(answer)
+        assert placeholder == (
+            f"[forgotten: agent a1; sealed with data key {key_id}, destroyed by forget, "
+            "so no one can decode it]"
+        )
+        assert forgotten == {
+            "encoding": "json/plain",
+            FORGOTTEN: "a1",
+            FORGOTTEN_KEY_ID: key_id,
+        }
+        assert kept == json.loads(to_payloads([_save("b2")])[0].data)
     finally:
         server.shutdown()
         server.server_close()
@@ -344,8 +372,9 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     """With a database URL, what the worker and client seal (connect/PayloadKeys with the
     backend's key store) is what `forget` destroys and what the codec server opens, from
     any data directory: no data key is left in a file."""
-    from dreamkeeper.agent.forget import forget
+    from dreamkeeper.activities.forget import forget, forgetting_for
     from dreamkeeper.core.forgetting import ForgetRequest
+    from dreamkeeper.core.settings import StoreSettings
     from dreamkeeper.service.codec_server import load_codec
     from dreamkeeper.stores.backends import agent_key_store
     from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
@@ -357,6 +386,9 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
         "DREAMKEEPER_PAYLOAD_KEY", f"{payload_key.key_id}:{payload_key.secret.hex()}"
     )
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
+    # The hosts share the payload key and the keyring directory (a shared volume), not
+    # their data directories.
+    monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "shared-keyring"))
     worker_dir, codec_dir, cli_dir = (tmp_path / n for n in ("worker", "codec", "cli"))
     worker = data_converter(
         PayloadKeys.from_env(data_dir=worker_dir, key_store=agent_key_store(database_url))
@@ -373,7 +405,8 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     db = Database(database_url, max_size=2)
     try:
         PostgresMemoryStore(db, "a1").create(SECRET)
-        receipt = forget(cli_dir, "a1", ForgetRequest(whole_agent=True), database_url)
+        runner = forgetting_for(StoreSettings(data_dir=cli_dir, database_url=database_url))
+        receipt = forget(runner, "a1", ForgetRequest(whole_agent=True))
     finally:
         db.close()
     assert receipt.history_note == "" and receipt.history_keys_destroyed == 1

@@ -375,3 +375,53 @@ def test_the_codec_server_opens_with_the_workers_database_keys():
         env = _environment(parsed["services"][name])
         assert env.get("DREAMKEEPER_DATABASE_URL") in urls, name
         assert "DREAMKEEPER_PAYLOAD_KEY" in env
+
+
+def test_every_container_on_the_database_shares_one_keyring_volume():
+    """The agents' data keys in the database are wrapped by the keyring's key-encryption
+    keys (docs/storage.md): serve, the workers, the codec server and the migration must
+    all mount one keyring at the path DREAMKEEPER_KEYRING names, or a forget's rotation on
+    one leaves the others unable to open any key (and a keyring per container would be
+    refused). The image owns that path, so a new named volume is writable by its user."""
+    parsed = compose()
+    services = parsed["services"]
+    on_database = [
+        name
+        for name in dreamkeeper_services(parsed)
+        if "DREAMKEEPER_DATABASE_URL" in _environment(services[name])
+        or "migrate" in dreamkeeper_services(parsed)[name]
+    ]
+    assert {"dreamkeeper-serve", "dreamkeeper-worker", "dreamkeeper-codec"} <= set(on_database)
+    mounted = set()
+    for name in on_database:
+        env = _environment(services[name])
+        if dreamkeeper_services(parsed)[name] == ["db", "upgrade"]:
+            continue  # the schema job seals nothing
+        path = env.get("DREAMKEEPER_KEYRING")
+        assert path, f"{name} has no DREAMKEEPER_KEYRING"
+        volumes = [str(v) for v in services[name].get("volumes", []) if str(v).endswith(f":{path}")]
+        assert len(volumes) == 1, f"{name} does not mount a keyring at {path}"
+        mounted.add(volumes[0].split(":")[0])
+        assert "DREAMKEEPER_PAYLOAD_KEY" in env, name
+    assert len(mounted) == 1 and mounted <= set(parsed["volumes"])
+    run = " ".join(v for k, v in instructions(ROOT / "Dockerfile") if k == "RUN")
+    assert "/keyring" in run and "chown dreamkeeper" in run
+
+
+def test_every_localhost_origin_in_compose_is_a_port_compose_publishes():
+    """A browser-facing setting (a CORS origin, the codec endpoint the UI calls) naming a
+    port no service publishes is dead configuration that suggests a port is in use."""
+    parsed = compose()
+    published = {
+        str(port).rsplit(":", 2)[-2]
+        for service in parsed["services"].values()
+        for port in service.get("ports", [])
+    }
+    named = {
+        (name, key, port)
+        for name, service in parsed["services"].items()
+        for key, value in _environment(service).items()
+        for port in re.findall(r"//localhost:(\d+)", value)
+    }
+    assert named, "compose names no localhost origin at all"
+    assert [n for n in named if n[2] not in published] == []

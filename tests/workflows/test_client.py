@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import _thread
+import asyncio
+import threading
 import uuid
 
 import pytest
@@ -178,3 +181,87 @@ async def test_the_agent_handle_reads_archived_entries_like_the_remote_one(memor
     assert me.get(entry.id).is_archived
     with pytest.raises(InvalidInput, match="unknown option 'catgory'"):
         me.search("chicago", catgory="user")  # type: ignore[call-arg]
+
+
+async def _pending_while(thread_inside: threading.Event, task: asyncio.Task) -> bool:
+    """Whether `task` is still waiting after the loop has run everything else it had,
+    while the thread is held inside Python."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+    return thread_inside.is_set() and not task.done()
+
+
+def _foreign_thread_in_python() -> tuple[threading.Event, threading.Event, list[str]]:
+    """A thread Python did not start as a `threading.Thread` (as the Temporal SDK's
+    runtime threads are not), held inside Python until released."""
+    inside, release, left = threading.Event(), threading.Event(), []
+
+    def body() -> None:
+        inside.set()
+        release.wait()
+        left.append("left")
+
+    _thread.start_new_thread(body, ())
+    inside.wait()
+    return inside, release, left
+
+
+async def test_closing_waits_until_no_runtime_thread_is_inside_python(worker):
+    """A script may end right after `aclose()`: the SDK's thread that handed back the
+    last answer must be out of Python by then, or interpreter shutdown aborts (134)."""
+    from dreamkeeper.agent.client import MemoryClient
+
+    client, queue, settings = worker
+    memory = MemoryClient(client, settings, queue)
+    inside, release, left = _foreign_thread_in_python()
+    closing = asyncio.create_task(memory.aclose())
+    try:
+        assert await _pending_while(inside, closing)
+    finally:
+        release.set()
+    await closing
+    assert left == ["left"]
+    await memory.aclose()  # idempotent
+
+
+async def test_a_connect_that_fails_closes_what_it_opened(worker, tmp_path, monkeypatch):
+    """connect() raising StoreMismatch has closed the embedding client it made and let
+    the runtime's threads out of Python; used as `async with`, the client is closed when
+    the block ends, however it ends."""
+    from dreamkeeper.agent import client as client_module
+    from dreamkeeper.agent.client import MemoryClient
+    from dreamkeeper.core.errors import StoreMismatch
+    from dreamkeeper.core.settings import StoreSettings, TemporalSettings
+    from dreamkeeper.stores.identity import ensure_identity
+    from dreamkeeper.worker.claim import claim_task_queue
+
+    class RecordingEmbedder:
+        closed = 0
+
+        def close(self) -> None:
+            RecordingEmbedder.closed += 1
+
+    monkeypatch.setattr(client_module, "embedding_client", lambda settings: RecordingEmbedder())
+    client, queue, settings = worker
+    temporal = TemporalSettings(address=client.service_client.config.target_host, task_queue=queue)
+    await claim_task_queue(client, queue, ensure_identity(settings.data_dir))
+    try:
+        elsewhere = StoreSettings(data_dir=tmp_path / "elsewhere")
+        with pytest.raises(StoreMismatch):
+            await MemoryClient.connect(elsewhere, temporal)
+        assert RecordingEmbedder.closed == 1
+        with pytest.raises(StoreMismatch):
+            async with MemoryClient.connect(elsewhere, temporal):
+                pytest.fail("the block never runs on another store")
+        assert RecordingEmbedder.closed == 2
+
+        with pytest.raises(KeyError):
+            async with MemoryClient.connect(settings, temporal) as memory:
+                assert memory.store_id is not None
+                raise KeyError("the caller's own error")
+        assert RecordingEmbedder.closed == 3
+        async with MemoryClient.connect(settings, temporal) as memory:
+            pass
+        assert RecordingEmbedder.closed == 4
+    finally:
+        await client.get_workflow_handle(f"dreamkeeper-store-{queue}").terminate()

@@ -378,3 +378,22 @@ async def test_without_an_llm_only_the_deterministic_steps_run(worker, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert any("no LLM configured" in m for m in messages)
     assert any("merge-coverage vocabulary from built-in baseline" in m for m in messages)
+
+
+async def test_a_malformed_vocabulary_is_reported_once_per_cycle(worker, caplog):
+    """One warning and one summary line per cycle, not one from the loader and another
+    from the activity that called it."""
+    from dreamkeeper.stores.search.vocabulary import FILE_NAME
+
+    client, queue, settings = worker
+    agent = _agent()
+    store = FileMemoryStore(settings.data_dir, agent, clock=lambda: T0)
+    store.create("Xebia is Allen's employer.", category="work")
+    (store.root / FILE_NAME).write_text('{"alwaysSpecificWords": "May"}')
+    with caplog.at_level("INFO"):
+        await _consolidate(client, queue, agent)
+    messages = [r.getMessage() for r in caplog.records]
+    warned = [r for r in caplog.records if "coverage checking stays on" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING", messages
+    assert f"consolidation {agent}: " in warned[0].getMessage()
+    assert sum("merge-coverage vocabulary from" in m for m in messages) == 1, messages

@@ -14,11 +14,12 @@ import pytest
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.errors import DatabaseUnavailable, Unavailable
-from dreamkeeper.core.names import save_workflow_id
+from dreamkeeper.core.names import claim_workflow_id, save_workflow_id
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.stores.backends import PostgresBackend
 from dreamkeeper.stores.postgres.database import Database, describe
 from dreamkeeper.stores.postgres.migrations import upgrade
+from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker
 from tests.harness.postgres import PostgresCluster, find_bindir
 
@@ -56,8 +57,13 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
         embeddings=EmbeddingSettings(),
     )
     running = asyncio.create_task(worker.run())
+    # As `dreamkeeper worker` does: the claim tells a client what the queue serves (and
+    # that it seals nothing), so starting a save needs no round trip to the database.
+    await claim_task_queue(temporal_env.client, queue, PostgresBackend(url).identity())
     try:
-        memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=4)
+        # Long enough for the worker to take the save's task on a loaded machine: with no
+        # worker holding it yet, the answer is "no worker answered" (the other test).
+        memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=20)
         first = await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
         cluster.stop()
         with pytest.raises(DatabaseUnavailable) as stuck:
@@ -77,6 +83,7 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
             handle = temporal_env.client.get_workflow_handle(save_workflow_id("a1", entry_id))
             await handle.result()
     finally:
+        await temporal_env.client.get_workflow_handle(claim_workflow_id(queue)).terminate()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(worker.shutdown(), timeout=60)
         running.cancel()

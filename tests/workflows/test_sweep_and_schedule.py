@@ -143,3 +143,30 @@ async def test_a_dream_and_a_sweep_started_without_search_attributes_tag_themsel
     )
     assert (await sweep.result()).started == [agent]
     assert (await sweep.describe()).typed_search_attributes.get(MEMORY_OP) == "sweep"
+
+
+async def test_the_schedule_starts_sweeps_under_the_ids_the_docs_give(worker):
+    """docs/operations.md: schedule `dreamkeeper-dream-sweep-{queue}` on a queue other than
+    the default, and sweeps `dream-sweep-{queue}-{time}` (the schedule appends the time)."""
+    import asyncio
+    from datetime import datetime
+
+    from dreamkeeper.worker.schedules import schedule_id_for
+
+    client, queue, _ = worker
+    assert schedule_id_for(queue) == f"dreamkeeper-dream-sweep-{queue}"
+    assert schedule_id_for("dreamkeeper") == "dreamkeeper-dream-sweep"
+    await ensure_dream_schedule(client, queue, "0 0 1 1 *")
+    handle = client.get_schedule_handle(schedule_id_for(queue))
+    try:
+        await handle.trigger()
+        while not (await handle.describe()).info.recent_actions:  # no time is asserted
+            await asyncio.sleep(0.2)
+        started = (await handle.describe()).info.recent_actions[0].action
+        prefix = f"dream-sweep-{queue}-"
+        assert started.workflow_id.startswith(prefix), started.workflow_id
+        datetime.fromisoformat(started.workflow_id.removeprefix(prefix))
+        run = client.get_workflow_handle(started.workflow_id, run_id=started.first_execution_run_id)
+        assert (await run.describe()).workflow_type == "DreamSweep"
+    finally:
+        await handle.delete()
