@@ -3,6 +3,7 @@ current value, is the old one history, and do facts that never changed survive?
 
     .venv/bin/python bench/changing_facts.py [--subjects 60] [--durable 40]
                                              [--distractors 300] [--seed 7] [--hybrid]
+                                             [--phrasings a|b|c|e|PATH]
 
 A generated set (seeded): subjects whose one attribute changes 2–5 times, months apart —
 a person's home, employer, manager, phone number, team size or car, a project's lead,
@@ -57,12 +58,18 @@ Targets: naive and llm current@1 ≥ 0.9, stale-above-current ≤ 0.05, as-of@1 
 wrong applied ≤ 2%, right refused ≤ 10%; every writer durable@1 = 1.0 and 0 versions
 lost; nobody current@1 ≥ 0.75 and stale-above-current ≤ 0.20.
 --hybrid adds the in-process embedding model (vectors as the embed step writes them).
+--phrasings picks the changes' wording: a, b, c or e (the sets below), or the PATH of a
+Python file that defines a dict PHRASINGS shaped like PHRASINGS_B — every key of it,
+(entity, attribute) such as ("person", "home"), mapped to a tuple of templates that
+each hold {v} (the value) and {n} (the subject's name; the user's own templates may
+leave it out: "We moved to {v}.") — to try wording of your own.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import random
 import re
@@ -524,6 +531,65 @@ class Save:
     version: int = 0
 
 
+SETS = {"b": PHRASINGS_B, "c": PHRASINGS_C, "e": PHRASINGS_E}
+
+
+def phrasing_set(choice: str) -> dict[tuple[str, str], tuple[str, ...]] | None:
+    """The templates `--phrasings` names: None for set a (each attribute's own), b, c or
+    e, or the PHRASINGS of the Python file at that path, checked to have PHRASINGS_B's
+    shape (every one of its keys, each a non-empty tuple of templates with {v}, and {n}
+    unless the user is the subject)."""
+    if choice == "a":
+        return None
+    if choice in SETS:
+        return SETS[choice]
+    path = Path(choice)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"{choice}: neither a, b, c, e nor a Python file")
+    spec = importlib.util.spec_from_file_location(f"phrasings_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    own = getattr(module, "PHRASINGS", None)
+    if not isinstance(own, dict):
+        raise ValueError(f"{choice} defines no dict PHRASINGS")
+    missing = sorted(set(PHRASINGS_B) - set(own))
+    if missing:
+        raise ValueError(f"{choice}: PHRASINGS lacks {missing}")
+    for key, templates in own.items():
+        if key not in PHRASINGS_B:
+            raise ValueError(f"{choice}: PHRASINGS has {key!r}, not a key of PHRASINGS_B")
+        if not isinstance(templates, tuple) or not templates:
+            raise ValueError(f"{choice}: PHRASINGS[{key!r}] is not a non-empty tuple")
+        for t in templates:
+            _check_template(choice, key, t)
+    return own
+
+
+def _check_template(choice: str, key: tuple[str, str], template: object) -> None:
+    """A template holds the value ({v}) and, unless the user speaks ("I moved to {v}"),
+    the subject's name ({n}); no other field."""
+    if not isinstance(template, str):
+        raise ValueError(f"{choice}: PHRASINGS[{key!r}] holds {template!r}, not a string")
+    needs = ("{v}",) if key[0] == "user" else ("{n}", "{v}")
+    lacking = [field for field in needs if field not in template]
+    if lacking:
+        raise ValueError(f"{choice}: {template!r} ({key}) lacks {' and '.join(lacking)}")
+    try:
+        template.format(n="N", v="V")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{choice}: {template!r} ({key}) is not a template: {exc}") from exc
+
+
+def _phrasings_argument(choice: str) -> str:
+    """argparse's check of `--phrasings`: a clear error before anything is saved."""
+    try:
+        phrasing_set(choice)
+    except (ValueError, SyntaxError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return choice
+
+
 def _written(template: str, name: str, value: str) -> str:
     """The template filled in; "the user" as a sentence's first word is "The user"."""
     if name == "the user" and template.startswith("{n}"):
@@ -535,6 +601,7 @@ def _written(template: str, name: str, value: str) -> str:
 def generate(
     subjects: int, durable: int, distractors: int, seed: int, phrasings: str = "a"
 ) -> tuple[list[Subject], list[Save]]:
+    own = phrasing_set(phrasings)
     rng = random.Random(seed)
     names = [f"{f} {last}" for f in FIRST for last in LAST]
     rng.shuffle(names)
@@ -566,10 +633,7 @@ def generate(
         values = [_value(attr.name, rng, used, name) for _ in range(count)]
         start = T0 + timedelta(days=rng.randint(0, 60))
         times = [start + timedelta(days=90 * k + rng.randint(0, 30)) for k in range(count)]
-        sets = {"b": PHRASINGS_B, "c": PHRASINGS_C, "e": PHRASINGS_E}
-        templates = (
-            sets[phrasings][(attr.entity, attr.name)] if phrasings in sets else attr.templates
-        )
+        templates = own[(attr.entity, attr.name)] if own is not None else attr.templates
         texts = [_written(rng.choice(templates), name, v) for v in values]
         question = attr.question.format(n=name)
         add(Subject(name, attr.name, question, values, texts, times), attr.category)
@@ -987,11 +1051,14 @@ def main() -> int:
     parser.add_argument("--hybrid", action="store_true", help="with the local embedding model")
     parser.add_argument(
         "--phrasings",
-        choices=("a", "b", "c", "e"),
+        type=_phrasings_argument,
         default="a",
+        metavar="a|b|c|e|PATH",
         help="the changes' wording (see PHRASINGS_B): a, checked against while the rules "
         "were written; b, held out, then used to widen them; c, held out; e, written before "
-        "the second round's rule changes and never tuned on",
+        "the second round's rule changes and never tuned on; or the PATH of a Python file "
+        "defining a dict PHRASINGS shaped like PHRASINGS_B (every (entity, attribute) key "
+        "of it, each a tuple of templates holding {v}, and {n} but where the user speaks)",
     )
     parser.add_argument(
         "--writers", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}"
