@@ -804,68 +804,26 @@ def _stem(word: str) -> str:
 
 
 def _subject_in(sentence: list[_Token]) -> Subject | None:
+    """The first cue in the sentence that names whose attribute it states, and the
+    value words left when the cue and the entity are taken out."""
     cues = _cues(sentence)
     cue_positions = {i + k for i, c in cues for k in range(len(c.words))}
     spans = _names(sentence, cue_positions)
     names = {i for span in spans for i in range(span.start, span.end)}
     has_number = any(_NUMBER.search(t.low) for t in sentence)
     for start, cue in cues:
-        end = start + len(cue.words)
-        attribute = cue.attribute
-        if " ".join(cue.words) in attribute.numeric and not has_number:
+        if " ".join(cue.words) in cue.attribute.numeric and not has_number:
             continue
-        entity: Entity | None
-        taken: set[int] = set(range(start, end))
-        if cue.kind == "inverse":
-            entity, after = _object_after(sentence, spans, end)
-            if entity is None and attribute.name == "manager" and _count_at(sentence, end):
-                # "Ana manages 12 people": how many Ana has, not whom she manages.
-                entity, first = _subject_before(sentence, spans, start)
-                if entity is None:
-                    continue
-                attribute = _TEAM_SIZE
-                taken |= set(range(max(first, 0), start))
-            elif entity is None:
-                continue
-            else:
-                taken |= set(range(end, after))
-        elif cue.kind == "verb" and attribute.name == "manager" and _counted(sentence, start):
-            # "12 people report to Ana": how many Ana has, not who manages them.
-            entity, after = _object_after(sentence, spans, end)
-            if entity is None:
-                continue
-            attribute = _TEAM_SIZE
-            taken |= set(range(end, after))
-        elif cue.kind == "verb":
-            entity, first = _subject_before(sentence, spans, start)
-            if entity is None and first < 0:
-                entity = Entity("user", ("user",), implied=True)
-            taken |= set(range(max(first, 0), start)) if first >= 0 else set()
+        if cue.kind in ("inverse", "verb"):
+            owner = _verb_owner(sentence, spans, start, cue)
         else:
-            entity = _possessor(sentence, spans, start, end)
-            if entity is None and _names_a_role(sentence, start):
-                role = next(a for a in ATTRIBUTES if a.name == "role")
-                subject = _first_entity(sentence, spans, start)
-                skip = set(range(start, end)) | _entity_positions(sentence, spans, subject)
-                value, specifics = _values(sentence, skip, names)
-                return Subject(
-                    subject,
-                    role.name,
-                    value | {cue.words[-1]},
-                    specifics,
-                    role.single,
-                    _name_words(spans),
-                )
-            if entity is None and " ".join(cue.words) in attribute.owned:
-                continue
-            if entity is None:
-                # Whose, unsaid: the sentence's subject; a note with none ("Started a
-                # new job at Vexa") is about the user. With other words before the noun
-                # ("The office wifi password is ..."), it may not even be the head:
-                # nobody's.
-                entity = _first_entity(sentence, spans, start)
-            if entity is None and all(t.low in _UNSAID for t in sentence[:start]):
-                entity = Entity("user", ("user",), implied=True)
+            role = _role_subject(sentence, spans, names, start, cue)
+            if role is not None:
+                return role
+            owner = _noun_owner(sentence, spans, start, cue)
+        if owner is None:
+            continue
+        entity, attribute, taken = owner
         skip = taken | _entity_positions(sentence, spans, entity)
         value, specifics = _values(sentence, skip, names)
         if attribute.vetoes & value:
@@ -874,6 +832,74 @@ def _subject_in(sentence: list[_Token]) -> Subject | None:
             entity, attribute.name, value, specifics, attribute.single, _name_words(spans)
         )
     return None
+
+
+# Whose attribute a cue states (None: nobody's, or unknown), which attribute (a count
+# of reports is the team size, not the manager), and the positions it takes.
+_Owner = tuple[Entity | None, Attribute, set[int]]
+
+
+def _verb_owner(sentence: list[_Token], spans: list[_Span], start: int, cue: _Cue) -> _Owner | None:
+    """A verb's subject ("Ana moved to ..."), or an inverse verb's object ("Vexa hired
+    Ana"); a verb with nothing before it is the user's ("Moved to Porto")."""
+    end = start + len(cue.words)
+    attribute = cue.attribute
+    taken = set(range(start, end))
+    if cue.kind == "inverse":
+        entity, after = _object_after(sentence, spans, end)
+        if entity is None and attribute.name == "manager" and _count_at(sentence, end):
+            # "Ana manages 12 people": how many Ana has, not whom she manages.
+            entity, first = _subject_before(sentence, spans, start)
+            if entity is None:
+                return None
+            return entity, _TEAM_SIZE, taken | set(range(max(first, 0), start))
+        if entity is None:
+            return None
+        return entity, attribute, taken | set(range(end, after))
+    if attribute.name == "manager" and _counted(sentence, start):
+        # "12 people report to Ana": how many Ana has, not who manages them.
+        entity, after = _object_after(sentence, spans, end)
+        if entity is None:
+            return None
+        return entity, _TEAM_SIZE, taken | set(range(end, after))
+    entity, first = _subject_before(sentence, spans, start)
+    if entity is None and first < 0:
+        entity = Entity("user", ("user",), implied=True)
+    return entity, attribute, taken | (set(range(first, start)) if first >= 0 else set())
+
+
+def _role_subject(
+    sentence: list[_Token], spans: list[_Span], names: set[int], start: int, cue: _Cue
+) -> Subject | None:
+    """A noun cue nobody owns that names a role ("Ana is the new lead"): the sentence's
+    subject's role, the noun part of its value."""
+    end = start + len(cue.words)
+    if _possessor(sentence, spans, start, end) is not None or not _names_a_role(sentence, start):
+        return None
+    role = next(a for a in ATTRIBUTES if a.name == "role")
+    subject = _first_entity(sentence, spans, start)
+    skip = set(range(start, end)) | _entity_positions(sentence, spans, subject)
+    value, specifics = _values(sentence, skip, names)
+    return Subject(
+        subject, role.name, value | {cue.words[-1]}, specifics, role.single, _name_words(spans)
+    )
+
+
+def _noun_owner(sentence: list[_Token], spans: list[_Span], start: int, cue: _Cue) -> _Owner | None:
+    """A noun's owner ("Ana's phone", "the phone of Ana"), else the sentence's subject."""
+    end = start + len(cue.words)
+    attribute = cue.attribute
+    entity = _possessor(sentence, spans, start, end)
+    if entity is None and " ".join(cue.words) in attribute.owned:
+        return None
+    if entity is None:
+        # Whose, unsaid: the sentence's subject; a note with none ("Started a new job at
+        # Vexa") is about the user. With other words before the noun ("The office wifi
+        # password is ..."), it may not even be the head: nobody's.
+        entity = _first_entity(sentence, spans, start)
+    if entity is None and all(t.low in _UNSAID for t in sentence[:start]):
+        entity = Entity("user", ("user",), implied=True)
+    return entity, attribute, set(range(start, end))
 
 
 def _name_words(spans: list[_Span]) -> tuple[tuple[str, ...], ...]:
