@@ -88,15 +88,7 @@ def save_fact(
         if store.get(new_id) is not None:
             # A retry after the create: the supersedes are exactly-once by their own ops.
             near = _near(store, candidate, candidate_vector, lambda e: e.id != new_id)
-            replaces = _with_conflict(candidate, near, replaces)
-            replaced, unconfirmed = _replace(store, candidate, new_id, op_id, replaces, readings)
-            return SavedFact(
-                DedupOutcome.CREATED,
-                new_id,
-                replaced,
-                tuple(note_conflicts(store, new_id, readings)),
-                unconfirmed,
-            )
+            return _created(store, candidate, near, new_id, op_id, replaces, readings)
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
@@ -108,32 +100,59 @@ def save_fact(
         )
         match, decision = decide_best(candidate, near, at, vocabulary=vocabulary, touched=touched)
         if decision.outcome is DedupOutcome.CREATED:
-            created = store.create(
-                candidate.content,
-                category=candidate.category,
-                tags=candidate.tags,
-                metadata=dict(candidate.metadata),
-                importance=candidate.importance,
-                entry_id=new_id,
-                now=at,
-                valid_from=valid_from,
-            )
-            if candidate_vector is not None and store.embeddings is not None:
-                store.write_vector(new_id, candidate_vector, created.fingerprint)
-            replaces = _with_conflict(candidate, near, replaces)
-            replaced, unconfirmed = _replace(store, candidate, new_id, op_id, replaces, readings)
-            return SavedFact(
-                DedupOutcome.CREATED,
-                new_id,
-                replaced,
-                tuple(note_conflicts(store, new_id, readings)),
-                unconfirmed,
-            )
+            _create(store, candidate, new_id, at, valid_from, candidate_vector)
+            return _created(store, candidate, near, new_id, op_id, replaces, readings)
         assert match is not None and decision.updated is not None
         store.put(
             decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}", op=op_id
         )
         return SavedFact(decision.outcome, match.id)
+
+
+def _create(
+    store: MemoryStore,
+    candidate: Candidate,
+    new_id: str,
+    at: datetime,
+    valid_from: datetime | None,
+    vector: np.ndarray | None,
+) -> None:
+    """The candidate as a new entry, with its vector when the store keeps vectors."""
+    created = store.create(
+        candidate.content,
+        category=candidate.category,
+        tags=candidate.tags,
+        metadata=dict(candidate.metadata),
+        importance=candidate.importance,
+        entry_id=new_id,
+        now=at,
+        valid_from=valid_from,
+    )
+    if vector is not None and store.embeddings is not None:
+        store.write_vector(new_id, vector, created.fingerprint)
+
+
+def _created(
+    store: MemoryStore,
+    candidate: Candidate,
+    near: list[tuple[MemoryEntry, float, float]],
+    new_id: str,
+    op_id: str,
+    replaces: Mapping[str, str] | None,
+    readings: Readings,
+) -> SavedFact:
+    """A created entry (or one a retry finds created): it supersedes what it replaces,
+    links what the check cannot tell and the conflicts it likely has, each exactly once
+    by its own op."""
+    replaces = _with_conflict(candidate, near, replaces)
+    replaced, unconfirmed = _replace(store, candidate, new_id, op_id, replaces, readings)
+    return SavedFact(
+        DedupOutcome.CREATED,
+        new_id,
+        replaced,
+        tuple(note_conflicts(store, new_id, readings)),
+        unconfirmed,
+    )
 
 
 def _with_conflict(
@@ -211,6 +230,33 @@ def _near(
     )
 
 
+def _settled(
+    store: MemoryStore, original: MemoryEntry, op: str, vocabulary: Vocabulary
+) -> SavedFact | None:
+    """What dedup_existing already decided for `original` (None: nothing yet): a retry
+    finds the absorb recorded and only finishes the retirement; a flagged entry stays on
+    its own, unmerged; an archived one was retired already."""
+    done = store.applied(op)
+    if done is not None:
+        store.retire_into(
+            original.id,
+            [done.entry_id],
+            reason=f"merged into {done.entry_id}",
+            vocabulary=vocabulary,
+        )
+        return SavedFact(DedupOutcome(done.action), done.entry_id)
+    if flagged(original.metadata):
+        return SavedFact(DedupOutcome.CREATED, original.id)
+    if original.is_archived:
+        into = retired_into(original)
+        return (
+            SavedFact(DedupOutcome.REINFORCED, into[0])
+            if into
+            else SavedFact(DedupOutcome.CREATED, original.id)
+        )
+    return None
+
+
 def absorb_op(entry_id: str) -> str:
     return f"absorb-{entry_id}"
 
@@ -231,24 +277,9 @@ def dedup_existing(
     op = absorb_op(entry_id)
     with store.writing():
         original = store.require(entry_id)
-        done = store.applied(op)
-        if done is not None:
-            store.retire_into(
-                entry_id,
-                [done.entry_id],
-                reason=f"merged into {done.entry_id}",
-                vocabulary=vocabulary,
-            )
-            return SavedFact(DedupOutcome(done.action), done.entry_id)
-        if flagged(original.metadata):
-            return SavedFact(DedupOutcome.CREATED, entry_id)  # stays on its own, unmerged
-        if original.is_archived:
-            into = retired_into(original)
-            return (
-                SavedFact(DedupOutcome.REINFORCED, into[0])
-                if into
-                else SavedFact(DedupOutcome.CREATED, entry_id)
-            )
+        settled = _settled(store, original, op, vocabulary)
+        if settled is not None:
+            return settled
         candidate = Candidate(
             original.content,
             original.category,
