@@ -29,9 +29,10 @@ PRODUCT_PACKAGES = (
     "agent",
     "dreamkeeper",
 )
-# Functions over the limit that other branches in flight are rewriting: the stores/
-# restructuring (branch s-wings) and the subject rules (branch s-facts2). The lead empties
-# this at their merge; an entry that is gone or short fails the test, so it only shrinks.
+# Functions over the limit that another branch in flight is rewriting: the stores/
+# restructuring (branch s-wings; the subject rules' entries were split on s-facts2). The
+# lead empties this at its merge; an entry that is gone or short fails the test, so it
+# only shrinks.
 BEING_SPLIT_ELSEWHERE = {
     "stores/forget.py:Forgetting._run_entries",
     "stores/longterm/snapshot.py:_encode",
