@@ -81,13 +81,14 @@ from dreamkeeper.policies.merge import (
 )
 from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.policies.prune_cap import recent_prunes
-from dreamkeeper.policies.supersede import objection
+from dreamkeeper.policies.supersede import judge
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.dream_settings import read_approval
 from dreamkeeper.stores.longterm.conflicts import open_conflicts
 from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.readings import Readings, prepare
 from dreamkeeper.stores.longterm.supersede import refusal, supersede
 from dreamkeeper.stores.search.vocabulary import load_vocabulary
 
@@ -347,6 +348,11 @@ class ConsolidationActivities:
         since it was shown. At most `max_applied` (the cycle's budget: a supersede hides
         a fact from default recall). A dry run checks and reports, writing nothing."""
         result = SupersedeResult()
+        with self._stores.using(inp.agent_id) as store:
+            # An embedding model's readings, before the lock: a pair the vocabulary
+            # cannot tell apart is applied only when they name one attribute.
+            shown = [e.content for i in inp.expected if (e := store.get(i)) is not None]
+            readings = prepare(store.embeddings, shown)
         with (
             self._stores.using(inp.agent_id) as store,
             store.writing() if not inp.dry_run else contextlib.nullcontext(),
@@ -356,16 +362,7 @@ class ConsolidationActivities:
                 old, new = store.get(pair.id), store.get(pair.by)
                 why = refusal(old, new, pair.id, pair.by)
                 if why is None and old is not None and new is not None:
-                    if old.fingerprint != inp.expected.get(pair.id):
-                        why = "changed since it was shown"
-                    elif new.valid_since < old.valid_since:
-                        why = "the replacement is older"
-                    elif self._floor.protects(old):
-                        # As for a prune: the dream alone never hides a high-value fact;
-                        # the agent (replaces) or a new save's enrichment may.
-                        why = "above the high-value floor"
-                    else:
-                        why = objection(old, new.content, new.category)
+                    why = self._dream_objection(old, new, inp.expected.get(pair.id), readings)
                 if why is None and len(result.applied) >= inp.max_applied:
                     result.deferred.append(pair.id)
                     continue
@@ -393,6 +390,30 @@ class ConsolidationActivities:
             len(result.deferred),
         )
         return result
+
+    def _dream_objection(
+        self, old: MemoryEntry, new: MemoryEntry, shown_as: str | None, readings: Readings
+    ) -> str | None:
+        """Why the dream may not replace `old` by `new` (both live and current), or None:
+        `shown_as` is the fingerprint `old` had when the LLM saw it."""
+        if old.fingerprint != shown_as:
+            return "changed since it was shown"
+        if new.valid_since < old.valid_since:
+            return "the replacement is older"
+        if self._floor.protects(old):
+            # As for a prune: the dream alone never hides a high-value fact; the agent
+            # (replaces) or a new save's enrichment may.
+            return "above the high-value floor"
+        verdict = judge(
+            old,
+            new.content,
+            new.category,
+            old_reading=readings.get(old.content),
+            new_reading=readings.get(new.content),
+        )
+        # The dream replaces only what is the same subject; "cannot tell" waits for an
+        # agent or a reading.
+        return None if verdict.allowed else verdict.reason
 
     @activity.defn(name="find_conflicts")
     def find_conflicts(self, inp: ConflictsInput) -> ConflictsResult:

@@ -34,11 +34,16 @@ from dreamkeeper.core.validation import check_moment, parse_moment, validate_rep
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING, save_in_flight
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
-from dreamkeeper.policies.provenance import fact_importance, parse_source
+from dreamkeeper.policies.provenance import ParsedSource, fact_importance, parse_source
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.conflicts import note_conflicts
+from dreamkeeper.stores.longterm.conflicts import note_conflicts, prepare_readings
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
+from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings
+from dreamkeeper.stores.longterm.supersede import (
+    ReplaceCheck,
+    apply_replaces,
+    check_replaceable,
+)
 from dreamkeeper.stores.search.query import search
 
 NEIGHBOURS = 5  # existing entries shown with a note, that one of its facts may replace
@@ -117,11 +122,32 @@ class SaveActivities:
         if self._llm.configured and not flagged(metadata):
             metadata[ENRICHMENT_KEY] = PENDING
         replaces = validate_replaces(inp.replaces)
-        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store, store.writing():
+        with self._stores.using(inp.agent_id, store_id=inp.store_id) as store:
+            # What an embedding model reads the facts as about, before the lock: the
+            # subject check needs it only where its vocabulary cannot tell.
+            readings = (
+                prepare_readings(store, inp.content, replaces, conflicts=False)
+                if replaces
+                else NO_READINGS
+            )
+            return self._persist(store, inp, replaces, metadata, importance, parsed, readings)
+
+    def _persist(
+        self,
+        store: MemoryStore,
+        inp: SaveInput,
+        replaces: list[str],
+        metadata: dict[str, str],
+        importance: float,
+        parsed: ParsedSource,
+        readings: Readings,
+    ) -> SaveAck:
+        with store.writing():
             # One lock hold: what it replaces is checked (a refusal writes nothing), the
-            # original written, then each replaced entry superseded by it, exactly once.
+            # original written, then each replaced entry superseded by it, exactly once
+            # (or, where the check cannot tell, linked as a possible change).
             try:
-                forced = self._replaceable(store, inp, replaces)
+                checked = self._replaceable(store, inp, replaces, readings)
             except (InvalidInput, NotFound, Conflict) as exc:
                 return refused_save(inp, exc)
             existing = store.get(inp.entry_id)
@@ -134,7 +160,7 @@ class SaveActivities:
                 entry_id=inp.entry_id,
                 valid_from=inp.valid_from,
             )
-            replaced = apply_replaces(store, inp.entry_id, replaces, forced=forced)
+            replaced = apply_replaces(store, inp.entry_id, replaces, checked=checked)
         # A retried call whose earlier run finished: the entry is retired or marked.
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
@@ -147,21 +173,25 @@ class SaveActivities:
             enrich_skipped=self._enrich_skipped(metadata, inp.content),
             embeddings=self._stores.embeddings is not None,
             replaced=replaced,
+            unconfirmed=sorted(checked.unconfirmed),
         )
 
     @staticmethod
-    def _replaceable(store: MemoryStore, inp: SaveInput, replaces: list[str]) -> dict[str, str]:
+    def _replaceable(
+        store: MemoryStore, inp: SaveInput, replaces: list[str], readings: Readings
+    ) -> ReplaceCheck:
         """The entries the save may replace, checked under the caller's lock; those
         replaced over the subject check (forced) are logged with why."""
-        forced = check_replaceable(
+        checked = check_replaceable(
             store,
             replaces,
             inp.entry_id,
             content=inp.content,
             category=inp.category,
             force=inp.force_replace,
+            readings=readings,
         )
-        for old_id, why in forced.items():
+        for old_id, why in checked.forced.items():
             activity.logger.warning(
                 "save %s of agent %s replaces %s over the subject check (%s): forced",
                 inp.entry_id,
@@ -169,7 +199,7 @@ class SaveActivities:
                 old_id,
                 why,
             )
-        return forced
+        return checked
 
     def _enrich_skipped(self, metadata: dict[str, str], content: str) -> str | None:
         """Why the save will not be enriched, or None when it will be."""
@@ -268,6 +298,7 @@ class SaveActivities:
         )
         vector = self._vector(fact.content)
         with self._stores.using(inp.agent_id) as store:
+            readings = prepare_readings(store, fact.content, fact.replaces)
             saved = save_fact(
                 store,
                 candidate,
@@ -278,12 +309,14 @@ class SaveActivities:
                 candidate_vector=vector,
                 replaces=fact.replaces,
                 valid_from=fact.valid_from,
+                readings=readings,
             )
         return SaveFactResult(
             outcome=saved.outcome,
             entry_id=saved.entry_id,
             replaced=list(saved.replaced),
             conflicts=list(saved.conflicts),
+            unconfirmed=list(saved.unconfirmed),
         )
 
     @activity.defn(name="retire_original")
@@ -300,7 +333,8 @@ class SaveActivities:
             content = store.require(inp.entry_id).content
         vector = self._vector(content)  # not under the store: an HTTP call
         with self._stores.using(inp.agent_id) as store:
-            saved = dedup_existing(store, inp.entry_id, candidate_vector=vector)
+            readings = prepare_readings(store, content)
+            saved = dedup_existing(store, inp.entry_id, candidate_vector=vector, readings=readings)
         return SaveFactResult(
             outcome=saved.outcome, entry_id=saved.entry_id, conflicts=list(saved.conflicts)
         )
@@ -316,12 +350,15 @@ class SaveActivities:
         """Record why the original stays as saved (enrichment found nothing, failed, or
         its facts could not retire it); it is a fact of its own then, so a current entry
         it likely changes is linked to it as a conflict (`stores.longterm.conflicts`)."""
-        with self._stores.using(inp.agent_id) as store, store.writing():
-            store.mutate(
-                inp.entry_id,
-                lambda e: e.model_copy(
-                    update={"metadata": {**e.metadata, ENRICHMENT_KEY: inp.enrichment[:500]}}
-                ),
-                reason="enrichment status",
-            )
-            note_conflicts(store, inp.entry_id)
+        with self._stores.using(inp.agent_id) as store:
+            original = store.get(inp.entry_id)
+            readings = prepare_readings(store, original.content) if original else NO_READINGS
+            with store.writing():
+                store.mutate(
+                    inp.entry_id,
+                    lambda e: e.model_copy(
+                        update={"metadata": {**e.metadata, ENRICHMENT_KEY: inp.enrichment[:500]}}
+                    ),
+                    reason="enrichment status",
+                )
+                note_conflicts(store, inp.entry_id, readings)

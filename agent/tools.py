@@ -223,6 +223,12 @@ class MemoryTools:
         )
         if ack.replaced:
             text += f" It replaces {', '.join(f'[{i}]' for i in ack.replaced)} (kept as history)."
+        if ack.unconfirmed:
+            text += (
+                f" {', '.join(f'[{i}]' for i in ack.unconfirmed)} stay current beside it: the "
+                "subject check cannot tell whether they are older versions of this fact, so "
+                "both are linked and dated in recall (force_replace replaces them anyway)."
+            )
         return f"{text} Note: {ack.note}." if ack.note else text
 
     async def delete_memory(self, id: str) -> str:  # noqa: A002 — the tool's parameter name

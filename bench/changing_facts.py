@@ -3,6 +3,7 @@ current value, is the old one history, and do facts that never changed survive?
 
     .venv/bin/python bench/changing_facts.py [--subjects 60] [--durable 40]
                                              [--distractors 300] [--seed 7] [--hybrid]
+                                             [--phrasings a|b|c|e|PATH]
 
 A generated set (seeded): subjects whose one attribute changes 2–5 times, months apart —
 a person's home, employer, manager, phone number, team size or car, a project's lead,
@@ -57,12 +58,18 @@ Targets: naive and llm current@1 ≥ 0.9, stale-above-current ≤ 0.05, as-of@1 
 wrong applied ≤ 2%, right refused ≤ 10%; every writer durable@1 = 1.0 and 0 versions
 lost; nobody current@1 ≥ 0.75 and stale-above-current ≤ 0.20.
 --hybrid adds the in-process embedding model (vectors as the embed step writes them).
+--phrasings picks the changes' wording: a, b, c or e (the sets below), or the PATH of a
+Python file that defines a dict PHRASINGS shaped like PHRASINGS_B — every key of it,
+(entity, attribute) such as ("person", "home"), mapped to a tuple of templates that
+each hold {v} (the value) and {n} (the subject's name; the user's own templates may
+leave it out: "We moved to {v}.") — to try wording of your own.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import random
 import re
@@ -367,6 +374,82 @@ PHRASINGS_C: dict[tuple[str, str], tuple[str, ...]] = {
         "{v} manages me now.",
     ),
 }
+# Set e: written for issue 34's second round before the subject rules changed again, and
+# never used to tune them (committed first, run only to report). It also words the
+# durable facts its own way (`DURABLE_E`), some close to a change ("is originally from").
+PHRASINGS_E: dict[tuple[str, str], tuple[str, ...]] = {
+    ("person", "home"): (
+        "{n} has been living in {v} since the spring.",
+        "{n} finally found an apartment in {v}.",
+        "Heard that {n} is a {v} resident now.",
+        "{n} packed everything up and headed to {v} for good.",
+        "{n}'s address these days is somewhere in {v}.",
+        "Home for {n} is {v} now.",
+    ),
+    ("person", "employer"): (
+        "{n} is on the payroll at {v} now.",
+        "{n} landed a position with {v}.",
+        "{n} quit and moved over to {v}.",
+        "{v} is where {n} works these days.",
+        "{n} started working at {v} in January.",
+    ),
+    ("person", "manager"): (
+        "{n}'s team lead is {v} now.",
+        "{v} is the person {n} reports to now.",
+        "{n} got moved onto {v}'s team.",
+        "{n}'s direct manager changed to {v}.",
+        "These days {n} is managed by {v}.",
+    ),
+    ("project", "lead"): (
+        "{v} is now driving {n}.",
+        "{n} will be led by {v} going forward.",
+        "{v} stepped in to lead {n}.",
+        "{n}'s new owner is {v}.",
+        "The person running {n} is {v}.",
+    ),
+    ("person", "phone"): (
+        "{n} got a new phone: {v}.",
+        "Updated contact for {n}: {v}.",
+        "You can call {n} at {v}.",
+        "{n}'s cell is {v} now.",
+    ),
+    ("person", "team"): (
+        "{n} is managing a group of {v} now.",
+        "{n} has {v} engineers under them.",
+        "{n}'s headcount is {v}.",
+        "{n} oversees {v} people.",
+    ),
+    ("person", "car"): (
+        "{n}'s ride these days is a {v}.",
+        "{n} picked up a {v} last weekend.",
+        "{n} sold the old car and bought a {v}.",
+        "{n} drives a {v} to work now.",
+    ),
+    ("user", "home"): (
+        "I'm living in {v} now.",
+        "Our new place is in {v}.",
+        "We relocated to {v}.",
+        "User is now based in {v}.",
+    ),
+    ("user", "employer"): (
+        "I got a job offer from {v} and accepted.",
+        "I'm working at {v} now.",
+        "The user is now employed at {v}.",
+        "Started at {v} on Monday.",
+    ),
+    ("user", "manager"): (
+        "My new boss is {v}.",
+        "I now report to {v}.",
+        "{v} became my manager.",
+        "The user's manager changed to {v}.",
+    ),
+}
+DURABLE_E = {
+    "allergy": ("{n} has a {v} allergy.", "{n} reacts badly to {v}."),
+    "birthplace": ("{n} is originally from {v}.", "{n} was born and raised in {v}."),
+    "language": ("{n}'s mother tongue is {v}.", "At home {n} talks in {v}."),
+    "birthday": ("{n} celebrates a birthday on {v}.", "{n}'s birthday falls on {v}."),
+}
 DURABLE = (
     ("allergy", "What is {n} allergic to?", ("{n} is allergic to {v}.",)),
     ("birthplace", "Where was {n} born?", ("{n} was born in {v}.",)),
@@ -448,6 +531,65 @@ class Save:
     version: int = 0
 
 
+SETS = {"b": PHRASINGS_B, "c": PHRASINGS_C, "e": PHRASINGS_E}
+
+
+def phrasing_set(choice: str) -> dict[tuple[str, str], tuple[str, ...]] | None:
+    """The templates `--phrasings` names: None for set a (each attribute's own), b, c or
+    e, or the PHRASINGS of the Python file at that path, checked to have PHRASINGS_B's
+    shape (every one of its keys, each a non-empty tuple of templates with {v}, and {n}
+    unless the user is the subject)."""
+    if choice == "a":
+        return None
+    if choice in SETS:
+        return SETS[choice]
+    path = Path(choice)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"{choice}: neither a, b, c, e nor a Python file")
+    spec = importlib.util.spec_from_file_location(f"phrasings_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    own = getattr(module, "PHRASINGS", None)
+    if not isinstance(own, dict):
+        raise ValueError(f"{choice} defines no dict PHRASINGS")
+    missing = sorted(set(PHRASINGS_B) - set(own))
+    if missing:
+        raise ValueError(f"{choice}: PHRASINGS lacks {missing}")
+    for key, templates in own.items():
+        if key not in PHRASINGS_B:
+            raise ValueError(f"{choice}: PHRASINGS has {key!r}, not a key of PHRASINGS_B")
+        if not isinstance(templates, tuple) or not templates:
+            raise ValueError(f"{choice}: PHRASINGS[{key!r}] is not a non-empty tuple")
+        for t in templates:
+            _check_template(choice, key, t)
+    return own
+
+
+def _check_template(choice: str, key: tuple[str, str], template: object) -> None:
+    """A template holds the value ({v}) and, unless the user speaks ("I moved to {v}"),
+    the subject's name ({n}); no other field."""
+    if not isinstance(template, str):
+        raise ValueError(f"{choice}: PHRASINGS[{key!r}] holds {template!r}, not a string")
+    needs = ("{v}",) if key[0] == "user" else ("{n}", "{v}")
+    lacking = [field for field in needs if field not in template]
+    if lacking:
+        raise ValueError(f"{choice}: {template!r} ({key}) lacks {' and '.join(lacking)}")
+    try:
+        template.format(n="N", v="V")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{choice}: {template!r} ({key}) is not a template: {exc}") from exc
+
+
+def _phrasings_argument(choice: str) -> str:
+    """argparse's check of `--phrasings`: a clear error before anything is saved."""
+    try:
+        phrasing_set(choice)
+    except (ValueError, SyntaxError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return choice
+
+
 def _written(template: str, name: str, value: str) -> str:
     """The template filled in; "the user" as a sentence's first word is "The user"."""
     if name == "the user" and template.startswith("{n}"):
@@ -459,6 +601,7 @@ def _written(template: str, name: str, value: str) -> str:
 def generate(
     subjects: int, durable: int, distractors: int, seed: int, phrasings: str = "a"
 ) -> tuple[list[Subject], list[Save]]:
+    own = phrasing_set(phrasings)
     rng = random.Random(seed)
     names = [f"{f} {last}" for f in FIRST for last in LAST]
     rng.shuffle(names)
@@ -490,15 +633,14 @@ def generate(
         values = [_value(attr.name, rng, used, name) for _ in range(count)]
         start = T0 + timedelta(days=rng.randint(0, 60))
         times = [start + timedelta(days=90 * k + rng.randint(0, 30)) for k in range(count)]
-        sets = {"b": PHRASINGS_B, "c": PHRASINGS_C}
-        templates = (
-            sets[phrasings][(attr.entity, attr.name)] if phrasings in sets else attr.templates
-        )
+        templates = own[(attr.entity, attr.name)] if own is not None else attr.templates
         texts = [_written(rng.choice(templates), name, v) for v in values]
         question = attr.question.format(n=name)
         add(Subject(name, attr.name, question, values, texts, times), attr.category)
     for i in range(durable):
         kind, question, templates = DURABLE[i % len(DURABLE)]
+        if phrasings == "e":
+            templates = DURABLE_E[kind]
         name = persons[i % len(persons)]
         value = _value(kind, rng, set(), name)
         at = T0 + timedelta(days=rng.randint(0, 200))
@@ -532,18 +674,25 @@ def generate(
 
 @dataclass
 class Proposals:
+    """Each proposal ends applied (superseded), linked (the subject check could not
+    tell: both kept current, linked as a possible change) or refused (nothing done)."""
+
     right: int = 0
     wrong: int = 0
     right_refused: int = 0
+    right_linked: int = 0
     wrong_applied: int = 0
+    wrong_linked: int = 0
 
-    def add(self, right: bool, applied: bool) -> None:
+    def add(self, right: bool, applied: bool, linked: bool = False) -> None:
         if right:
             self.right += 1
-            self.right_refused += not applied
+            self.right_refused += not applied and not linked
+            self.right_linked += linked and not applied
         else:
             self.wrong += 1
             self.wrong_applied += applied
+            self.wrong_linked += linked and not applied
 
 
 class Bench:
@@ -685,7 +834,7 @@ class Bench:
             assert ack.refused is None
         else:
             for i, ok in right.items():
-                self.proposals.add(ok, applied=i in ack.replaced)
+                self.proposals.add(ok, applied=i in ack.replaced, linked=i in ack.unconfirmed)
         produced = self._finish(inp, ack.enrich_skipped is not None)
         if self.embed is not None:
             self.env.run(
@@ -718,7 +867,7 @@ class Bench:
                 ),
             )
             for i, ok in self._asked.items():
-                self.proposals.add(ok, applied=i in saved.replaced)
+                self.proposals.add(ok, applied=i in saved.replaced, linked=i in saved.unconfirmed)
             self._asked = {}
             produced.append(saved.entry_id)
         if not produced:
@@ -786,9 +935,17 @@ class Bench:
                 for k in range(len(p.values))
                 if not any(p.holds(e.content, k) for e in everything)
             )
+        under_link = 0
         for p in durable:
-            mine = [h.entry for h in search(store, p.question, limit=50) if h.entry.id in p.ids]
+            hits = [h.entry for h in search(store, p.question, limit=50)]
+            mine = [e for e in hits if e.id in p.ids]
             durable1 += bool(mine) and p.holds(mine[0].content, 0)
+            if mine:
+                # A link that put another entry above the durable fact for its own
+                # question (a link reorders only a pair about one subject).
+                above = hits[: hits.index(mine[0])]
+                own = set(_links(mine[0]))
+                under_link += any(e.id in own or mine[0].id in _links(e) for e in above)
         for p in changing:
             latest = len(p.values) - 1
             hits = [h.entry for h in search(store, p.question, limit=50)]
@@ -833,21 +990,26 @@ class Bench:
         if self.mode == "nobody+dream":  # every settlement applied: how many were wrong
             made = self.settled
             wrong_applied = _share(made.wrong_applied, made.right + made.wrong)
-            right_refused = "-"
+            right_refused = right_linked = wrong_linked = "-"
         else:
             made = self.proposals
             wrong_applied = _share(made.wrong_applied, made.wrong)
             right_refused = _share(made.right_refused, made.right)
+            right_linked = _share(made.right_linked, made.right)
+            wrong_linked = _share(made.wrong_linked, made.wrong)
         return {
             "current@1": current1 / n,
             "stale-above-current": stale / n,
             "as-of@1": asof_hits / asof_total,
             "durable@1": durable1 / max(1, len(durable)),
+            "durable under a link": under_link,
             "history complete": complete / n,
             "versions lost": lost,
             "wrong supersedes": wrong,
             "wrong applied": wrong_applied,
+            "wrong linked": wrong_linked,
             "right refused": right_refused,
+            "right linked": right_linked,
             "superseded": sum(1 for e in everything if e.is_superseded),
             "conflicts open": sum(1 for e in everything if e.is_current and _open(e, store)),
         }
@@ -867,6 +1029,12 @@ def _open(entry, store: FileMemoryStore) -> bool:  # noqa: ANN001
     )
 
 
+def _links(entry) -> list[str]:  # noqa: ANN001
+    from dreamkeeper.stores.longterm.records import CONFLICT_LINKS, linked
+
+    return [i for key in CONFLICT_LINKS for i in linked(entry, key)]
+
+
 def _share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
 
@@ -883,10 +1051,14 @@ def main() -> int:
     parser.add_argument("--hybrid", action="store_true", help="with the local embedding model")
     parser.add_argument(
         "--phrasings",
-        choices=("a", "b", "c"),
+        type=_phrasings_argument,
         default="a",
+        metavar="a|b|c|e|PATH",
         help="the changes' wording (see PHRASINGS_B): a, checked against while the rules "
-        "were written; b, held out, then used to widen them; c, held out",
+        "were written; b, held out, then used to widen them; c, held out; e, written before "
+        "the second round's rule changes and never tuned on; or the PATH of a Python file "
+        "defining a dict PHRASINGS shaped like PHRASINGS_B (every (entity, attribute) key "
+        "of it, each a tuple of templates holding {v}, and {n} but where the user speaks)",
     )
     parser.add_argument(
         "--writers", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}"

@@ -39,7 +39,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.conflicts import note_conflicts
+from dreamkeeper.stores.longterm.conflicts import note_conflicts, prepare_readings
 from dreamkeeper.stores.longterm.supersede import (
     apply_replaces,
     check_replaceable,
@@ -154,6 +154,12 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
                 force_replace=args.force_replace,
                 valid_from=valid_from,
             )
+            for old_id in ack.unconfirmed:
+                print(
+                    f"note: kept {old_id} current, linked as possibly replaced (the subject "
+                    "check cannot tell whether it is an older version of this fact)",
+                    file=sys.stderr,
+                )
             return ack.entry_id
 
         print(asyncio.run(go()))
@@ -173,16 +179,19 @@ def _save_direct(
     """`save --direct`: into the store in this process, without the worker; the new
     entry's id."""
     store = _store(settings)
+    readings = prepare_readings(store, content, replaces, conflicts=not replaces)
     with store.writing():
         # The worker's save makes the same checks: another subject is refused (exit
-        # 2, the reason on stderr) unless --force-replace, which the journal records.
-        forced = check_replaceable(
+        # 2, the reason on stderr) unless --force-replace, which the journal records;
+        # one it cannot tell apart is kept current and linked.
+        checked = check_replaceable(
             store,
             replaces,
             args.entry_id or "",
             content=content,
             category=args.category,
             force=args.force_replace,
+            readings=readings,
         )
         entry = store.create(
             content,
@@ -193,11 +202,13 @@ def _save_direct(
             entry_id=args.entry_id,
             valid_from=valid_from,
         )
-        apply_replaces(store, entry.id, replaces, forced=forced)
+        apply_replaces(store, entry.id, replaces, checked=checked)
     if not replaces:
-        note_conflicts(store, entry.id)
-    for old_id, why in forced.items():
+        note_conflicts(store, entry.id, readings)
+    for old_id, why in checked.forced.items():
         print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
+    for old_id, why in checked.unconfirmed.items():
+        print(f"note: kept {old_id} current, linked as possibly replaced ({why})", file=sys.stderr)
     return entry.id
 
 

@@ -137,6 +137,9 @@ class SaveAck(BaseModel):
     enrich_skipped: str | None = None
     embeddings: bool | None = None
     replaced: list[str] = Field(default_factory=list)  # the entries it superseded
+    # Entries named in `replaces` that the subject check could not tell apart from
+    # another subject: kept current, linked to it as possible changes.
+    unconfirmed: list[str] = Field(default_factory=list)
     # Nothing was saved, and why (ids and reasons, no content): what `replaces` named
     # could not be replaced. `refused_type` is the `core.errors` failure type a client
     # raises for it (older workers: unset, their refusals fail the run).
@@ -192,6 +195,7 @@ class SaveFactResult(BaseModel):
     entry_id: str
     replaced: list[str] = Field(default_factory=list)  # superseded by this fact
     conflicts: list[str] = Field(default_factory=list)  # current entries it probably changes
+    unconfirmed: list[str] = Field(default_factory=list)  # replaces it could not confirm: linked
 
 
 class MarkInput(BaseModel):

@@ -43,7 +43,7 @@ from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
 from dreamkeeper.stores.files import AgentFiles, atomic_write_text
-from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, linked
+from dreamkeeper.stores.longterm.conflicts import open_conflicts
 
 
 def dream_work(
@@ -77,11 +77,9 @@ def dream_work(
     work.held_back = len(live) - len(candidates)
     copies = Counter(fold_key(e) for e in candidates)
     work.consolidation = sum(n - 1 for n in copies.values())
-    # Conflicts saves found and nobody settled: the cycle settles them, LLM or not.
-    current = {e.id for e in live if e.is_current}
-    work.consolidation += sum(
-        1 for e in live if e.id in current and any(i in current for i in linked(e, CONFLICTS_WITH))
-    )
+    # Conflicts saves found and nobody settled that the cycle settles, LLM or not: those
+    # the vocabulary confirms (a pair only a reading linked waits for an agent or LLM).
+    work.consolidation += len(open_conflicts(store))
     if llm_configured:
         work.consolidation += sum(
             1 for e in candidates if e.consolidation_reviewed_hash != e.fingerprint

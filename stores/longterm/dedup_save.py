@@ -30,12 +30,13 @@ from dreamkeeper.policies.dedup import (
 from dreamkeeper.policies.in_flight import save_in_flight
 from dreamkeeper.policies.injection import flagged
 from dreamkeeper.policies.preferences import replaces_on_conflict
-from dreamkeeper.policies.supersede import objection
+from dreamkeeper.policies.supersede import Sameness, judge
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings
 from dreamkeeper.stores.longterm.records import retired_into
-from dreamkeeper.stores.longterm.supersede import supersede
+from dreamkeeper.stores.longterm.supersede import link_possible_change, supersede
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class SavedFact:
     entry_id: str
     replaced: tuple[str, ...] = ()  # entries this fact superseded (an LLM's proposal)
     conflicts: tuple[str, ...] = ()  # current entries it likely changes (left current)
+    # Entries an LLM said it replaces that the subject check could not tell apart: left
+    # current, linked as possible changes.
+    unconfirmed: tuple[str, ...] = ()
 
 
 _ACTION = {
@@ -65,6 +69,7 @@ def save_fact(
     candidate_vector: np.ndarray | None = None,
     replaces: Mapping[str, str] | None = None,
     valid_from: datetime | None = None,
+    readings: Readings = NO_READINGS,
 ) -> SavedFact:
     """`touched`: entries this save already reinforced — one save reinforces an entry at
     most once. `candidate_vector`, when given, compares by cosine with entries that have
@@ -72,7 +77,9 @@ def save_fact(
     entries an LLM says this fact makes outdated (id → the fingerprint it was shown),
     superseded by a created entry when the store and `policies.supersede` agree; any
     other current entry it likely changes is linked to it as a conflict
-    (`stores.longterm.conflicts`). `valid_from`: when a created entry became true."""
+    (`stores.longterm.conflicts`). `valid_from`: when a created entry became true.
+    `readings` (`stores.longterm.readings`, prepared outside the lock) settle what the
+    subject check's vocabulary cannot; one it still cannot tell is linked, not replaced."""
     validate_entry_id(new_id)
     with store.writing():  # one lock hold for lookup + write
         done = store.applied(op_id)
@@ -81,11 +88,7 @@ def save_fact(
         if store.get(new_id) is not None:
             # A retry after the create: the supersedes are exactly-once by their own ops.
             near = _near(store, candidate, candidate_vector, lambda e: e.id != new_id)
-            replaces = _with_conflict(candidate, near, replaces)
-            replaced = _replace(store, candidate, new_id, op_id, replaces)
-            return SavedFact(
-                DedupOutcome.CREATED, new_id, replaced, tuple(note_conflicts(store, new_id))
-            )
+            return _created(store, candidate, near, new_id, op_id, replaces, readings)
         at = now or store.now()
         # Not into an original whose own enrichment is still running: it is about to be
         # retired into its facts, and what this save added would be lost with it.
@@ -97,28 +100,59 @@ def save_fact(
         )
         match, decision = decide_best(candidate, near, at, vocabulary=vocabulary, touched=touched)
         if decision.outcome is DedupOutcome.CREATED:
-            created = store.create(
-                candidate.content,
-                category=candidate.category,
-                tags=candidate.tags,
-                metadata=dict(candidate.metadata),
-                importance=candidate.importance,
-                entry_id=new_id,
-                now=at,
-                valid_from=valid_from,
-            )
-            if candidate_vector is not None and store.embeddings is not None:
-                store.write_vector(new_id, candidate_vector, created.fingerprint)
-            replaces = _with_conflict(candidate, near, replaces)
-            replaced = _replace(store, candidate, new_id, op_id, replaces)
-            return SavedFact(
-                DedupOutcome.CREATED, new_id, replaced, tuple(note_conflicts(store, new_id))
-            )
+            _create(store, candidate, new_id, at, valid_from, candidate_vector)
+            return _created(store, candidate, near, new_id, op_id, replaces, readings)
         assert match is not None and decision.updated is not None
         store.put(
             decision.updated, action=_ACTION[decision.outcome], reason=f"save {op_id}", op=op_id
         )
         return SavedFact(decision.outcome, match.id)
+
+
+def _create(
+    store: MemoryStore,
+    candidate: Candidate,
+    new_id: str,
+    at: datetime,
+    valid_from: datetime | None,
+    vector: np.ndarray | None,
+) -> None:
+    """The candidate as a new entry, with its vector when the store keeps vectors."""
+    created = store.create(
+        candidate.content,
+        category=candidate.category,
+        tags=candidate.tags,
+        metadata=dict(candidate.metadata),
+        importance=candidate.importance,
+        entry_id=new_id,
+        now=at,
+        valid_from=valid_from,
+    )
+    if vector is not None and store.embeddings is not None:
+        store.write_vector(new_id, vector, created.fingerprint)
+
+
+def _created(
+    store: MemoryStore,
+    candidate: Candidate,
+    near: list[tuple[MemoryEntry, float, float]],
+    new_id: str,
+    op_id: str,
+    replaces: Mapping[str, str] | None,
+    readings: Readings,
+) -> SavedFact:
+    """A created entry (or one a retry finds created): it supersedes what it replaces,
+    links what the check cannot tell and the conflicts it likely has, each exactly once
+    by its own op."""
+    replaces = _with_conflict(candidate, near, replaces)
+    replaced, unconfirmed = _replace(store, candidate, new_id, op_id, replaces, readings)
+    return SavedFact(
+        DedupOutcome.CREATED,
+        new_id,
+        replaced,
+        tuple(note_conflicts(store, new_id, readings)),
+        unconfirmed,
+    )
 
 
 def _with_conflict(
@@ -143,20 +177,40 @@ def _replace(
     new_id: str,
     op_id: str,
     replaces: Mapping[str, str] | None,
-) -> tuple[str, ...]:
+    readings: Readings,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Supersede what the LLM said the new fact replaces, each only if it is about the
     same thing (`policies.supersede`) and, checked by the store, still live, current and
-    as it was shown. Only a created entry replaces anything: a fact that repeated or
-    extended an entry is not a new value."""
-    done = []
+    as it was shown; link one the check cannot tell apart as a possible change. Only a
+    created entry replaces anything: a fact that repeated or extended an entry is not a
+    new value. Returns (replaced, linked)."""
+    done, unconfirmed = [], []
     for old_id, shown in sorted((replaces or {}).items()):
         old = store.get(old_id)
-        if old is None or objection(old, candidate.content, candidate.category) is not None:
+        if old is None:
+            continue
+        if old.superseded_by == new_id:  # a retry: applied before
+            done.append(old_id)
+            continue
+        if old.fingerprint != shown or not old.is_current:
+            continue  # changed, gone or replaced since it was shown: nothing to claim
+        verdict = judge(
+            old,
+            candidate.content,
+            candidate.category,
+            old_reading=readings.get(old.content),
+            new_reading=readings.get(candidate.content),
+        )
+        if verdict.sameness is Sameness.UNKNOWN:
+            link_possible_change(store, old_id, new_id)
+            unconfirmed.append(old_id)
+            continue
+        if verdict.sameness is not Sameness.SAME:
             continue
         op = f"{op_id}-replaces-{old_id}"
         if supersede(store, old_id, new_id, op=op, expected_fingerprint=shown).applied:
             done.append(old_id)
-    return tuple(done)
+    return tuple(done), tuple(unconfirmed)
 
 
 def _near(
@@ -176,6 +230,33 @@ def _near(
     )
 
 
+def _settled(
+    store: MemoryStore, original: MemoryEntry, op: str, vocabulary: Vocabulary
+) -> SavedFact | None:
+    """What dedup_existing already decided for `original` (None: nothing yet): a retry
+    finds the absorb recorded and only finishes the retirement; a flagged entry stays on
+    its own, unmerged; an archived one was retired already."""
+    done = store.applied(op)
+    if done is not None:
+        store.retire_into(
+            original.id,
+            [done.entry_id],
+            reason=f"merged into {done.entry_id}",
+            vocabulary=vocabulary,
+        )
+        return SavedFact(DedupOutcome(done.action), done.entry_id)
+    if flagged(original.metadata):
+        return SavedFact(DedupOutcome.CREATED, original.id)
+    if original.is_archived:
+        into = retired_into(original)
+        return (
+            SavedFact(DedupOutcome.REINFORCED, into[0])
+            if into
+            else SavedFact(DedupOutcome.CREATED, original.id)
+        )
+    return None
+
+
 def absorb_op(entry_id: str) -> str:
     return f"absorb-{entry_id}"
 
@@ -187,6 +268,7 @@ def dedup_existing(
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     now: datetime | None = None,
     candidate_vector: np.ndarray | None = None,
+    readings: Readings = NO_READINGS,
 ) -> SavedFact:
     """Run an already-saved entry through dedup against the others: a near-duplicate
     absorbs it (reinforced or extended, persisted first, the op recorded with it) and
@@ -195,24 +277,9 @@ def dedup_existing(
     op = absorb_op(entry_id)
     with store.writing():
         original = store.require(entry_id)
-        done = store.applied(op)
-        if done is not None:
-            store.retire_into(
-                entry_id,
-                [done.entry_id],
-                reason=f"merged into {done.entry_id}",
-                vocabulary=vocabulary,
-            )
-            return SavedFact(DedupOutcome(done.action), done.entry_id)
-        if flagged(original.metadata):
-            return SavedFact(DedupOutcome.CREATED, entry_id)  # stays on its own, unmerged
-        if original.is_archived:
-            into = retired_into(original)
-            return (
-                SavedFact(DedupOutcome.REINFORCED, into[0])
-                if into
-                else SavedFact(DedupOutcome.CREATED, entry_id)
-            )
+        settled = _settled(store, original, op, vocabulary)
+        if settled is not None:
+            return settled
         candidate = Candidate(
             original.content,
             original.category,
@@ -233,7 +300,9 @@ def dedup_existing(
         )
         if decision.outcome is DedupOutcome.CREATED or match is None:
             return SavedFact(
-                DedupOutcome.CREATED, entry_id, conflicts=tuple(note_conflicts(store, entry_id))
+                DedupOutcome.CREATED,
+                entry_id,
+                conflicts=tuple(note_conflicts(store, entry_id, readings)),
             )
         assert decision.updated is not None
         # Save first, then retire: the copy goes only into a replacement that persisted.

@@ -5,6 +5,7 @@ speaks in these."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -107,8 +108,13 @@ _ID_FIELDS = ("superseded_by", "supersedes", "replaces")
 CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probably changes
 NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
 CONFLICT_LINKS = (CONFLICTS_WITH, NEWER_VERSIONS)
-# Lists of ids in metadata: a merge's sources, a likely conflict's other entries.
-_ID_LIST_METADATA = (MERGED_FROM, *CONFLICT_LINKS)
+# A possible change: a save named the older entry in `replaces`, and the subject check
+# could not tell whether it is the same fact. Dated in recall, never reordered.
+MAY_REPLACE = "mayReplace"  # on the newer entry: what its save said it replaces
+MAY_BE_REPLACED_BY = "mayBeReplacedBy"  # on the older entry: the newer ones that said so
+POSSIBLE_CHANGE_LINKS = (MAY_REPLACE, MAY_BE_REPLACED_BY)
+# Lists of ids in metadata: a merge's sources, a likely or possible change's other entries.
+_ID_LIST_METADATA = (MERGED_FROM, *CONFLICT_LINKS, *POSSIBLE_CHANGE_LINKS)
 
 
 def linked(entry: MemoryEntry, key: str) -> list[str]:
@@ -121,6 +127,18 @@ def linked(entry: MemoryEntry, key: str) -> list[str]:
     except ValueError:
         return []
     return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
+
+MAX_LINKS = 8  # per entry and key: a fact changes a few times between two dreams
+
+
+def with_link(entry: MemoryEntry, key: str, other: str) -> MemoryEntry:
+    """`entry` with `other` added to the id list under `key` (the latest MAX_LINKS)."""
+    ids = linked(entry, key)
+    if other in ids:
+        return entry
+    ids = [*ids, other][-MAX_LINKS:]
+    return entry.model_copy(update={"metadata": {**entry.metadata, key: json.dumps(ids)}})
 
 
 def _ids_of(value: object, where: str) -> None:

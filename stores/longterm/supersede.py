@@ -16,17 +16,23 @@ Otherwise nothing changes and the result says why. `unsupersede` is its inverse 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound, ReplaceRefused
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.validation import validate_entry_id
-from dreamkeeper.policies.supersede import objection
+from dreamkeeper.policies.supersede import Sameness, judge
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
 from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import retired_into
+from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings
+from dreamkeeper.stores.longterm.records import (
+    MAY_BE_REPLACED_BY,
+    MAY_REPLACE,
+    retired_into,
+    with_link,
+)
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,18 @@ def history(store: MemoryStore, entry_id: str) -> list[MemoryEntry]:
     return sorted(chain.values(), key=lambda e: (e.valid_since, e.created_at, e.id))
 
 
+@dataclass(frozen=True)
+class ReplaceCheck:
+    """What `check_replaceable` found for a save's `replaces`, besides refusals:
+    `forced`, replaced over the subject check (`force`), each with the check's reason
+    (to journal); `unconfirmed`, the check cannot tell whether each is an older version
+    of this fact (`policies.supersede`: neither the same subject nor another), so it
+    stays current, linked as a possible change — each with why."""
+
+    forced: dict[str, str] = field(default_factory=dict)
+    unconfirmed: dict[str, str] = field(default_factory=dict)
+
+
 def check_replaceable(
     store: MemoryStore,
     replaces: Iterable[str],
@@ -191,13 +209,15 @@ def check_replaceable(
     content: str | None = None,
     category: str | None = None,
     force: bool = False,
-) -> dict[str, str]:
+    readings: Readings = NO_READINGS,
+) -> ReplaceCheck:
     """Refuse a save's `replaces` before anything is written: each must exist and be
     current (or already be replaced by `new_id`: a retried save) and, given the new
-    fact's `content`, be about the same subject (`policies.supersede`: the same entity
-    and attribute) — unless `force`. Returns the replacements `force` let through
-    despite the subject check, each with the check's reason (to journal)."""
-    forced: dict[str, str] = {}
+    fact's `content`, not be about another subject (`policies.supersede`: another entity
+    or attribute) — unless `force`. One the check cannot tell apart is not refused: it
+    is listed as unconfirmed (replaced anyway with `force`). `readings` (prepared
+    outside the lock, `stores.longterm.readings`) settle what the vocabulary cannot."""
+    checked = ReplaceCheck()
     for old_id in replaces:
         old = store.get(validate_entry_id(old_id))
         if old_id == new_id:
@@ -215,16 +235,43 @@ def check_replaceable(
             )
         if content is None:
             continue
-        why = objection(old, content, category)
-        if why is None:
+        verdict = judge(
+            old,
+            content,
+            category,
+            old_reading=readings.get(old.content),
+            new_reading=readings.get(content),
+        )
+        if verdict.sameness is Sameness.SAME:
             continue
-        if not force:
+        if force:
+            checked.forced[old_id] = verdict.reason
+        elif verdict.sameness is Sameness.UNKNOWN:
+            checked.unconfirmed[old_id] = verdict.reason
+        else:
             raise ReplaceRefused(
-                f"not saved: {old_id} is not an older version of this fact ({why}); save "
-                "without replaces to keep both, or with force_replace to replace it anyway"
+                f"not saved: {old_id} is not an older version of this fact "
+                f"({verdict.reason}); save without replaces to keep both, or with "
+                "force_replace to replace it anyway"
             )
-        forced[old_id] = why
-    return forced
+    return checked
+
+
+def link_possible_change(store: MemoryStore, older_id: str, newer_id: str) -> None:
+    """Link a save's `replaces` the subject check could not confirm (see the module).
+    Idempotent; call under the writer lock."""
+    store.mutate(
+        older_id,
+        lambda e: with_link(e, MAY_BE_REPLACED_BY, newer_id),
+        action=JournalAction.UPDATED,
+        reason=f"{newer_id} says it replaces it (cannot tell: both kept)",
+    )
+    store.mutate(
+        newer_id,
+        lambda e: with_link(e, MAY_REPLACE, older_id),
+        action=JournalAction.UPDATED,
+        reason=f"says it replaces {older_id} (cannot tell: both kept)",
+    )
 
 
 def replace_op(new_id: str, old_id: str) -> str:
@@ -237,15 +284,20 @@ def apply_replaces(
     new_id: str,
     replaces: Iterable[str],
     *,
-    forced: Mapping[str, str] | None = None,
+    checked: ReplaceCheck | None = None,
 ) -> list[str]:
     """Supersede each of `replaces` by `new_id` (a save that names what it replaces);
     returns those now replaced by it. Call under the same writer-lock hold as
-    `check_replaceable` and the save, so nothing comes in between. A replacement in
-    `forced` (the caller overrode the subject check) says so in its journal record."""
+    `check_replaceable` and the save, so nothing comes in between. A replacement
+    `checked` found unconfirmed is linked as a possible change instead; one it let
+    through by force says so in its journal record."""
+    checked = checked or ReplaceCheck()
     done = []
     for old_id in replaces:
-        why = (forced or {}).get(old_id)
+        if old_id in checked.unconfirmed:
+            link_possible_change(store, old_id, new_id)
+            continue
+        why = checked.forced.get(old_id)
         reason = f"replaced by {new_id}, forced over the subject check ({why})" if why else None
         applied = supersede(store, old_id, new_id, op=replace_op(new_id, old_id), reason=reason)
         if applied.applied:

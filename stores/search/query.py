@@ -29,11 +29,15 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category, validate_entry_id
+from dreamkeeper.policies.supersede import Sameness, judge
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.records import (
     CONFLICT_LINKS,
     CONFLICTS_WITH,
+    MAY_BE_REPLACED_BY,
+    MAY_REPLACE,
     NEWER_VERSIONS,
+    POSSIBLE_CHANGE_LINKS,
     linked,
 )
 from dreamkeeper.stores.longterm.supersede import history as versions
@@ -286,10 +290,14 @@ def _newer_first(
         entry = todo.pop()
         for other_id in _linked_ids(entry):
             other = admitted.get(other_id)
-            if other is None:
+            found = other.entry if other is not None else None
+            if found is None:
                 found = store.get(other_id) if len(admitted) < 4 * limit else None
                 if found is None or not _admits(filters, found):
                     continue
+            if not _one_subject(entry, found):
+                continue
+            if other is None:
                 other = admitted[other_id] = SearchHit(found, None)
                 todo.append(found)
             group[root(other.entry.id)] = root(entry.id)
@@ -312,6 +320,15 @@ def _newer_first(
             SearchHit(h.entry, h.score if h.score is not None else hit.score) for h in newest_first
         ]
     return out[:limit]
+
+
+def _one_subject(a: MemoryEntry, b: MemoryEntry) -> bool:
+    """Whether a linked pair is still not positively two subjects (either may have been
+    edited since it was linked): a link reorders only facts about one thing."""
+    older, newer = (
+        (a, b) if (a.valid_since, a.created_at) <= (b.valid_since, b.created_at) else (b, a)
+    )
+    return judge(older, newer.content, newer.category).sameness is not Sameness.DIFFERENT
 
 
 def _admits(filters: _Filters, entry: MemoryEntry) -> bool:
@@ -625,12 +642,21 @@ def format_hit(
 def conflict_note(store: MemoryStore, entry: MemoryEntry) -> str | None:
     """For a current entry linked with another current one as a likely, unsettled
     change (`stores.longterm.conflicts`): which is newer, and since when — "newer:
-    [id], 2026-03-02" on the older one, "older: [id], 2025-11-01" on the newer. None
-    when there is no such link (the usual case: nothing is read)."""
-    if not entry.is_current or not any(key in entry.metadata for key in CONFLICT_LINKS):
+    [id], 2026-03-02" on the older one, "older: [id], 2025-11-01" on the newer; as a
+    possible one (a `replaces` the subject check could not confirm), "may be replaced
+    by: [id], DATE" and "may replace: [id], DATE". None when there is no such link (the
+    usual case: nothing is read)."""
+    if not entry.is_current or not any(
+        key in entry.metadata for key in (*CONFLICT_LINKS, *POSSIBLE_CHANGE_LINKS)
+    ):
         return None
     notes = []
-    for key, label in ((NEWER_VERSIONS, "newer"), (CONFLICTS_WITH, "older")):
+    for key, label in (
+        (NEWER_VERSIONS, "newer"),
+        (CONFLICTS_WITH, "older"),
+        (MAY_BE_REPLACED_BY, "may be replaced by"),
+        (MAY_REPLACE, "may replace"),
+    ):
         others = [e for i in linked(entry, key) if (e := store.get(i)) is not None and e.is_current]
         if others:
             other = max(others, key=lambda e: (e.valid_since, e.created_at))

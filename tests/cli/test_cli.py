@@ -241,6 +241,21 @@ def test_save_replaces_is_checked_by_subject_and_force_replace_overrides(cli, tm
     assert code == 2 and "--valid-from" in err
 
 
+def test_a_replaces_the_check_cannot_tell_is_saved_beside_it_with_a_note(cli, tmp_path):
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+
+    old = cli("save", "Ana Costa lives in Lisbon.", "--direct")[1].strip()
+    code, out, err = cli(
+        "save", "Ana Costa is renting in Ghent these days.", "--replaces", old, "--direct"
+    )
+    assert code == 0, err
+    assert f"kept {old} current, linked as possibly replaced" in err
+    store = FileMemoryStore(tmp_path, "cli-test")
+    assert store.require(old).is_current and store.require(out.strip()).is_current
+    code, out, _ = cli("search", "Ana Costa Lisbon Ghent")
+    assert "may be replaced by: [" in out
+
+
 def test_a_change_saved_directly_is_shown_with_its_dated_conflict(cli, tmp_path):
     old = cli(
         "save", "Omar Haddad's manager is Ana Ruiz.", "--direct", "--valid-from", "2025-06-01"

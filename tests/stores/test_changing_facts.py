@@ -19,11 +19,22 @@ from dreamkeeper.stores.longterm.conflicts import (
     linked,
     note_conflicts,
     open_conflicts,
+    prepare_readings,
 )
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing
 from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import NewEntry
-from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable, history
+from dreamkeeper.stores.longterm.records import (
+    MAY_BE_REPLACED_BY,
+    MAY_REPLACE,
+    NewEntry,
+    with_link,
+)
+from dreamkeeper.stores.longterm.supersede import (
+    ReplaceCheck,
+    apply_replaces,
+    check_replaceable,
+    history,
+)
 from dreamkeeper.stores.search.query import conflict_note, format_hit, search
 
 
@@ -45,16 +56,16 @@ def test_a_replaces_about_another_subject_is_refused_and_force_journals_it(long_
             )
         assert cats.id in str(refused.value) and "force_replace" in str(refused.value)
         # The same entity and attribute: allowed, nothing to force.
-        assert (
-            check_replaceable(store, [job.id], "0123456789ab", content="Mei joined Tessel.") == {}
-        )
-        forced = check_replaceable(
+        assert check_replaceable(
+            store, [job.id], "0123456789ab", content="Mei joined Tessel."
+        ) == ReplaceCheck({}, {})
+        checked = check_replaceable(
             store, [cats.id], "0123456789ab", content="Mei started a new job.", force=True
         )
-    assert forced == {cats.id: "another attribute (employer, not allergy)"}
+    assert checked.forced == {cats.id: "another attribute (employer, not allergy)"}
     assert store.require(cats.id).is_current  # a check writes nothing
     new = store.create("Mei started a new job.", category="people", entry_id="0123456789ab")
-    assert apply_replaces(store, new.id, [cats.id], forced=forced) == [cats.id]
+    assert apply_replaces(store, new.id, [cats.id], checked=checked) == [cats.id]
     assert store.require(cats.id).superseded_by == new.id
     assert any("forced over the subject check" in r for r in _journal_reasons(store, cats.id))
 
@@ -338,3 +349,130 @@ def test_created_before_composes_with_include_superseded_and_as_of(long_term, cl
     # What was true at the cutoff.
     assert [h.entry.id for h in search(store, query, as_of=cutoff)] == [old.id]
     assert [h.entry.id for h in search(store, query, created_after=cutoff)] == [new.id]
+
+
+# -- what the vocabulary cannot tell ---------------------------------------------------------
+
+
+class _ConceptEmbedder:
+    """An in-process stand-in for the embedding model: words of one concept share a
+    dimension, every other word adds a little to one picked by its letters — so "is
+    renting in" reads as a home and "works at" as an employer, with no vocabulary."""
+
+    CONCEPTS = (
+        {"live", "lives", "living", "home", "renting", "flat", "city"},
+        {"work", "works", "company", "employs", "employer", "job", "payroll"},
+    )
+
+    def __init__(self) -> None:
+        from dreamkeeper.core.settings import EmbeddingSettings
+
+        self.settings = EmbeddingSettings(model="concepts", local=True)
+        self.calls = 0
+
+    @property
+    def model_key(self) -> bytes:
+        return b"concepts"
+
+    def embed(self, texts, *, timeout=None, retries=0):  # noqa: ANN001, ANN201
+        import numpy as np
+
+        self.calls += 1
+        out = []
+        for text in texts:
+            vector = np.zeros(64, dtype=np.float32)
+            for word in text.lower().replace("?", " ").replace(".", " ").split():
+                hit = [i for i, c in enumerate(self.CONCEPTS) if word in c]
+                if hit:
+                    vector[hit[0]] += 1.0
+                else:
+                    vector[2 + sum(map(ord, word)) % 62] += 0.2
+            out.append(vector)
+        return out
+
+    def embed_query(self, text):  # noqa: ANN001, ANN201
+        return self.embed([text])[0]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_replaces_the_check_cannot_tell_is_kept_linked_and_dated_not_refused(long_term, clock):
+    store = long_term.open()
+    old = store.create("Ana Costa lives in Lisbon.", category="people")
+    clock.advance(days=40)
+    text = "Ana Costa is renting in Ghent these days."
+    with store.writing():
+        # Not refused: the vocabulary names one side's attribute only, so it cannot tell.
+        checked = check_replaceable(store, [old.id], "0123456789ab", content=text)
+        assert checked == ReplaceCheck({}, {old.id: "cannot tell which attribute"})
+        new = store.create(text, category="people", entry_id="0123456789ab")
+        assert apply_replaces(store, new.id, [old.id], checked=checked) == []
+    # Not applied either: both current, linked as a possible change.
+    assert store.require(old.id).is_current and store.require(new.id).is_current
+    assert linked(store.require(old.id), MAY_BE_REPLACED_BY) == [new.id]
+    assert linked(store.require(new.id), MAY_REPLACE) == [old.id]
+    # Recall dates both and says which may replace which, but does not reorder them.
+    note = conflict_note(store, store.require(old.id))
+    assert note == f"may be replaced by: [{new.id}], {new.created_at:%Y-%m-%d}"
+    hits = [h.entry.id for h in search(store, "Where does Ana Costa live? Lisbon")]
+    assert hits.index(old.id) < hits.index(new.id)
+    # Saved again under the same id (a retry): the same answer, one link.
+    with store.writing():
+        again = check_replaceable(store, [old.id], new.id, content=text)
+        apply_replaces(store, new.id, [old.id], checked=again)
+    assert linked(store.require(old.id), MAY_BE_REPLACED_BY) == [new.id]
+
+
+def test_a_reading_settles_a_replaces_the_vocabulary_cannot_tell(long_term, clock):
+    model = _ConceptEmbedder()
+    store = long_term.open(embeddings=model)
+    old = store.create("Ana Costa lives in Lisbon.", category="people")
+    job = store.create("Ana Costa works at Vexa.", category="people")
+    clock.advance(days=40)
+    text = "Ana Costa is renting in Ghent these days."
+    readings = prepare_readings(store, text, [old.id, job.id], conflicts=False)
+    assert readings[text].attribute() == "home"
+    calls = model.calls
+    with store.writing():
+        checked = check_replaceable(
+            store, [old.id], "0123456789ab", content=text, readings=readings
+        )
+        assert checked == ReplaceCheck({}, {})  # the same subject, by its reading
+        # Another attribute by the vocabulary stays refused, whatever the reading.
+        with pytest.raises(ReplaceRefused, match="another attribute"):
+            check_replaceable(
+                store, [job.id], "0123456789ab", content="Ana Costa is allergic to cats."
+            )
+        new = store.create(text, category="people", entry_id="0123456789ab")
+        assert apply_replaces(store, new.id, [old.id], checked=checked) == [old.id]
+    assert model.calls == calls  # the locked step never asks the model
+    assert store.require(old.id).superseded_by == new.id
+    assert store.require(job.id).is_current
+
+
+def test_a_change_nobody_explained_is_linked_when_a_reading_names_its_attribute(long_term, clock):
+    store = long_term.open(embeddings=_ConceptEmbedder())
+    old = store.create("Ana Costa lives in Lisbon.", category="people")
+    job = store.create("Ana Costa works at Vexa.", category="people")
+    clock.advance(days=40)
+    new = store.create("Ana Costa is renting in Ghent these days.", category="people")
+    # Without a reading, the vocabulary alone cannot tell: nothing is linked.
+    assert note_conflicts(store, new.id) == []
+    assert note_conflicts(store, new.id, prepare_readings(store, new.content)) == [old.id]
+    assert linked(store.require(new.id), CONFLICTS_WITH) == [old.id]
+    assert store.require(job.id).metadata.get(NEWER_VERSIONS) is None
+    # A pair a reading linked is recall's (newer first), not the dream's to settle alone.
+    assert open_conflicts(store) == []
+
+
+def test_a_link_between_two_subjects_never_reorders_recall(long_term, clock):
+    store = long_term.open()
+    cats = store.create("Mei is allergic to cats.", category="people")
+    clock.advance(days=40)
+    home = store.create("Mei lives in Porto now.", category="people")
+    # A link no check would make (an older version's, or one edited since): recall
+    # re-checks it and keeps the durable fact where its own question ranks it.
+    store.mutate(cats.id, lambda e: with_link(e, NEWER_VERSIONS, home.id))
+    store.mutate(home.id, lambda e: with_link(e, CONFLICTS_WITH, cats.id))
+    assert [h.entry.id for h in search(store, "What is Mei allergic to?")][0] == cats.id

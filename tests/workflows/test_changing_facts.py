@@ -19,7 +19,7 @@ from dreamkeeper.core.errors import InvalidInput, NotFound, ReplaceRefused
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveOutcome, SaveResult
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, linked
+from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, MAY_BE_REPLACED_BY, linked
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
@@ -113,6 +113,38 @@ async def test_the_tool_answers_a_refusal_with_the_reason_and_how_to_proceed(mem
     )
     assert text.startswith("Saved to long-term memory") and f"[{manager.id}]" in text
     assert not store.require(manager.id).is_current
+
+
+async def test_a_replaces_the_check_cannot_tell_is_saved_beside_it_and_the_agent_told(memory):
+    agent = _agent()
+    store = FileMemoryStore(memory.settings.data_dir, agent)
+    old = store.create("Ana Costa lives in Lisbon.", category="people")
+    tools = MemoryTools(
+        agent,
+        SessionContext.user("s1"),
+        memory=store,
+        working=FileWorkingMemoryStore(memory.settings.data_dir, agent),
+        writer=memory,
+    )
+    # No embedding model here: nothing can tell whether "renting in" is a new home.
+    text = await tools.call(
+        "save_memory",
+        {
+            "content": "Ana Costa is renting in Ghent these days.",
+            "category": "people",
+            "replaces": [old.id],
+        },
+    )
+    assert text.startswith("Saved to long-term memory") and f"[{old.id}] stay current" in text
+    new_id = text.split("[", 1)[1].split("]", 1)[0]
+    assert store.require(old.id).is_current and store.require(new_id).is_current
+    assert linked(store.require(old.id), MAY_BE_REPLACED_BY) == [new_id]
+    ack = await memory.save_memory(
+        agent, "Ana Costa is renting in Bergen now.", replaces=[old.id], entry_id="b00000000002"
+    )
+    assert ack.unconfirmed == [old.id] and ack.replaced == []
+    assert (await _result(memory, agent, ack.entry_id)).outcome is SaveOutcome.KEPT
+    assert "FAILED" not in await _statuses(memory, agent)
 
 
 async def test_valid_from_reaches_the_store_and_as_of_reads_use_it(memory):
