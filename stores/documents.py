@@ -3,7 +3,7 @@
 of the conversation log.
 
 A document is named by a path-like name (`dreams/{cycle}.jsonl`): `/`-separated
-components, each checked like a file name (`stores.files.check_component`) and none
+components, each checked like a file name (`stores.files.agent_files.check_component`) and none
 starting with `.` (a temp file's mark), so a name can never reach outside the agent.
 
 `AgentDocuments` is the medium's contract; `FileDocuments` keeps each document as the
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.files import AgentFiles, check_component
+from dreamkeeper.stores.files.agent_files import AgentFiles, check_component
 
 MAX_NAME_CHARS = 1_024
 
@@ -93,7 +93,7 @@ def check_prefix(prefix: str) -> tuple[tuple[str, ...], str]:
 
 
 class FileDocuments:
-    """Documents as files under the agent's directory (`stores.files.AgentFiles`: no link
+    """Documents as files under the agent's directory (`stores.files.agent_files.AgentFiles`: no link
     below the agent's directory is ever followed, writes are atomic)."""
 
     def __init__(self, files: AgentFiles) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from dreamkeeper.core.errors import InvalidInput, StoreMismatch
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores.files.agent_files import atomic_write_text
 
 IDENTITY_FILE = "dreamkeeper-store.json"
 TOKENS_ISSUED = "tokensIssuedAt"

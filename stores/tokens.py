@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from dreamkeeper.core.errors import InvalidInput, NotFound, Unavailable
 from dreamkeeper.policies.access import Access, Grant, validate_patterns
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_text, path_lock
+from dreamkeeper.stores.files.agent_files import atomic_write_text, path_lock
 from dreamkeeper.stores.identity import IDENTITY_FILE, mark_tokens_issued, tokens_issued
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.longterm.dedup_save import save_fact
 from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore

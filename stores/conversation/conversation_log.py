@@ -18,7 +18,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.documents import AgentDocuments, check_name
-from dreamkeeper.stores.files import check_component
+from dreamkeeper.stores.files.agent_files import check_component
 
 LOG = "conversation-log/turns.jsonl"
 PROCESSED = "conversation-log/processed/"

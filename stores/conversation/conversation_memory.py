@@ -39,7 +39,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import (
+from dreamkeeper.stores.files.agent_files import (
     AgentFiles,
     append_line,
     atomic_write_text,

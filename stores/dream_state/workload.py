@@ -42,7 +42,7 @@ from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
-from dreamkeeper.stores.files import AgentFiles, atomic_write_text
+from dreamkeeper.stores.files.agent_files import AgentFiles, atomic_write_text
 from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, linked
 
 

@@ -34,7 +34,7 @@ from enum import StrEnum
 
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.longterm import snapshot, vector_pack
 from dreamkeeper.stores.longterm.entry_files import (
     EMBEDDINGS_DIR,

@@ -57,7 +57,7 @@ import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.longterm.entry_files import entry_parts, load_entry
 from dreamkeeper.stores.longterm.entry_table import EntryTable, SnapshotRows
 from dreamkeeper.stores.longterm.journal import Journal

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamkeeper.stores.files import atomic_write_bytes
+from dreamkeeper.stores.files.agent_files import atomic_write_bytes
 
 MAGIC = b"DKV1"
 HEADER = struct.Struct("<4s8s4sI")

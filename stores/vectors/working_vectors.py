@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from dreamkeeper.core.models import content_fingerprint
-from dreamkeeper.stores.files import unlink_within
+from dreamkeeper.stores.files.agent_files import unlink_within
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import read_vector, unit, vector_path, write_vector
 

@@ -47,7 +47,7 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import (
+from dreamkeeper.stores.files.agent_files import (
     atomic_write_bytes,
     path_lock,
     real_directory,

@@ -23,7 +23,7 @@ import pytest
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]

@@ -26,7 +26,7 @@ from dreamkeeper.stores.contract import (
 )
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 

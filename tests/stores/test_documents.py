@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 
 
 def test_documents_write_append_list_rename_and_delete(documents, make_documents):

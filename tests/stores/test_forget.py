@@ -21,7 +21,7 @@ from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.forget import AgentStores, Forgetting, file_backend
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
