@@ -6,7 +6,8 @@ from pathlib import Path
 
 from temporalio import activity
 
-from dreamkeeper.stores.backends import FileBackend, StoreBackend
+from dreamkeeper.stores.backends import FileBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
 
 
 class AgentActivities:

@@ -15,10 +15,11 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput, WorkResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.dream_state.workload import (
     FileIdleMarks,
-    IdleMarks,
     dream_work,
     next_work_at,
     settings_key,

@@ -42,9 +42,10 @@ from dreamkeeper.core.errors import (
     StoreMismatch,
     StoreUnwritable,
 )
-from dreamkeeper.stores.backends import FileBackend, StoreBackend
+from dreamkeeper.stores.backends import FileBackend
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.identity import StoreIdentity, check_same
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.identity import StoreIdentity, check_same
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors.embedder import Embedder
 

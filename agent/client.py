@@ -102,9 +102,10 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.backends import FILES, agent_key_store, open_backend
+from dreamkeeper.stores.backends import agent_key_store, open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.identity import StoreIdentity
+from dreamkeeper.stores.contract.backend import FILES
+from dreamkeeper.stores.contract.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
 

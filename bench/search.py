@@ -272,7 +272,8 @@ def measure_engines(size: int, nq: int) -> dict:
     import bm25s
     import tantivy
 
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.records import document_text
     from dreamkeeper.stores.search.query import search
 
     texts = [document_text(e) for e in FileMemoryStore(corpus_dir(size), "bench").entries()]
@@ -355,7 +356,8 @@ def lucene_bm25(docs: list[list[str]]):
 
 def measure_baseline(size: int, nq: int) -> dict:
     """The same ranking with rank_bm25 doing the scoring, the obvious way."""
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.records import document_text
     from dreamkeeper.stores.search.bm25 import has_phrase, query_phrases, query_terms, tokenize
 
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)

@@ -23,8 +23,8 @@ import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harne
 
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments

@@ -77,7 +77,7 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
 def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.cli.common import require_data_dir
     from dreamkeeper.stores.backends import FileBackend, PostgresBackend
-    from dreamkeeper.stores.identity import record_move
+    from dreamkeeper.stores.files.identity import record_move
     from dreamkeeper.stores.migrate import AgentCopy, carry_agent_keys, migrate
 
     url = _url(argparse.Namespace(command="migrate", database=args.to), settings)

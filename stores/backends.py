@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from dreamkeeper.client.agent_keys import DIR as AGENT_KEYS_DIR
 from dreamkeeper.client.agent_keys import AgentKeyStore, AgentKeyStoreFactory, Wrapping
@@ -26,80 +26,13 @@ from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.identity import (
-    StoreIdentity,
-    ensure_identity,
-    probe_writable,
-    read_identity,
-)
-from dreamkeeper.stores.tokens import TokenStore
+from dreamkeeper.stores.contract.backend import FILES, POSTGRESQL, StoreBackend
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.contract.tokens import TokenStore
+from dreamkeeper.stores.files.identity import ensure_identity, probe_writable, read_identity
 from dreamkeeper.stores.vectors.embedder import Embedder
 
 log = logging.getLogger(__name__)
-
-FILES = "files"
-POSTGRESQL = "postgresql"
-
-
-class StoreBackend(Protocol):
-    kind: str  # FILES or POSTGRESQL
-    location: str  # where, for messages (a database URL without its password)
-
-    def memory(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> MemoryStore: ...
-
-    def working(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> WorkingMemoryStore: ...
-
-    def tokens(self) -> TokenStore:
-        """Where `serve`'s access tokens are kept (`stores.tokens`)."""
-        ...
-
-    def conversations(self, agent_id: str, **options: Any) -> ConversationStore: ...
-
-    def identity(self) -> StoreIdentity:
-        """The store's identity, made on first use of a data directory."""
-        ...
-
-    def read_identity(self) -> StoreIdentity | None:
-        """The identity if the store has one yet (None: nothing was ever stored)."""
-        ...
-
-    def agents(self) -> list[str]:
-        """Agents with a long-term store, sorted."""
-        ...
-
-    def has_agent(self, agent_id: str) -> bool: ...
-
-    def check_ready(self) -> None:
-        """Refuse (`InvalidInput` or `SettingsError`, exit 2) with what to do unless a
-        worker can use the store: a writable directory, a database at this schema."""
-        ...
-
-    def check_reachable(self) -> None:
-        """Raise `DatabaseUnavailable` unless the store answers now: a database, one round
-        trip; a data directory has nothing to ask."""
-        ...
-
-    def failure(self) -> str | None:
-        """Why the store's last attempt to reach it failed, without asking it again (None:
-        it did not, or there is nothing to reach)."""
-        ...
-
-    def holds_agent_keys(self) -> bool:
-        """Whether any agent's payload data key is kept here: some process of this
-        deployment sealed payloads (client.agent_keys), so they must be sealed."""
-        ...
 
 
 class _Tiers:
@@ -189,7 +122,7 @@ class FileBackend(_Tiers):
         return any(name.endswith(".json") and not name.startswith(".") for name in names)
 
     def tokens(self) -> TokenStore:
-        from dreamkeeper.stores.tokens import FileTokenStore
+        from dreamkeeper.stores.files.tokens import FileTokenStore
 
         return FileTokenStore(self.data_dir)
 

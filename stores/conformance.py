@@ -6,8 +6,9 @@ backend adds its own three lines per class."""
 from __future__ import annotations
 
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.documents import PostgresDocuments

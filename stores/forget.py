@@ -66,9 +66,10 @@ from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults, safe_json
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.dream_state.dream_ledger import scrub_ledgers
 from dreamkeeper.stores.files.agent_files import AgentFiles, append_line, path_lock
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
 from dreamkeeper.stores.longterm.records import retired_into
 from dreamkeeper.stores.longterm.snapshot import SNAPSHOT

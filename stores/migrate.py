@@ -25,10 +25,10 @@ from dreamkeeper.client.agent_keys import DIR as KEYS_DIR
 from dreamkeeper.client.agent_keys import AgentKeyError, read_destroyed, read_key_file
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.backends import StoreBackend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.tokens import TokenStore
 from dreamkeeper.stores.faults import MIGRATE_AGENT_COPIED, crash_point
-from dreamkeeper.stores.tokens import TokenStore
 
 if TYPE_CHECKING:
     from dreamkeeper.stores.postgres.database import Database

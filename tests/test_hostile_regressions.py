@@ -33,13 +33,13 @@ from dreamkeeper.policies.dedup import Candidate, DedupOutcome
 from dreamkeeper.policies.gating import SettledCluster, gate, reopen_delay
 from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.dedup_save import save_fact
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient

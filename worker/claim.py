@@ -16,7 +16,8 @@ from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
 from dreamkeeper.core.names import CLAIM_SEALED_WITH as SEALED_WITH
 from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
 from dreamkeeper.core.names import claim_workflow_id
-from dreamkeeper.stores.identity import StoreIdentity, directory_of, moved_into
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files.identity import directory_of, moved_into
 from dreamkeeper.workflows.store_claim import StoreClaim
 
 

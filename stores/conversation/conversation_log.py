@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments, check_name
-from dreamkeeper.stores.files.agent_files import check_component
+from dreamkeeper.stores.contract.documents import AgentDocuments, check_name
+from dreamkeeper.stores.contract.names import check_component
 
 LOG = "conversation-log/turns.jsonl"
 PROCESSED = "conversation-log/processed/"

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
@@ -37,8 +36,8 @@ from dreamkeeper.core.validation import (
     validate_session_segment,
 )
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Conversation, Turn
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.files.agent_files import (
     AgentFiles,
     append_line,
@@ -47,12 +46,12 @@ from dreamkeeper.stores.files.agent_files import (
     real_directory,
     unlink_within,
 )
+from dreamkeeper.stores.files.documents import FileDocuments
 
 MAX_RETAINED = 50
 MAX_ARCHIVED = 500
 ARCHIVE_SLACK = 100  # the archive file is trimmed to MAX_ARCHIVED once it is this far over
 SESSION_IDLE = timedelta(hours=1)
-MAX_TURN_CHARS = 100_000
 # A stored turn is at most ~6 bytes a character (JSON escapes) plus its fields; a session
 # file holds at most MAX_RETAINED of them. Anything larger was not written by us.
 MAX_TURN_LINE_BYTES = 6 * MAX_TURN_CHARS + 1_024
@@ -61,15 +60,6 @@ MAX_ARCHIVE_READ_BYTES = 1_024 * 1_048_576
 ROLES = ("user", "assistant")
 
 MAX_SEGMENTS = 8
-
-Role = Literal["user", "assistant"]
-
-
-class Turn(BaseModel):
-    n: int
-    role: Role
-    content: str = Field(max_length=MAX_TURN_CHARS)
-    at: UtcDatetime
 
 
 class _SessionFile(BaseModel):
@@ -101,22 +91,6 @@ class _ArchiveCache:
     size: int  # bytes parsed (whole lines)
     by_n: dict[int, Turn]
     turns: tuple[Turn, ...]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """A live session: archived turns then retained ones, in order."""
-
-    session_id: str
-    archived: tuple[Turn, ...]
-    retained: tuple[Turn, ...]
-
-    @property
-    def turns(self) -> tuple[Turn, ...]:
-        return self.archived + self.retained
-
-    def __len__(self) -> int:
-        return len(self.archived) + len(self.retained)
 
 
 def check_turn(session_id: str, role: str, content: str) -> None:

@@ -18,7 +18,7 @@ from datetime import datetime
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 NAME = "consolidation/clusters.json"
 ASIDE = "consolidation/clusters.json.malformed"

@@ -24,7 +24,7 @@ from datetime import datetime
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_cycle_id, validate_entry_id
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
 
 from dreamkeeper.core.dream_payloads import DreamWork
 from dreamkeeper.core.models import as_utc
@@ -37,12 +36,13 @@ from dreamkeeper.policies.gating import reopen_delay
 from dreamkeeper.policies.in_flight import IN_FLIGHT_LIMIT, consolidatable, save_in_flight
 from dreamkeeper.policies.merge import fold_key
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.conversation.conversation_log import LOG
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
 from dreamkeeper.stores.files.agent_files import AgentFiles, atomic_write_text
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, linked
 
 
@@ -189,22 +189,6 @@ def next_work_at(
         for r in ClusterState(store.documents).load().values():
             times.append(r.settled_at + reopen_delay(r.declines))
     return min(times) if times else None
-
-
-class IdleMarks(Protocol):
-    """Where a backend keeps its idle marks."""
-
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
-        """Per agent, in order: the state key now, taken before anything of the store is
-        read (None: no mark can be made, the store has no state yet), and the agent's
-        work (none) when its mark holds as of `as_of`, else None."""
-        ...
-
-    def mark(self, agent_id: str, state: str, until: datetime | None, work: DreamWork) -> None:
-        """Record the agent idle on `state` (from `check`) until `until`."""
-        ...
 
 
 class FileIdleMarks:

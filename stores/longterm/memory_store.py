@@ -54,8 +54,19 @@ from dreamkeeper.core.errors import Conflict, InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
+from dreamkeeper.stores.contract.records import (
+    AppliedOp,
+    BulkReport,
+    NewEntry,
+    PurgeReport,
+    Retirement,
+)
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.journal import JOURNAL, Journal, epoch_of
+from dreamkeeper.stores.files.vector_files import file_reader, vector_path
 from dreamkeeper.stores.longterm import snapshot, vector_pack
 from dreamkeeper.stores.longterm.entry_files import (
     EMBEDDINGS_DIR,
@@ -66,33 +77,11 @@ from dreamkeeper.stores.longterm.entry_files import (
     scan,
 )
 from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import (
-    JOURNAL,
-    MAX_LINE_BYTES,
-    Journal,
-    JournalAction,
-    JournalRecord,
-    epoch_of,
-)
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.longterm.records import (
-    AppliedOp,
-    BulkReport,
-    NewEntry,
-    PurgeReport,
-    Retirement,
-    document_text,
-    entry_version,
-    retired_into,
-)
+from dreamkeeper.stores.longterm.records import document_text, entry_version, retired_into
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.vectors import (
-    EntryVectors,
-    VectorIndex,
-    encode_vector,
-    vector_path,
-)
+from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +169,9 @@ class FileMemoryStore(StoreOperations):
         self.opened_from_snapshot = False
         self.embeddings = embeddings
         self._vectors = (
-            EntryVectors(self.embeddings_dir, embeddings.model_key) if embeddings else None
+            EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
+            if embeddings
+            else None
         )
 
     def path_for(self, entry_id: str, category: str | None) -> Path:

@@ -39,15 +39,17 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.contract import IntentLog
-from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import (
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import (
     AppliedOp,
     BulkReport,
     NewEntry,
     PurgeReport,
     Retirement,
     StoredVector,
+)
+from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.records import (
     checked_entry,
     checked_valid_from,
     document_text,

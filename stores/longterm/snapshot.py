@@ -57,11 +57,11 @@ import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores.contract.records import AppliedOp
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.journal import Journal
 from dreamkeeper.stores.longterm.entry_files import entry_parts, load_entry
 from dreamkeeper.stores.longterm.entry_table import EntryTable, SnapshotRows
-from dreamkeeper.stores.longterm.journal import Journal
-from dreamkeeper.stores.longterm.records import AppliedOp
 from dreamkeeper.stores.search import packing
 from dreamkeeper.stores.search.bm25 import BM25Index
 

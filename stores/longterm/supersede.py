@@ -25,7 +25,7 @@ from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.policies.supersede import objection
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.records import retired_into
 
 

@@ -23,7 +23,7 @@ import psycopg
 
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import check_name, check_prefix
+from dreamkeeper.stores.contract.documents import check_name, check_prefix
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.sealing import DOCUMENT, Sealing, without_key
 

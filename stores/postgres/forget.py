@@ -26,7 +26,7 @@ import psycopg
 
 from dreamkeeper.core.forgetting import ForgetReceipt, Removal, Verification
 from dreamkeeper.core.models import utc_now
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.forget import (
     MAX_JOURNAL_BYTES,
     AgentStores,

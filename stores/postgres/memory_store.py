@@ -59,9 +59,9 @@ from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
@@ -176,9 +176,7 @@ class PostgresMemoryStore(StoreOperations):
         # conversation log) live in the same database.
         self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id, sealing=sealing)
         self._vectors = (
-            EntryVectors(None, embeddings.model_key, read=self._read_vectors)
-            if embeddings
-            else None
+            EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
         )
 
     @property

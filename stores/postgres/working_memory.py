@@ -35,6 +35,7 @@ from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.sealing import (
     WORKING,
@@ -46,11 +47,7 @@ from dreamkeeper.stores.postgres.sealing import (
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import decode_vector, encode_vector
 from dreamkeeper.stores.vectors.working_vectors import WorkingVectorsBase
-from dreamkeeper.stores.working.working_memory import (
-    WorkingEntry,
-    WorkingMemoryBase,
-    check_stored_entry,
-)
+from dreamkeeper.stores.working.working_memory import WorkingMemoryBase, check_stored_entry
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import validate_category
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 FILE_NAME = "merge-coverage-vocabulary.json"
 _KEYS = ("extraCommonWords", "alwaysSpecificWords", "numericExemptCategories")

@@ -16,8 +16,9 @@ import numpy as np
 
 from dreamkeeper.core.models import content_fingerprint
 from dreamkeeper.stores.files.agent_files import unlink_within
+from dreamkeeper.stores.files.vector_files import read_vector, vector_path, write_vector
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.vectors import read_vector, unit, vector_path, write_vector
+from dreamkeeper.stores.vectors.vectors import unit
 
 
 class _Keyed(Protocol):

@@ -34,11 +34,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.core.models import as_utc, utc_now
 from dreamkeeper.core.validation import (
     STASH_ROOT,
     category_matches,
@@ -47,6 +46,7 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.working import Listing, WorkingEntry, namespace_of
 from dreamkeeper.stores.files.agent_files import (
     atomic_write_bytes,
     path_lock,
@@ -87,24 +87,6 @@ class WorkingMemoryFull(InvalidInput):
     """The namespace already holds its limit of live entries."""
 
 
-class WorkingEntry(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
-
-    key: str
-    value: str
-    stored_at: UtcDatetime
-    expires_at: UtcDatetime
-    category: str | None = None
-    tags: list[str] = Field(default_factory=list)
-
-    def expired(self, now: datetime) -> bool:
-        return self.expires_at <= now
-
-    @property
-    def namespace(self) -> str:
-        return namespace_of(self.key)
-
-
 def validate_key(key: str) -> str:
     """A path of segments of letters, digits and `_ - . : @`; no empty, `.` or `..`."""
     if not isinstance(key, str) or not key.strip():
@@ -131,10 +113,6 @@ def validate_namespace(namespace: str) -> str:
     return namespace
 
 
-def namespace_of(key: str) -> str:
-    return "/".join(key.split("/", 2)[:2])
-
-
 def is_under(key: str, prefix: str) -> bool:
     """Whole-segment prefix: `patrol` covers `patrol/x/y`, `patrol/x` covers `patrol/x/y`."""
     return key == prefix or key.startswith(prefix.rstrip("/") + "/")
@@ -159,16 +137,6 @@ def _document(entry: WorkingEntry) -> list[str]:
 class _Segment:
     signature: object  # what the backend compares to see a change (file stat, version)
     entries: dict[str, WorkingEntry] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Listing:
-    entries: list[WorkingEntry]
-    total: int  # live entries in scope, before the cap
-
-    @property
-    def capped(self) -> bool:
-        return self.total > len(self.entries)
 
 
 class WorkingMemoryBase:

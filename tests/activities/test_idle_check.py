@@ -11,7 +11,8 @@ from dreamkeeper.activities.idle import IdleCheckActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput
 from dreamkeeper.core.settings import DEFAULT_FLOOR, DecayParams, LLMSettings
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)

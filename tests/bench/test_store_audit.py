@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from tests.harness.audit import AckedSave, StoreAudit, audit_memory_store, audit_store
 

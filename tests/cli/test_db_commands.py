@@ -115,7 +115,8 @@ def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path,
 
 def test_migrate_carries_the_access_tokens_and_says_so(run, tmp_path, database_url, monkeypatch):
     from dreamkeeper.policies.access import Access
-    from dreamkeeper.stores.tokens import FileTokenStore, issue
+    from dreamkeeper.stores.files.tokens import FileTokenStore
+    from dreamkeeper.stores.tokens import issue
     from tests.stores.test_migrate import generated_store
 
     generated_store(tmp_path / "data", agents=1)

@@ -22,8 +22,9 @@ import pytest
 
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
+from dreamkeeper.stores.contract.documents import AgentDocuments, check_name
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]

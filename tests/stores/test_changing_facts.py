@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput, ReplaceRefused
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.longterm.conflicts import (
     CONFLICTS_WITH,
     NEWER_VERSIONS,
@@ -21,8 +23,6 @@ from dreamkeeper.stores.longterm.conflicts import (
     open_conflicts,
 )
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import NewEntry
 from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable, history
 from dreamkeeper.stores.search.query import conflict_note, format_hit, search
 

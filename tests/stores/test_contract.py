@@ -25,8 +25,8 @@ from dreamkeeper.stores.contract import (
     WorkingMemoryStore,
 )
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 

@@ -11,7 +11,7 @@ import pytest
 
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.settings import DEFAULT_FLOOR
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 

@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.faults import (
     BATCH_HALF_WRITTEN,
     MIGRATE_AGENT_COPIED,
@@ -17,7 +19,6 @@ from dreamkeeper.stores.faults import (
     SimulatedCrash,
     armed,
 )
-from dreamkeeper.stores.longterm.records import NewEntry
 from dreamkeeper.stores.migrate import content_digest, migrate
 
 WORDS = "deploy window friday rollback canary latency budget owner pager runbook".split()

@@ -13,17 +13,17 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR, DecayParams
 from dreamkeeper.policies.decay import DECAY_STEP, decay_due, decay_due_at, decayed_importance
 from dreamkeeper.policies.gating import SettledCluster
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.workload import (
     FileIdleMarks,
-    IdleMarks,
     dream_work,
     next_work_at,
     settings_key,
 )
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)

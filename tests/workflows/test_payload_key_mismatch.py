@@ -27,7 +27,7 @@ from dreamkeeper.core.names import (
     save_workflow_id,
 )
 from dreamkeeper.core.settings import StoreSettings
-from dreamkeeper.stores.identity import ensure_identity
+from dreamkeeper.stores.files.identity import ensure_identity
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.workflows.store_claim import StoreClaim
 

@@ -14,7 +14,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 
