@@ -46,7 +46,7 @@ from dreamkeeper.stores.backends import FileBackend
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.contract.backend import StoreBackend
 from dreamkeeper.stores.contract.identity import StoreIdentity, check_same
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.vectors.embedder import Embedder
 
 HEARTBEAT_EVERY_SECONDS = 2.0

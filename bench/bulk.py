@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from dreamkeeper.stores.contract.records import NewEntry
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 def items(n: int) -> list[NewEntry]:

@@ -34,8 +34,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from dreamkeeper.client.codec import EncryptionCodec, PayloadKey, PayloadKeys, derived_key_id
 from dreamkeeper.core.payloads import SaveInput
 from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.forget import Forgetting, file_backend
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 
 def _codec_rate(codec: EncryptionCodec, payloads: list, rounds: int) -> float:

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 from search import _percentile, build_corpus, queries
 
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.files.vector_files import write_vector
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
 

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
 
 FACTS = [

@@ -36,7 +36,7 @@ from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import display_text
 
 if TYPE_CHECKING:

@@ -72,7 +72,7 @@ class _Tiers:
 class FileBackend(_Tiers):
     kind = FILES
     _classes = (
-        "dreamkeeper.stores.longterm.memory_store:FileMemoryStore",
+        "dreamkeeper.stores.files.memory_store:FileMemoryStore",
         "dreamkeeper.stores.working.working_memory:FileWorkingMemoryStore",
         "dreamkeeper.stores.conversation.conversation_memory:FileConversationStore",
     )

@@ -9,7 +9,7 @@ from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingM
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.files.documents import FileDocuments
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore

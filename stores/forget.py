@@ -70,7 +70,7 @@ from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.dream_state.dream_ledger import scrub_ledgers
 from dreamkeeper.stores.files.agent_files import AgentFiles, append_line, path_lock
 from dreamkeeper.stores.files.documents import FileDocuments
-from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
+from dreamkeeper.stores.files.entry_files import EMBEDDINGS_DIR, MEMORY
 from dreamkeeper.stores.longterm.records import retired_into
 from dreamkeeper.stores.longterm.snapshot import SNAPSHOT
 from dreamkeeper.stores.search.query import search
@@ -702,7 +702,7 @@ def file_backend(data_dir: Path | str) -> Callable[[str], AgentStores]:
     """Open an agent's three file stores (no embedding model: erasure and its
     verification need none, and an unreachable endpoint must not stop a forget)."""
     from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
     def open_stores(agent_id: str) -> AgentStores:

@@ -39,8 +39,8 @@ from dreamkeeper.stores.conversation.conversation_memory import FileConversation
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import save_fact
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore

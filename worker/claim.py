@@ -25,7 +25,7 @@ def moved_here(held: tuple[str, str], identity: StoreIdentity, data_dir: Path | 
     """Whether the store holding the queue (`held`: its id and location) is a data
     directory that `dreamkeeper migrate` copied into this store: its identity, read at the
     location it claimed from or in this worker's own data directory, records the move
-    (stores.identity.record_move). The random store id it must carry is the proof it is
+    (stores.files.identity.record_move). The random store id it must carry is the proof it is
     that store, whichever host reads it."""
     places = [directory_of(held[1]), data_dir]
     return any(

@@ -1,5 +1,5 @@
 """The append-only conversation log read by preference inference: the document
-`conversation-log/turns.jsonl` of the agent's documents (`stores.documents`: a file
+`conversation-log/turns.jsonl` of the agent's documents (`stores.contract.documents`: a file
 under the agent's directory, or rows in the database), one JSON object per turn.
 
 A pass rotates the log first (one rename to `conversation-log/processed/`), so turns

@@ -1,5 +1,5 @@
 """Settled near-duplicate clusters, per agent: the document `consolidation/clusters.json`
-(`stores.documents`).
+(`stores.contract.documents`).
 
 A cluster the LLM was shown and did not merge is settled with a decline count; gating
 reopens it (merge-only) after a backoff. The file is small (one record per cluster that

@@ -71,7 +71,7 @@ class Journal:
     def marks(self, offset: int) -> dict[str, str]:
         """Hashes of the journal's first bytes and of the bytes just before `offset`: a
         journal that still has them is the one a cache written at `offset` was taken from
-        (`stores.longterm.snapshot`, `stores.longterm.vector_pack`)."""
+        (`stores.files.snapshot_file`, `stores.files.vector_pack`)."""
         head = self._bytes(0, min(offset, HASHED_BYTES))
         start = max(0, offset - HASHED_BYTES)
         tail = self._bytes(start, offset - start)

@@ -1,4 +1,4 @@
-"""An agent's documents in PostgreSQL (`stores.documents.AgentDocuments`): rows of
+"""An agent's documents in PostgreSQL (`stores.contract.documents.AgentDocuments`): rows of
 `dreamkeeper_documents`, a document being its rows in `seq` order.
 
 `write` replaces a document's rows with one row in one transaction; `append` inserts one

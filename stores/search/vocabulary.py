@@ -43,7 +43,7 @@ class LoadedVocabulary:
 
 
 def load_vocabulary(documents: AgentDocuments) -> LoadedVocabulary:
-    """The agent's vocabulary, from its document `FILE_NAME` (`stores.documents`). Logs
+    """The agent's vocabulary, from its document `FILE_NAME` (`stores.contract.documents`). Logs
     nothing: its caller reports `warning` and `summary` once, with the agent's id."""
     path = documents.location(FILE_NAME)
     try:

@@ -12,7 +12,7 @@ import pytest
 from dreamkeeper.cli.main import main
 from dreamkeeper.client.codec import PayloadKeys, generate_key_file
 from dreamkeeper.policies.merge import MERGED_FROM
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 AGENT = "cli-forget"
 FACT = "Ysolde Brack's passport number is X4481922 and it expires in 2031."

@@ -25,7 +25,7 @@ from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.contract.documents import AgentDocuments, check_name
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]
 SEAL_AT_REST = bool(os.environ.get("DREAMKEEPER_TEST_SEAL_AT_REST"))
@@ -190,7 +190,7 @@ OPEN_SPEC = """
 def open_spec(spec, agent):
     kind, _, where = spec.partition(":")
     if kind == "file":
-        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+        from dreamkeeper.stores.files.memory_store import FileMemoryStore
         return FileMemoryStore(where, agent)
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore

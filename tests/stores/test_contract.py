@@ -27,7 +27,7 @@ from dreamkeeper.stores.contract import (
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

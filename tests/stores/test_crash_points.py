@@ -28,8 +28,8 @@ from dreamkeeper.core.errors import Conflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from tests.harness.audit import audit_store
 
 AGENT = "crash"
@@ -119,7 +119,7 @@ def test_a_mutation_crashed_after_its_record_converges_and_retries_once(long_ter
 KILLED_IMPORTANCE_UPDATE = textwrap.dedent(
     """
     import sys
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     FileMemoryStore(sys.argv[1], sys.argv[2]).update_importance(sys.argv[3], 0.9)
     """
 )

@@ -1,4 +1,4 @@
-"""An agent's documents (`stores.documents`), the medium of the dream state and the
+"""An agent's documents (`stores.contract.documents`), the medium of the dream state and the
 conversation log, on both backends (`tests/stores/conftest.py`)."""
 
 from __future__ import annotations

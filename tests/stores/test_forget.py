@@ -22,8 +22,8 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
 from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.forget import AgentStores, Forgetting, file_backend
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 

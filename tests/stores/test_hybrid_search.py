@@ -7,8 +7,8 @@ import pytest
 
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.files.vector_files import read_vector, vector_path, write_vector
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.bm25 import K1, query_terms
 from dreamkeeper.stores.search.fusion import semantic_evidence
 from dreamkeeper.stores.search.query import search

@@ -24,7 +24,7 @@ from dreamkeeper.stores.dream_state.workload import (
     next_work_at,
     settings_key,
 )
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 RETENTION = timedelta(days=90)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):

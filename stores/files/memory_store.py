@@ -27,8 +27,8 @@ of this class's primitives: the writer lock (`writing`), catching up (`_ensure_l
 the entry as its file is now (`_fresh`) and the journaled write (`_write`). Loading, the
 change feed and the writes share one state (the entries, their files, the pending
 records, the index), owned by this class. The index snapshot and the vector pack are
-caches written and read with explicit arguments (`stores.longterm.snapshot`,
-`stores.longterm.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
+caches written and read with explicit arguments (`stores.files.snapshot_file`,
+`stores.files.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
 
 Exactly once: a write made on behalf of an operation (a dedup save, a fold, an absorb)
 records the operation id inside the entry file it changes — the same atomic rename — so
@@ -58,17 +58,11 @@ from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
 from dreamkeeper.stores.contract.records import (
     AppliedOp,
-    BulkReport,
-    NewEntry,
-    PurgeReport,
-    Retirement,
 )
+from dreamkeeper.stores.files import snapshot_file, vector_pack
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
-from dreamkeeper.stores.files.journal import JOURNAL, Journal, epoch_of
-from dreamkeeper.stores.files.vector_files import file_reader, vector_path
-from dreamkeeper.stores.longterm import snapshot, vector_pack
-from dreamkeeper.stores.longterm.entry_files import (
+from dreamkeeper.stores.files.entry_files import (
     EMBEDDINGS_DIR,
     MEMORY,
     Parts,
@@ -76,9 +70,12 @@ from dreamkeeper.stores.longterm.entry_files import (
     load_entry,
     scan,
 )
+from dreamkeeper.stores.files.journal import JOURNAL, Journal, epoch_of
+from dreamkeeper.stores.files.vector_files import file_reader, vector_path
+from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.longterm.records import document_text, entry_version, retired_into
+from dreamkeeper.stores.longterm.operations import StoreOperations
+from dreamkeeper.stores.longterm.records import entry_version
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
@@ -86,19 +83,6 @@ from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode
 log = logging.getLogger(__name__)
 
 ERASED = "forgotten"  # the reason `erase` journals its purges with
-
-__all__ = [
-    "BULK_CHUNK",
-    "AppliedOp",
-    "BulkReport",
-    "EMBEDDINGS_DIR",
-    "FileMemoryStore",
-    "NewEntry",
-    "PurgeReport",
-    "Retirement",
-    "document_text",
-    "retired_into",
-]
 
 
 class _HeldJournal:
@@ -231,7 +215,7 @@ class FileMemoryStore(StoreOperations):
             self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
-            state = snapshot.load(self.files, self.agent_id, self.journal, self._epoch)
+            state = snapshot_file.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
                 self._adopt_state(state)
@@ -306,7 +290,7 @@ class FileMemoryStore(StoreOperations):
         )
 
     def save_snapshot(self) -> bool:
-        """Write the index snapshot (`stores.longterm.snapshot`) of the state as it is now, after
+        """Write the index snapshot (`stores.files.snapshot_file`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
         the directory is not writable — logged: it is only a cache)."""
         self._ensure_loaded()
@@ -319,7 +303,7 @@ class FileMemoryStore(StoreOperations):
                 # Erased entries' terms are still in this index's vocabulary: a
                 # snapshot of it would carry them (a forgotten name) to disk again.
                 self._rebuild_index(snapshot_after=False)
-            snapshot.write(self.files, self.agent_id, self._state(), self.journal)
+            snapshot_file.write(self.files, self.agent_id, self._state(), self.journal)
             current = self._vectors.current if self._vectors is not None else None
             if current is not None and self._vectors is not None:
                 index = self.vectors(current.dim)
