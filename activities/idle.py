@@ -18,12 +18,8 @@ from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
 from dreamkeeper.stores.backends import FileBackend, PostgresBackend
 from dreamkeeper.stores.contract.backend import StoreBackend
 from dreamkeeper.stores.contract.idle_marks import IdleMarks
-from dreamkeeper.stores.dream_state.workload import (
-    FileIdleMarks,
-    dream_work,
-    next_work_at,
-    settings_key,
-)
+from dreamkeeper.stores.dream_state.workload import dream_work, next_work_at, settings_key
+from dreamkeeper.stores.files.idle_marks import FileIdleMarks
 
 
 def idle_marks(backend: StoreBackend) -> IdleMarks | None:

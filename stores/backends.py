@@ -73,8 +73,8 @@ class FileBackend(_Tiers):
     kind = FILES
     _classes = (
         "dreamkeeper.stores.files.memory_store:FileMemoryStore",
-        "dreamkeeper.stores.working.working_memory:FileWorkingMemoryStore",
-        "dreamkeeper.stores.conversation.conversation_memory:FileConversationStore",
+        "dreamkeeper.stores.files.working_memory:FileWorkingMemoryStore",
+        "dreamkeeper.stores.files.conversation_memory:FileConversationStore",
     )
 
     def __init__(self, data_dir: Path | str) -> None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 
 def long_term(store: FileMemoryStore) -> MemoryStore:

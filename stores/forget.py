@@ -701,9 +701,9 @@ def _under(files: AgentFiles, place: str) -> str:
 def file_backend(data_dir: Path | str) -> Callable[[str], AgentStores]:
     """Open an agent's three file stores (no embedding model: erasure and its
     verification need none, and an unreachable endpoint must not stop a forget)."""
-    from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+    from dreamkeeper.stores.files.conversation_memory import FileConversationStore
     from dreamkeeper.stores.files.memory_store import FileMemoryStore
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+    from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
     def open_stores(agent_id: str) -> AgentStores:
         return AgentStores(

@@ -109,7 +109,7 @@ def make_working(tier_db: Any, sealing: Any, tmp_path: Path, clock: Any) -> Call
     def make(agent_id: str = "a1", **options: Any) -> Any:
         options.setdefault("clock", clock)
         if tier_db is None:
-            from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+            from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
             return FileWorkingMemoryStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -134,7 +134,7 @@ def make_conversations(
     def make(agent_id: str = "a1", **options: Any) -> Any:
         options.setdefault("clock", clock)
         if tier_db is None:
-            from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+            from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 
             return FileConversationStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore

@@ -18,12 +18,8 @@ from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
-from dreamkeeper.stores.dream_state.workload import (
-    FileIdleMarks,
-    dream_work,
-    next_work_at,
-    settings_key,
-)
+from dreamkeeper.stores.dream_state.workload import dream_work, next_work_at, settings_key
+from dreamkeeper.stores.files.idle_marks import FileIdleMarks
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
