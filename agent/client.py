@@ -102,7 +102,7 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.backends import agent_key_store, open_backend
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
 from dreamkeeper.stores.contract.backend import FILES
 from dreamkeeper.stores.contract.identity import StoreIdentity
@@ -224,7 +224,8 @@ class MemoryClient:
     ) -> MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        key_store = agent_key_store(store.database_url)
+        # The backend's per-agent payload data keys (files, or the database's rows).
+        key_store = open_backend(store).agent_keys
         embedder: Embedder | None = None
         memory: MemoryClient | None = None
         try:
@@ -650,9 +651,7 @@ class MemoryClient:
         from dreamkeeper.agent.forget import forget
 
         validate_agent_id(agent_id)
-        receipt = await asyncio.to_thread(
-            forget, self.settings.data_dir, agent_id, request, self.settings.database_url
-        )
+        receipt = await asyncio.to_thread(forget, self.settings, agent_id, request)
         if request.whole_agent and not request.dry_run:
             # Open stores of a directory that is gone would serve their cached entries.
             self.release(agent_id)

@@ -38,7 +38,7 @@ def forget_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     else:
         from dreamkeeper.agent.forget import forget
 
-        receipt = forget(settings.data_dir, settings.agent_id, request, settings.database_url)
+        receipt = forget(settings, settings.agent_id, request)
     if args.json:
         print(json.dumps(receipt.model_dump(mode="json", by_alias=True), indent=2))
     else:

@@ -48,9 +48,8 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.forgetting import (
@@ -65,8 +64,9 @@ from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults, safe_json
-from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.forgetting import AgentStores, HistoryKeys
 from dreamkeeper.stores.dream_state.dream_ledger import scrub_ledgers
 from dreamkeeper.stores.files.agent_files import AgentFiles, append_line, path_lock
 from dreamkeeper.stores.files.documents import FileDocuments
@@ -86,22 +86,6 @@ MAX_PHRASE_CHARS = 1_000
 MIN_PHRASE_CHARS = 3
 VERIFY_LIMIT = 50  # hits looked at per verification search
 MAX_SCAN_FILE_BYTES = 1_024 * 1_048_576
-
-
-class HistoryKeys(Protocol):
-    """The per-agent payload data keys (`client.agent_keys`): destroying an agent's
-    makes every Temporal payload sealed with it undecodable."""
-
-    def destroy(self, agent_id: str) -> int:
-        """Destroy the agent's data keys; how many were destroyed."""
-        ...
-
-
-@dataclass
-class AgentStores:
-    memory: MemoryStore
-    working: WorkingMemoryStore
-    conversation: ConversationStore
 
 
 class Mentions:

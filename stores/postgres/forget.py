@@ -27,13 +27,8 @@ import psycopg
 from dreamkeeper.core.forgetting import ForgetReceipt, Removal, Verification
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores.contract.documents import AgentDocuments
-from dreamkeeper.stores.forget import (
-    MAX_JOURNAL_BYTES,
-    AgentStores,
-    Forgetting,
-    HistoryKeys,
-    exported_files,
-)
+from dreamkeeper.stores.contract.forgetting import AgentStores, HistoryKeys
+from dreamkeeper.stores.forget import MAX_JOURNAL_BYTES, Forgetting, exported_files
 from dreamkeeper.stores.postgres.agent_keys import destroy_keys
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments

@@ -19,12 +19,13 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.forgetting import Removal
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.forgetting import AgentStores
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
-from dreamkeeper.stores.forget import AgentStores, Forgetting, file_backend
+from dreamkeeper.stores.forget import Forgetting, file_backend
 from dreamkeeper.stores.search.query import search
 
 AGENT = "forget-me"

@@ -12,7 +12,7 @@ import pytest
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.settings import StoreSettings, TemporalSettings
-from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.worker.runtime import running_worker
 
 
@@ -146,7 +146,8 @@ async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_ev
             codec.decode_sync([payload])
     assert not (a.data_dir / "agent-keys").exists() and not (b.data_dir / "agent-keys").exists()
 
-    receipt = forget(tmp_path / "cli-host", agent, ForgetRequest(whole_agent=True), database_url)
+    cli = StoreSettings(data_dir=tmp_path / "cli-host", database_url=database_url)
+    receipt = forget(cli, agent, ForgetRequest(whole_agent=True))
     assert receipt.history_keys_destroyed == 1 and receipt.verified
     for payload in sealed:
         with pytest.raises(PayloadErased, match="forgotten"):

@@ -325,7 +325,7 @@ def test_a_process_with_another_keyring_or_no_payload_key_is_refused_at_start(
     db, host, wrapping, tmp_path, monkeypatch
 ):
     """`dreamkeeper worker`, `serve` and `dev` check the backend before anything starts."""
-    from dreamkeeper.stores.backends import PostgresBackend
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
     from dreamkeeper.stores.postgres.sealing import SealedWithoutKey
 
     PostgresMemoryStore(db, "a1", sealing=host()).create(FACT)  # the database seals now
