@@ -33,6 +33,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dreamkeeper.client.codec import EncryptionCodec, PayloadKey, PayloadKeys, derived_key_id
 from dreamkeeper.core.payloads import SaveInput
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.forget import Forgetting, file_backend
@@ -55,9 +57,8 @@ def bench_codec(count: int, data: Path, url: str | None = None) -> None:
     per_agent = EncryptionCodec([key], PayloadKeys((key,), "bench", data_dir=data).agent_keys())
     on_database = None
     if url is not None:
-        from dreamkeeper.stores.backends import agent_key_store
-
-        keys = PayloadKeys((key,), "bench", data_dir=data, key_store=agent_key_store(url))
+        backend = open_backend(StoreSettings(data_dir=data, database_url=url))
+        keys = PayloadKeys((key,), "bench", data_dir=data, key_store=backend.agent_keys)
         on_database = EncryptionCodec([key], keys.agent_keys())
     inputs = [
         SaveInput(
