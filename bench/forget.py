@@ -36,8 +36,8 @@ from dreamkeeper.core.payloads import SaveInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files.forgetting import file_forgetting
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
-from dreamkeeper.stores.forget import Forgetting, file_backend
 
 
 def _codec_rate(codec: EncryptionCodec, payloads: list, rounds: int) -> float:
@@ -93,7 +93,7 @@ def bench_forget(entries: int, data: Path) -> float:
         NewEntry(content=f"Note {i}: the user's cousin Ilse {i} lives in Oslo.")
         for i in range(entries)
     )
-    forgetting = Forgetting(data, file_backend(data))
+    forgetting = file_forgetting(data)
     archive_times, forget_times = [], []
     for i in range(5):
         start = time.perf_counter()
@@ -124,7 +124,7 @@ def bench_forget_postgres(entries: int, url: str, file_ratio: float, keyring: Pa
     """Forget one entry against archiving one, sealed at rest (the agent re-keyed, the
     key-encryption key rotated) and not, on stores of the same size."""
     from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+    from dreamkeeper.stores.postgres.forget import postgres_forgetting
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 
     db = Database(url)
@@ -136,7 +136,7 @@ def bench_forget_postgres(entries: int, url: str, file_ratio: float, keyring: Pa
             NewEntry(content=f"Note {i}: the user's cousin Ilse {i} lives in Oslo.")
             for i in range(entries)
         )
-        forgetting = PostgresForgetting(db, postgres_backend(db, seal), sealing=seal)
+        forgetting = postgres_forgetting(db, sealing=seal)
         archive_times, forget_times = [], []
         for i in range(5):
             start = time.perf_counter()

@@ -38,6 +38,7 @@ from dreamkeeper.stores.files.agent_keys import (
 )
 from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.forgetting import FileForgetSteps
 from dreamkeeper.stores.files.identity import ensure_identity, probe_writable, read_identity
 from dreamkeeper.stores.files.idle_marks import FileIdleMarks
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
@@ -95,7 +96,8 @@ class FileBackend:
         return FileTokenStore(self.data_dir)
 
     def forgetting(self, *, history_keys: HistoryKeys | None = None) -> Forgetter:
-        return Forgetting(self.data_dir, self._agent_stores, history_keys=history_keys)
+        steps = FileForgetSteps(self.data_dir, self._agent_stores, history_keys=history_keys)
+        return Forgetting(steps)
 
     def _agent_stores(self, agent_id: str) -> AgentStores:
         # No embedding model: erasure and its verification need none, and an unreachable

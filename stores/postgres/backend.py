@@ -35,7 +35,7 @@ from dreamkeeper.stores.postgres.agent_keys import (
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
-from dreamkeeper.stores.postgres.forget import PostgresForgetting
+from dreamkeeper.stores.postgres.forget import postgres_forgetting
 from dreamkeeper.stores.postgres.idle_marks import PostgresIdleMarks
 from dreamkeeper.stores.postgres.keyring import keyring_dir
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
@@ -111,9 +111,8 @@ class PostgresBackend:
         return PostgresTokenStore(self.db)
 
     def forgetting(self, *, history_keys: HistoryKeys | None = None) -> Forgetter:
-        sealing = self.sealing
-        return PostgresForgetting(
-            self.db, self._agent_stores, sealing=sealing, history_keys=history_keys
+        return postgres_forgetting(
+            self.db, self._agent_stores, sealing=self.sealing, history_keys=history_keys
         )
 
     def _agent_stores(self, agent_id: str) -> AgentStores:

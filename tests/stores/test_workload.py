@@ -258,18 +258,18 @@ def test_the_batch_check_answers_each_agent_in_order(long_term, marks):
 def test_a_store_made_again_after_the_agent_is_forgotten_never_meets_the_old_mark(
     long_term, marks, tier_db, tmp_path
 ):
-    from dreamkeeper.stores.forget import Forgetting, file_backend
+    from dreamkeeper.stores.files.forgetting import file_forgetting
 
     store = long_term.open("a1", clock=lambda: T0)
     store.create("The user lives in Chicago.")
     _mark(store, marks)
     if tier_db is None:
         root = tmp_path / "data"
-        forgetting = Forgetting(root, file_backend(root))
+        forgetting = file_forgetting(root)
     else:
-        from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+        from dreamkeeper.stores.postgres.forget import postgres_forgetting
 
-        forgetting = PostgresForgetting(tier_db, postgres_backend(tier_db))
+        forgetting = postgres_forgetting(tier_db)
     forgetting.forget_agent("a1")
     # The same writes again: the same feed counter, the same documents.
     long_term.open("a1", clock=lambda: T0).create("The user lives in Chicago.")

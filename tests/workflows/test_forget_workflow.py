@@ -40,8 +40,8 @@ from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSetti
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.files.backend import FileBackend
 from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.forgetting import JOURNAL
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
-from dreamkeeper.stores.forget import JOURNAL
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from tests.workflows.test_forgetting import _files_holding, _histories
 
