@@ -1,7 +1,8 @@
 """The store contract stands on no backend: nothing under `stores/contract/` loads a
 module of the file backend (`stores.files`) or of the PostgreSQL backend
 (`stores.postgres`), checked in a fresh interpreter so this session's imports don't
-count (import-linter checks the same statically, pyproject.toml)."""
+count (import-linter checks the same statically, pyproject.toml); and each wing loads
+none of the other, the shared forgetting included."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ def test_nothing_under_the_contract_imports_a_backend():
     loaded = _loaded_after(modules)
     assert set(modules) <= set(loaded)
     assert [m for backend in BACKENDS for m in _backend_modules(loaded, backend)] == []
+
+
+def test_the_postgres_wing_loads_no_module_of_the_file_wing():
+    loaded = _loaded_after(["dreamkeeper.stores.postgres.backend"])
+    assert "dreamkeeper.stores.postgres.forget" in loaded  # its forgetting came with it
+    assert _backend_modules(loaded, "dreamkeeper.stores.files") == []
+
+
+def test_the_file_wing_loads_no_module_of_the_postgres_wing():
+    loaded = _loaded_after(["dreamkeeper.stores.files.backend"])
+    assert "dreamkeeper.stores.files.forgetting" in loaded
+    assert _backend_modules(loaded, "dreamkeeper.stores.postgres") == []
