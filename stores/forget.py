@@ -62,6 +62,7 @@ from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults, safe_json
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.backend import StoreBackend
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.forgetting import AgentStores, ForgetSteps, HistoryKeys
 from dreamkeeper.stores.dream_state.dream_ledger import scrub_ledgers
@@ -446,6 +447,21 @@ class Forgetting:
             self.steps.note({"request": request, "done": True})
             finished.append(request)
         return finished
+
+
+def stores_of(backend: StoreBackend) -> Callable[[str], AgentStores]:
+    """Open an agent's three stores on `backend`, as a forget works on them: no embedding
+    model (erasure and its verification need none, and an unreachable endpoint must not
+    stop a forget)."""
+
+    def open_stores(agent_id: str) -> AgentStores:
+        return AgentStores(
+            memory=backend.memory(agent_id),
+            working=backend.working(agent_id),
+            conversation=backend.conversations(agent_id),
+        )
+
+    return open_stores
 
 
 def destroy_history_keys(keys: HistoryKeys | None, agent_id: str) -> int:

@@ -21,7 +21,7 @@ from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.contract.backend import FILES, AgentKeyExport
 from dreamkeeper.stores.contract.conversation import ConversationStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
-from dreamkeeper.stores.contract.forgetting import AgentStores, Forgetter, HistoryKeys
+from dreamkeeper.stores.contract.forgetting import Forgetter, HistoryKeys
 from dreamkeeper.stores.contract.identity import StoreIdentity
 from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.contract.memory import MemoryStore
@@ -44,7 +44,7 @@ from dreamkeeper.stores.files.idle_marks import FileIdleMarks
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.files.tokens import FileTokenStore
 from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
-from dreamkeeper.stores.forget import Forgetting
+from dreamkeeper.stores.forget import Forgetting, stores_of
 from dreamkeeper.stores.vectors.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -96,17 +96,8 @@ class FileBackend:
         return FileTokenStore(self.data_dir)
 
     def forgetting(self, *, history_keys: HistoryKeys | None = None) -> Forgetter:
-        steps = FileForgetSteps(self.data_dir, self._agent_stores, history_keys=history_keys)
+        steps = FileForgetSteps(self.data_dir, stores_of(self), history_keys=history_keys)
         return Forgetting(steps)
-
-    def _agent_stores(self, agent_id: str) -> AgentStores:
-        # No embedding model: erasure and its verification need none, and an unreachable
-        # endpoint must not stop a forget.
-        return AgentStores(
-            memory=self.memory(agent_id),
-            working=self.working(agent_id),
-            conversation=self.conversations(agent_id),
-        )
 
     # -- the store as a whole ----------------------------------------------------------
 

@@ -352,19 +352,6 @@ class FileMemoryStore(StoreOperations):
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
         self._problems[key] = reason
 
-    def _install(self, entry: MemoryEntry) -> None:
-        previous = self._entries.get(entry.id)
-        if previous == entry:  # the same id and category: the same file too
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
-
     # -- the change feed ---------------------------------------------------------------
 
     def _refresh(self) -> None:
@@ -795,15 +782,9 @@ class FileMemoryStore(StoreOperations):
         return [e.id for e in doomed]
 
     def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
-        """The index keeps every term it has seen, postings or not: rebuilt from the
-        entries held now, it no longer has the erased text's terms, so no snapshot
-        written later can carry them. No file is read again."""
-        held = list(self._entries.values())
-        self._entries, self._ops = EntryTable(), None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+        """The index rebuilt without the erased text's terms (`_reindex`), so no
+        snapshot written later can carry them."""
+        self._reindex(EntryTable())
         self._erased_seen = False
         if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()

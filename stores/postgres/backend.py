@@ -20,12 +20,13 @@ from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores.contract.backend import POSTGRESQL
 from dreamkeeper.stores.contract.conversation import ConversationStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
-from dreamkeeper.stores.contract.forgetting import AgentStores, Forgetter, HistoryKeys
+from dreamkeeper.stores.contract.forgetting import Forgetter, HistoryKeys
 from dreamkeeper.stores.contract.identity import StoreIdentity
 from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.contract.memory import MemoryStore
 from dreamkeeper.stores.contract.tokens import TokenStore
 from dreamkeeper.stores.contract.working import WorkingMemoryStore
+from dreamkeeper.stores.forget import stores_of
 from dreamkeeper.stores.postgres.agent_keys import (
     PostgresAgentKeyStore,
     carry_destroyed,
@@ -112,15 +113,7 @@ class PostgresBackend:
 
     def forgetting(self, *, history_keys: HistoryKeys | None = None) -> Forgetter:
         return postgres_forgetting(
-            self.db, self._agent_stores, sealing=self.sealing, history_keys=history_keys
-        )
-
-    def _agent_stores(self, agent_id: str) -> AgentStores:
-        # No embedding model: erasure and its verification need none.
-        return AgentStores(
-            memory=self.memory(agent_id),
-            working=self.working(agent_id),
-            conversation=self.conversations(agent_id),
+            self.db, stores_of(self), sealing=self.sealing, history_keys=history_keys
         )
 
     # -- the store as a whole ----------------------------------------------------------

@@ -367,19 +367,6 @@ class PostgresMemoryStore(StoreOperations):
         self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
         self._install(entry)
 
-    def _install(self, entry: MemoryEntry) -> None:
-        previous = self._entries.get(entry.id)
-        if previous == entry:
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
-
     def _open(self, key_id: str | None, purpose: str, sealed: bytes | memoryview) -> bytes:
         """A value read from a row sealed with the agent's key `key_id`."""
         if self.sealing is None:
@@ -874,13 +861,8 @@ class PostgresMemoryStore(StoreOperations):
         return [e.id for e in doomed]
 
     def _rebuild_index(self) -> None:
-        """The index built again from the entries held now (no row read again)."""
-        held = list(self._entries.values())
-        self._entries, self._ops = {}, None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+        """The index rebuilt without the erased text's terms (`_reindex`)."""
+        self._reindex({})
         self._removed_since_build = False
 
     def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
