@@ -286,50 +286,77 @@ class Forgetting:
         stores: AgentStores | None = None,
         rewrite: list[str] | None = None,
     ) -> None:
+        """Entries and what mentions them: the other tiers first, while the entries still
+        exist to say what to look for; derived entries rewritten, sources restored; the
+        entries last; then the receipt."""
         agent_id = receipt.agent_id
         stores = stores or self.steps.open_stores(agent_id)
         memory = stores.memory
         notes = self.steps.left_to_operator(agent_id)
         present = [e for i in ids if (e := memory.get(i)) is not None]
         mentions = Mentions([e.content for e in present] + phrases)
-        removed: list[Removal] = []
-        for place, count in scrub_ledgers(memory.documents, set(ids), mentions).items():
-            removed.append(
-                Removal(place=self.steps.place(agent_id, place), what="ledger lines", count=count)
-            )
+        removed = self._scrub_tiers(agent_id, stores, set(ids), mentions)
+        faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
+        removed += self._rewrite_derived(agent_id, memory, rewrite or [], mentions, set(ids))
+        for source in restore:
+            entry = memory.get(source)
+            if entry is not None and entry.is_archived:
+                memory.restore(source, force=True)
+        removed += self._erase_entries(agent_id, memory, ids, [e.id for e in present])
+        receipt.history_keys_destroyed = self.steps.retire_keys(agent_id, receipt)
+        self._settle(receipt, removed, self._verify(stores, mentions), notes)
+
+    def _scrub_tiers(
+        self, agent_id: str, stores: AgentStores, ids: set[str], mentions: Mentions
+    ) -> list[Removal]:
+        """The ledgers' lines, working-memory entries, conversation turns and export
+        lines about the entries or quoting their text."""
+        place = self.steps.place
+        removed = [
+            Removal(place=place(agent_id, name), what="ledger lines", count=count)
+            for name, count in scrub_ledgers(stores.memory.documents, ids, mentions).items()
+        ]
         if mentions:
             keys = stores.working.erase_matching(mentions)
             if keys:
                 removed.append(
                     Removal(
-                        place=self.steps.place(agent_id, "working-memory"),
-                        what="entries",
-                        count=len(keys),
+                        place=place(agent_id, "working-memory"), what="entries", count=len(keys)
                     )
                 )
-            for place, count in stores.conversation.erase_matching(mentions).items():
-                removed.append(
-                    Removal(place=self.steps.place(agent_id, place), what="turns", count=count)
-                )
-        for path, count in _scrub_exports(memory.documents, set(ids), mentions).items():
+            for name, count in stores.conversation.erase_matching(mentions).items():
+                removed.append(Removal(place=place(agent_id, name), what="turns", count=count))
+        for path, count in _scrub_exports(stores.memory.documents, ids, mentions).items():
             removed.append(Removal(place=path, what="export lines", count=count))
-        faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
-        gone = set(ids)
-        vector_place = self.steps.place(agent_id, VECTORS_PLACE)
-        for entry_id in rewrite or []:
+        return removed
+
+    def _rewrite_derived(
+        self,
+        agent_id: str,
+        memory: MemoryStore,
+        rewrite: list[str],
+        mentions: Mentions,
+        gone: set[str],
+    ) -> list[Removal]:
+        """Each derived entry to keep, rewritten without the clauses that carry the
+        forgotten text, and its vector dropped."""
+        removed = []
+        for entry_id in rewrite:
             entry = memory.get(entry_id)
             text = _rewritten(memory, entry, mentions, gone) if entry is not None else None
-            if text is None:
+            if entry is None or text is None:
                 continue  # done before a crash, or changed since: reported as derived
-            kept = [i for i in merged_from(entry) if i not in gone] if entry else []
+            kept = [i for i in merged_from(entry) if i not in gone]
             memory.mutate(
-                entry_id,
-                _rewrite_to(text, kept),
-                reason="rewritten without a forgotten entry",
+                entry_id, _rewrite_to(text, kept), reason="rewritten without a forgotten entry"
             )
             # Its vector was made from the old text (a vector can be inverted into text).
             if self.steps.drop_vector(agent_id, entry_id):
-                removed.append(Removal(place=vector_place, what="vectors", count=1))
+                removed.append(
+                    Removal(
+                        place=self.steps.place(agent_id, VECTORS_PLACE), what="vectors", count=1
+                    )
+                )
             removed.append(
                 Removal(
                     place=self.steps.place(agent_id, ENTRIES_PLACE),
@@ -337,13 +364,16 @@ class Forgetting:
                     count=1,
                 )
             )
-        for source in restore:
-            entry = memory.get(source)
-            if entry is not None and entry.is_archived:
-                memory.restore(source, force=True)
-        vectors = self.steps.vector_count(agent_id, [e.id for e in present])
+        return removed
+
+    def _erase_entries(
+        self, agent_id: str, memory: MemoryStore, ids: list[str], present: list[str]
+    ) -> list[Removal]:
+        """The entries themselves, their vectors and the caches quoting them."""
+        vectors = self.steps.vector_count(agent_id, present)
         caches = self.steps.caches(agent_id)
         erased = memory.erase(ids)
+        removed = []
         if erased:
             removed.append(
                 Removal(
@@ -353,14 +383,25 @@ class Forgetting:
                 )
             )
         if vectors:
-            removed.append(Removal(place=vector_place, what="vectors", count=vectors))
+            place = self.steps.place(agent_id, VECTORS_PLACE)
+            removed.append(Removal(place=place, what="vectors", count=vectors))
         still = set(self.steps.caches(agent_id))
         for cache in caches:
             if cache not in still:
                 removed.append(Removal(place=cache, what=self.steps.cache_name, count=1))
-        receipt.history_keys_destroyed = self.steps.retire_keys(agent_id, receipt)
+        return removed
+
+    def _settle(
+        self,
+        receipt: ForgetReceipt,
+        removed: list[Removal],
+        verification: Verification,
+        notes: list[str],
+    ) -> None:
+        """The receipt of a request run: what went where (the keys' line last), the
+        verification with the checks the key steps added, and what the operator has
+        left to do."""
         receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
-        verification = self._verify(stores, mentions)
         verification.checked += receipt.verification.checked
         verification.failed += receipt.verification.failed
         receipt.verification = verification
@@ -378,15 +419,10 @@ class Forgetting:
                 export.unlink()
                 removed.append(Removal(place=str(export), what="export file", count=1))
         receipt.history_keys_destroyed = destroyed + self.steps.erase_agent(agent_id, receipt)
-        receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
-        verification = Verification(
+        left = Verification(
             files_containing=self.steps.agent_left(agent_id), scanned=self.steps.scanned
         )
-        verification.checked += receipt.verification.checked
-        verification.failed += receipt.verification.failed
-        receipt.verification = verification
-        receipt.sealed_at_rest = self.steps.seal_state()
-        receipt.left_to_operator = notes + receipt.left_to_operator
+        self._settle(receipt, removed, left, notes)
 
     def _verify(self, stores: AgentStores, mentions: Mentions) -> Verification:
         """Search every tier for each forgotten text, then read every byte the store

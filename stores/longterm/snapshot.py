@@ -98,24 +98,13 @@ def encode_rows(
 ) -> tuple[bytes, SnapshotRows]:
     """The snapshot, and where its entries lie in it."""
     entries, index = state.entries, state.index
-    table = entries if isinstance(entries, EntryTable) else None
     # Entry rows go by index slot (a removed document's row is empty): a reader keeps
     # one row number per entry, the slot number the index already holds.
     order = [index.slot(i) for i in entries]
     if None in order:
         raise Unwritable("the index and the entries disagree")
     slots = index.slot_count
-    raw = [b""] * slots
-    categories: dict[str | None, int] = {}
-    codes = np.zeros(slots, dtype=np.uint32)
-    try:
-        for entry_id, slot in zip(entries, order, strict=True):
-            assert slot is not None
-            raw[slot] = table.raw(entry_id) if table is not None else _json(entries[entry_id])
-            category = table.category(entry_id) if table is not None else entries[entry_id].category
-            codes[slot] = categories.setdefault(category, len(categories))
-    except KeyError as exc:
-        raise Unwritable(f"entry {exc} vanished") from None
+    raw, codes, categories = _entry_rows(entries, order, slots)
     lengths = np.fromiter((len(r) for r in raw), np.int64, slots)
     entry_off = np.zeros(slots + 1, dtype=np.int64)
     np.cumsum(lengths, out=entry_off[1:])
@@ -136,12 +125,7 @@ def encode_rows(
         # Last, and outside the body's CRC: each entry has its own, checked when read.
         "entry_json": b"".join(raw),
     }
-    layout: dict[str, list[int]] = {}
-    body = bytearray()
-    for name, data in sections.items():
-        body += b"\0" * (-len(body) % 8)
-        layout[name] = [len(body), len(data)]
-        body += data
+    layout, body = _laid_out(sections)
     header = {
         "version": VERSION,
         "agent": agent_id,
@@ -164,6 +148,37 @@ def encode_rows(
         start=len(prefix) + layout["entry_json"][0],
     )
     return prefix + bytes(body), rows
+
+
+def _entry_rows(
+    entries: MutableMapping[str, MemoryEntry], order: list[int | None], slots: int
+) -> tuple[list[bytes], np.ndarray, dict[str | None, int]]:
+    """Each entry's JSON at its index slot, and its category's code (in first-seen
+    order); an entry that vanished meanwhile makes the snapshot unwritable."""
+    table = entries if isinstance(entries, EntryTable) else None
+    raw = [b""] * slots
+    categories: dict[str | None, int] = {}
+    codes = np.zeros(slots, dtype=np.uint32)
+    try:
+        for entry_id, slot in zip(entries, order, strict=True):
+            assert slot is not None
+            raw[slot] = table.raw(entry_id) if table is not None else _json(entries[entry_id])
+            category = table.category(entry_id) if table is not None else entries[entry_id].category
+            codes[slot] = categories.setdefault(category, len(categories))
+    except KeyError as exc:
+        raise Unwritable(f"entry {exc} vanished") from None
+    return raw, codes, categories
+
+
+def _laid_out(sections: dict[str, bytes]) -> tuple[dict[str, list[int]], bytearray]:
+    """The sections one after another, each at an 8-byte boundary, and where each lies."""
+    layout: dict[str, list[int]] = {}
+    body = bytearray()
+    for name, data in sections.items():
+        body += b"\0" * (-len(body) % 8)
+        layout[name] = [len(body), len(data)]
+        body += data
+    return layout, body
 
 
 def _json(entry: Any) -> bytes:
