@@ -6,12 +6,19 @@ from pathlib import Path
 
 from temporalio import activity
 
-from dreamkeeper.stores.backends import FileBackend, StoreBackend
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.backend import StoreBackend
 
 
 class AgentActivities:
     def __init__(self, backend: StoreBackend | Path) -> None:
-        self._backend = FileBackend(backend) if isinstance(backend, Path | str) else backend
+        # A data directory is its settings' backend, as the switch chooses it.
+        self._backend = (
+            open_backend(StoreSettings(data_dir=Path(backend)))
+            if isinstance(backend, Path | str)
+            else backend
+        )
 
     @activity.defn(name="list_agents")
     def list_agents(self) -> list[str]:

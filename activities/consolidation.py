@@ -83,11 +83,11 @@ from dreamkeeper.policies.merge_safety import context_problems
 from dreamkeeper.policies.prune_cap import recent_prunes
 from dreamkeeper.policies.supersede import judge
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
 from dreamkeeper.stores.dream_state.dream_settings import read_approval
 from dreamkeeper.stores.longterm.conflicts import open_conflicts
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.readings import Readings, prepare
 from dreamkeeper.stores.longterm.supersede import refusal, supersede
 from dreamkeeper.stores.search.vocabulary import load_vocabulary

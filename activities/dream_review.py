@@ -39,8 +39,8 @@ from dreamkeeper.policies.recall_gate import (
     ordinary_terms,
 )
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import document_text, retired_into
 from dreamkeeper.stores.search.bm25 import tokenize
 

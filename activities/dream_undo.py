@@ -16,8 +16,8 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_plan import UndoInput, UndoResult
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger, EntryHistory
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.records import retired_into
 
 # What an undo puts back: the memory, not the store's bookkeeping.

@@ -30,8 +30,8 @@ from dreamkeeper.client.codec import (
 from dreamkeeper.core.errors import Conflict, InvalidInput
 from dreamkeeper.core.forgetting import ForgetInput, ForgetOutcome, ForgetReceipt, ForgetRequest
 from dreamkeeper.core.settings import StoreSettings
-from dreamkeeper.stores.backends import agent_key_store
-from dreamkeeper.stores.forget import Forgetting, file_backend
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.forgetting import Forgetter
 
 NO_KEY_NOTE = (
     "payloads are not encrypted here (no payload key): the agent's Temporal histories "
@@ -39,20 +39,17 @@ NO_KEY_NOTE = (
 )
 
 
-def forgetting_for(settings: StoreSettings) -> Forgetting:
-    """The forget runner of the backend the settings name: the database when a URL is set
-    (the stores, the per-agent data keys that also seal content at rest, and the keyring
-    of their key-encryption keys), else the data directory with its data keys."""
-    if settings.database_url is not None:
-        from dreamkeeper.stores.postgres.database import database
-        from dreamkeeper.stores.postgres.forget import postgres_forgetting
-
-        return postgres_forgetting(database(settings.database_url), settings.data_dir)
-    keys = PayloadKeys.from_env(data_dir=settings.data_dir).agent_keys()
-    return Forgetting(settings.data_dir, file_backend(settings.data_dir), history_keys=keys)
+def forgetting_for(settings: StoreSettings) -> Forgetter:
+    """The forget runner of the backend the settings name (`open_backend`, the one
+    switch): its stores, and the per-agent payload data keys this worker has (on a
+    database that seals content at rest, the same keys seal its rows, and the keyring
+    of their key-encryption keys is rotated)."""
+    backend = open_backend(settings)
+    keys = PayloadKeys.from_env(data_dir=settings.data_dir, key_store=backend.agent_keys)
+    return backend.forgetting(history_keys=keys.agent_keys())
 
 
-def forget(runner: Forgetting, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
+def forget(runner: Forgetter, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
     """Run one forget request (blocking: it reads and rewrites files or rows)."""
     request.checked()
     if request.whole_agent:
@@ -81,7 +78,7 @@ class ForgetActivities:
         keys)."""
         keys = PayloadKeys.from_env(
             data_dir=self._settings.data_dir,
-            key_store=agent_key_store(self._settings.database_url),
+            key_store=open_backend(self._settings).agent_keys,
         )
         try:
             return open_sealed(data_converter(keys), inp.sealed_request, ForgetRequest)

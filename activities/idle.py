@@ -15,25 +15,7 @@ from temporalio import activity
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput, WorkResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor, LLMSettings
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
-from dreamkeeper.stores.dream_state.workload import (
-    FileIdleMarks,
-    IdleMarks,
-    dream_work,
-    next_work_at,
-    settings_key,
-)
-
-
-def idle_marks(backend: StoreBackend) -> IdleMarks | None:
-    """Where the backend keeps idle marks (None: it keeps none, every agent is counted)."""
-    if isinstance(backend, FileBackend):
-        return FileIdleMarks(backend.data_dir)
-    if isinstance(backend, PostgresBackend):
-        from dreamkeeper.stores.postgres.idle_marks import PostgresIdleMarks
-
-        return PostgresIdleMarks(backend.db)
-    return None
+from dreamkeeper.stores.dream_state.workload import dream_work, next_work_at, settings_key
 
 
 class IdleCheckActivities:
@@ -65,7 +47,7 @@ class IdleCheckActivities:
             model_key=embedder.model_key if embedder else None,
         )
         # A cycle for a named store checks it is that store: it opens the store.
-        marks = None if inp.store_id else idle_marks(self._stores.backend)
+        marks = None if inp.store_id else self._stores.backend.idle_marks()
         checked = (
             marks.check(inp.agent_ids, inp.as_of, settings)
             if marks is not None

@@ -17,9 +17,9 @@ from dreamkeeper.core.dream_plan import PlannedDecay
 from dreamkeeper.core.payloads import DecayInput, DecayResult, PurgeInput, PurgeResult
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decayed_importance
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for, prune_ledgers
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.journal import JournalAction
 
 
 class MaintenanceActivities:

@@ -29,7 +29,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -42,10 +41,11 @@ from dreamkeeper.core.errors import (
     StoreMismatch,
     StoreUnwritable,
 )
-from dreamkeeper.stores.backends import FileBackend, StoreBackend
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.identity import StoreIdentity, check_same
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.identity import StoreIdentity, check_same
 from dreamkeeper.stores.vectors.embedder import Embedder
 
 HEARTBEAT_EVERY_SECONDS = 2.0
@@ -154,7 +154,8 @@ class StoreRegistry:
     most `max_open` stores and about `max_memory_mb` of them (`approx_bytes`); the least
     recently used store no activity holds is dropped first. Dropping one costs only its
     next open — from its index snapshot, a blink for a store of any size. `backend`: where
-    the stores are (stores.backends), or a data directory for the file backend."""
+    the stores are (`stores.backends.open_backend`), or a data directory: the backend
+    its settings name."""
 
     def __init__(
         self,
@@ -166,8 +167,11 @@ class StoreRegistry:
         max_memory_mb: int = 1_024,
         misrouted: Callable[[str], str | None] | None = None,
     ) -> None:
+        # A data directory is its settings' backend, as the switch chooses it.
         self.backend: StoreBackend = (
-            FileBackend(backend) if isinstance(backend, Path | str) else backend
+            open_backend(StoreSettings(data_dir=Path(backend)))
+            if isinstance(backend, Path | str)
+            else backend
         )
         self.embeddings = embeddings
         self._identity = identity
@@ -240,16 +244,14 @@ class StoreRegistry:
     @contextlib.contextmanager
     def using(
         self, agent_id: str, *, store_id: str | None = None, heartbeat: bool = True
-    ) -> Iterator[FileMemoryStore]:
+    ) -> Iterator[MemoryStore]:
         """The agent's store, held for this activity. `store_id`: the store the caller
         expects (None: whichever this worker has)."""
         with self.guarded(agent_id, store_id=store_id, heartbeat=heartbeat):
             opened = self._acquire(agent_id)
             try:
                 with opened.lock:
-                    # Typed as the file store while activities still reach dream
-                    # state through its directory; every backend is a MemoryStore.
-                    yield cast(FileMemoryStore, opened.store)
+                    yield opened.store
             finally:
                 self._release(opened)
 

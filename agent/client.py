@@ -114,10 +114,11 @@ from dreamkeeper.core.validation import (
     validate_tags,
 )
 from dreamkeeper.policies.provenance import parse_source
-from dreamkeeper.stores.backends import FILES, agent_key_store, open_backend
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.backend import FILES
+from dreamkeeper.stores.contract.identity import StoreIdentity
 from dreamkeeper.stores.forget import MAX_PHRASE_CHARS, MIN_PHRASE_CHARS
-from dreamkeeper.stores.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
 
@@ -266,7 +267,8 @@ class MemoryClient:
     ) -> MemoryClient:
         store = store or StoreSettings.from_env()
         temporal = temporal or TemporalSettings.from_env()
-        key_store = agent_key_store(store.database_url)
+        # The backend's per-agent payload data keys (files, or the database's rows).
+        key_store = open_backend(store).agent_keys
         embedder: Embedder | None = None
         memory: MemoryClient | None = None
         try:

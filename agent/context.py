@@ -27,9 +27,9 @@ from datetime import datetime, timedelta
 from dreamkeeper.agent.out_of_window import OutOfWindowRecall
 from dreamkeeper.agent.session import ContextKind, SessionContext
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.search.bm25 import query_terms
 from dreamkeeper.stores.search.query import conflict_note, format_hit, search
-from dreamkeeper.stores.working.working_memory import WorkingEntry
 
 RECALL_LIMIT = 8
 FIRST_TURN_FALLBACK = 5

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
+from dreamkeeper.stores.contract.conversation import Conversation, Turn
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 
 MAX_QUOTED_TURNS = 3

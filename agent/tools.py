@@ -47,13 +47,14 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.search.query import (
     conflict_note,
     format_hit,
     format_taxonomy,
     search,
 )
-from dreamkeeper.stores.working.working_memory import WorkingEntry, resolve_ttl
+from dreamkeeper.stores.working.working_memory import resolve_ttl
 
 MAX_ARGUMENT_BYTES = 4 * 1_048_576  # a tool call's JSON: the longest working-memory value, escaped
 

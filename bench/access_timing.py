@@ -28,8 +28,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.policies.access import Access
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.tokens import FileTokenStore, issue
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue
 
 MINE, THEIRS, GHOST = "acme-a", "beta-b", "beta-z"  # same length: same-size answers
 

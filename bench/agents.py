@@ -55,9 +55,10 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings, WorkerSettings
-from dreamkeeper.stores.backends import StoreBackend, open_backend
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.longterm.memory_store import NewEntry
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from dreamkeeper.workflows.sweep import DreamSweep

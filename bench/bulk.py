@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 def items(n: int) -> list[NewEntry]:

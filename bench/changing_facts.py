@@ -98,7 +98,7 @@ from dreamkeeper.core.payloads import (
 from dreamkeeper.core.settings import HighValueFloor, LLMSettings
 from dreamkeeper.core.validation import new_entry_id
 from dreamkeeper.policies.consolidation import archive_budget
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.records import retired_into
 from dreamkeeper.stores.longterm.supersede import history, successor
 from dreamkeeper.stores.search.query import search

@@ -27,10 +27,11 @@ from search import _percentile, _vocabulary, build_corpus, lucene_bm25, queries
 from dreamkeeper.agent.context import ContextBuilder
 from dreamkeeper.agent.out_of_window import content_words
 from dreamkeeper.agent.session import SessionContext
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.longterm.records import document_text
 from dreamkeeper.stores.search.bm25 import query_terms, tokenize
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 AGENT = "bench"
 SESSION = SessionContext.user("bench-session")

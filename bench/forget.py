@@ -33,9 +33,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dreamkeeper.client.codec import EncryptionCodec, PayloadKey, PayloadKeys, derived_key_id
 from dreamkeeper.core.payloads import SaveInput
-from dreamkeeper.stores.forget import Forgetting, file_backend
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.longterm.records import NewEntry
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files.forgetting import file_forgetting
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 def _codec_rate(codec: EncryptionCodec, payloads: list, rounds: int) -> float:
@@ -55,9 +57,8 @@ def bench_codec(count: int, data: Path, url: str | None = None) -> None:
     per_agent = EncryptionCodec([key], PayloadKeys((key,), "bench", data_dir=data).agent_keys())
     on_database = None
     if url is not None:
-        from dreamkeeper.stores.backends import agent_key_store
-
-        keys = PayloadKeys((key,), "bench", data_dir=data, key_store=agent_key_store(url))
+        backend = open_backend(StoreSettings(data_dir=data, database_url=url))
+        keys = PayloadKeys((key,), "bench", data_dir=data, key_store=backend.agent_keys)
         on_database = EncryptionCodec([key], keys.agent_keys())
     inputs = [
         SaveInput(
@@ -92,7 +93,7 @@ def bench_forget(entries: int, data: Path) -> float:
         NewEntry(content=f"Note {i}: the user's cousin Ilse {i} lives in Oslo.")
         for i in range(entries)
     )
-    forgetting = Forgetting(data, file_backend(data))
+    forgetting = file_forgetting(data)
     archive_times, forget_times = [], []
     for i in range(5):
         start = time.perf_counter()
@@ -123,7 +124,7 @@ def bench_forget_postgres(entries: int, url: str, file_ratio: float, keyring: Pa
     """Forget one entry against archiving one, sealed at rest (the agent re-keyed, the
     key-encryption key rotated) and not, on stores of the same size."""
     from dreamkeeper.stores.postgres.database import Database
-    from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+    from dreamkeeper.stores.postgres.forget import postgres_forgetting
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 
     db = Database(url)
@@ -135,7 +136,7 @@ def bench_forget_postgres(entries: int, url: str, file_ratio: float, keyring: Pa
             NewEntry(content=f"Note {i}: the user's cousin Ilse {i} lives in Oslo.")
             for i in range(entries)
         )
-        forgetting = PostgresForgetting(db, postgres_backend(db, seal), sealing=seal)
+        forgetting = postgres_forgetting(db, sealing=seal)
         archive_times, forget_times = [], []
         for i in range(5):
             start = time.perf_counter()

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 from search import _percentile, build_corpus, queries
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.vector_files import write_vector
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
-from dreamkeeper.stores.vectors.vectors import write_vector
 
 DIM = 384
 TOPICS = 200

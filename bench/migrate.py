@@ -25,10 +25,12 @@ from pathlib import Path
 
 import _repo_root  # noqa: F401 - tests.harness below
 
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.faults import ENV_VAR, KILLED_EXIT_CODE, MIGRATE_AGENT_COPIED
-from dreamkeeper.stores.longterm.records import NewEntry
+from dreamkeeper.stores.files.backend import FileBackend
 from dreamkeeper.stores.migrate import migrate
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 
 WORDS = "deploy window friday rollback canary latency budget owner pager runbook".split()
 

@@ -58,11 +58,12 @@ from rank_bm25 import BM25Okapi
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.vector_files import write_vector
+from dreamkeeper.stores.longterm.records import document_text
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
-from dreamkeeper.stores.vectors.vectors import write_vector
 
 DATA = Path(__file__).resolve().parent / ".data"
 CACHE = DATA / "recall"

@@ -87,9 +87,9 @@ def store_saves(saves: int) -> None:
     from postgres_backend import database_url, open_store
 
     from dreamkeeper.policies.dedup import Candidate
+    from dreamkeeper.stores.contract.records import NewEntry
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     from dreamkeeper.stores.longterm.dedup_save import save_fact
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-    from dreamkeeper.stores.longterm.records import NewEntry
 
     seed = [
         NewEntry(f"seed fact {i} about topic {i % 37} and item{i}", category="bench")

@@ -157,7 +157,7 @@ def _percentile(values: list[float], q: float) -> float:
 def write_snapshot(size: int) -> dict:
     """Open from the files and write the index snapshot (what a full open of a large store
     does by itself): how long writing it takes."""
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
     store.index()
@@ -168,7 +168,7 @@ def write_snapshot(size: int) -> dict:
 
 
 def measure_dreamkeeper(size: int, nq: int, cached: bool = False) -> dict:
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     root = corpus_dir(size)
     t0 = time.perf_counter()
@@ -209,7 +209,7 @@ def load_postgres(size: int, url: str) -> dict:
     (which writes the snapshot row): how long each took."""
     from postgres_backend import open_store
 
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     entries = FileMemoryStore(corpus_dir(size), "bench").entries(include_archived=True)
     store = open_store(url, "bench", snapshots=False)
@@ -228,7 +228,7 @@ def measure_postgres(size: int, nq: int, url: str) -> dict:
     store (opened from its snapshot) query by query in turn: load on the host hits both."""
     from postgres_backend import open_store
 
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     t0 = time.perf_counter()
     store = open_store(url, "bench")
@@ -272,7 +272,8 @@ def measure_engines(size: int, nq: int) -> dict:
     import bm25s
     import tantivy
 
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.records import document_text
     from dreamkeeper.stores.search.query import search
 
     texts = [document_text(e) for e in FileMemoryStore(corpus_dir(size), "bench").entries()]
@@ -355,7 +356,8 @@ def lucene_bm25(docs: list[list[str]]):
 
 def measure_baseline(size: int, nq: int) -> dict:
     """The same ranking with rank_bm25 doing the scoring, the obvious way."""
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, document_text
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
+    from dreamkeeper.stores.longterm.records import document_text
     from dreamkeeper.stores.search.bm25 import has_phrase, query_phrases, query_terms, tokenize
 
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)

@@ -37,7 +37,7 @@ from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.client.connection import connect
 from dreamkeeper.core.settings import StoreSettings, TemporalSettings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 
 BIN = Path(sys.executable).parent

@@ -41,7 +41,7 @@ def _rss_mb() -> float:
 
 def prepare(size: int) -> dict:
     """The corpus and a snapshot of the current format (a full open writes it)."""
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     build_corpus(size)
     store = FileMemoryStore(corpus_dir(size), "bench")
@@ -50,7 +50,7 @@ def prepare(size: int) -> dict:
 
 
 def measure_store(size: int, nq: int, trace: bool, dump: str) -> dict:
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     from dreamkeeper.stores.search.query import search
 
     qs = queries(nq)
@@ -80,7 +80,7 @@ def measure_store(size: int, nq: int, trace: bool, dump: str) -> dict:
 def load_postgres(size: int, url: str) -> dict:
     from postgres_backend import open_store
 
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     entries = FileMemoryStore(corpus_dir(size), "bench").entries(include_archived=True)
     open_store(url, "bench", snapshots=False).import_entries(entries)

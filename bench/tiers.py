@@ -22,15 +22,15 @@ from typing import Any
 import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
 
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.migrations import upgrade
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from tests.harness.postgres import PostgresCluster, find_bindir
 
 

@@ -112,12 +112,13 @@ def require_store(settings: StoreSettings, agent_id: str | None = None) -> None:
     agent would otherwise answer "nothing matched", and opening the store creates its
     directory and lock file. Like serve, an agent exists once it has a directory (in a
     database: once it has a long-term store)."""
+    from dreamkeeper.stores.backends import open_backend
+    from dreamkeeper.stores.contract.backend import POSTGRESQL
+
     data_dir = settings.data_dir
     agent = agent_id or settings.agent_id
-    if settings.database_url:
-        from dreamkeeper.stores.backends import open_backend
-
-        backend = open_backend(settings)
+    backend = open_backend(settings)
+    if backend.kind == POSTGRESQL:
         if not backend.has_agent(agent):
             known = backend.agents()
             raise NotFound(

@@ -4,44 +4,51 @@ migrate --to postgresql://...` (a data directory copied into a database)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
 from dreamkeeper.cli.common import Subparsers, add_json
 from dreamkeeper.core.errors import InvalidInput, SettingsError
 from dreamkeeper.core.settings import StoreSettings, check_database_url
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.backend import ExportsAgentKeys
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from dreamkeeper.stores.identity import StoreIdentity
+    from dreamkeeper.stores.contract.identity import StoreIdentity
     from dreamkeeper.stores.migrate import AgentCopy
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
 
 
-def _url(args: argparse.Namespace, settings: StoreSettings) -> str:
-    """--database, else DREAMKEEPER_DATABASE_URL; one of them is needed."""
-    url = getattr(args, "database", None) or settings.database_url
-    if not url:
+def _database(args: argparse.Namespace, settings: StoreSettings) -> PostgresBackend:
+    """--database, else the configured database (`stores.backends.open_backend`); one of
+    them is needed."""
+    given = getattr(args, "database", None)
+    if given:
+        try:
+            settings = dataclasses.replace(settings, database_url=check_database_url(given))
+        except ValueError as exc:
+            raise SettingsError(f"--database: {exc}") from None
+    # Loaded only here: every other command of a file deployment never loads PostgreSQL's.
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
+
+    backend = open_backend(settings)
+    if not isinstance(backend, PostgresBackend):
         raise InvalidInput(
             f"`{args.command}` needs a database: set DREAMKEEPER_DATABASE_URL or pass "
             "--database postgresql://user@host/dbname"
         )
-    try:
-        return check_database_url(url)
-    except ValueError as exc:
-        raise SettingsError(f"--database: {exc}") from None
+    return backend
 
 
 def db_upgrade(args: argparse.Namespace, settings: StoreSettings) -> int:
-    from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, upgrade
 
-    db = Database(_url(args, settings), max_size=1)
-    try:
-        applied = upgrade(db)
-    finally:
-        db.close()
+    db = _database(args, settings).db
+    applied = upgrade(db)
     for migration in applied:
         print(f"applied {migration.version}: {migration.name}")
     state = "upgraded to" if applied else "already at"
@@ -53,10 +60,9 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
     """Exit 0 when the schema is this code's, 2 when it needs `db upgrade` (or newer code)."""
     import json
 
-    from dreamkeeper.stores.backends import PostgresBackend
     from dreamkeeper.stores.postgres.migrations import SCHEMA_VERSION, current_version
 
-    backend = PostgresBackend(_url(args, settings))
+    backend = _database(args, settings)
     have = current_version(backend.db)
     identity = backend.read_identity()
     if have == SCHEMA_VERSION:
@@ -84,14 +90,15 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.cli.common import require_data_dir
-    from dreamkeeper.stores.backends import FileBackend, PostgresBackend
     from dreamkeeper.stores.migrate import carry_agent_keys, migrate
 
-    url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
+    # Both through the switch: the data directory's backend, and the database's, which
+    # the data directory's payload key seals what is copied into (stores.postgres.sealing).
+    target = _database(argparse.Namespace(command="migrate", database=args.to), settings)
     require_data_dir(settings)
-    source = FileBackend(settings.data_dir)
-    # The data directory's payload key seals what is copied (stores.postgres.sealing).
-    target = PostgresBackend(url, settings.data_dir)
+    source = open_backend(dataclasses.replace(settings, database_url=None))
+    if not isinstance(source, ExportsAgentKeys):
+        raise InvalidInput("`migrate` copies a data directory into a database")
     target.check_ready()  # the schema first: `db upgrade` is a deliberate step
     print(f"copying {source.location} into {target.location}", file=sys.stderr, flush=True)
     report = migrate(source, target, progress=_print_progress)
@@ -102,7 +109,7 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
         file=sys.stderr,
         flush=True,
     )
-    keys = carry_agent_keys(settings.data_dir, target.db)
+    keys = carry_agent_keys(source, target)
     print(
         f"payload data keys: {keys.keys} ({keys.carried} new this run), "
         f"{keys.destroyed} destroyed ids added",
@@ -147,7 +154,7 @@ def _print_progress(done: int, total: int, copy: AgentCopy) -> None:
 def _record_move(data_dir: Path, location: str, target: Callable[[], StoreIdentity]) -> None:
     """Record in the data directory that its store moved into the store `target`
     identifies, and say so."""
-    from dreamkeeper.stores.identity import record_move
+    from dreamkeeper.stores.files.identity import record_move
 
     try:
         moved = record_move(data_dir, target())

@@ -6,7 +6,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.core.settings import StoreSettings
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.search.query import format_hit, format_taxonomy, search
 
 FACTS = [
@@ -23,7 +24,8 @@ def _step(title: str) -> None:
 
 def run_demo(*, keep: bool = False, data_dir: Path | None = None) -> Path:
     root = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="dreamkeeper-demo-"))
-    store = FileMemoryStore(root, "demo")
+    # A throwaway data directory of its own, whatever the environment names.
+    store = open_backend(StoreSettings(data_dir=root)).memory("demo")
     now = store.now()
     print(f"Dreamkeeper demo: a throwaway store for agent 'demo' under {root}")
 
@@ -60,7 +62,7 @@ def run_demo(*, keep: bool = False, data_dir: Path | None = None) -> Path:
         print(format_hit(hit.entry, now))
 
     _step("6. The journal: every change, with fingerprints, never the content")
-    for record in store.journal.read_all():
+    for record in store.changes():
         print(f"{record.at:%H:%M:%S} {record.action:<9} {record.id} {record.fingerprint}")
 
     if keep:

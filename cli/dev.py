@@ -47,7 +47,7 @@ async def run_dev(
     codec = DevCodecServer(
         store.data_dir,
         (f"http://localhost:{ui_port}", f"http://127.0.0.1:{ui_port}"),
-        database_url=store.database_url,
+        store=store,
     )
     try:
         proc = start_dev_server(

@@ -36,7 +36,6 @@ from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import display_text
 
 if TYPE_CHECKING:
@@ -246,7 +245,8 @@ def dream(args: argparse.Namespace, settings: StoreSettings) -> int:
     if args.apply is None or args.agent is not None:
         require_store(settings)  # with --apply and no --agent: the plan's agent, below
     if args.set_approval is not None:
-        write_approval(FileMemoryStore(settings.data_dir, agent).documents, args.set_approval)
+        # Where the agent's every cycle reads it: the configured backend's documents.
+        write_approval(open_backend(settings).documents(agent), args.set_approval)
         print(f"approval for agent {agent}: {args.set_approval} (every cycle from the next)")
         return 0
     if args.apply is not None and args.dry_run:

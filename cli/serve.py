@@ -58,12 +58,12 @@ def embed_server(args: argparse.Namespace, settings: StoreSettings) -> int:
 
 def codec_server(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.service.codec_server import serve_cli
+    from dreamkeeper.stores.backends import open_backend
 
-    if settings.database_url:  # the agents' data keys are there: refuse before listening
-        from dreamkeeper.stores.backends import open_backend
-
-        open_backend(settings).check_reachable()
-    return serve_cli(args.host, args.port, settings.data_dir, settings.database_url)
+    # A database holds the agents' data keys: refuse before listening when it does not
+    # answer (a data directory has nothing to ask).
+    open_backend(settings).check_reachable()
+    return serve_cli(args.host, args.port, settings)
 
 
 def register(sub: Subparsers) -> None:

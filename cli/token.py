@@ -15,7 +15,8 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.policies.access import Access
 from dreamkeeper.stores.backends import open_backend
-from dreamkeeper.stores.tokens import TokenRecord, TokenStore, issue, revoke
+from dreamkeeper.stores.contract.tokens import TokenRecord, TokenStore
+from dreamkeeper.stores.tokens import issue, revoke
 
 
 def _store(settings: StoreSettings) -> TokenStore:

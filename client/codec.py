@@ -55,7 +55,6 @@ from dreamkeeper.client.agent_keys import (
     AgentKeyError,
     AgentKeyStore,
     AgentKeyStoreFactory,
-    FileAgentKeyStore,
 )
 from dreamkeeper.core import payload_keys
 from dreamkeeper.core.errors import StoreMismatch
@@ -118,12 +117,13 @@ class PayloadKeys:
     source: str = "none"  # where the keys came from, for messages (never the keys)
     # Without keys: where they were looked for, for the message a sealed payload gets.
     looked_in: str = f"{KEY_ENV} and {KEY_FILE_ENV} are unset"
-    # Where the per-agent data keys live (`client.agent_keys`); None: no data keys, every
-    # payload is sealed with the payload key itself.
+    # The process's data directory: where `{data}/payload-key` was looked for, and where
+    # a database's keyring is kept by default.
     data_dir: Path | None = None
-    # The shared key store of a database backend (`stores.postgres.agent_keys`), passed in
-    # by a caller that may load the stores; it replaces the data directory's files, which
-    # a worker on another host would never see.
+    # Where the per-agent data keys live (`client.agent_keys`): the store backend's
+    # factory (`StoreBackend.agent_keys`: files under its data directory, or rows of its
+    # database), passed in by a caller that may load the stores; None: no data keys,
+    # every payload is sealed with the payload key itself.
     key_store: AgentKeyStoreFactory | None = field(default=None, compare=False)
 
     @property
@@ -131,14 +131,9 @@ class PayloadKeys:
         return bool(self.keys)
 
     def agent_keys(self) -> AgentKeyStore | None:
-        if not self.keys:
+        if not self.keys or self.key_store is None:
             return None
-        wrapping = [(k.key_id, k.secret) for k in self.keys]
-        if self.key_store is not None:
-            return self.key_store(wrapping, self.data_dir)
-        if self.data_dir is None:
-            return None
-        return FileAgentKeyStore(self.data_dir, wrapping)
+        return self.key_store([(k.key_id, k.secret) for k in self.keys], self.data_dir)
 
     @classmethod
     def from_env(
@@ -147,8 +142,8 @@ class PayloadKeys:
         data_dir: Path | None = None,
         key_store: AgentKeyStoreFactory | None = None,
     ) -> PayloadKeys:
-        """The keys configured in core.settings (read there, parsed here); per-agent data
-        keys from `key_store` when given, else under `data_dir`."""
+        """The keys configured in core.settings (read there, parsed here; `data_dir`'s
+        `payload-key` among them); per-agent data keys from `key_store`."""
         found = cls._from_env(env, data_dir)
         return dataclasses.replace(found, key_store=key_store) if found.configured else found
 

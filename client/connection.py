@@ -105,8 +105,9 @@ async def connect(
     runtime: Runtime | None = None,
     key_store: AgentKeyStoreFactory | None = None,
 ) -> Client:
-    """`key_store`: where per-agent data keys live when not under `data_dir` (a database
-    backend's, `stores.backends.agent_key_store`)."""
+    """`key_store`: where per-agent data keys live (the store backend's,
+    `StoreBackend.agent_keys`); without one every payload is sealed with the payload key
+    itself, and `forget` cannot make the agent's histories undecodable."""
     converter = data_converter(PayloadKeys.from_env(data_dir=data_dir, key_store=key_store))
     _settle_at_exit_once()
     return await Client.connect(

@@ -77,7 +77,7 @@ class MemoryEntry(BaseModel):
     superseded_by: str | None = None
     # Bookkeeping of the store, not of the memory: the write that produced this file
     # (matched against the journal) and the operations applied to it, so a retried
-    # operation applies exactly once (see stores.longterm.memory_store).
+    # operation applies exactly once (see stores.files.memory_store).
     revision: int = 0
     applied_ops: dict[str, str] = Field(default_factory=dict)
 

@@ -15,6 +15,7 @@ payloads are never logged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hmac
 import json
@@ -42,8 +43,8 @@ from dreamkeeper.client.codec import (
     generate_key_file,
 )
 from dreamkeeper.core.errors import InvalidInput, SettingsError
-from dreamkeeper.core.settings import load_settings
-from dreamkeeper.stores.backends import agent_key_store
+from dreamkeeper.core.settings import StoreSettings, load_settings
+from dreamkeeper.stores.backends import open_backend
 
 log = logging.getLogger(__name__)
 
@@ -209,12 +210,11 @@ def _decoded(codec: EncryptionCodec, payload: Payload) -> Payload:
         return forgotten_placeholder(exc)
 
 
-def load_codec(
-    data_dir: Path | None, database_url: str | None = None
-) -> tuple[EncryptionCodec, PayloadKeys]:
+def load_codec(store: StoreSettings) -> tuple[EncryptionCodec, PayloadKeys]:
     """The workers' codec: their payload keys, and the per-agent data keys where the
-    workers keep them (the database when a URL is set, else under `data_dir`)."""
-    keys = PayloadKeys.from_env(data_dir=data_dir, key_store=agent_key_store(database_url))
+    workers keep them (the backend `store` names: its data directory, or its database)."""
+    backend = open_backend(store)
+    keys = PayloadKeys.from_env(data_dir=store.data_dir, key_store=backend.agent_keys)
     if not keys.configured:
         raise SettingsError(
             f"no payload key: set {KEY_ENV} or {KEY_FILE_ENV} (the worker's keys) "
@@ -223,9 +223,9 @@ def load_codec(
     return EncryptionCodec(keys.keys, keys.agent_keys()), keys
 
 
-def serve_cli(host: str, port: int, data_dir: Path | None, database_url: str | None = None) -> int:
+def serve_cli(host: str, port: int, store: StoreSettings) -> int:
     """`dreamkeeper codec-server`: blocks until Ctrl-C."""
-    codec, keys = load_codec(data_dir, database_url)
+    codec, keys = load_codec(store)
     settings = CodecServerSettings.from_env()
     try:
         server = make_server(codec, host, port, settings)
@@ -263,14 +263,17 @@ class DevCodecServer:
         ui_origins: tuple[str, ...],
         *,
         port: int | None = None,
-        database_url: str | None = None,
+        store: StoreSettings | None = None,
     ) -> None:
         data_dir = data_dir.resolve()
         generated = False
         if not PayloadKeys.from_env(data_dir=data_dir).configured:
             generate_key_file(data_dir / DATA_DIR_KEY_FILE)
             generated = True
-        codec, self.keys = load_codec(data_dir, database_url)
+        # The store the dev worker uses (a database's data keys are there), else the
+        # data directory's own.
+        store = StoreSettings(data_dir=data_dir) if store is None else store
+        codec, self.keys = load_codec(dataclasses.replace(store, data_dir=data_dir))
         env = CodecServerSettings.from_env()
         wanted = env.dev_port if port is None else port
         # No token here: the bundled dev UI cannot send one; the port is loopback-only.

@@ -48,13 +48,8 @@ from dreamkeeper.service.problems import (
     problem,
     status_for,
 )
-from dreamkeeper.stores.tokens import (
-    PREFIX,
-    TokenSnapshot,
-    TokenStore,
-    damaged_message,
-    verify,
-)
+from dreamkeeper.stores.contract.tokens import TokenSnapshot, TokenStore
+from dreamkeeper.stores.tokens import PREFIX, damaged_message, verify
 
 # Answered without the token: liveness and readiness probes.
 OPEN_PATHS = ("/v1/health", "/v1/ready")

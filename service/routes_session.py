@@ -29,11 +29,8 @@ from dreamkeeper.policies.access import READ_ONLY_TOOLS, Need
 from dreamkeeper.service.access import check_route_access, needs
 from dreamkeeper.service.state import ServiceState, state_of
 from dreamkeeper.stores.contract import WorkingMemoryStore
-from dreamkeeper.stores.working.working_memory import (
-    WorkingEntry,
-    validate_key,
-    validate_namespace,
-)
+from dreamkeeper.stores.contract.working import WorkingEntry
+from dreamkeeper.stores.working.working_memory import validate_key, validate_namespace
 
 MAX_NAMESPACE_SCAN = 100_000  # live entries looked through for a plain key
 

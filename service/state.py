@@ -25,8 +25,8 @@ from dreamkeeper.core.errors import DreamkeeperError, NotFound, Unavailable
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.service.metrics import ServiceMetrics
-from dreamkeeper.stores.backends import POSTGRESQL
-from dreamkeeper.stores.tokens import TokenStoreDamaged
+from dreamkeeper.stores.contract.backend import POSTGRESQL
+from dreamkeeper.stores.contract.tokens import TokenStoreDamaged
 
 log = logging.getLogger(__name__)
 

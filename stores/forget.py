@@ -44,13 +44,9 @@ import json
 import logging
 import os
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.forgetting import (
@@ -65,42 +61,26 @@ from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults, safe_json
-from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
+from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.forgetting import AgentStores, ForgetSteps, HistoryKeys
 from dreamkeeper.stores.dream_state.dream_ledger import scrub_ledgers
-from dreamkeeper.stores.files import AgentFiles, append_line, path_lock
-from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
 from dreamkeeper.stores.longterm.records import retired_into
-from dreamkeeper.stores.longterm.snapshot import SNAPSHOT
 from dreamkeeper.stores.search.query import search
 
 log = logging.getLogger(__name__)
 
-JOURNAL = "forget-journal.jsonl"
 EXPORTS = "exports.jsonl"  # per agent: the export files Dreamkeeper wrote (paths only)
 MAX_EXPORT_BYTES = 4 * 1_024 * 1_048_576
-LOCK = ".forget.lock"
 MAX_JOURNAL_BYTES = 64 * 1_048_576
+# How a receipt names the entries and their vectors (`ForgetSteps.place`): the data
+# directory's layout, which every backend's receipt speaks in.
+ENTRIES_PLACE = "memory"
+VECTORS_PLACE = "memory/.embeddings"
 MAX_PHRASE_CHARS = 1_000
 MIN_PHRASE_CHARS = 3
 VERIFY_LIMIT = 50  # hits looked at per verification search
-MAX_SCAN_FILE_BYTES = 1_024 * 1_048_576
-
-
-class HistoryKeys(Protocol):
-    """The per-agent payload data keys (`client.agent_keys`): destroying an agent's
-    makes every Temporal payload sealed with it undecodable."""
-
-    def destroy(self, agent_id: str) -> int:
-        """Destroy the agent's data keys; how many were destroyed."""
-        ...
-
-
-@dataclass
-class AgentStores:
-    memory: MemoryStore
-    working: WorkingMemoryStore
-    conversation: ConversationStore
 
 
 class Mentions:
@@ -172,114 +152,15 @@ def derived_from(memory: MemoryStore, ids: Iterable[str]) -> list[str]:
 
 
 class Forgetting:
-    """Forget requests on one data directory (the file backend)."""
+    """Forget requests on one store, the same algorithm on every backend: `steps` does
+    what differs per backend (`stores.contract.forgetting.ForgetSteps`)."""
 
-    # How the receipt names what it removed and what its scan read, on this backend.
-    ENTRIES = "entry files"
-    CACHE = "cache file"
-    SCANNED: Literal["files", "rows"] = "files"
+    def __init__(self, steps: ForgetSteps) -> None:
+        self.steps = steps
 
-    def __init__(
-        self,
-        data_dir: Path | str,
-        open_stores: Callable[[str], AgentStores],
-        *,
-        history_keys: HistoryKeys | None = None,
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self._open = open_stores
-        self.history_keys = history_keys
-        self._journal = self.data_dir / JOURNAL
-        self._path_lock = path_lock(self.data_dir / LOCK, within=self.data_dir)
-
-    # -- what differs per backend (the file backend here; `PostgresForgetting`) -------
-
-    def _hold(self) -> AbstractContextManager[object]:
-        """One forget at a time on this store (requests and the journal)."""
-        return self._path_lock.hold()
-
-    def _files(self, agent_id: str) -> AgentFiles:
-        return AgentFiles(self.data_dir, agent_id)
-
-    def _place(self, agent_id: str, name: str) -> str:
-        return _under(self._files(agent_id), name)
-
-    def _vector_count(self, agent_id: str, ids: list[str]) -> int:
-        files = self._files(agent_id)
-        return sum(files.path(MEMORY, EMBEDDINGS_DIR, f"{i}.bin").exists() for i in ids)
-
-    def _drop_vector(self, agent_id: str, entry_id: str) -> bool:
-        return self._files(agent_id).unlink((MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"))
-
-    def _caches(self, agent_id: str) -> list[str]:
-        """The caches quoting entries that exist now (erase removes them)."""
-        return [_rel(self.data_dir, p) for p in _cache_files(self._files(agent_id)) if p.exists()]
-
-    def _inventory(self, agent_id: str) -> list[Removal]:
-        return _inventory(self._files(agent_id).root)
-
-    def _agent_documents(self, agent_id: str) -> AgentDocuments:
-        return FileDocuments(self._files(agent_id))
-
-    def _delete_agent(self, agent_id: str) -> None:
-        """Everything the store keeps for the agent (its exports are gone already)."""
-        root = self._files(agent_id).root
-        if root.is_symlink():
-            root.unlink()
-        elif root.exists():
-            shutil.rmtree(root)
-
-    def _agent_left(self, agent_id: str) -> list[str]:
-        """Where anything of a deleted agent is still kept: the whole-agent verification."""
-        root = self._files(agent_id).root
-        return [_rel(self.data_dir, root)] if os.path.lexists(root) else []
-
-    def _journal_lines(self) -> list[bytes]:
-        try:
-            return safe_json.read_regular(self._journal, MAX_JOURNAL_BYTES).splitlines()
-        except OSError:
-            return []
-
-    def _retire_keys(self, agent_id: str, receipt: ForgetReceipt) -> int:
-        """Destroy the agent's history data keys after a forget of entries (its next
-        payload gets a new key); how many were destroyed."""
-        return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
-
-    def _destroy_keys_first(self, agent_id: str) -> int:
-        """A whole-agent forget's first step: the agent's data keys, so its histories are
-        undecodable even if the rest is cut short (a crash: the retry deletes the rest).
-        How many were destroyed."""
-        return 0 if self.history_keys is None else self.history_keys.destroy(agent_id)
-
-    def _erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
-        """Everything of the agent (its exports are gone already); how many more data
-        keys were destroyed with it."""
-        self._delete_agent(agent_id)
-        return 0
-
-    def _left_to_operator(self, agent_id: str) -> list[str]:
-        """What an operator must still do after a forget of this agent (read before it)."""
-        return [
-            "backups and filesystem snapshots of the data directory taken before this "
-            "forget still hold what it removed: age them out on their retention schedule"
-        ]
-
-    def _seal_state(self) -> bool | None:
-        """Whether content was sealed at rest (None: not applicable, files)."""
-        return None
-
-    def _raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
-        """Every byte this store keeps for the agent, searched for the forgotten text."""
-        files = self._files(stores.memory.agent_id)
-        exports = [p for p in exported_files(stores.memory.documents) if p.is_file()]
-        for path in [*_walk(files.root), *[p for p in exports if not p.is_symlink()]]:
-            result.files_scanned += 1
-            try:
-                data = safe_json.read_regular(path, MAX_SCAN_FILE_BYTES).lower()
-            except OSError:
-                continue
-            if any(n in data for n in needles):
-                result.files_containing.append(_rel(self.data_dir, path))
+    @property
+    def history_keys(self) -> HistoryKeys | None:
+        return self.steps.history_keys
 
     # -- requests ----------------------------------------------------------------------
 
@@ -320,21 +201,21 @@ class Forgetting:
         """Everything of the agent: its directory, every tier in it, and its data keys."""
         agent_id = validate_agent_id(agent_id)
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope="agent")
-        with self._hold():
+        with self.steps.hold():
             receipt.resumed = self._finish_pending()
             if dry_run:
                 receipt.dry_run = True
-                receipt.removed = self._inventory(agent_id)
+                receipt.removed = self.steps.inventory(agent_id)
                 return receipt
-            self._note({"request": receipt.request_id, "agent": agent_id, "scope": "agent"})
+            self.steps.note({"request": receipt.request_id, "agent": agent_id, "scope": "agent"})
             faults.crash_point(faults.FORGET_BEGUN)
             self._run_agent(receipt)
-            self._note({"request": receipt.request_id, "done": True})
+            self.steps.note({"request": receipt.request_id, "done": True})
         return receipt
 
     def finish_pending(self) -> list[str]:
         """Finish every request begun and not done (a crash mid-way); their ids."""
-        with self._hold():
+        with self.steps.hold():
             return self._finish_pending()
 
     # -- the steps ---------------------------------------------------------------------
@@ -349,9 +230,9 @@ class Forgetting:
         dry_run: bool,
     ) -> ForgetReceipt:
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope=scope)
-        with self._hold():
+        with self.steps.hold():
             receipt.resumed = self._finish_pending()
-            stores = self._open(agent_id)
+            stores = self.steps.open_stores(agent_id)
             memory = stores.memory
             present = [e for i in pick(memory) if (e := memory.get(i)) is not None]
             seeds = Mentions([e.content for e in present] + phrases)
@@ -381,7 +262,7 @@ class Forgetting:
             if dry_run:
                 receipt.dry_run = True
                 return receipt
-            self._note(
+            self.steps.note(
                 {
                     "request": receipt.request_id,
                     "agent": agent_id,
@@ -393,7 +274,7 @@ class Forgetting:
             )
             faults.crash_point(faults.FORGET_BEGUN)
             self._run_entries(receipt, doomed, restore, phrases, stores, receipt.rewritten)
-            self._note({"request": receipt.request_id, "done": True})
+            self.steps.note({"request": receipt.request_id, "done": True})
         return receipt
 
     def _run_entries(
@@ -405,104 +286,148 @@ class Forgetting:
         stores: AgentStores | None = None,
         rewrite: list[str] | None = None,
     ) -> None:
+        """Entries and what mentions them: the other tiers first, while the entries still
+        exist to say what to look for; derived entries rewritten, sources restored; the
+        entries last; then the receipt."""
         agent_id = receipt.agent_id
-        stores = stores or self._open(agent_id)
+        stores = stores or self.steps.open_stores(agent_id)
         memory = stores.memory
-        notes = self._left_to_operator(agent_id)
+        notes = self.steps.left_to_operator(agent_id)
         present = [e for i in ids if (e := memory.get(i)) is not None]
         mentions = Mentions([e.content for e in present] + phrases)
-        removed: list[Removal] = []
-        for place, count in scrub_ledgers(memory.documents, set(ids), mentions).items():
-            removed.append(
-                Removal(place=self._place(agent_id, place), what="ledger lines", count=count)
-            )
+        removed = self._scrub_tiers(agent_id, stores, set(ids), mentions)
+        faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
+        removed += self._rewrite_derived(agent_id, memory, rewrite or [], mentions, set(ids))
+        for source in restore:
+            entry = memory.get(source)
+            if entry is not None and entry.is_archived:
+                memory.restore(source, force=True)
+        removed += self._erase_entries(agent_id, memory, ids, [e.id for e in present])
+        receipt.history_keys_destroyed = self.steps.retire_keys(agent_id, receipt)
+        self._settle(receipt, removed, self._verify(stores, mentions), notes)
+
+    def _scrub_tiers(
+        self, agent_id: str, stores: AgentStores, ids: set[str], mentions: Mentions
+    ) -> list[Removal]:
+        """The ledgers' lines, working-memory entries, conversation turns and export
+        lines about the entries or quoting their text."""
+        place = self.steps.place
+        removed = [
+            Removal(place=place(agent_id, name), what="ledger lines", count=count)
+            for name, count in scrub_ledgers(stores.memory.documents, ids, mentions).items()
+        ]
         if mentions:
             keys = stores.working.erase_matching(mentions)
             if keys:
                 removed.append(
                     Removal(
-                        place=self._place(agent_id, "working-memory"),
-                        what="entries",
-                        count=len(keys),
+                        place=place(agent_id, "working-memory"), what="entries", count=len(keys)
                     )
                 )
-            for place, count in stores.conversation.erase_matching(mentions).items():
-                removed.append(
-                    Removal(place=self._place(agent_id, place), what="turns", count=count)
-                )
-        for path, count in _scrub_exports(memory.documents, set(ids), mentions).items():
+            for name, count in stores.conversation.erase_matching(mentions).items():
+                removed.append(Removal(place=place(agent_id, name), what="turns", count=count))
+        for path, count in _scrub_exports(stores.memory.documents, ids, mentions).items():
             removed.append(Removal(place=path, what="export lines", count=count))
-        faults.crash_point(faults.FORGET_TIERS_SCRUBBED)
-        gone = set(ids)
-        vector_place = self._place(agent_id, f"{MEMORY}/{EMBEDDINGS_DIR}")
-        for entry_id in rewrite or []:
+        return removed
+
+    def _rewrite_derived(
+        self,
+        agent_id: str,
+        memory: MemoryStore,
+        rewrite: list[str],
+        mentions: Mentions,
+        gone: set[str],
+    ) -> list[Removal]:
+        """Each derived entry to keep, rewritten without the clauses that carry the
+        forgotten text, and its vector dropped."""
+        removed = []
+        for entry_id in rewrite:
             entry = memory.get(entry_id)
             text = _rewritten(memory, entry, mentions, gone) if entry is not None else None
-            if text is None:
+            if entry is None or text is None:
                 continue  # done before a crash, or changed since: reported as derived
-            kept = [i for i in merged_from(entry) if i not in gone] if entry else []
+            kept = [i for i in merged_from(entry) if i not in gone]
             memory.mutate(
-                entry_id,
-                _rewrite_to(text, kept),
-                reason="rewritten without a forgotten entry",
+                entry_id, _rewrite_to(text, kept), reason="rewritten without a forgotten entry"
             )
             # Its vector was made from the old text (a vector can be inverted into text).
-            if self._drop_vector(agent_id, entry_id):
-                removed.append(Removal(place=vector_place, what="vectors", count=1))
+            if self.steps.drop_vector(agent_id, entry_id):
+                removed.append(
+                    Removal(
+                        place=self.steps.place(agent_id, VECTORS_PLACE), what="vectors", count=1
+                    )
+                )
             removed.append(
-                Removal(place=self._place(agent_id, MEMORY), what="rewritten entries", count=1)
+                Removal(
+                    place=self.steps.place(agent_id, ENTRIES_PLACE),
+                    what="rewritten entries",
+                    count=1,
+                )
             )
-        for source in restore:
-            entry = memory.get(source)
-            if entry is not None and entry.is_archived:
-                memory.restore(source, force=True)
-        vectors = self._vector_count(agent_id, [e.id for e in present])
-        caches = self._caches(agent_id)
+        return removed
+
+    def _erase_entries(
+        self, agent_id: str, memory: MemoryStore, ids: list[str], present: list[str]
+    ) -> list[Removal]:
+        """The entries themselves, their vectors and the caches quoting them."""
+        vectors = self.steps.vector_count(agent_id, present)
+        caches = self.steps.caches(agent_id)
         erased = memory.erase(ids)
+        removed = []
         if erased:
             removed.append(
-                Removal(place=self._place(agent_id, MEMORY), what=self.ENTRIES, count=len(erased))
+                Removal(
+                    place=self.steps.place(agent_id, ENTRIES_PLACE),
+                    what=self.steps.entries_name,
+                    count=len(erased),
+                )
             )
         if vectors:
-            removed.append(Removal(place=vector_place, what="vectors", count=vectors))
-        still = set(self._caches(agent_id))
+            place = self.steps.place(agent_id, VECTORS_PLACE)
+            removed.append(Removal(place=place, what="vectors", count=vectors))
+        still = set(self.steps.caches(agent_id))
         for cache in caches:
             if cache not in still:
-                removed.append(Removal(place=cache, what=self.CACHE, count=1))
-        receipt.history_keys_destroyed = self._retire_keys(agent_id, receipt)
+                removed.append(Removal(place=cache, what=self.steps.cache_name, count=1))
+        return removed
+
+    def _settle(
+        self,
+        receipt: ForgetReceipt,
+        removed: list[Removal],
+        verification: Verification,
+        notes: list[str],
+    ) -> None:
+        """The receipt of a request run: what went where (the keys' line last), the
+        verification with the checks the key steps added, and what the operator has
+        left to do."""
         receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
-        verification = self._verify(stores, mentions)
         verification.checked += receipt.verification.checked
         verification.failed += receipt.verification.failed
         receipt.verification = verification
-        receipt.sealed_at_rest = self._seal_state()
+        receipt.sealed_at_rest = self.steps.seal_state()
         receipt.left_to_operator = notes + receipt.left_to_operator
 
     def _run_agent(self, receipt: ForgetReceipt) -> None:
         """The whole agent, on either backend (its steps per backend above)."""
         agent_id = receipt.agent_id
-        notes = self._left_to_operator(agent_id)
-        destroyed = self._destroy_keys_first(agent_id)
-        removed = self._inventory(agent_id)
-        for export in exported_files(self._agent_documents(agent_id)):
+        notes = self.steps.left_to_operator(agent_id)
+        destroyed = self.steps.destroy_keys_first(agent_id)
+        removed = self.steps.inventory(agent_id)
+        for export in exported_files(self.steps.agent_documents(agent_id)):
             if export.is_file() and not export.is_symlink():
                 export.unlink()
                 removed.append(Removal(place=str(export), what="export file", count=1))
-        receipt.history_keys_destroyed = destroyed + self._erase_agent(agent_id, receipt)
-        receipt.removed = removed + receipt.removed + _history_keys_removed(receipt)
-        verification = Verification(
-            files_containing=self._agent_left(agent_id), scanned=self.SCANNED
+        receipt.history_keys_destroyed = destroyed + self.steps.erase_agent(agent_id, receipt)
+        left = Verification(
+            files_containing=self.steps.agent_left(agent_id), scanned=self.steps.scanned
         )
-        verification.checked += receipt.verification.checked
-        verification.failed += receipt.verification.failed
-        receipt.verification = verification
-        receipt.sealed_at_rest = self._seal_state()
-        receipt.left_to_operator = notes + receipt.left_to_operator
+        self._settle(receipt, removed, left, notes)
 
     def _verify(self, stores: AgentStores, mentions: Mentions) -> Verification:
         """Search every tier for each forgotten text, then read every byte the store
         keeps for the agent for it (plain and JSON-escaped)."""
-        result = Verification(scanned=self.SCANNED)
+        result = Verification(scanned=self.steps.scanned)
         for text in mentions.texts:
             result.searches += 1
             for hit in search(stores.memory, text, include_archived=True, limit=VERIFY_LIMIT):
@@ -514,18 +439,14 @@ class Forgetting:
             for session in stores.conversation.sessions(include_expired=True):
                 turns = stores.conversation.conversation(session).turns
                 result.search_matches += sum(1 for t in turns if mentions.verbatim(t.content))
-        self._raw_scan(stores, _byte_needles(mentions.texts), result)
+        self.steps.raw_scan(stores, _byte_needles(mentions.texts), result)
         return result
 
     # -- the journal -------------------------------------------------------------------
 
-    def _note(self, record: dict[str, object]) -> None:
-        line = json.dumps({**record, "at": utc_now().isoformat()}, separators=(",", ":"))
-        append_line(self._journal, line, within=self.data_dir)
-
     def _pending(self) -> list[dict[str, object]]:
         begun: dict[str, dict[str, object]] = {}
-        for line in self._journal_lines():
+        for line in self.steps.journal_lines():
             try:
                 record = safe_json.loads(line, max_bytes=MAX_JOURNAL_BYTES, max_depth=2)
             except ValueError:
@@ -559,9 +480,30 @@ class Forgetting:
             except InvalidInput as exc:
                 log.warning("forget journal: request %s is malformed (%s); skipped", request, exc)
             log.warning("forget: finished request %s, interrupted earlier", request)
-            self._note({"request": request, "done": True})
+            self.steps.note({"request": request, "done": True})
             finished.append(request)
         return finished
+
+
+def stores_of(backend: StoreBackend) -> Callable[[str], AgentStores]:
+    """Open an agent's three stores on `backend`, as a forget works on them: no embedding
+    model (erasure and its verification need none, and an unreachable endpoint must not
+    stop a forget)."""
+
+    def open_stores(agent_id: str) -> AgentStores:
+        return AgentStores(
+            memory=backend.memory(agent_id),
+            working=backend.working(agent_id),
+            conversation=backend.conversations(agent_id),
+        )
+
+    return open_stores
+
+
+def destroy_history_keys(keys: HistoryKeys | None, agent_id: str) -> int:
+    """Destroy the agent's payload data keys, if the process has any; how many: a
+    forget's key step where no sealing at rest needs the keys until its rows go."""
+    return 0 if keys is None else keys.destroy(agent_id)
 
 
 def _history_keys_removed(receipt: ForgetReceipt) -> list[Removal]:
@@ -645,16 +587,6 @@ def _sources_to_restore(memory: MemoryStore, doomed: list[str]) -> list[str]:
     return restore
 
 
-def _cache_files(files: AgentFiles) -> list[Path]:
-    caches = [files.path(*SNAPSHOT)]
-    folder = files.path(MEMORY, EMBEDDINGS_DIR)
-    try:
-        caches += [folder / n for n in os.listdir(folder) if n.startswith("pack-")]
-    except OSError:
-        pass
-    return caches
-
-
 def _byte_needles(texts: Iterable[str]) -> list[bytes]:
     needles: set[bytes] = set()
     for text in texts:
@@ -663,55 +595,6 @@ def _byte_needles(texts: Iterable[str]) -> list[bytes]:
         needles.add(json.dumps(lowered)[1:-1].encode("utf-8"))  # ASCII-escaped JSON
         needles.add(json.dumps(lowered, ensure_ascii=False)[1:-1].encode("utf-8"))
     return [n for n in needles if n]
-
-
-def _walk(root: Path) -> Iterable[Path]:
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = Path(directory) / name
-            if not path.is_symlink():
-                yield path
-
-
-def _inventory(root: Path) -> list[Removal]:
-    """What a whole-agent erasure removes: files per top-level part of the directory."""
-    counts: dict[str, int] = {}
-    for path in _walk(root) if root.is_dir() and not root.is_symlink() else []:
-        top = path.relative_to(root).parts[0]
-        counts[top] = counts.get(top, 0) + 1
-    base = root.parent.parent
-    return [
-        Removal(place=_rel(base, root / top), what="files", count=n)
-        for top, n in sorted(counts.items())
-    ]
-
-
-def _rel(base: Path, path: Path) -> str:
-    try:
-        return str(path.relative_to(base))
-    except ValueError:
-        return str(path)
-
-
-def _under(files: AgentFiles, place: str) -> str:
-    return _rel(files.data_dir, files.path(place))
-
-
-def file_backend(data_dir: Path | str) -> Callable[[str], AgentStores]:
-    """Open an agent's three file stores (no embedding model: erasure and its
-    verification need none, and an unreachable endpoint must not stop a forget)."""
-    from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
-
-    def open_stores(agent_id: str) -> AgentStores:
-        return AgentStores(
-            memory=FileMemoryStore(data_dir, agent_id),
-            working=FileWorkingMemoryStore(data_dir, agent_id),
-            conversation=FileConversationStore(data_dir, agent_id),
-        )
-
-    return open_stores
 
 
 def note_export(documents: AgentDocuments, path: Path) -> None:

@@ -18,20 +18,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from dreamkeeper.client.agent_keys import DIR as KEYS_DIR
-from dreamkeeper.client.agent_keys import AgentKeyError, read_destroyed, read_key_file
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.backends import StoreBackend
-from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.contract import ConversationStore, WorkingMemoryStore
+from dreamkeeper.stores.contract.backend import ExportsAgentKeys, ImportsAgentKeys, StoreBackend
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.tokens import TokenStore
 from dreamkeeper.stores.faults import MIGRATE_AGENT_COPIED, crash_point
-from dreamkeeper.stores.tokens import TokenStore
-
-if TYPE_CHECKING:
-    from dreamkeeper.stores.postgres.database import Database
 
 WORKING_LIST_CAP = 1_000_000  # every live key: a namespace holds a bounded number
 
@@ -95,12 +88,6 @@ def content_digest(entries: list[MemoryEntry]) -> str:
     return digest.hexdigest()
 
 
-def _documents(store: MemoryStore) -> Any:
-    # The per-agent documents medium (dream ledger, cluster state, vocabulary, approval,
-    # conversation log); a store without one has no dream state to copy.
-    return getattr(store, "documents", None)
-
-
 def _copy_working(source: WorkingMemoryStore, target: WorkingMemoryStore) -> int:
     now = source.now()
     copied = 0
@@ -136,10 +123,7 @@ def _copy_conversations(source: ConversationStore, target: ConversationStore) ->
     return appended
 
 
-def _copy_documents(source: MemoryStore, target: MemoryStore) -> int:
-    theirs, ours = _documents(source), _documents(target)
-    if theirs is None or ours is None:
-        return 0
+def _copy_documents(theirs: AgentDocuments, ours: AgentDocuments) -> int:
     copied = 0
     for name in theirs.names(""):
         data = theirs.read(name)
@@ -161,7 +145,7 @@ def copy_agent(source: StoreBackend, target: StoreBackend, agent_id: str) -> Age
     copy.working = _copy_working(source.working(agent_id), target.working(agent_id))
     copy.turns = _copy_conversations(source.conversations(agent_id), target.conversations(agent_id))
     # Last: the conversation log among them replaces what appending turns logged.
-    copy.documents = _copy_documents(theirs, ours)
+    copy.documents = _copy_documents(source.documents(agent_id), target.documents(agent_id))
     return copy
 
 
@@ -261,34 +245,26 @@ class KeysCopy:
     mismatches: list[str] = field(default_factory=list)
 
 
-def carry_agent_keys(data_dir: Path, db: Database) -> KeysCopy:
-    """Copy `{data}/agent-keys/` into the database's key tables, as stored (wrapped: the
-    payload key is not needed here, and no key is ever in clear), then check that every
-    file key is in the database (or was destroyed there) and every destroyed id is on its
-    list. Idempotent like the rest of `migrate`."""
-    from dreamkeeper.stores.postgres.agent_keys import carry_destroyed, carry_key, held_keys
-
-    root = Path(data_dir) / KEYS_DIR
-    copy = KeysCopy()
+def carry_agent_keys(source: ExportsAgentKeys, target: ImportsAgentKeys) -> KeysCopy:
+    """Copy the source's payload data keys (a data directory's `agent-keys/`) into the
+    target's (the database's key tables), as stored (wrapped: the payload key is not
+    needed here, and no key is ever in clear), then check that every key of the source
+    is in the target (or was destroyed there) and every destroyed id is on its list.
+    Idempotent like the rest of `migrate`."""
+    export = source.export_agent_keys()
+    copy = KeysCopy(keys=len(export.keys), mismatches=list(export.unreadable))
     # The destroyed ids first: a key whose forget was interrupted (its id listed, its file
     # not yet deleted) is then refused by the database rather than brought back to life.
-    gone = read_destroyed(root)
-    copy.destroyed = carry_destroyed(db, gone)
-    found: list[tuple[str, str]] = []
-    for path in sorted(root.glob("*.json")) if root.is_dir() else []:
-        try:
-            agent_id = validate_agent_id(path.stem)
-            stored = read_key_file(path)
-        except (ValueError, AgentKeyError, FileNotFoundError) as exc:
-            copy.mismatches.append(f"{path.name}: not carried ({exc})")
-            continue
-        copy.keys += 1
-        found.append((agent_id, stored.key_id))
-        copy.carried += carry_key(db, agent_id, stored)
-    held, held_gone = held_keys(db)
-    for agent_id, key_id in found:
-        if (agent_id, key_id) not in held and key_id not in held_gone:
-            copy.mismatches.append(f"agent {agent_id}: data key {key_id} is not in the database")
-    if gone - held_gone:
-        copy.mismatches.append(f"{len(gone - held_gone)} destroyed key ids are not in the database")
+    copy.destroyed = target.import_destroyed_keys(export.destroyed)
+    for agent_id, stored in export.keys:
+        copy.carried += target.import_agent_key(agent_id, stored)
+    held, held_gone = target.held_agent_keys()
+    for agent_id, stored in export.keys:
+        if (agent_id, stored.key_id) not in held and stored.key_id not in held_gone:
+            copy.mismatches.append(
+                f"agent {agent_id}: data key {stored.key_id} is not in the database"
+            )
+    if export.destroyed - held_gone:
+        missing = len(export.destroyed - held_gone)
+        copy.mismatches.append(f"{missing} destroyed key ids are not in the database")
     return copy

@@ -13,7 +13,7 @@ import pytest
 # embeddings configure them explicitly.
 os.environ["DREAMKEEPER_EMBEDDING_BACKEND"] = "none"
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.clock import FakeClock
 
 # No per-example deadline: on a loaded 2-core CI machine an example's wall time says

@@ -33,17 +33,17 @@ from dreamkeeper.policies.dedup import Candidate, DedupOutcome
 from dreamkeeper.policies.gating import SettledCluster, gate, reopen_delay
 from dreamkeeper.policies.merge import MergeProposal, exact_duplicate_folds, merged_entry
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import save_fact
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from tests.helpers import tree_snapshot
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
@@ -498,7 +498,7 @@ def test_settings_raise_settings_errors_only():
 
 
 def test_working_memory_refuses_to_write_a_segment_its_reader_would_refuse(tmp_path, monkeypatch):
-    from dreamkeeper.stores.working import working_memory
+    from dreamkeeper.stores.files import working_memory
 
     monkeypatch.setattr(working_memory, "MAX_SEGMENT_FILE_BYTES", 2_000)
     memory = FileWorkingMemoryStore(tmp_path, "a1", clock=lambda: T0)

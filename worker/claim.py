@@ -16,7 +16,8 @@ from dreamkeeper.core.names import CLAIM_LOCATION as LOCATION
 from dreamkeeper.core.names import CLAIM_SEALED_WITH as SEALED_WITH
 from dreamkeeper.core.names import CLAIM_STORE_ID as STORE_ID
 from dreamkeeper.core.names import claim_workflow_id
-from dreamkeeper.stores.identity import StoreIdentity, directory_of, moved_into
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files.identity import directory_of, moved_into
 from dreamkeeper.workflows.store_claim import StoreClaim
 
 
@@ -24,7 +25,7 @@ def moved_here(held: tuple[str, str], identity: StoreIdentity, data_dir: Path | 
     """Whether the store holding the queue (`held`: its id and location) is a data
     directory that `dreamkeeper migrate` copied into this store: its identity, read at the
     location it claimed from or in this worker's own data directory, records the move
-    (stores.identity.record_move). The random store id it must carry is the proof it is
+    (stores.files.identity.record_move). The random store id it must carry is the proof it is
     that store, whichever host reads it."""
     places = [directory_of(held[1]), data_dir]
     return any(

@@ -40,7 +40,7 @@ from dreamkeeper.core.settings import (
     embedding_settings,
 )
 from dreamkeeper.core.shards import ShardMap
-from dreamkeeper.stores.backends import agent_key_store, open_backend
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.schedules import ensure_dream_schedule, schedule_id_for
 from dreamkeeper.worker.temporal_worker import build_worker
@@ -118,9 +118,7 @@ async def running_worker(
     backend = open_backend(store)
     backend.check_ready()  # before Temporal: a wrong schema is refused before any claim
     identity = backend.identity()
-    client = await connect(
-        temporal, store.data_dir, runtime=runtime, key_store=agent_key_store(store.database_url)
-    )
+    client = await connect(temporal, store.data_dir, runtime=runtime, key_store=backend.agent_keys)
     log.info("payloads: %s", describe_converter(client.data_converter))
     await ensure_search_attributes(client, temporal.namespace)
     claimed = await claim_task_queue(

@@ -1,5 +1,5 @@
 """The append-only conversation log read by preference inference: the document
-`conversation-log/turns.jsonl` of the agent's documents (`stores.documents`: a file
+`conversation-log/turns.jsonl` of the agent's documents (`stores.contract.documents`: a file
 under the agent's directory, or rows in the database), one JSON object per turn.
 
 A pass rotates the log first (one rename to `conversation-log/processed/`), so turns
@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments, check_name
-from dreamkeeper.stores.files import check_component
+from dreamkeeper.stores.contract.documents import AgentDocuments, check_name
+from dreamkeeper.stores.contract.names import check_component
 
 LOG = "conversation-log/turns.jsonl"
 PROCESSED = "conversation-log/processed/"

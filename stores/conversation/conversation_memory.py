@@ -1,83 +1,41 @@
 """Conversation memory: the turns of each session, per agent.
 
-`conversations/sessions/{session}.json` holds the last `MAX_RETAINED` turns; older turns
-are appended to `conversations/archive/{session}.jsonl` (the last `MAX_ARCHIVED` kept),
-so out-of-window recall can quote the whole live conversation. The archive belongs to
-the live session: a new session, or one idle longer than `SESSION_IDLE`, starts afresh
-and discards it, and an expired session's turns are never read back.
-
-A session id may have `/`-separated segments (`session/blazor-session`), each validated
-on its own; its files sit in nested directories (`sessions/session/blazor-session.json`)
-and `sessions()` lists it back.
+A session keeps its last `MAX_RETAINED` turns; older turns go to its archive (the last
+`MAX_ARCHIVED` kept), so out-of-window recall can quote the whole live conversation. The
+archive belongs to the live session: a new session, or one idle longer than
+`SESSION_IDLE`, starts afresh and discards it, and an expired session's turns are never
+read back. A session id may have `/`-separated segments (`session/blazor-session`), each
+validated on its own. Each turn carries its number in the conversation (`n`, from 1).
 
 Every turn is also appended to the conversation log that preference inference reads
 (`stores.conversation.conversation_log`).
 
-Each turn carries its number in the conversation (`n`, from 1). Eviction appends to the
-archive before the session file is replaced; a crash between the two can archive a turn
-twice, and readers keep one copy per number.
+The rules are written once here (`ConversationBase`); a backend keeps the sessions:
+files (`stores.files.conversation_memory`) or rows
+(`stores.postgres.conversation_memory`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, Field, ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import UtcDatetime, as_utc, utc_now
+from dreamkeeper.core.models import as_utc
 from dreamkeeper.core.validation import (
     require_unicode,
     validate_agent_id,
     validate_session_segment,
 )
-from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Conversation, Turn
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import (
-    AgentFiles,
-    append_line,
-    atomic_write_text,
-    path_lock,
-    real_directory,
-    unlink_within,
-)
 
 MAX_RETAINED = 50
 MAX_ARCHIVED = 500
-ARCHIVE_SLACK = 100  # the archive file is trimmed to MAX_ARCHIVED once it is this far over
 SESSION_IDLE = timedelta(hours=1)
-MAX_TURN_CHARS = 100_000
-# A stored turn is at most ~6 bytes a character (JSON escapes) plus its fields; a session
-# file holds at most MAX_RETAINED of them. Anything larger was not written by us.
-MAX_TURN_LINE_BYTES = 6 * MAX_TURN_CHARS + 1_024
-MAX_SESSION_FILE_BYTES = 64 * 1_048_576
-MAX_ARCHIVE_READ_BYTES = 1_024 * 1_048_576
 ROLES = ("user", "assistant")
 
 MAX_SEGMENTS = 8
-
-Role = Literal["user", "assistant"]
-
-
-class Turn(BaseModel):
-    n: int
-    role: Role
-    content: str = Field(max_length=MAX_TURN_CHARS)
-    at: UtcDatetime
-
-
-class _SessionFile(BaseModel):
-    started_at: UtcDatetime
-    last_at: UtcDatetime
-    next_n: int = 1
-    archived_lines: int = 0
-    turns: list[Turn]
 
 
 def validate_session_id(session_id: str) -> str:
@@ -93,30 +51,6 @@ def validate_session_id(session_id: str) -> str:
     except InvalidInput as exc:
         raise InvalidInput(f"invalid session id {session_id!r}: {exc}") from None
     return session_id
-
-
-@dataclass(frozen=True)
-class _ArchiveCache:
-    signature: tuple[int, int, int]
-    size: int  # bytes parsed (whole lines)
-    by_n: dict[int, Turn]
-    turns: tuple[Turn, ...]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """A live session: archived turns then retained ones, in order."""
-
-    session_id: str
-    archived: tuple[Turn, ...]
-    retained: tuple[Turn, ...]
-
-    @property
-    def turns(self) -> tuple[Turn, ...]:
-        return self.archived + self.retained
-
-    def __len__(self) -> int:
-        return len(self.archived) + len(self.retained)
 
 
 def check_turn(session_id: str, role: str, content: str) -> None:
@@ -201,275 +135,3 @@ class ConversationBase:
     def clear(self, session_id: str) -> None:
         """End the session: its turns and its archive are discarded."""
         raise NotImplementedError
-
-
-class FileConversationStore(ConversationBase):
-    def __init__(
-        self,
-        data_dir: Path | str,
-        agent_id: str,
-        *,
-        clock: Callable[[], datetime] = utc_now,
-        idle: timedelta = SESSION_IDLE,
-        max_retained: int = MAX_RETAINED,
-        max_archived: int = MAX_ARCHIVED,
-    ) -> None:
-        super().__init__(
-            agent_id,
-            clock=clock,
-            idle=idle,
-            max_retained=max_retained,
-            max_archived=max_archived,
-        )
-        agent_root = Path(data_dir) / "agents" / self.agent_id
-        self.agent_root = agent_root
-        self.root = agent_root / "conversations"
-        self.log = ConversationLog(FileDocuments(AgentFiles(data_dir, agent_id)))
-        self._lock = path_lock(self.root / ".lock", within=agent_root)
-        self._sessions: dict[str, tuple[tuple[int, int, int] | None, _SessionFile | None]] = {}
-        self._archives: dict[str, _ArchiveCache] = {}
-
-    def _session_path(self, session_id: str) -> Path:
-        return _nested(self.root / "sessions", session_id, ".json")
-
-    def _archive_path(self, session_id: str) -> Path:
-        return _nested(self.root / "archive", session_id, ".jsonl")
-
-    # -- reads (cached by file signature: a reader sees another process's writes) -------
-
-    def _reachable(self, path: Path) -> bool:
-        """The file's directories are real ones under the agent's (a link planted in
-        their place reads as nothing there)."""
-        try:
-            return real_directory(self.agent_root, path.parent, create=False)
-        except OSError:
-            return False
-
-    def _session(self, session_id: str) -> _SessionFile | None:
-        path = self._session_path(session_id)
-        signature = _signature(path) if self._reachable(path) else None
-        cached = self._sessions.get(session_id)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        state = None
-        if signature is not None:
-            try:
-                data = safe_json.read_regular(path, MAX_SESSION_FILE_BYTES)
-                if len(data) > MAX_SESSION_FILE_BYTES:
-                    raise ValueError("larger than any session file")
-                # pydantic's parser bounds nesting itself (without recursing in Python).
-                state = _SessionFile.model_validate_json(data)
-            except (OSError, ValueError):  # ValidationError is a ValueError
-                state = None  # unreadable: treated as a fresh session (and rewritten)
-        self._sessions[session_id] = (signature, state)
-        return state
-
-    def _live(self, session_id: str) -> _SessionFile | None:
-        state = self._session(session_id)
-        if state is None or not self._is_live(state.last_at):
-            return None
-        return state
-
-    def _last_at(self, session_id: str) -> datetime | None:
-        state = self._session(session_id)
-        return None if state is None else state.last_at
-
-    def _archive(self, session_id: str) -> tuple[Turn, ...]:
-        """Archived turns; after an append only the new bytes are read."""
-        path = self._archive_path(session_id)
-        signature = _signature(path) if self._reachable(path) else None
-        if signature is None:
-            self._archives.pop(session_id, None)
-            return ()
-        cached = self._archives.get(session_id)
-        if cached is not None and cached.signature == signature:
-            return cached.turns
-        if (
-            cached is not None
-            and cached.signature[2] == signature[2]
-            and cached.size <= signature[1]
-        ):
-            offset, by_n = cached.size, dict(cached.by_n)  # same file, grown: appended lines
-        else:
-            offset, by_n = 0, {}
-        try:
-            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES, offset=offset)
-        except OSError:
-            data = b""  # a symlink, FIFO or directory where the archive should be
-        end = data.rfind(b"\n") + 1  # a line without its newline is still being written
-        for line in data[:end].splitlines():
-            if len(line) > MAX_TURN_LINE_BYTES:
-                continue
-            try:
-                turn = Turn.model_validate_json(line)
-            except ValidationError:
-                continue  # a torn line from a crash mid-append
-            by_n[turn.n] = turn
-        turns = tuple(by_n[n] for n in sorted(by_n))[-self._max_archived :]
-        self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
-        return turns
-
-    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
-        state = self._live(session_id)
-        if state is None:
-            return None
-        first = state.turns[0].n if state.turns else state.next_n
-        archived = tuple(t for t in self._archive(session_id) if t.n < first)
-        return archived, tuple(state.turns)
-
-    def _stored_ids(self) -> list[str]:
-        return _stored_ids(self.root / "sessions")
-
-    # -- writes ------------------------------------------------------------------------
-
-    def _add(self, session_id: str, role: str, content: str) -> Turn:
-        with self._lock.hold():
-            now = self.now()
-            state = self._live(session_id)
-            if state is None:
-                # A new or expired session: its archive belonged to a conversation that ended.
-                unlink_within(self._archive_path(session_id), self.agent_root)
-                self._archives.pop(session_id, None)
-                state = _SessionFile(started_at=now, last_at=now, turns=[])
-            turn = Turn(n=state.next_n, role=role, content=content, at=now)  # type: ignore[arg-type]
-            turns = [*state.turns, turn]
-            evicted, turns = turns[: -self._max_retained], turns[-self._max_retained :]
-            archived_lines = state.archived_lines
-            if evicted:
-                archived_lines = self._append_archive(session_id, evicted, archived_lines)
-            new_state = _SessionFile(
-                started_at=state.started_at,
-                last_at=now,
-                next_n=turn.n + 1,
-                archived_lines=archived_lines,
-                turns=turns,
-            )
-            path = self._session_path(session_id)
-            atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
-            self._sessions[session_id] = (_signature(path), new_state)
-        return turn
-
-    def _append_archive(self, session_id: str, evicted: list[Turn], lines: int) -> int:
-        path = self._archive_path(session_id)
-        for turn in evicted:
-            append_line(path, turn.model_dump_json(), within=self.agent_root)
-        lines += len(evicted)
-        if self._max_archived <= 0:
-            unlink_within(path, self.agent_root)
-            return 0
-        if lines > self._max_archived + ARCHIVE_SLACK:
-            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
-            kept = data.splitlines()[-self._max_archived :]
-            atomic_write_text(
-                path,
-                "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n",
-                within=self.agent_root,
-            )
-            lines = len(kept)
-        return lines
-
-    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
-        """Remove every turn that `mentions` the forgotten text (`stores.forget`) from
-        the session files, their archives and the conversation log (live and rotated),
-        expired sessions included; returns, per file (relative to the agent's
-        directory), how many turns went. Turn numbers are kept: the rest of a
-        conversation reads as it did, with the gap."""
-        removed: dict[str, int] = {}
-        with self._lock.hold():
-            for session_id in _stored_ids(self.root / "sessions"):
-                state = self._session(session_id)
-                if state is None:
-                    continue
-                kept = [t for t in state.turns if not mentions(t.content)]
-                if len(kept) < len(state.turns):
-                    path = self._session_path(session_id)
-                    new_state = state.model_copy(update={"turns": kept})
-                    atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
-                    self._sessions.pop(session_id, None)
-                    removed[self._relative(path)] = len(state.turns) - len(kept)
-            for path in sorted((self.root / "archive").rglob("*.jsonl")):
-                gone = _rewrite_lines(path, self.agent_root, _turn_text, mentions)
-                if gone:
-                    removed[self._relative(path)] = gone
-            self._archives.clear()
-            for name, gone in self.log.scrub(mentions).items():
-                removed[name] = gone  # relative to the agent's directory, as the others
-        return removed
-
-    def _relative(self, path: Path) -> str:
-        return str(path.relative_to(self.agent_root))
-
-    def clear(self, session_id: str) -> None:
-        validate_session_id(session_id)
-        with self._lock.hold():
-            unlink_within(self._session_path(session_id), self.agent_root)
-            unlink_within(self._archive_path(session_id), self.agent_root)
-            self._sessions.pop(session_id, None)
-            self._archives.pop(session_id, None)
-
-
-def _nested(base: Path, session_id: str, suffix: str) -> Path:
-    """`base/seg/…/last{suffix}`, from the validated segments only."""
-    *dirs, last = validate_session_id(session_id).split("/")
-    return base.joinpath(*dirs, last + suffix)
-
-
-def _stored_ids(base: Path) -> list[str]:
-    """Session ids of the `*.json` files under `base` (symlinks not followed); files
-    whose path is not a valid session id — temp files, strays — are skipped."""
-    ids = []
-    for directory, _, files in os.walk(base):
-        relative = Path(directory).relative_to(base).parts
-        for name in files:
-            if not name.endswith(".json"):
-                continue
-            candidate = "/".join([*relative, name[: -len(".json")]])
-            try:
-                ids.append(validate_session_id(candidate))
-            except InvalidInput:
-                continue
-    return sorted(ids)
-
-
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _turn_text(line: bytes) -> str:
-    try:
-        return Turn.model_validate_json(line).content
-    except ValidationError:
-        return ""
-
-
-def _rewrite_lines(
-    path: Path,
-    within: Path,
-    text_of: Callable[[bytes], str],
-    mentions: Callable[[str], bool],
-) -> int:
-    """Rewrite a JSON Lines file without the lines whose text (parsed, or the raw line
-    when it does not parse) `mentions` the forgotten text; how many went."""
-    for _ in range(8):
-        try:
-            data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
-        except OSError:
-            return 0
-        lines = data.splitlines(keepends=True)
-        kept = [
-            line
-            for line in lines
-            if not mentions(text_of(line)) and not mentions(line.decode("utf-8", "replace"))
-        ]
-        if len(kept) == len(lines):
-            return 0
-        sig = _signature(path)
-        if sig is not None and sig[1] != len(data):
-            continue  # appended to meanwhile: read again
-        atomic_write_text(path, b"".join(kept).decode("utf-8", "replace"), within=within)
-        return len(lines) - len(kept)
-    return 0

@@ -1,5 +1,5 @@
 """Settled near-duplicate clusters, per agent: the document `consolidation/clusters.json`
-(`stores.documents`).
+(`stores.contract.documents`).
 
 A cluster the LLM was shown and did not merge is settled with a decline count; gating
 reopens it (merge-only) after a backoff. The file is small (one record per cluster that
@@ -18,7 +18,7 @@ from datetime import datetime
 from dreamkeeper.core.models import as_utc
 from dreamkeeper.policies.gating import SettledCluster
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 NAME = "consolidation/clusters.json"
 ASIDE = "consolidation/clusters.json.malformed"

@@ -1,7 +1,7 @@
 """The record one dream cycle keeps of what it changed, for `UndoDream`.
 
 The document `dreams/{cycle_id}.jsonl` of the agent's documents
-(`stores.documents`: a file under the agent's directory, or rows in the database): one line per write a cycle's activity is about to
+(`stores.contract.documents`: a file under the agent's directory, or rows in the database): one line per write a cycle's activity is about to
 make, appended *before* the write (write-ahead, like the journal): the entry id and the
 whole entry as it was before (null for an entry the cycle creates). The journal holds no
 content and no importance, so it cannot put a decayed importance back; this can.
@@ -24,7 +24,7 @@ from datetime import datetime
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.validation import validate_cycle_id, validate_entry_id
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import logging
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 log = logging.getLogger(__name__)
 

@@ -6,14 +6,14 @@ itself would find as of the same `as_of`; where a count cannot be exact cheaply 
 towards work (a pass run for nothing costs time, a pass skipped wrongly only delays it to
 the next cycle: no pass loses a memory by being skipped).
 
-An agent found idle gets an *idle mark* (`IdleMarks`; for a file store `idle.json` in
-its directory, for a database store a row, `stores.postgres.idle_marks`: sizes and
-times, never content): the earliest time a pass gets work without any write (a decay
-step, an archive or a ledger passing the retention, a settled cluster's backoff, a save
-in flight running out), and the state it was decided on (on files: the journal, which
-every write to the store appends to; the clusters file; the ledger folder; and on both
-the settings). While all of that is unchanged and the mark's time has not come, the agent is idle without opening
-its store. The conversation log is looked at every time (one stat, or one row probe).
+An agent found idle gets an *idle mark* (`IdleMarks`: for a file store `idle.json` in
+its directory, `stores.files.idle_marks`; for a database store a row,
+`stores.postgres.idle_marks`; sizes and times, never content): the earliest time a pass
+gets work without any write (a decay step, an archive or a ledger passing the retention,
+a settled cluster's backoff, a save in flight running out), and the state it was decided
+on (on files: the journal, which every write to the store appends to; the clusters file;
+the ledger folder; and on both the settings). While all of that is unchanged and the
+mark's time has not come, the agent is idle without opening its store. The conversation log is looked at every time (one stat, or one row probe).
 The state is always taken before the store is read, so a write in between makes the
 mark not hold.
 """
@@ -21,28 +21,21 @@ mark not hold.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections import Counter
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Protocol
 
 from dreamkeeper.core.dream_payloads import DreamWork
-from dreamkeeper.core.models import as_utc
 from dreamkeeper.core.settings import DecayParams, HighValueFloor
 from dreamkeeper.policies.decay import decay_due, decay_due_at
 from dreamkeeper.policies.gating import reopen_delay
 from dreamkeeper.policies.in_flight import IN_FLIGHT_LIMIT, consolidatable, save_in_flight
 from dreamkeeper.policies.merge import fold_key
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.conversation.conversation_log import LOG
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.dream_ledger import ledgers_before
-from dreamkeeper.stores.files import AgentFiles, atomic_write_text
 from dreamkeeper.stores.longterm.conflicts import open_conflicts
 
 
@@ -97,10 +90,6 @@ def dream_work(
     return work
 
 
-MARK = "idle.json"
-MAX_MARK_BYTES = 4_096
-
-
 def settings_key(
     *,
     retention: timedelta,
@@ -115,48 +104,12 @@ def settings_key(
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def state_key(root: Path, settings: str) -> str | None:
-    """The state an idle decision rests on; None when the store has no journal yet.
-    Taken before the store is read, so a write in between makes the mark not hold."""
-    parts: list[object] = [settings]
-    for path in (root / "journal.jsonl", root / "consolidation" / "clusters.json", root / LEDGERS):
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            if path.name == "journal.jsonl":
-                return None
-            parts.append(None)
-            continue
-        parts.append((st.st_size, st.st_mtime_ns, st.st_ino))
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
 def conversation_waiting(documents: AgentDocuments) -> int:
     """1 when the conversation log has turns the preference pass has not read, else 0."""
     try:
         return 1 if documents.read(LOG, max_bytes=0) else 0
     except OSError:  # not a log (a link, a FIFO): the pass moves it aside
         return 1
-
-
-def idle_by_mark(files: AgentFiles, as_of: datetime, settings: str) -> DreamWork | None:
-    """The agent's work (none) when its idle mark holds as of `as_of`, else None (always
-    for a store that is not on files: the mark stands on the files' state)."""
-    root, agent_id = files.root, files.base[-1]
-    key = state_key(root, settings)
-    if key is None or conversation_waiting(FileDocuments(files)):
-        return None
-    try:
-        with open(root / MARK, "rb") as f:
-            raw = json.loads(f.read(MAX_MARK_BYTES))
-        if raw["state"] != key:
-            return None
-        until = raw["until"]
-        if until is not None and as_of >= as_utc(datetime.fromisoformat(until)):
-            return None
-        return DreamWork(agent_id=agent_id, live=int(raw["live"]), held_back=int(raw["heldBack"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # no mark, or not one we wrote: count from the store
 
 
 def next_work_at(
@@ -187,49 +140,3 @@ def next_work_at(
         for r in ClusterState(store.documents).load().values():
             times.append(r.settled_at + reopen_delay(r.declines))
     return min(times) if times else None
-
-
-class IdleMarks(Protocol):
-    """Where a backend keeps its idle marks."""
-
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
-        """Per agent, in order: the state key now, taken before anything of the store is
-        read (None: no mark can be made, the store has no state yet), and the agent's
-        work (none) when its mark holds as of `as_of`, else None."""
-        ...
-
-    def mark(self, agent_id: str, state: str, until: datetime | None, work: DreamWork) -> None:
-        """Record the agent idle on `state` (from `check`) until `until`."""
-        ...
-
-
-class FileIdleMarks:
-    """`idle.json` in each agent's directory under a data directory."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
-        found: list[tuple[str | None, DreamWork | None]] = []
-        for agent in agent_ids:
-            files = AgentFiles(self.data_dir, agent)
-            held = idle_by_mark(files, as_of, settings)
-            found.append((None, held) if held else (state_key(files.root, settings), None))
-        return found
-
-    def mark(self, agent_id: str, state: str, until: datetime | None, work: DreamWork) -> None:
-        mark_idle(AgentFiles(self.data_dir, agent_id).root, state, until, work)
-
-
-def mark_idle(root: Path, state: str, until: datetime | None, work: DreamWork) -> None:
-    mark = {
-        "state": state,
-        "until": until.isoformat() if until else None,
-        "live": work.live,
-        "heldBack": work.held_back,
-    }
-    atomic_write_text(root / MARK, json.dumps(mark), within=root)

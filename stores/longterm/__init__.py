@@ -1,1 +1,4 @@
-"""Long-term memory, the file backend: the store, its entry files, journal (the change feed), entry table, records, and its caches (index snapshot, vector pack); save-time dedup and export/import."""
+"""Long-term memory, what both backends share: the operations over each backend's
+primitives (`operations.StoreOperations`), entry records, the entry table, the index
+snapshot's format, save-time dedup, supersede and conflicts, and export/import. Each
+backend's store is in its wing (`stores.files.memory_store`, `stores.postgres.memory_store`)."""

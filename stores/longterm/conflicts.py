@@ -35,7 +35,7 @@ from dreamkeeper.policies.injection import flagged
 from dreamkeeper.policies.subject import attribute_words, by_name, subject_of
 from dreamkeeper.policies.supersede import likely_conflict
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings, prepare
 from dreamkeeper.stores.longterm.records import (
     CONFLICTS_WITH,

@@ -32,8 +32,8 @@ from dreamkeeper.policies.injection import flagged
 from dreamkeeper.policies.preferences import replaces_on_conflict
 from dreamkeeper.policies.supersede import Sameness, judge
 from dreamkeeper.stores.contract import MemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.conflicts import note_conflicts
-from dreamkeeper.stores.longterm.journal import JournalAction
 from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings
 from dreamkeeper.stores.longterm.records import retired_into
 from dreamkeeper.stores.longterm.supersede import link_possible_change, supersede

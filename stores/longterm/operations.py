@@ -39,15 +39,17 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.contract import IntentLog
-from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import (
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import (
     AppliedOp,
     BulkReport,
     NewEntry,
     PurgeReport,
     Retirement,
     StoredVector,
+)
+from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.records import (
     checked_entry,
     checked_valid_from,
     document_text,
@@ -156,6 +158,32 @@ class StoreOperations:
                 self._ops.pop(op, None)
         self._index.remove(entry_id)
         return previous
+
+    def _install(self, entry: MemoryEntry) -> None:
+        """Hold `entry` as read from the store, and mark its vector to be checked."""
+        previous = self._entries.get(entry.id)
+        if previous == entry:  # the same id and category: the same file or row too
+            return
+        self._track(entry, previous)
+        if self._vectors is not None:
+            self._vectors.mark(entry.id)
+
+    def _forget(self, entry_id: str) -> None:
+        """Let go of an entry that is gone from the store, and of its vector."""
+        self._untrack(entry_id)
+        if self._vectors is not None:
+            self._vectors.forget(entry_id)
+
+    def _reindex(self, fresh: MutableMapping[str, MemoryEntry]) -> None:
+        """The index built again from the entries held now, into `fresh` (the backend's
+        empty table), none read again. Why after an erase: the index keeps every term it
+        has seen, postings or not, so it would still hold the erased text's terms."""
+        held = list(self._entries.values())
+        self._entries, self._ops = fresh, None
+        self._index = BM25Index()
+        self._category_ids = {}
+        for entry in held:
+            self._install(entry)
 
     # -- reads -------------------------------------------------------------------------
 

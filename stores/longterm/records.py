@@ -1,16 +1,12 @@
-"""The store's small records and pure helpers: what a purge, a retirement or a bulk
-write reports, an operation recorded in an entry, and how an entry
-becomes a new or imported one. Backend-neutral: the store contract (`stores.contract`)
-speaks in these."""
+"""The long-term store's pure helpers, backend-neutral: what BM25 indexes of an entry,
+what it was retired into, the ids it links to, and how an entry becomes a new or
+imported one (the records the contract speaks in are `stores.contract.records`)."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from datetime import datetime
-
-import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
@@ -30,6 +26,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.injection import flag_if_instruction
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.records import NewEntry
 
 MAX_ID_LIST_BYTES = 65_536
 
@@ -38,46 +35,6 @@ def document_text(entry: MemoryEntry) -> str:
     """What BM25 indexes: content, tags, and the category with / and - as spaces."""
     category = (entry.category or "").replace("/", " ").replace("-", " ")
     return " ".join([entry.content, " ".join(entry.tags), category])
-
-
-@dataclass(frozen=True)
-class StoredVector:
-    """An entry's stored vector and the model (key) that made it."""
-
-    model_key: bytes
-    values: np.ndarray
-
-
-@dataclass
-class PurgeReport:
-    considered: int = 0
-    purged: list[str] = field(default_factory=list)
-    kept_high_value: list[str] = field(default_factory=list)
-    kept_in_retention: int = 0
-
-
-@dataclass(frozen=True)
-class Retirement:
-    """What `retire_into` did: archived the entry into live replacements, or nothing."""
-
-    retired: bool
-    detail: str | None = None  # why nothing was done (or "already retired into them")
-    missing: tuple[str, ...] = ()  # specifics the replacements lack (debug logs only)
-
-
-@dataclass(frozen=True)
-class AppliedOp:
-    """An operation recorded in the entry it changed: what it did, and any detail a
-    retry needs (a fold's copies)."""
-
-    entry_id: str
-    action: str
-    detail: str = ""
-
-    @classmethod
-    def parse(cls, entry_id: str, value: str) -> AppliedOp:
-        action, _, detail = value.partition(":")
-        return cls(entry_id, action, detail)
 
 
 _LEGACY_INTO = re.compile(r"^(?:merged into ([0-9a-f]{12})|enriched into \[([0-9a-f, ]+)\])$")
@@ -91,14 +48,6 @@ def retired_into(entry: MemoryEntry) -> list[str]:
     if match is None:
         return []
     return [match[1]] if match[1] else [i.strip() for i in match[2].split(",") if i.strip()]
-
-
-@dataclass
-class BulkReport:
-    entries: list[MemoryEntry] = field(default_factory=list)  # as they are now, in order
-    created: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)  # already here, same content
-    conflicts: list[str] = field(default_factory=list)  # already here, other content
 
 
 # Fields naming other entries, besides `retiredInto`: whatever a file says there is later
@@ -227,22 +176,6 @@ def imported_entry(entry: MemoryEntry, *, clock: datetime | None = None) -> Memo
     except InvalidInput as exc:
         raise InvalidInput(f"memory {entry.id}: {exc}") from None
     return entry.model_copy(update={"revision": 0, "applied_ops": {}})
-
-
-@dataclass(frozen=True)
-class NewEntry:
-    """One entry for `create_many`: what `create` takes, and optionally its own dates:
-    `created_at` (first seen: a note from years ago) and `valid_from` (when the fact
-    became true). ISO 8601 text or datetimes; naive is UTC."""
-
-    content: str
-    category: str | None = None
-    tags: tuple[str, ...] = ()
-    metadata: dict[str, str] = field(default_factory=dict)
-    importance: float = 0.5
-    entry_id: str | None = None
-    created_at: datetime | str | None = None
-    valid_from: datetime | str | None = None
 
 
 def new_entry(item: NewEntry, at: datetime, *, clock: datetime | None = None) -> MemoryEntry:

@@ -15,8 +15,9 @@ It is only a cache; the entry files and the journal stay the truth:
   any process — two writers both write valid snapshots, the later rename wins;
 - it is refused, and the store opens from the files, when it is missing, unreadable, of
   another version or agent, when its checksum (CRC-32 of everything after the header but
-  the entries' JSON, which is checked entry by entry when read) fails, or when the journal no longer holds what it held at that offset (shorter, or
-  other bytes just before the offset, or another first line: a replaced journal);
+  the entries' JSON, which is checked entry by entry when read) fails, or when the
+  journal no longer holds what it held at that offset (shorter, or other bytes just
+  before the offset, or another first line: a replaced journal);
 - it carries the store epoch of the state it was taken from (the writer's, never read
   from the journal at write time), and is refused by a store of another epoch: a
   process that had not seen a whole-agent forget cannot hand the erased entries to the
@@ -26,13 +27,14 @@ Like a long-lived reader, a store opened from a snapshot does not notice an entr
 edited by hand outside the journal since; every write re-reads its target file first
 (and takes the hand edit), and `reload()` rescans everything.
 
-The format is the backend's business only in two places: where the bytes are kept (this
-file for the file backend; a row for `stores.postgres.memory_store`, through `encode` and
-`decode`, whose entries' JSON is then held in memory, in one buffer) and the marks that
-tie a snapshot to its feed.
+This module is the format, the same on every backend. The backend's business is where
+the bytes are kept and the marks that tie a snapshot to its feed: a file, mapped, whose
+entries stay in it until read (`stores.files.snapshot_file`), or a row
+(`stores.postgres.memory_store`), whose entries' JSON is then held in memory, in one
+buffer.
 
 The store hands its state over explicitly (`SnapshotState`) and gets one back: this
-module knows the file format, never the store's insides.
+module knows the format, never the store's insides.
 
 Layout: `DKSNAP1\\n`, the header length (uint64 LE), the header (JSON: version, agent,
 offset, journal hashes, CRC, counts, the category order, the index's shape and scalars,
@@ -43,9 +45,7 @@ entries' JSON last.
 from __future__ import annotations
 
 import json
-import logging
 import mmap
-import os
 import struct
 import zlib
 from collections.abc import Callable, MutableMapping
@@ -55,19 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.entry_files import entry_parts, load_entry
+from dreamkeeper.stores.contract.records import AppliedOp
 from dreamkeeper.stores.longterm.entry_table import EntryTable, SnapshotRows
-from dreamkeeper.stores.longterm.journal import Journal
-from dreamkeeper.stores.longterm.records import AppliedOp
 from dreamkeeper.stores.search import packing
 from dreamkeeper.stores.search.bm25 import BM25Index
 
-log = logging.getLogger(__name__)
-
-SNAPSHOT = ("index-snapshot.bin",)
+SNAPSHOT = ("index-snapshot.bin",)  # where a file store keeps it, in the agent's directory
 MAGIC = b"DKSNAP1\n"
 VERSION = 2  # 2: entries read from the file when first needed, each with its CRC-32
 MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
@@ -96,32 +90,21 @@ def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
     """The snapshot of `state` (which must have no pending record: every journaled write
     up to its offset on disk and in it). `marks` identify the feed it was taken from at
     its offset (checked on load)."""
-    return _encode(agent_id, state, marks)[0]
+    return encode_rows(agent_id, state, marks)[0]
 
 
-def _encode(
+def encode_rows(
     agent_id: str, state: SnapshotState, marks: dict[str, str]
 ) -> tuple[bytes, SnapshotRows]:
     """The snapshot, and where its entries lie in it."""
     entries, index = state.entries, state.index
-    table = entries if isinstance(entries, EntryTable) else None
     # Entry rows go by index slot (a removed document's row is empty): a reader keeps
     # one row number per entry, the slot number the index already holds.
     order = [index.slot(i) for i in entries]
     if None in order:
         raise Unwritable("the index and the entries disagree")
     slots = index.slot_count
-    raw = [b""] * slots
-    categories: dict[str | None, int] = {}
-    codes = np.zeros(slots, dtype=np.uint32)
-    try:
-        for entry_id, slot in zip(entries, order, strict=True):
-            assert slot is not None
-            raw[slot] = table.raw(entry_id) if table is not None else _json(entries[entry_id])
-            category = table.category(entry_id) if table is not None else entries[entry_id].category
-            codes[slot] = categories.setdefault(category, len(categories))
-    except KeyError as exc:
-        raise Unwritable(f"entry {exc} vanished") from None
+    raw, codes, categories = _entry_rows(entries, order, slots)
     lengths = np.fromiter((len(r) for r in raw), np.int64, slots)
     entry_off = np.zeros(slots + 1, dtype=np.int64)
     np.cumsum(lengths, out=entry_off[1:])
@@ -142,12 +125,7 @@ def _encode(
         # Last, and outside the body's CRC: each entry has its own, checked when read.
         "entry_json": b"".join(raw),
     }
-    layout: dict[str, list[int]] = {}
-    body = bytearray()
-    for name, data in sections.items():
-        body += b"\0" * (-len(body) % 8)
-        layout[name] = [len(body), len(data)]
-        body += data
+    layout, body = _laid_out(sections)
     header = {
         "version": VERSION,
         "agent": agent_id,
@@ -172,80 +150,50 @@ def _encode(
     return prefix + bytes(body), rows
 
 
+def _entry_rows(
+    entries: MutableMapping[str, MemoryEntry], order: list[int | None], slots: int
+) -> tuple[list[bytes], np.ndarray, dict[str | None, int]]:
+    """Each entry's JSON at its index slot, and its category's code (in first-seen
+    order); an entry that vanished meanwhile makes the snapshot unwritable."""
+    table = entries if isinstance(entries, EntryTable) else None
+    raw = [b""] * slots
+    categories: dict[str | None, int] = {}
+    codes = np.zeros(slots, dtype=np.uint32)
+    try:
+        for entry_id, slot in zip(entries, order, strict=True):
+            assert slot is not None
+            raw[slot] = table.raw(entry_id) if table is not None else _json(entries[entry_id])
+            category = table.category(entry_id) if table is not None else entries[entry_id].category
+            codes[slot] = categories.setdefault(category, len(categories))
+    except KeyError as exc:
+        raise Unwritable(f"entry {exc} vanished") from None
+    return raw, codes, categories
+
+
+def _laid_out(sections: dict[str, bytes]) -> tuple[dict[str, list[int]], bytearray]:
+    """The sections one after another, each at an 8-byte boundary, and where each lies."""
+    layout: dict[str, list[int]] = {}
+    body = bytearray()
+    for name, data in sections.items():
+        body += b"\0" * (-len(body) % 8)
+        layout[name] = [len(body), len(data)]
+        body += data
+    return layout, body
+
+
 def _json(entry: Any) -> bytes:
     return entry.model_dump_json(by_alias=True).encode("utf-8")
-
-
-def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
-    """Write the snapshot of `state` atomically (the caller checked nothing is pending).
-    Its entries then become rows of the file written: the old file's rows would all fall
-    back to the entries' files once it is replaced, and parsed entries give their memory
-    back (read again when needed)."""
-    data, rows = _encode(agent_id, state, {**journal.marks(state.offset), "epoch": state.epoch})
-    files.write(SNAPSHOT, data)
-    if isinstance(state.entries, EntryTable):
-        path = str(files.path(*SNAPSHOT))
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return
-        # Replaced again in between (another process)? Then the identity is the other
-        # file's and reads check its bytes, which do not match: they fall back.
-        rows.path, rows.identity = path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        rows.fallback = _entry_file(files)
-        state.entries.repoint(rows, state.index.slot)
-
-
-def _entry_file(files: AgentFiles) -> Callable[[str, str | None], MemoryEntry | None]:
-    def fallback(entry_id: str, category: str | None) -> MemoryEntry | None:
-        try:
-            parts = entry_parts(entry_id, category)
-        except InvalidInput:
-            return None
-        return load_entry(files, parts).entry
-
-    return fallback
 
 
 class Refused(ValueError):
     """The snapshot cannot be used (the reason is logged; the store opens from files)."""
 
 
-def load(files: AgentFiles, agent_id: str, journal: Journal, epoch: str) -> SnapshotState | None:
-    """The state the agent's snapshot holds, or None when there is none or it is
-    refused (logged): it must have been taken from the store of `epoch`. Its entries are
-    read from the file when first accessed."""
-    path = str(files.path(*SNAPSHOT))
-    try:
-        mapped = files.map(SNAPSHOT)
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("memory store %s: index snapshot unreadable (%s)", agent_id, exc)
-        return None
-
-    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    source = _FileRows(path, identity, _entry_file(files))
-    try:
-        with mapped:
-            return _read(agent_id, journal, epoch, mapped, source)
-    except Refused as exc:
-        log.warning("memory store %s: index snapshot not used (%s)", agent_id, exc)
-    except Exception as exc:  # noqa: BLE001 - a cache: anything wrong with it means "rescan"
-        log.warning(
-            "memory store %s: index snapshot not used (%s: %s)",
-            agent_id,
-            type(exc).__name__,
-            exc,
-        )
-    return None
-
-
 @dataclass(frozen=True)
-class _FileRows:
-    """Entries stay in the snapshot file (`path`, as it was when opened: `identity`);
-    `fallback` reads an entry's own file."""
+class RowSource:
+    """Where a snapshot's entries stay when it is not copied into memory: the file it was
+    read from (`path`, as it was when opened: `identity`); `fallback` reads an entry from
+    the store itself when the file changed since."""
 
     path: str
     identity: tuple[int, ...]
@@ -266,27 +214,11 @@ def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
     return header, body + (-body % 8)
 
 
-def _read(
-    agent_id: str, journal: Journal, epoch: str, data: mmap.mmap, source: _FileRows
-) -> SnapshotState:
-    def accept(offset: int, marks: object) -> None:
-        if not isinstance(marks, dict) or marks.get("epoch") != epoch:
-            raise Refused("it was taken from another epoch of the store")
-        if journal.size() < offset:
-            raise Refused("the journal is shorter than the snapshot's offset")
-        if {**journal.marks(offset), "epoch": epoch} != marks:
-            raise Refused("the journal is not the one the snapshot was taken from")
-
-    state = decode(agent_id, data, accept, source)
-    state.epoch = epoch
-    return state
-
-
 def decode(
     agent_id: str,
     data: mmap.mmap | bytes,
     accept: Callable[[int, object], None],
-    source: _FileRows | None = None,
+    source: RowSource | None = None,
 ) -> SnapshotState:
     """The state a snapshot holds; `accept(offset, marks)` raises `Refused` when the feed
     is not the one it was taken from. `Refused` for anything else wrong with it. The
@@ -321,7 +253,7 @@ def _section(body: memoryview, header: dict[str, Any], name: str) -> memoryview:
 
 
 def _restore(
-    header: dict[str, Any], body: memoryview, base: int, source: _FileRows | None
+    header: dict[str, Any], body: memoryview, base: int, source: RowSource | None
 ) -> SnapshotState:
     n = header["entries"]
     index = BM25Index.from_sections(lambda name: _section(body, header, name), header["index"])

@@ -25,7 +25,7 @@ from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.validation import validate_entry_id
 from dreamkeeper.policies.supersede import Sameness, judge
 from dreamkeeper.stores.contract import IntentLog, MemoryStore
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.longterm.readings import NO_READINGS, Readings
 from dreamkeeper.stores.longterm.records import (
     MAY_BE_REPLACED_BY,

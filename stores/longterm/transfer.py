@@ -38,7 +38,8 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.records import BulkReport, imported_entry, validate_id_fields
+from dreamkeeper.stores.contract.records import BulkReport
+from dreamkeeper.stores.longterm.records import imported_entry, validate_id_fields
 
 FORMAT = "dreamkeeper-export"
 FORMAT_VERSION = 1

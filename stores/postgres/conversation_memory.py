@@ -30,13 +30,13 @@ from pydantic import ValidationError
 from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.conversation import Turn
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
     MAX_ARCHIVED,
     MAX_RETAINED,
     SESSION_IDLE,
     ConversationBase,
-    Turn,
     validate_session_id,
 )
 from dreamkeeper.stores.postgres.database import Database

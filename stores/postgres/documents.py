@@ -1,4 +1,4 @@
-"""An agent's documents in PostgreSQL (`stores.documents.AgentDocuments`): rows of
+"""An agent's documents in PostgreSQL (`stores.contract.documents.AgentDocuments`): rows of
 `dreamkeeper_documents`, a document being its rows in `seq` order.
 
 `write` replaces a document's rows with one row in one transaction; `append` inserts one
@@ -23,7 +23,7 @@ import psycopg
 
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import check_name, check_prefix
+from dreamkeeper.stores.contract.documents import check_name, check_prefix
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.sealing import DOCUMENT, Sealing, without_key
 

@@ -20,18 +20,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
+from typing import Literal
 
 import psycopg
 
 from dreamkeeper.core.forgetting import ForgetReceipt, Removal, Verification
 from dreamkeeper.core.models import utc_now
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.forgetting import AgentStores, HistoryKeys
 from dreamkeeper.stores.forget import (
     MAX_JOURNAL_BYTES,
-    AgentStores,
     Forgetting,
-    HistoryKeys,
+    destroy_history_keys,
     exported_files,
 )
 from dreamkeeper.stores.postgres.agent_keys import destroy_keys
@@ -50,7 +50,6 @@ from dreamkeeper.stores.postgres.sealing import (
     WORKING_VECTOR,
     SealBroken,
     Sealing,
-    sealing_for,
 )
 
 # One forget at a time per database (pg_advisory_lock's key space is shared: a constant
@@ -105,12 +104,13 @@ UNDER_PAYLOAD_KEY = (
 )
 
 
-class PostgresForgetting(Forgetting):
-    """Forget requests on one database; `sealing` when content is sealed at rest."""
+class PostgresForgetSteps:
+    """The steps of a forget on one database (`ForgetSteps`); `sealing` when content is
+    sealed at rest."""
 
-    ENTRIES = "entry rows"
-    CACHE = "cache row"
-    SCANNED = "rows"
+    entries_name = "entry rows"
+    cache_name = "cache row"
+    scanned: Literal["files", "rows"] = "rows"
 
     def __init__(
         self,
@@ -121,12 +121,11 @@ class PostgresForgetting(Forgetting):
         sealing: Sealing | None = None,
     ) -> None:
         self.db = db
-        self.data_dir = Path(".")  # nothing of this backend is under a directory
-        self._open = open_stores
+        self.open_stores = open_stores
         self.sealing = sealing
         self.history_keys = sealing.keys if sealing is not None else history_keys
 
-    def _hold(self) -> AbstractContextManager[object]:
+    def hold(self) -> AbstractContextManager[object]:
         return self._advisory()
 
     @contextmanager
@@ -139,7 +138,7 @@ class PostgresForgetting(Forgetting):
                 if not conn.closed and not conn.broken:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (_signed(FORGET_LOCK),))
 
-    def _note(self, record: dict[str, object]) -> None:
+    def note(self, record: dict[str, object]) -> None:
         line = json.dumps({**record, "at": utc_now().isoformat()}, separators=(",", ":"))
         with self.db.transaction() as conn:
             conn.execute(
@@ -147,24 +146,24 @@ class PostgresForgetting(Forgetting):
                 (str(record["request"]), line),
             )
 
-    def _journal_lines(self) -> list[bytes]:
+    def journal_lines(self) -> list[bytes]:
         rows = self.db.fetch(
             "SELECT record FROM dreamkeeper_forget_journal WHERE length(record) <= %s ORDER BY seq",
             (MAX_JOURNAL_BYTES,),
         )
         return [str(r[0]).encode("utf-8") for r in rows]
 
-    def _place(self, agent_id: str, name: str) -> str:
+    def place(self, agent_id: str, name: str) -> str:
         return f"{self.db.location} (agent {agent_id}): {name}"
 
-    def _vector_count(self, agent_id: str, ids: list[str]) -> int:
+    def vector_count(self, agent_id: str, ids: list[str]) -> int:
         rows = self.db.fetch(
             "SELECT count(*) FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
             (agent_id, ids),
         )
         return int(rows[0][0])
 
-    def _drop_vector(self, agent_id: str, entry_id: str) -> bool:
+    def drop_vector(self, agent_id: str, entry_id: str) -> bool:
         with self.db.transaction() as conn:
             return (
                 conn.execute(
@@ -174,13 +173,13 @@ class PostgresForgetting(Forgetting):
                 > 0
             )
 
-    def _caches(self, agent_id: str) -> list[str]:
+    def caches(self, agent_id: str) -> list[str]:
         rows = self.db.fetch(
             "SELECT name FROM dk_memory_cache WHERE agent_id = %s ORDER BY name", (agent_id,)
         )
-        return [self._place(agent_id, f"dk_memory_cache/{r[0]}") for r in rows]
+        return [self.place(agent_id, f"dk_memory_cache/{r[0]}") for r in rows]
 
-    def _inventory(self, agent_id: str) -> list[Removal]:
+    def inventory(self, agent_id: str) -> list[Removal]:
         removed = []
         for table, _, _ in AGENT_TABLES:
             rows = self.db.fetch(
@@ -189,11 +188,11 @@ class PostgresForgetting(Forgetting):
             )
             if int(rows[0][0]):
                 removed.append(
-                    Removal(place=self._place(agent_id, table), what="rows", count=int(rows[0][0]))
+                    Removal(place=self.place(agent_id, table), what="rows", count=int(rows[0][0]))
                 )
         return removed
 
-    def _raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
+    def raw_scan(self, stores: AgentStores, needles: list[bytes], result: Verification) -> None:
         agent_id = stores.memory.agent_id
         self._scan_rows(agent_id, needles, result)
         for path in exported_files(stores.memory.documents):
@@ -233,7 +232,7 @@ class PostgresForgetting(Forgetting):
                 data = b"\0".join(values).lower()
                 hit = hit or any(n in data for n in needles)
             if hit:
-                result.files_containing.append(self._place(agent_id, table))
+                result.files_containing.append(self.place(agent_id, table))
 
     def _opened(self, agent_id: str, key_id: str, purpose: str, value: bytes, table: str) -> bytes:
         if self.sealing is None:
@@ -243,11 +242,8 @@ class PostgresForgetting(Forgetting):
         except SealBroken:
             return b""  # unreadable by anyone: nothing to find
 
-    def _agent_documents(self, agent_id: str) -> AgentDocuments:
+    def agent_documents(self, agent_id: str) -> AgentDocuments:
         return PostgresDocuments(self.db, agent_id, sealing=self.sealing)
-
-    def _delete_agent(self, agent_id: str) -> None:
-        self._delete_rows(agent_id, keys=False)
 
     def _delete_rows(self, agent_id: str, *, keys: bool) -> list[str]:
         """Every row of the agent in one transaction (and, with `keys`, its data keys,
@@ -269,15 +265,15 @@ class PostgresForgetting(Forgetting):
                     raise
         raise AssertionError("unreachable")
 
-    def _agent_left(self, agent_id: str) -> list[str]:
-        return [r.place for r in self._inventory(agent_id)]
+    def agent_left(self, agent_id: str) -> list[str]:
+        return [r.place for r in self.inventory(agent_id)]
 
     # -- keys and what is left ---------------------------------------------------------------
 
-    def _seal_state(self) -> bool | None:
+    def seal_state(self) -> bool | None:
         return self.sealing is not None
 
-    def _left_to_operator(self, agent_id: str) -> list[str]:
+    def left_to_operator(self, agent_id: str) -> list[str]:
         if self.sealing is None:
             return [NOT_SEALED]
         notes = [AT_REST]
@@ -294,9 +290,9 @@ class PostgresForgetting(Forgetting):
             notes.append(UNDER_PAYLOAD_KEY)
         return notes
 
-    def _retire_keys(self, agent_id: str, receipt: ForgetReceipt) -> int:
+    def retire_keys(self, agent_id: str, receipt: ForgetReceipt) -> int:
         if self.sealing is None:
-            return super()._retire_keys(agent_id, receipt)
+            return destroy_history_keys(self.history_keys, agent_id)
         rekey = rekey_agent(self.db, self.sealing, agent_id)
         checks = receipt.verification
         left = sum(
@@ -320,14 +316,15 @@ class PostgresForgetting(Forgetting):
         self._rotate(receipt)
         return len(rekey.retired)
 
-    def _destroy_keys_first(self, agent_id: str) -> int:
+    def destroy_keys_first(self, agent_id: str) -> int:
         if self.sealing is None:
-            return super()._destroy_keys_first(agent_id)
+            return destroy_history_keys(self.history_keys, agent_id)
         return 0  # sealed rows need their key until they go: both in one transaction
 
-    def _erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
+    def erase_agent(self, agent_id: str, receipt: ForgetReceipt) -> int:
         if self.sealing is None:
-            return super()._erase_agent(agent_id, receipt)
+            self._delete_rows(agent_id, keys=False)
+            return 0  # the data keys went first (destroy_keys_first)
         destroyed = self._delete_rows(agent_id, keys=True)
         self.sealing.drop(agent_id)
         self._check_destroyed(agent_id, destroyed, None, receipt)
@@ -396,8 +393,9 @@ def _signed(key: int) -> int:
     return key - (1 << 64) if key >= 1 << 63 else key
 
 
-def postgres_backend(db: Database, sealing: Sealing | None = None) -> Callable[[str], AgentStores]:
-    """Open an agent's three PostgreSQL stores (no embedding model, as `file_backend`)."""
+def postgres_stores(db: Database, sealing: Sealing | None = None) -> Callable[[str], AgentStores]:
+    """Open an agent's three PostgreSQL stores (no embedding model: erasure and its
+    verification need none)."""
     from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
     from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -412,8 +410,15 @@ def postgres_backend(db: Database, sealing: Sealing | None = None) -> Callable[[
     return open_stores
 
 
-def postgres_forgetting(db: Database, data_dir: Path | None) -> PostgresForgetting:
-    """The forget runner of a process on `db`: sealed at rest (and its data keys, and
-    the keyring) when the process has a payload key, as its stores are."""
-    sealing = sealing_for(db, data_dir)
-    return PostgresForgetting(db, postgres_backend(db, sealing), sealing=sealing)
+def postgres_forgetting(
+    db: Database,
+    open_stores: Callable[[str], AgentStores] | None = None,
+    *,
+    sealing: Sealing | None = None,
+    history_keys: HistoryKeys | None = None,
+) -> Forgetting:
+    """The forgetting of one database, on `open_stores` (default: its own stores, sealed
+    with `sealing`). Sealed at rest, the sealing's data keys are the ones destroyed."""
+    stores = open_stores or postgres_stores(db, sealing)
+    steps = PostgresForgetSteps(db, stores, sealing=sealing, history_keys=history_keys)
+    return Forgetting(steps)

@@ -59,9 +59,9 @@ from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
@@ -176,9 +176,7 @@ class PostgresMemoryStore(StoreOperations):
         # conversation log) live in the same database.
         self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id, sealing=sealing)
         self._vectors = (
-            EntryVectors(None, embeddings.model_key, read=self._read_vectors)
-            if embeddings
-            else None
+            EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
         )
 
     @property
@@ -368,19 +366,6 @@ class PostgresMemoryStore(StoreOperations):
             return
         self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
         self._install(entry)
-
-    def _install(self, entry: MemoryEntry) -> None:
-        previous = self._entries.get(entry.id)
-        if previous == entry:
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
 
     def _open(self, key_id: str | None, purpose: str, sealed: bytes | memoryview) -> bytes:
         """A value read from a row sealed with the agent's key `key_id`."""
@@ -876,13 +861,8 @@ class PostgresMemoryStore(StoreOperations):
         return [e.id for e in doomed]
 
     def _rebuild_index(self) -> None:
-        """The index built again from the entries held now (no row read again)."""
-        held = list(self._entries.values())
-        self._entries, self._ops = {}, None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+        """The index rebuilt without the erased text's terms (`_reindex`)."""
+        self._reindex({})
         self._removed_since_build = False
 
     def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:

@@ -83,7 +83,6 @@ def rekey_agent(db: Database, sealing: Sealing, agent_id: str) -> Rekey:
 def _memory(db: Database, sealing: Sealing, agent_id: str, key: DataKey) -> int:
     """The long-term tier, in one transaction that holds the agent's counter row (every
     write of the tier raises it first, and takes its key from it)."""
-    done = 0
     with db.transaction() as conn:
         held = conn.execute(
             "UPDATE dk_memory_agent SET key_id = %s WHERE agent_id = %s RETURNING agent_id",
@@ -102,69 +101,85 @@ def _memory(db: Database, sealing: Sealing, agent_id: str, key: DataKey) -> int:
             "AND sealed IS NOT NULL AND (category IS NOT NULL OR fingerprint IS NOT NULL)",
             (agent_id,),
         )
-        while True:
-            rows = conn.execute(
-                "SELECT id, doc, sealed, key_id FROM dk_memory WHERE agent_id = %s "
-                "AND key_id IS DISTINCT FROM %s ORDER BY id LIMIT %s",
-                (agent_id, key.key_id, CHUNK),
-            ).fetchall()
-            if not rows:
-                break
-            ids, sealed, broken = [], [], []
-            for entry_id, doc, old, key_id in rows:
-                try:
-                    plain = (
-                        str(doc).encode("utf-8")
-                        if old is None
-                        else sealing.open(agent_id, str(key_id), MEMORY, old)
-                    )
-                except SealBroken:
-                    broken.append(entry_id)  # read by no one (a reported problem row)
-                    continue
-                ids.append(entry_id)
-                sealed.append(sealing.seal(agent_id, key, MEMORY, plain))
-            conn.execute(
-                "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)", (agent_id, broken)
-            )
-            conn.execute(
-                "UPDATE dk_memory m SET doc = NULL, category = NULL, fingerprint = NULL, "
-                "sealed = n.sealed, key_id = %s FROM unnest(%s::text[], %s::bytea[]) "
-                "AS n(id, sealed) WHERE m.agent_id = %s AND m.id = n.id",
-                (key.key_id, ids, sealed, agent_id),
-            )
-            done += len(rows)
-        while True:
-            rows = conn.execute(
-                "SELECT id, data, key_id FROM dk_memory_vector WHERE agent_id = %s "
-                "AND key_id IS DISTINCT FROM %s ORDER BY id LIMIT %s",
-                (agent_id, key.key_id, CHUNK),
-            ).fetchall()
-            if not rows:
-                break
-            keep_ids, keep_data, drop = [], [], []
-            for entry_id, data, key_id in rows:
-                try:
-                    plain = (
-                        bytes(data)
-                        if key_id is None
-                        else sealing.open(agent_id, str(key_id), VECTOR, data)
-                    )
-                except SealBroken:
-                    drop.append(entry_id)  # a cache nobody can read: made again
-                    continue
-                keep_ids.append(entry_id)
-                keep_data.append(sealing.seal(agent_id, key, VECTOR, plain))
-            conn.execute(
-                "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
-                (agent_id, drop),
-            )
-            conn.execute(
-                "UPDATE dk_memory_vector v SET data = n.data, key_id = %s "
-                "FROM unnest(%s::text[], %s::bytea[]) AS n(id, data) "
-                "WHERE v.agent_id = %s AND v.id = n.id",
-                (key.key_id, keep_ids, keep_data, agent_id),
-            )
-            done += len(rows)
+        done = _reseal_entries(conn, sealing, agent_id, key)
+        done += _reseal_vectors(conn, sealing, agent_id, key)
+    return done
+
+
+def _reseal_entries(conn: psycopg.Connection, sealing: Sealing, agent_id: str, key: DataKey) -> int:
+    """Every entry row not sealed with `key`, opened and sealed with it, a chunk at a
+    time; a row that does not open is deleted (read by no one). How many were looked at."""
+    done = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, doc, sealed, key_id FROM dk_memory WHERE agent_id = %s "
+            "AND key_id IS DISTINCT FROM %s ORDER BY id LIMIT %s",
+            (agent_id, key.key_id, CHUNK),
+        ).fetchall()
+        if not rows:
+            break
+        ids, sealed, broken = [], [], []
+        for entry_id, doc, old, key_id in rows:
+            try:
+                plain = (
+                    str(doc).encode("utf-8")
+                    if old is None
+                    else sealing.open(agent_id, str(key_id), MEMORY, old)
+                )
+            except SealBroken:
+                broken.append(entry_id)  # read by no one (a reported problem row)
+                continue
+            ids.append(entry_id)
+            sealed.append(sealing.seal(agent_id, key, MEMORY, plain))
+        conn.execute(
+            "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)", (agent_id, broken)
+        )
+        conn.execute(
+            "UPDATE dk_memory m SET doc = NULL, category = NULL, fingerprint = NULL, "
+            "sealed = n.sealed, key_id = %s FROM unnest(%s::text[], %s::bytea[]) "
+            "AS n(id, sealed) WHERE m.agent_id = %s AND m.id = n.id",
+            (key.key_id, ids, sealed, agent_id),
+        )
+        done += len(rows)
+    return done
+
+
+def _reseal_vectors(conn: psycopg.Connection, sealing: Sealing, agent_id: str, key: DataKey) -> int:
+    """Every vector row not sealed with `key`, the same way; one that does not open is a
+    cache nobody can read, made again. How many were looked at."""
+    done = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, data, key_id FROM dk_memory_vector WHERE agent_id = %s "
+            "AND key_id IS DISTINCT FROM %s ORDER BY id LIMIT %s",
+            (agent_id, key.key_id, CHUNK),
+        ).fetchall()
+        if not rows:
+            break
+        keep_ids, keep_data, drop = [], [], []
+        for entry_id, data, key_id in rows:
+            try:
+                plain = (
+                    bytes(data)
+                    if key_id is None
+                    else sealing.open(agent_id, str(key_id), VECTOR, data)
+                )
+            except SealBroken:
+                drop.append(entry_id)  # a cache nobody can read: made again
+                continue
+            keep_ids.append(entry_id)
+            keep_data.append(sealing.seal(agent_id, key, VECTOR, plain))
+        conn.execute(
+            "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+            (agent_id, drop),
+        )
+        conn.execute(
+            "UPDATE dk_memory_vector v SET data = n.data, key_id = %s "
+            "FROM unnest(%s::text[], %s::bytea[]) AS n(id, data) "
+            "WHERE v.agent_id = %s AND v.id = n.id",
+            (key.key_id, keep_ids, keep_data, agent_id),
+        )
+        done += len(rows)
     return done
 
 

@@ -23,8 +23,9 @@ import psycopg
 import psycopg_pool
 
 from dreamkeeper.core.errors import InvalidInput, Unavailable
+from dreamkeeper.stores.contract.tokens import TokenRecord, TokenSnapshot, TokenStoreDamaged
 from dreamkeeper.stores.postgres.database import Database
-from dreamkeeper.stores.tokens import Sticky, TokenRecord, TokenSnapshot, TokenStoreDamaged
+from dreamkeeper.stores.tokens import Sticky
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,7 @@ from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.sealing import (
     WORKING,
@@ -46,11 +47,7 @@ from dreamkeeper.stores.postgres.sealing import (
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import decode_vector, encode_vector
 from dreamkeeper.stores.vectors.working_vectors import WorkingVectorsBase
-from dreamkeeper.stores.working.working_memory import (
-    WorkingEntry,
-    WorkingMemoryBase,
-    check_stored_entry,
-)
+from dreamkeeper.stores.working.working_memory import WorkingMemoryBase, check_stored_entry
 
 log = logging.getLogger(__name__)
 
@@ -435,24 +432,7 @@ def reseal(
     ).fetchall()
     found, _ = store._entries_of(rows)
     real = {str(column): entry for column, entry, _ in found if entry is not None}
-    vectors = conn.execute(
-        "SELECT key, vector, key_id FROM dreamkeeper_working_vectors WHERE agent_id = %s",
-        (agent_id,),
-    ).fetchall()
-    kept_vectors = []
-    for column, data, key_id in vectors:
-        entry = real.get(str(column))
-        if entry is None:
-            continue
-        plain = bytes(data) if key_id is None else store.open(str(key_id), WORKING_VECTOR, data)
-        kept_vectors.append(
-            (
-                agent_id,
-                sealing.tag(key, entry.key),
-                sealing.seal(agent_id, key, WORKING_VECTOR, plain),
-                key.key_id,
-            )
-        )
+    kept_vectors = _vectors_resealed(conn, store, sealing, key, real)
     conn.execute("DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s", (agent_id,))
     conn.execute(
         "DELETE FROM dreamkeeper_working WHERE agent_id = %s AND "
@@ -479,3 +459,34 @@ def reseal(
         (key.key_id, agent_id),
     )
     return key.key_id
+
+
+def _vectors_resealed(
+    conn: psycopg.Connection,
+    store: PostgresWorkingMemoryStore,
+    sealing: Sealing,
+    key: DataKey,
+    real: dict[str, WorkingEntry],
+) -> list[tuple[str, str, bytes, str]]:
+    """The rows of the agent's vectors whose entry is still there, opened and sealed anew
+    with `key` (a vector whose entry is gone is dropped)."""
+    agent_id = store.agent_id
+    vectors = conn.execute(
+        "SELECT key, vector, key_id FROM dreamkeeper_working_vectors WHERE agent_id = %s",
+        (agent_id,),
+    ).fetchall()
+    kept = []
+    for column, data, key_id in vectors:
+        entry = real.get(str(column))
+        if entry is None:
+            continue
+        plain = bytes(data) if key_id is None else store.open(str(key_id), WORKING_VECTOR, data)
+        kept.append(
+            (
+                agent_id,
+                sealing.tag(key, entry.key),
+                sealing.seal(agent_id, key, WORKING_VECTOR, plain),
+                key.key_id,
+            )
+        )
+    return kept

@@ -28,6 +28,7 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -275,6 +276,18 @@ class _Grow:
         return self._data[index]
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """One query's terms over the index: their postings and idf, the average document
+    length, and the mask of slots in scope."""
+
+    terms: list[int]
+    postings: dict[int, tuple[np.ndarray, np.ndarray]]
+    idf: dict[int, float]
+    avgdl: float
+    in_groups: np.ndarray
+
+
 class BM25Index:
     """Documents are keys (entry ids) with token lists; each belongs to one "group".
 
@@ -493,7 +506,12 @@ class BM25Index:
         self._group.append(group)
         self._importance.append(importance)
         self._stamp.append(stamp)
-        live = not archived
+        self._post(slot, tids, len(tokens), live=not archived)
+        return slot
+
+    def _post(self, slot: int, tids: array, length: int, *, live: bool) -> None:
+        """The new document's postings (in the unpacked part, packed once it grows) and
+        the collection statistics it adds to."""
         more = self._more
         df_all, df_live = self._df_all, self._df_live
         counts = Counter(tids)
@@ -510,11 +528,10 @@ class BM25Index:
         if self._more_count > max(self.PACK_MIN, len(self._base_slots) // 8):
             self._pack()
         self._n_all += 1
-        self._len_all += len(tokens)
+        self._len_all += length
         if live:
             self._n_live += 1
-            self._len_live += len(tokens)
-        return slot
+            self._len_live += length
 
     def _ids(self, tokens: list[str]) -> array:
         token_id = self._token_id
@@ -828,36 +845,46 @@ class BM25Index:
             and len(terms) > 1
             and sum(p[0].size for p in postings.values()) > _PRUNE_FROM
         ):
-            bound = {t: self._bound(t, postings[t], idf[t], avgdl) for t in terms}
-            ranked = sorted(terms, key=lambda t: -bound[t])
-            pairs = [
-                (self._token_id.get(a), self._token_id.get(b)) for a, b in phrases if bonus > 1
-            ]
-
-            def rest(count: int) -> float:
-                others = set(ranked[count:])
-                factor = bonus if any(a in others and b in others for a, b in pairs) else 1.0
-                return sum(bound[t] for t in others) * self._weight_top * factor
-
-            # The floor from the fewest essential terms whose documents can fill `top`;
-            # more essential terms only raise it, so the first count whose rest falls
-            # below it is enough (the floor is not computed again).
-            sizes = [postings[t][0].size for t in ranked]
-            first = next((c for c in range(1, len(ranked)) if sum(sizes[:c]) >= top), len(ranked))
-            if first < len(ranked):
-                slots = _union([postings[t][0] for t in ranked[:first]], in_groups)
-                if slots.size >= top:
-                    scored = self._exact(terms, postings, slots, idf, avgdl)
-                    weighted = scored * self._weight.view[slots]
-                    floor = np.partition(weighted, slots.size - top)[slots.size - top]
-                    count = next(
-                        (c for c in range(first, len(ranked)) if rest(c) < floor), len(ranked)
-                    )
-                    if count == first:
-                        return slots, scored
-                    essential = ranked[:count]
+            scope = _Scope(terms, postings, idf, avgdl, in_groups)
+            pruned = self._essential(scope, top, phrases, bonus)
+            if isinstance(pruned, tuple):
+                return pruned  # the first essential terms' documents were enough
+            essential = pruned
         slots = _union([postings[t][0] for t in essential], in_groups)
         return slots, self._exact(terms, postings, slots, idf, avgdl)
+
+    def _essential(
+        self, scope: _Scope, top: int, phrases: Sequence[tuple[str, str]], bonus: float
+    ) -> list[int] | tuple[np.ndarray, np.ndarray]:
+        """MaxScore (see `candidates`): the essential terms, or, when the fewest that can
+        fill `top` already are, their documents and scores."""
+        terms, postings, idf, avgdl = scope.terms, scope.postings, scope.idf, scope.avgdl
+        bound = {t: self._bound(t, postings[t], idf[t], avgdl) for t in terms}
+        ranked = sorted(terms, key=lambda t: -bound[t])
+        pairs = [(self._token_id.get(a), self._token_id.get(b)) for a, b in phrases if bonus > 1]
+
+        def rest(count: int) -> float:
+            others = set(ranked[count:])
+            factor = bonus if any(a in others and b in others for a, b in pairs) else 1.0
+            return sum(bound[t] for t in others) * self._weight_top * factor
+
+        # The floor from the fewest essential terms whose documents can fill `top`; more
+        # essential terms only raise it, so the first count whose rest falls below it is
+        # enough (the floor is not computed again).
+        sizes = [postings[t][0].size for t in ranked]
+        first = next((c for c in range(1, len(ranked)) if sum(sizes[:c]) >= top), len(ranked))
+        if first == len(ranked):
+            return terms
+        slots = _union([postings[t][0] for t in ranked[:first]], scope.in_groups)
+        if slots.size < top:
+            return terms
+        scored = self._exact(terms, postings, slots, idf, avgdl)
+        weighted = scored * self._weight.view[slots]
+        floor = np.partition(weighted, slots.size - top)[slots.size - top]
+        count = next((c for c in range(first, len(ranked)) if rest(c) < floor), len(ranked))
+        if count == first:
+            return slots, scored
+        return ranked[:count]
 
     def _bound(
         self, tid: int, posting: tuple[np.ndarray, np.ndarray], idf: float, avgdl: float

@@ -16,7 +16,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import validate_category
 from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Vocabulary
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.documents import AgentDocuments
+from dreamkeeper.stores.contract.documents import AgentDocuments
 
 FILE_NAME = "merge-coverage-vocabulary.json"
 _KEYS = ("extraCommonWords", "alwaysSpecificWords", "numericExemptCategories")
@@ -43,7 +43,7 @@ class LoadedVocabulary:
 
 
 def load_vocabulary(documents: AgentDocuments) -> LoadedVocabulary:
-    """The agent's vocabulary, from its document `FILE_NAME` (`stores.documents`). Logs
+    """The agent's vocabulary, from its document `FILE_NAME` (`stores.contract.documents`). Logs
     nothing: its caller reports `warning` and `summary` once, with the agent's id."""
     path = documents.location(FILE_NAME)
     try:

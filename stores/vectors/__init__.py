@@ -1,1 +1,2 @@
-"""Embeddings: the Embedder protocol, the HTTP and in-process backends, vectors on disk and in memory, the backfill, working memory's vectors."""
+"""Embeddings: the Embedder protocol, the HTTP and in-process backends, the stored vector
+format and vectors in memory, the backfill, working memory's vectors."""

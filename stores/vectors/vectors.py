@@ -1,6 +1,7 @@
-"""Embedding vectors on disk and in memory.
+"""Embedding vectors as stored and in memory.
 
-File (`memory/.embeddings/{id}.bin`, written atomically): a 20-byte header — `DKV1`, the
+Stored form (a file `memory/.embeddings/{id}.bin` of `stores.files.vector_files`, or a
+row): a 20-byte header — `DKV1`, the
 content fingerprint the vector was made from (8 bytes), the model key (4 bytes), the
 dimension (uint32 LE) — then the vector as raw float32 little-endian. The header keys
 the vector to the text and the model: after an edit, or with another model, the file is
@@ -10,19 +11,15 @@ or missing vectors are regenerated in the background (`stores.vectors.backfill`)
 In memory, `VectorIndex` keeps unit-length rows in one contiguous float32 matrix, so a
 query's cosine against every entry is one matrix-vector product. `EntryVectors` keeps
 it in step with a store: the store marks ids whose entry or vector changed, and the next
-search re-reads just those files.
+search reads just those again.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 
 import numpy as np
-
-from dreamkeeper.stores.files import atomic_write_bytes
 
 MAGIC = b"DKV1"
 HEADER = struct.Struct("<4s8s4sI")
@@ -61,37 +58,6 @@ def decode_any_model(data: bytes, fingerprint: str) -> tuple[bytes, np.ndarray] 
     if size == 0 or len(data) != HEADER_BYTES + 4 * size:
         return None
     return model, np.frombuffer(data, dtype="<f4", offset=HEADER_BYTES)
-
-
-def vector_path(directory: Path, entry_id: str) -> Path:
-    return directory / f"{entry_id}.bin"
-
-
-def read_vector(
-    directory: Path, entry_id: str, fingerprint: str, model_key: bytes, dim: int | None = None
-) -> np.ndarray | None:
-    try:
-        with open(vector_path(directory, entry_id), "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return decode_vector(data, fingerprint, model_key, dim)
-
-
-def write_vector(
-    directory: Path,
-    entry_id: str,
-    vector: np.ndarray,
-    fingerprint: str,
-    model_key: bytes,
-    *,
-    within: Path | None = None,
-) -> None:
-    atomic_write_bytes(
-        vector_path(directory, entry_id),
-        encode_vector(vector, fingerprint, model_key),
-        within=within,
-    )
 
 
 def unit(vector: np.ndarray) -> np.ndarray:
@@ -214,16 +180,10 @@ class VectorIndex:
 
 class EntryVectors:
     """A store's vectors for one dimension at a time, refreshed lazily: ids the store
-    marks dirty are re-read from disk on the next `index()` call. With `read` (ids → the
-    encoded vectors of those that have one) they come from there instead of files."""
+    marks dirty are read again, through `read` (ids → the encoded vectors of those that
+    have one: files, or rows), on the next `index()` call."""
 
-    def __init__(
-        self,
-        directory: Path | None,
-        model_key: bytes,
-        read: Callable[[list[str]], Mapping[str, bytes]] | None = None,
-    ) -> None:
-        self.directory = directory
+    def __init__(self, model_key: bytes, read: Callable[[list[str]], Mapping[str, bytes]]) -> None:
         self.model_key = model_key
         self._read = read
         self._index: VectorIndex | None = None
@@ -284,35 +244,14 @@ class EntryVectors:
     def _vectors_of(
         self, todo: list[str], current: Mapping, dim: int
     ) -> Iterable[tuple[str, np.ndarray | None]]:
-        if self._read is not None:
-            found = self._read([i for i in todo if i in current])
-            for entry_id in todo:
-                entry, data = current.get(entry_id), found.get(entry_id)
-                yield (
-                    entry_id,
-                    (
-                        None
-                        if entry is None or data is None
-                        else decode_vector(data, entry.fingerprint, self.model_key, dim)
-                    ),
-                )
-            return
-        assert self.directory is not None
-        # Many ids (a cold start): one directory listing beats a failed open per entry.
-        present = _existing_files(self.directory) if len(todo) > 256 else None
+        found = self._read([i for i in todo if i in current])
         for entry_id in todo:
-            entry = current.get(entry_id)
-            vector = None
-            if entry is not None and (present is None or entry_id in present):
-                vector = read_vector(
-                    self.directory, entry_id, entry.fingerprint, self.model_key, dim
-                )
-            yield entry_id, vector
-
-
-def _existing_files(directory: Path) -> set[str]:
-    """Ids with a vector file: one directory listing instead of a failed open per entry."""
-    try:
-        return {n[:-4] for n in os.listdir(directory) if n.endswith(".bin")}
-    except FileNotFoundError:
-        return set()
+            entry, data = current.get(entry_id), found.get(entry_id)
+            yield (
+                entry_id,
+                (
+                    None
+                    if entry is None or data is None
+                    else decode_vector(data, entry.fingerprint, self.model_key, dim)
+                ),
+            )

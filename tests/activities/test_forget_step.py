@@ -25,8 +25,8 @@ from dreamkeeper.client.codec import (
 )
 from dreamkeeper.core.forgetting import ForgetInput, ForgetRequest
 from dreamkeeper.core.settings import StoreSettings
-from dreamkeeper.stores.backends import FileBackend
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 AGENT = "fs-agent"
 phrases = st.text(min_size=3, max_size=1_000).filter(lambda t: len(t.strip()) >= 3)
@@ -37,7 +37,9 @@ def keyed(tmp_path, monkeypatch):
     for name in ("DREAMKEEPER_PAYLOAD_KEY", "DREAMKEEPER_PAYLOAD_KEY_FILE"):
         monkeypatch.delenv(name, raising=False)
     generate_key_file(tmp_path / "payload-key")
-    return data_converter(PayloadKeys.from_env({}, data_dir=tmp_path))
+    return data_converter(
+        PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
+    )
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

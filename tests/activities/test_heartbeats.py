@@ -14,7 +14,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import ActivityEnvironment
 
 from dreamkeeper.activities.stores import Heartbeats, StoreRegistry
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 @pytest.fixture

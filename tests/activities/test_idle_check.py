@@ -11,8 +11,10 @@ from dreamkeeper.activities.idle import IdleCheckActivities
 from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.core.dream_payloads import WorkInput
 from dreamkeeper.core.settings import DEFAULT_FLOOR, DecayParams, LLMSettings
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 AGENTS = ["a1", "a2", "a3"]

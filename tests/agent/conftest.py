@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from dreamkeeper.agent.context import ContextBuilder
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from dreamkeeper.agent.tool_args import TOOLS
 from dreamkeeper.agent.tools import MemoryTools, tool_specs
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.payloads import EntryOpResult
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
 S1 = SessionContext.user("s1")
 FAMILY = {

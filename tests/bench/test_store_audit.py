@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from tests.harness.audit import AckedSave, StoreAudit, audit_memory_store, audit_store
 
 AGENT = "audit"

@@ -214,7 +214,7 @@ def test_config_shows_what_the_settings_imply(cli, tmp_path, monkeypatch):
 
 
 def test_save_replaces_is_checked_by_subject_and_force_replace_overrides(cli, tmp_path):
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     cats = cli("save", "Mei is allergic to cats.", "--direct")[1].strip()
     code, out, err = cli("save", "Mei started a new job.", "--replaces", cats, "--direct")

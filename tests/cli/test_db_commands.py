@@ -97,7 +97,7 @@ def test_a_database_newer_than_the_code_refuses_to_start(run, monkeypatch, bare_
 
 
 def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path, database_url):
-    from dreamkeeper.client.agent_keys import FileAgentKeyStore
+    from dreamkeeper.stores.files.agent_keys import FileAgentKeyStore
     from tests.stores.test_migrate import generated_store
 
     generated_store(tmp_path / "data", agents=2)
@@ -115,7 +115,8 @@ def test_migrate_copies_a_data_directory_and_a_rerun_adds_nothing(run, tmp_path,
 
 def test_migrate_carries_the_access_tokens_and_says_so(run, tmp_path, database_url, monkeypatch):
     from dreamkeeper.policies.access import Access
-    from dreamkeeper.stores.tokens import FileTokenStore, issue
+    from dreamkeeper.stores.files.tokens import FileTokenStore
+    from dreamkeeper.stores.tokens import issue
     from tests.stores.test_migrate import generated_store
 
     generated_store(tmp_path / "data", agents=1)
@@ -142,8 +143,9 @@ def test_migrate_refuses_a_database_without_the_schema(run, tmp_path, bare_url):
 def test_export_from_files_and_import_into_a_database_then_export_again(
     run, tmp_path, monkeypatch, database_url
 ):
-    from dreamkeeper.stores.backends import FileBackend, PostgresBackend
+    from dreamkeeper.stores.files.backend import FileBackend
     from dreamkeeper.stores.migrate import content_digest
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
 
     source = FileBackend(tmp_path / "data")
     store = source.memory("a1")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dreamkeeper.cli.dream import format_plan, read_plan
 from dreamkeeper.core.dream_plan import DreamPlan, PlannedMerge
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -19,7 +19,8 @@ import pytest
 from dreamkeeper.cli.main import main
 from dreamkeeper.client.codec import PayloadKeys, generate_key_file
 from dreamkeeper.policies.merge import MERGED_FROM
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from tests.workflows.conftest import temporal_env  # noqa: F401 - the session's dev server
 
 AGENT = "cli-forget"
@@ -75,7 +76,8 @@ def _bytes_anywhere(root: Path, text: str) -> bool:
 
 def test_forget_by_id_prints_the_receipt_and_verifies(cli, tmp_path):
     generate_key_file(tmp_path / "payload-key")
-    keys = PayloadKeys.from_env({}, data_dir=tmp_path).agent_keys()
+    keys = PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
+    keys = keys.agent_keys()
     assert keys is not None
     first = keys.current(AGENT)  # the agent's payloads have been sealed with this
     entry = FileMemoryStore(tmp_path, AGENT).create(FACT)
@@ -185,7 +187,7 @@ def test_forget_with_a_database_url_erases_the_rows(cli, tmp_path, monkeypatch, 
 def test_forget_on_a_database_that_seals_prints_the_checks_and_what_is_left(
     cli, tmp_path, monkeypatch, database_url
 ):
-    from dreamkeeper.stores.backends import PostgresBackend
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
 
     monkeypatch.setenv("DREAMKEEPER_DATABASE_URL", database_url)
     generate_key_file(tmp_path / "payload-key")

@@ -52,8 +52,9 @@ from dreamkeeper.core.models import MemoryEntry, content_fingerprint
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.journal import JournalRecord
-from dreamkeeper.stores.longterm.memory_store import EMBEDDINGS_DIR, FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalRecord
+from dreamkeeper.stores.files.entry_files import EMBEDDINGS_DIR
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.workflows.save import derived_id
 
 _ENRICHED = re.compile(r"^enriched into \[([0-9a-f, ]*)\]$")

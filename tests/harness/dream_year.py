@@ -45,8 +45,8 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.coverage import Source, find_missing_specifics
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_gate import RECALL_REGRESSION
 from tests.harness.adversary import Adversary, Fact, new_fact, variant

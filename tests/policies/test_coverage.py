@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dreamkeeper.policies.coverage import Source, Vocabulary, find_missing_specifics
-from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 from dreamkeeper.stores.search.vocabulary import FILE_NAME, load_vocabulary
 
 IDENTITY = (

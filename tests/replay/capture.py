@@ -45,8 +45,8 @@ from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker

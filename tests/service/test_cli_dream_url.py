@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from tests.service.test_remote_and_metrics import _cli
 
 

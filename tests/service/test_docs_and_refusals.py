@@ -18,8 +18,9 @@ from dreamkeeper.policies.access import Access
 from dreamkeeper.service.app import create_app
 from dreamkeeper.service.metrics import ServiceMetrics
 from dreamkeeper.service.state import ServiceState
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.tokens import FileTokenStore, issue
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue
 
 
 def _app(tmp_path, **service):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from tests.service.conftest import start_serve, stop_serve
 from tests.workflows.test_dream_approval import CH, HV1, HV2, P1, P2, _reply, _seed
 

@@ -12,7 +12,7 @@ from dreamkeeper.service.app import create_app
 from dreamkeeper.service.guard import GRANT_KEY
 from dreamkeeper.service.metrics import ServiceMetrics
 from dreamkeeper.service.state import ServiceState
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 def _apps(tmp_path, **service):

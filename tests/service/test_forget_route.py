@@ -10,8 +10,8 @@ import pytest
 from dreamkeeper.agent.remote import RemoteMemoryClient
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.forgetting import ForgetRequest
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 FACT = "Odalys Prent's locker code at Harbour Gym is 5519-XK."
 

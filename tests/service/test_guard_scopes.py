@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.policies.access import Access
 from dreamkeeper.service.guard import Guard, grant_of
-from dreamkeeper.stores.tokens import FileTokenStore, issue, revoke, verify
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue, revoke, verify
 
 SHARED = "shared-secret"
 

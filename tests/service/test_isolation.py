@@ -21,8 +21,9 @@ from dreamkeeper.agent.tools import tool_specs
 from dreamkeeper.core.errors import NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.policies.access import Access
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.tokens import FileTokenStore, issue
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue
 from tests.service.conftest import TOKEN, start_serve, stop_serve
 
 pytestmark = pytest.mark.slow  # a serve process of its own, ~250 requests

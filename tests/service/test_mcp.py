@@ -13,7 +13,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from dreamkeeper.agent.tools import tool_specs
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from tests.service.conftest import DREAMKEEPER, serve_env
 
 SPECS = {s["function"]["name"]: s["function"] for s in tool_specs()}

@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from dreamkeeper.service.metrics import ServiceMetrics
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dreamkeeper.json"
 

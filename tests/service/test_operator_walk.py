@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from tests.harness.postgres import PostgresCluster, find_bindir
 from tests.service.conftest import serve_env, start_serve, stop_serve
 

@@ -18,7 +18,7 @@ from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.settings import ServiceSettings
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from tests.service.conftest import DREAMKEEPER
 

@@ -39,8 +39,9 @@ from dreamkeeper.service.app import create_app
 from dreamkeeper.service.guard import Guard, grant_of
 from dreamkeeper.service.metrics import ServiceMetrics
 from dreamkeeper.service.state import ServiceState, state_of
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.tokens import FileTokenStore, issue, revoke
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue, revoke
 
 A, B, GHOST = "acme-a", "beta-b", "beta-z"  # B and GHOST: same length, comparable bytes
 ENTRY = {A: "aaaaaaaaaaa1", B: "bbbbbbbbbbb1", GHOST: "bbbbbbbbbbb1"}

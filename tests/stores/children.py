@@ -19,8 +19,8 @@ def open_tier(tier: str, location: str, agent_id: str = "a1") -> Any:
         if tier == "working":
             return PostgresWorkingMemoryStore(db, agent_id, sealing=sealing)
         return PostgresConversationStore(db, agent_id, sealing=sealing)
-    from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+    from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+    from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
     if tier == "working":
         return FileWorkingMemoryStore(location, agent_id)

@@ -22,9 +22,10 @@ import pytest
 
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments, check_name
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.documents import AgentDocuments, check_name
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 BACKENDS = ["file", "postgres"]
 SEAL_AT_REST = bool(os.environ.get("DREAMKEEPER_TEST_SEAL_AT_REST"))
@@ -108,7 +109,7 @@ def make_working(tier_db: Any, sealing: Any, tmp_path: Path, clock: Any) -> Call
     def make(agent_id: str = "a1", **options: Any) -> Any:
         options.setdefault("clock", clock)
         if tier_db is None:
-            from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+            from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
             return FileWorkingMemoryStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -133,7 +134,7 @@ def make_conversations(
     def make(agent_id: str = "a1", **options: Any) -> Any:
         options.setdefault("clock", clock)
         if tier_db is None:
-            from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+            from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 
             return FileConversationStore(tmp_path, agent_id, **options)
         from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
@@ -189,7 +190,7 @@ OPEN_SPEC = """
 def open_spec(spec, agent):
     kind, _, where = spec.partition(":")
     if kind == "file":
-        from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+        from dreamkeeper.stores.files.memory_store import FileMemoryStore
         return FileMemoryStore(where, agent)
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore

@@ -11,14 +11,11 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.core.settings import StoreSettings, describe, load_settings
-from dreamkeeper.stores.backends import (
-    FILES,
-    POSTGRESQL,
-    FileBackend,
-    PostgresBackend,
-    open_backend,
-)
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.backends import open_backend
+from dreamkeeper.stores.contract.backend import FILES, POSTGRESQL
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.database import describe as describe_url
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import Conflict
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.search.query import search
 
 WORDS = ["orion", "zebra", "tea", "lemon", "chicago", "python", "blazor", "friday"]

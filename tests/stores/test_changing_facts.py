@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput, ReplaceRefused
 from dreamkeeper.core.models import MemoryEntry
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.longterm.conflicts import (
     CONFLICTS_WITH,
     NEWER_VERSIONS,
@@ -22,13 +24,7 @@ from dreamkeeper.stores.longterm.conflicts import (
     prepare_readings,
 )
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import (
-    MAY_BE_REPLACED_BY,
-    MAY_REPLACE,
-    NewEntry,
-    with_link,
-)
+from dreamkeeper.stores.longterm.records import MAY_BE_REPLACED_BY, MAY_REPLACE, with_link
 from dreamkeeper.stores.longterm.supersede import (
     ReplaceCheck,
     apply_replaces,

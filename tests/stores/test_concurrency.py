@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.search.query import search
 from tests.stores.conftest import OPEN_SPEC

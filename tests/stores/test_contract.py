@@ -24,11 +24,11 @@ from dreamkeeper.stores.contract import (
     MemoryStore,
     WorkingMemoryStore,
 )
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

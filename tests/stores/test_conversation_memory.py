@@ -11,11 +11,8 @@ import pytest
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores.contract import ConversationStore
-from dreamkeeper.stores.conversation.conversation_memory import (
-    MAX_ARCHIVED,
-    MAX_RETAINED,
-    FileConversationStore,
-)
+from dreamkeeper.stores.conversation.conversation_memory import MAX_ARCHIVED, MAX_RETAINED
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
 
 
 @pytest.fixture

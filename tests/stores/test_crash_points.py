@@ -27,9 +27,9 @@ import pytest
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from tests.harness.audit import audit_store
 
 AGENT = "crash"
@@ -119,7 +119,7 @@ def test_a_mutation_crashed_after_its_record_converges_and_retries_once(long_ter
 KILLED_IMPORTANCE_UPDATE = textwrap.dedent(
     """
     import sys
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     FileMemoryStore(sys.argv[1], sys.argv[2]).update_importance(sys.argv[3], 0.9)
     """
 )
@@ -327,7 +327,7 @@ def test_restoring_a_merged_away_entry_is_refused_while_its_merge_is_live(long_t
 
 
 def _notes(n: int, tag: str = "") -> list:
-    from dreamkeeper.stores.longterm.memory_store import NewEntry
+    from dreamkeeper.stores.contract.records import NewEntry
 
     return [
         NewEntry(f"Bulk note {tag}{i} about project Orion{i}.", category="bulk") for i in range(n)
@@ -335,7 +335,7 @@ def _notes(n: int, tag: str = "") -> list:
 
 
 def test_create_many_writes_every_entry_once_and_is_idempotent_by_id(long_term):
-    from dreamkeeper.stores.longterm.memory_store import NewEntry
+    from dreamkeeper.stores.contract.records import NewEntry
 
     store = long_term.open(AGENT)
     made = store.create_many(_notes(2_500))
@@ -360,7 +360,7 @@ def test_create_many_crashed_mid_batch_is_repaired_and_retried(long_term, how, w
         ("postgres", "early"): (faults.TRANSACTION_OPEN, 0),
         ("postgres", "late"): (faults.COMMITTED, 40),
     }[(long_term.kind, when)]
-    from dreamkeeper.stores.longterm.memory_store import NewEntry
+    from dreamkeeper.stores.contract.records import NewEntry
 
     writer = long_term.open(AGENT)
     reader = long_term.open(AGENT)

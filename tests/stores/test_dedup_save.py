@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from dreamkeeper.policies.dedup import Candidate, DedupOutcome
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 
 SUBJECTS = ["Bob", "Alice", "Carol", "Dave", "Erin"]
 CITIES = ["Boston", "Denver", "Austin", "Seattle", "Miami", "Portland", "Tampa", "Dallas"]

@@ -1,4 +1,4 @@
-"""An agent's documents (`stores.documents`), the medium of the dream state and the
+"""An agent's documents (`stores.contract.documents`), the medium of the dream state and the
 conversation log, on both backends (`tests/stores/conftest.py`)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
 
 
 def test_documents_write_append_list_rename_and_delete(documents, make_documents):

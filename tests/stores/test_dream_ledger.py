@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger, ledger_for, prune_ledgers
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ what an audit reads, on every backend."""
 
 from __future__ import annotations
 
-from dreamkeeper.stores.longterm.journal import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction
 
 
 def test_every_write_is_in_the_feed_in_order_with_its_revision_and_op(any_store):

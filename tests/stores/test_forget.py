@@ -19,13 +19,15 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.forgetting import Removal
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
+from dreamkeeper.stores.contract.forgetting import AgentStores
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.forget import AgentStores, Forgetting, file_backend
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.forgetting import file_forgetting, file_stores
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.forget import Forgetting
 from dreamkeeper.stores.search.query import search
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 
 AGENT = "forget-me"
 FACT = "Quillon Varga keeps the spare key under the blue heron statue at 4471 Marsh Lane."
@@ -86,7 +88,7 @@ def test_forget_an_entry_removes_it_from_every_tier_and_proves_it(tmp_path):
     ids = _world(tmp_path)
     assert len(_grep(tmp_path, FACT)) >= 6
     keys = Keys()
-    forgetting = Forgetting(tmp_path, file_backend(tmp_path), history_keys=keys)
+    forgetting = file_forgetting(tmp_path, history_keys=keys)
 
     receipt = forgetting.forget_entries(AGENT, [ids["fact"]], derived="forget")
 
@@ -122,7 +124,7 @@ def test_forget_an_entry_removes_it_from_every_tier_and_proves_it(tmp_path):
 
 def test_derived_entries_are_reported_and_kept_by_default(tmp_path):
     ids = _world(tmp_path)
-    receipt = Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(AGENT, [ids["fact"]])
+    receipt = file_forgetting(tmp_path).forget_entries(AGENT, [ids["fact"]])
     assert receipt.entries == [ids["fact"]]
     assert receipt.derived == [ids["merged"]]
     assert receipt.restored == []
@@ -134,9 +136,7 @@ def test_derived_entries_are_reported_and_kept_by_default(tmp_path):
 
 def test_forget_by_phrase_finds_archived_entries_and_scrubs_the_phrase(tmp_path):
     ids = _world(tmp_path)
-    receipt = Forgetting(tmp_path, file_backend(tmp_path)).forget_match(
-        AGENT, "blue HERON statue", derived="forget"
-    )
+    receipt = file_forgetting(tmp_path).forget_match(AGENT, "blue HERON statue", derived="forget")
     assert receipt.scope == "match"
     assert set(receipt.entries) == {ids["fact"], ids["merged"]}
     assert _grep(tmp_path, "blue heron statue") == []
@@ -146,7 +146,7 @@ def test_forget_by_phrase_finds_archived_entries_and_scrubs_the_phrase(tmp_path)
 def test_dry_run_changes_nothing(tmp_path):
     ids = _world(tmp_path)
     before = sorted(_grep(tmp_path, FACT))
-    receipt = Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
+    receipt = file_forgetting(tmp_path).forget_entries(
         AGENT, [ids["fact"]], derived="forget", dry_run=True
     )
     assert receipt.dry_run and receipt.entries == [ids["fact"], ids["merged"]]
@@ -157,7 +157,7 @@ def test_forget_a_whole_agent(tmp_path):
     _world(tmp_path)
     FileMemoryStore(tmp_path, "someone-else").create(OTHER)
     keys = Keys()
-    receipt = Forgetting(tmp_path, file_backend(tmp_path), history_keys=keys).forget_agent(AGENT)
+    receipt = file_forgetting(tmp_path, history_keys=keys).forget_agent(AGENT)
     assert not (tmp_path / "agents" / AGENT).exists()
     assert receipt.verified and keys.destroyed == [AGENT]
     assert {r.place for r in receipt.removed} >= {
@@ -177,36 +177,32 @@ def test_a_forget_that_crashed_is_finished_by_the_next(tmp_path, point):
     ids = _world(tmp_path)
     FileMemoryStore(tmp_path, "bystander").create(OTHER)
     with faults.armed(point), pytest.raises(faults.SimulatedCrash):
-        Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
-            AGENT, [ids["fact"]], derived="forget"
-        )
+        file_forgetting(tmp_path).forget_entries(AGENT, [ids["fact"]], derived="forget")
     assert _grep(tmp_path, FACT) != []  # the crash left work to do
     journal = (tmp_path / "forget-journal.jsonl").read_text()
     assert "Quillon" not in journal and ids["fact"] in journal  # ids, never content
 
     # The next writer, forgetting something else entirely, finishes it first.
-    later = Forgetting(tmp_path, file_backend(tmp_path)).forget_match("bystander", "green tea")
+    later = file_forgetting(tmp_path).forget_match("bystander", "green tea")
     assert len(later.resumed) == 1
     assert _grep(tmp_path, FACT) == []
     store = FileMemoryStore(tmp_path, AGENT)
     assert [e.id for e in store.entries()] == [ids["other"]]
-    assert Forgetting(tmp_path, file_backend(tmp_path)).finish_pending() == []
+    assert file_forgetting(tmp_path).finish_pending() == []
 
 
 def test_a_long_lived_reader_sees_the_erasure(tmp_path):
     ids = _world(tmp_path)
     reader = FileMemoryStore(tmp_path, AGENT)
     assert reader.get(ids["fact"]) is not None
-    Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
-        AGENT, [ids["fact"]], derived="forget"
-    )
+    file_forgetting(tmp_path).forget_entries(AGENT, [ids["fact"]], derived="forget")
     assert reader.get(ids["fact"]) is None
     assert search(reader, "Quillon", include_archived=True) == []
 
 
 def test_bad_requests_change_nothing(tmp_path):
     _world(tmp_path)
-    forgetting = Forgetting(tmp_path, file_backend(tmp_path))
+    forgetting = file_forgetting(tmp_path)
     before = sorted(_grep(tmp_path, FACT))
     for call in (
         lambda: forgetting.forget_entries(AGENT, []),
@@ -237,7 +233,7 @@ def test_any_saved_text_is_gone_byte_for_byte(tmp_path_factory, secret):
     store.create("an unrelated note about lunch")
     FileWorkingMemoryStore(data, AGENT).save("session/s", "k", secret, ttl=timedelta(hours=1))
     FileConversationStore(data, AGENT).add_turn("s", "user", secret)
-    receipt = Forgetting(data, file_backend(data)).forget_entries(AGENT, [entry.id])
+    receipt = file_forgetting(data).forget_entries(AGENT, [entry.id])
     encodings = {
         secret.encode(),
         json.dumps(secret)[1:-1].encode(),
@@ -261,9 +257,7 @@ def test_derived_entries_are_rewritten_without_it_where_coverage_allows(tmp_path
         "at 4471 Marsh Lane.",
         metadata={MERGED_FROM: json.dumps([ids["fact"], third.id])},
     )
-    receipt = Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
-        AGENT, [ids["fact"]], derived="rewrite"
-    )
+    receipt = file_forgetting(tmp_path).forget_entries(AGENT, [ids["fact"]], derived="rewrite")
     assert receipt.rewritten == [ids["merged"]]
     assert set(receipt.derived) == {ids["merged"], tangled.id}
     merged = FileMemoryStore(tmp_path, AGENT).require(ids["merged"])
@@ -279,9 +273,7 @@ def test_a_long_lived_readers_snapshot_carries_no_term_of_an_erased_entry(tmp_pa
     ids = _world(tmp_path)
     reader = FileMemoryStore(tmp_path, AGENT)
     assert search(reader, "Quillon", include_archived=True)  # its index holds the terms
-    Forgetting(tmp_path, file_backend(tmp_path)).forget_entries(
-        AGENT, [ids["fact"]], derived="forget"
-    )
+    file_forgetting(tmp_path).forget_entries(AGENT, [ids["fact"]], derived="forget")
     assert reader.save_snapshot()  # the worker's maintenance does this
     data = (tmp_path / "agents" / AGENT / "index-snapshot.bin").read_bytes().lower()
     assert b"quillon" not in data and b"heron" not in data
@@ -314,14 +306,14 @@ def env(backend: str, tier_db: Any, sealing: Any, tmp_path: Path) -> Env:
 
         return Env(
             "file",
-            file_backend(tmp_path),
-            lambda **kw: Forgetting(tmp_path, file_backend(tmp_path), **kw),
+            file_stores(tmp_path),
+            lambda **kw: file_forgetting(tmp_path, **kw),
             dump_files,
         )
     from dreamkeeper.stores.postgres.forget import (
         AGENT_TABLES,
-        PostgresForgetting,
-        postgres_backend,
+        postgres_forgetting,
+        postgres_stores,
     )
 
     def opened(conn: Any) -> list[bytes]:
@@ -360,10 +352,8 @@ def env(backend: str, tier_db: Any, sealing: Any, tmp_path: Path) -> Env:
 
     return Env(
         "postgres",
-        postgres_backend(tier_db, sealing),
-        lambda **kw: PostgresForgetting(
-            tier_db, postgres_backend(tier_db, sealing), sealing=sealing, **kw
-        ),
+        postgres_stores(tier_db, sealing),
+        lambda **kw: postgres_forgetting(tier_db, sealing=sealing, **kw),
         dump_rows,
     )
 

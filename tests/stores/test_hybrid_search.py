@@ -7,13 +7,14 @@ import pytest
 
 from dreamkeeper.core.settings import EmbeddingSettings
 from dreamkeeper.stores.contract import MemoryStore
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.vector_files import read_vector, vector_path, write_vector
 from dreamkeeper.stores.search.bm25 import K1, query_terms
 from dreamkeeper.stores.search.fusion import semantic_evidence
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.backfill import embed_entries
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
-from dreamkeeper.stores.vectors.vectors import HEADER_BYTES, read_vector, vector_path, write_vector
+from dreamkeeper.stores.vectors.vectors import HEADER_BYTES
 
 
 @pytest.fixture

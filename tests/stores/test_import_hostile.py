@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dreamkeeper.cli.main import main
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.transfer import export_lines, read_export
 
 ENTRY_ID = re.compile(r"[0-9a-f]{12}")

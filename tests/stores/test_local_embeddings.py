@@ -8,7 +8,7 @@ import pytest
 
 from dreamkeeper.core.errors import SettingsError
 from dreamkeeper.core.settings import EmbeddingSettings, embedding_settings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, embedding_client
 from dreamkeeper.stores.vectors.local_embeddings import (

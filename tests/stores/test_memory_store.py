@@ -11,8 +11,8 @@ import pytest
 
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.settings import DEFAULT_FLOOR
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 
 
@@ -161,7 +161,7 @@ def test_journal_records_every_mutation_without_content(store, clock):
 CRASH_WRITER = textwrap.dedent(
     """
     import os, signal, sys
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
     store = FileMemoryStore(sys.argv[1], "agent-1")
     real_fsync = os.fsync
     calls = []

@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from dreamkeeper.stores.backends import FileBackend, PostgresBackend, StoreBackend
+from dreamkeeper.stores.contract.backend import StoreBackend
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.faults import (
     BATCH_HALF_WRITTEN,
     MIGRATE_AGENT_COPIED,
@@ -17,8 +18,9 @@ from dreamkeeper.stores.faults import (
     SimulatedCrash,
     armed,
 )
-from dreamkeeper.stores.longterm.records import NewEntry
+from dreamkeeper.stores.files.backend import FileBackend
 from dreamkeeper.stores.migrate import content_digest, migrate
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 
 WORDS = "deploy window friday rollback canary latency budget owner pager runbook".split()
 
@@ -129,19 +131,24 @@ async def test_the_data_directorys_payload_data_keys_are_carried_into_the_databa
     key the database made meanwhile stays the agent's current one; a re-run adds nothing."""
     import os
 
-    from dreamkeeper.client.agent_keys import FileAgentKeyStore
     from dreamkeeper.client.codec import PayloadErased, PayloadKey, PayloadKeys, data_converter
-    from dreamkeeper.stores.backends import agent_key_store
+    from dreamkeeper.stores.files.agent_keys import FileAgentKeyStore
+    from dreamkeeper.stores.files.backend import FileBackend
     from dreamkeeper.stores.migrate import carry_agent_keys
     from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
     from dreamkeeper.stores.postgres.database import Database
 
     key = PayloadKey("k1", os.urandom(32))
     data = tmp_path / "data"
-    on_files = data_converter(PayloadKeys((key,), "test", data_dir=data))
+    on_files = data_converter(
+        PayloadKeys((key,), "test", data_dir=data, key_store=FileBackend(data).agent_keys)
+    )
     on_database = data_converter(
         PayloadKeys(
-            (key,), "test", data_dir=tmp_path / "elsewhere", key_store=agent_key_store(database_url)
+            (key,),
+            "test",
+            data_dir=tmp_path / "elsewhere",
+            key_store=PostgresBackend(database_url).agent_keys,
         )
     )
     sealed = {
@@ -158,9 +165,9 @@ async def test_the_data_directorys_payload_data_keys_are_carried_into_the_databa
     try:
         keyring = tmp_path / "elsewhere" / "keyring"  # the database's processes share it
         already = PostgresAgentKeyStore(db, [(key.key_id, key.secret)], keyring).current("a2")
-        first = carry_agent_keys(data, db)
+        first = carry_agent_keys(FileBackend(data), PostgresBackend(database_url))
         assert (first.keys, first.carried, first.destroyed, first.mismatches) == (3, 2, 2, [])
-        again = carry_agent_keys(data, db)
+        again = carry_agent_keys(FileBackend(data), PostgresBackend(database_url))
         assert (again.keys, again.carried, again.destroyed, again.mismatches) == (3, 0, 0, [])
         with db.transaction() as conn:
             rows = conn.execute("SELECT wrapped, nonce FROM dreamkeeper_agent_keys").fetchall()

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from dreamkeeper.cli.main import main
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.injection import FLAG_KEY, FLAGGED_MAX_IMPORTANCE, reads_as_instruction
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
-from dreamkeeper.stores.longterm.records import NewEntry, imported_entry, new_entry
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.records import imported_entry, new_entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

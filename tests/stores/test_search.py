@@ -12,7 +12,7 @@ from rank_bm25 import BM25Okapi
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.stores.longterm.memory_store import document_text
+from dreamkeeper.stores.longterm.records import document_text
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.query import format_age, format_hit, format_taxonomy, search
 from tests.helpers import LuceneBM25

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.longterm import snapshot, vector_pack
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore, NewEntry
+from dreamkeeper.stores.contract.records import NewEntry
+from dreamkeeper.stores.files import vector_pack
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
 

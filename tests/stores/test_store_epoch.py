@@ -29,16 +29,14 @@ def forget_whole_agent(
 
     def forget() -> None:
         if tier_db is None:
-            from dreamkeeper.stores.forget import Forgetting, file_backend
+            from dreamkeeper.stores.files.forgetting import file_forgetting
 
             root = tmp_path / "data"
-            receipt = Forgetting(root, file_backend(root)).forget_agent(AGENT)
+            receipt = file_forgetting(root).forget_agent(AGENT)
         else:
-            from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+            from dreamkeeper.stores.postgres.forget import postgres_forgetting
 
-            receipt = PostgresForgetting(
-                tier_db, postgres_backend(tier_db, sealing), sealing=sealing
-            ).forget_agent(AGENT)
+            receipt = postgres_forgetting(tier_db, sealing=sealing).forget_agent(AGENT)
         assert receipt.verified
 
     return forget

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.dream_state.dream_ledger import DreamLedger
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.records import imported_entry
 from dreamkeeper.stores.longterm.supersede import history, supersede, unsupersede
 

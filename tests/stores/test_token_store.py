@@ -10,14 +10,9 @@ import pytest
 
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.policies.access import Access
-from dreamkeeper.stores.tokens import (
-    FileTokenStore,
-    TokenStore,
-    TokenStoreDamaged,
-    issue,
-    revoke,
-    verify,
-)
+from dreamkeeper.stores.contract.tokens import TokenStore, TokenStoreDamaged
+from dreamkeeper.stores.files.tokens import FileTokenStore
+from dreamkeeper.stores.tokens import issue, revoke, verify
 
 
 @pytest.fixture

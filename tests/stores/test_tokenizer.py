@@ -98,7 +98,7 @@ def test_possessives_and_curly_apostrophes(filled):
 
 
 def test_working_memory_uses_the_same_tokenizer(tmp_path, clock):
-    from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+    from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 
     working = FileWorkingMemoryStore(tmp_path, "agent-1", clock=clock)
     working.save("session/s1", "soup", "Рецепт: борщ со сметаной")

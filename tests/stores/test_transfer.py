@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dreamkeeper.cli.main import main
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.transfer import (
     FORMAT,
     FORMAT_VERSION,

@@ -4,7 +4,7 @@ import pytest
 
 from dreamkeeper.core.errors import InvalidInput, NotFound
 from dreamkeeper.core.validation import MAX_CONTENT_CHARS
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.query import search
 from tests.helpers import tree_snapshot
 

@@ -14,12 +14,12 @@ import pytest
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores.contract import WorkingMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.working.working_memory import (
     BACKGROUND_MIN_TTL,
     DEFAULT_TTL,
     MAX_PER_NAMESPACE,
-    FileWorkingMemoryStore,
     WorkingMemoryFull,
 )
 

@@ -13,18 +13,14 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.core.settings import DEFAULT_FLOOR, DecayParams
 from dreamkeeper.policies.decay import DECAY_STEP, decay_due, decay_due_at, decayed_importance
 from dreamkeeper.policies.gating import SettledCluster
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.idle_marks import IdleMarks
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
 from dreamkeeper.stores.dream_state.dream_ledger import ledger_for
-from dreamkeeper.stores.dream_state.workload import (
-    FileIdleMarks,
-    IdleMarks,
-    dream_work,
-    next_work_at,
-    settings_key,
-)
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.dream_state.workload import dream_work, next_work_at, settings_key
+from dreamkeeper.stores.files.idle_marks import FileIdleMarks
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
 RETENTION = timedelta(days=90)
@@ -262,18 +258,18 @@ def test_the_batch_check_answers_each_agent_in_order(long_term, marks):
 def test_a_store_made_again_after_the_agent_is_forgotten_never_meets_the_old_mark(
     long_term, marks, tier_db, tmp_path
 ):
-    from dreamkeeper.stores.forget import Forgetting, file_backend
+    from dreamkeeper.stores.files.forgetting import file_forgetting
 
     store = long_term.open("a1", clock=lambda: T0)
     store.create("The user lives in Chicago.")
     _mark(store, marks)
     if tier_db is None:
         root = tmp_path / "data"
-        forgetting = Forgetting(root, file_backend(root))
+        forgetting = file_forgetting(root)
     else:
-        from dreamkeeper.stores.postgres.forget import PostgresForgetting, postgres_backend
+        from dreamkeeper.stores.postgres.forget import postgres_forgetting
 
-        forgetting = PostgresForgetting(tier_db, postgres_backend(tier_db))
+        forgetting = postgres_forgetting(tier_db)
     forgetting.forget_agent("a1")
     # The same writes again: the same feed counter, the same documents.
     long_term.open("a1", clock=lambda: T0).create("The user lives in Chicago.")

@@ -25,13 +25,7 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import WorkflowSerializationContext
 
-from dreamkeeper.client.agent_keys import (
-    AgentKeyErased,
-    AgentKeyError,
-    AgentKeyStore,
-    FileAgentKeyStore,
-    Wrapping,
-)
+from dreamkeeper.client.agent_keys import AgentKeyErased, AgentKeyError, AgentKeyStore, Wrapping
 from dreamkeeper.client.codec import (
     AGENT,
     FORGOTTEN,
@@ -48,6 +42,7 @@ from dreamkeeper.client.codec import (
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.payloads import SaveInput
 from dreamkeeper.service.codec_server import make_server
+from dreamkeeper.stores.files.agent_keys import FileAgentKeyStore
 
 SECRET = "Quillon Varga keeps the spare key under the blue heron statue."
 
@@ -90,7 +85,7 @@ class KeyPlace:
 
     def keys(self, *keys: PayloadKey) -> PayloadKeys:
         if self.url is None:
-            return PayloadKeys(tuple(keys), "test", data_dir=self.data)
+            return PayloadKeys(tuple(keys), "test", data_dir=self.data, key_store=self.store)
         return PayloadKeys(tuple(keys), "test", data_dir=self.data, key_store=self.store)
 
     def stored_bytes(self) -> bytes:
@@ -376,8 +371,8 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     from dreamkeeper.core.forgetting import ForgetRequest
     from dreamkeeper.core.settings import StoreSettings
     from dreamkeeper.service.codec_server import load_codec
-    from dreamkeeper.stores.backends import agent_key_store
     from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
     from dreamkeeper.stores.postgres.database import Database
     from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 
@@ -391,11 +386,13 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     monkeypatch.setenv("DREAMKEEPER_KEYRING", str(tmp_path / "shared-keyring"))
     worker_dir, codec_dir, cli_dir = (tmp_path / n for n in ("worker", "codec", "cli"))
     worker = data_converter(
-        PayloadKeys.from_env(data_dir=worker_dir, key_store=agent_key_store(database_url))
+        PayloadKeys.from_env(
+            data_dir=worker_dir, key_store=PostgresBackend(database_url).agent_keys
+        )
     )
     [sealed] = await worker.encode([_save()])
     assert not (worker_dir / "agent-keys").exists()
-    codec, _ = load_codec(codec_dir, database_url)
+    codec, _ = load_codec(StoreSettings(data_dir=codec_dir, database_url=database_url))
     assert isinstance(codec.agent_keys, PostgresAgentKeyStore)
     assert (
         codec.decode_sync([sealed])[0].data

@@ -4,7 +4,7 @@ never dropping a store an activity holds."""
 from __future__ import annotations
 
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 def _seed(tmp_path, agents: list[str], entries: int = 3) -> None:

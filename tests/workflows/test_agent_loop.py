@@ -11,7 +11,7 @@ from pathlib import Path
 from dreamkeeper.agent.session import SessionContext
 from dreamkeeper.agent.tools import MemoryTools
 from dreamkeeper.core.settings import LLMSettings
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM, tool_call
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"

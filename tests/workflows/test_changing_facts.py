@@ -18,10 +18,10 @@ from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationRes
 from dreamkeeper.core.errors import InvalidInput, NotFound, ReplaceRefused
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveOutcome, SaveResult
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.longterm.records import CONFLICTS_WITH, MAY_BE_REPLACED_BY, linked
 from dreamkeeper.stores.search.query import search
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 

@@ -16,14 +16,10 @@ from hypothesis import strategies as st
 from dreamkeeper.cli.main import main
 from dreamkeeper.client.claims import claimed_store
 from dreamkeeper.core.errors import StoreMismatch
-from dreamkeeper.stores.backends import PostgresBackend
-from dreamkeeper.stores.identity import (
-    IDENTITY_FILE,
-    StoreIdentity,
-    ensure_identity,
-    record_move,
-)
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files.identity import IDENTITY_FILE, ensure_identity, record_move
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.migrations import upgrade
 from dreamkeeper.worker.claim import claim_task_queue, moved_here

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.worker.claim import claim_task_queue
 
 pytestmark = pytest.mark.slow  # a CLI process per call

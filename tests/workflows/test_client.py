@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 
 async def test_archive_restore_and_rescore_go_through_workflows(memory):
@@ -108,7 +108,7 @@ async def test_a_refused_restore_starts_no_workflow(memory):
     from temporalio.service import RPCError, RPCStatusCode
 
     from dreamkeeper.core.errors import Conflict
-    from dreamkeeper.stores.identity import ensure_identity
+    from dreamkeeper.stores.files.identity import ensure_identity
 
     agent = f"r-{uuid.uuid4().hex[:6]}"
     store = FileMemoryStore(memory.settings.data_dir, agent)
@@ -232,7 +232,7 @@ async def test_a_connect_that_fails_closes_what_it_opened(worker, tmp_path, monk
     from dreamkeeper.agent.client import MemoryClient
     from dreamkeeper.core.errors import StoreMismatch
     from dreamkeeper.core.settings import StoreSettings, TemporalSettings
-    from dreamkeeper.stores.identity import ensure_identity
+    from dreamkeeper.stores.files.identity import ensure_identity
     from dreamkeeper.worker.claim import claim_task_queue
 
     class RecordingEmbedder:

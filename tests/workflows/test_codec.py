@@ -26,7 +26,7 @@ from dreamkeeper.core.names import dream_workflow_id, save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.service.codec_server import CodecServerSettings, make_server
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.worker.temporal_worker import build_worker
 

@@ -16,8 +16,8 @@ import pytest
 
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.policies.merge import MERGED_FROM
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.helpers import tree_snapshot

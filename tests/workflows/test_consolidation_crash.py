@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.workflows.subprocess_worker import spawn_worker

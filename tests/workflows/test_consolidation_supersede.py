@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput, UndoResult
 from dreamkeeper.core.names import APPLY_DREAM_PLAN, UNDO_DREAM
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 

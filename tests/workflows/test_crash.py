@@ -14,7 +14,7 @@ from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import StoreSettings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from tests.workflows.subprocess_worker import spawn_worker
 from tests.workflows.test_save import FACTS, ORIGINAL

@@ -13,7 +13,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 

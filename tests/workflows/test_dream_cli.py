@@ -17,8 +17,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from dreamkeeper.agent import dream_ops
 from dreamkeeper.core.dream_payloads import ConsolidationInput, ConsolidationResult
 from dreamkeeper.stores.dream_state.dream_settings import write_approval
-from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.workflows.consolidation import Consolidation
 from tests.workflows import test_dream_approval as approval
 from tests.workflows.test_cli_through_worker import DREAMKEEPER, _cli, _env

@@ -23,9 +23,10 @@ from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import RetireInput, RetireResult, SaveResult
 from dreamkeeper.core.settings import LLMSettings, StoreSettings
 from dreamkeeper.policies.coverage import find_missing_specifics
-from dreamkeeper.stores import files
-from dreamkeeper.stores.identity import StoreIdentity, ensure_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files import agent_files as files
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply, ScriptedLLM
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities

@@ -13,10 +13,10 @@ from dreamkeeper.core.dream_payloads import DreamInput, DreamResult
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.vector_files import vector_path
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient
-from dreamkeeper.stores.vectors.vectors import vector_path
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
 

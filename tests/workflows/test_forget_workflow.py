@@ -38,10 +38,10 @@ from dreamkeeper.core.names import forget_workflow_id, save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.backends import FileBackend
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.forget import JOURNAL
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.forgetting import JOURNAL
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.worker.temporal_worker import build_worker, worker_activities
 from tests.workflows.test_forgetting import _files_holding, _histories
 
@@ -58,7 +58,7 @@ async def keyed(temporal_env, tmp_path, monkeypatch):
     for name in ("DREAMKEEPER_PAYLOAD_KEY", "DREAMKEEPER_PAYLOAD_KEY_FILE"):
         monkeypatch.delenv(name, raising=False)
     generate_key_file(tmp_path / "payload-key")
-    keys = PayloadKeys.from_env({}, data_dir=tmp_path)
+    keys = PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
     address = temporal_env.client.service_client.config.target_host
     client = await Client.connect(address, data_converter=data_converter(keys))
     settings = StoreSettings(data_dir=tmp_path)
@@ -127,7 +127,9 @@ async def test_a_forget_runs_as_a_workflow_whose_result_is_the_receipt_and_whose
     # Its history, read with every key the system still has: the input and the result
     # open (they must, for a worker that replays the run) and hold no content; the
     # request inside, sealed with the agent's data key, opens for nobody.
-    codec = data_converter(PayloadKeys.from_env({}, data_dir=tmp_path)).payload_codec
+    codec = data_converter(
+        PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
+    ).payload_codec
     assert isinstance(codec, EncryptionCodec)
     [payloads] = (await _histories(memory.client, [workflow_id])).values()
     assert payloads
@@ -221,7 +223,7 @@ async def test_a_worker_killed_inside_the_forgetting_is_finished_by_the_retry(
     for name in ("DREAMKEEPER_PAYLOAD_KEY", "DREAMKEEPER_PAYLOAD_KEY_FILE"):
         monkeypatch.delenv(name, raising=False)
     generate_key_file(tmp_path / "payload-key")
-    keys = PayloadKeys.from_env({}, data_dir=tmp_path)
+    keys = PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
     address = temporal_env.client.service_client.config.target_host
     client = await Client.connect(address, data_converter=data_converter(keys))
     queue = f"forget-kill-{uuid.uuid4().hex[:8]}"
@@ -267,7 +269,9 @@ async def test_a_worker_killed_inside_the_forgetting_is_finished_by_the_retry(
     assert starts == [2]  # recorded once, on the attempt that completed: the first died
     # The key that sealed the request is gone with the forget: its history has no text.
     [payloads] = (await _histories(client, [handle.id])).values()
-    codec = data_converter(PayloadKeys.from_env({}, data_dir=tmp_path)).payload_codec
+    codec = data_converter(
+        PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
+    ).payload_codec
     assert isinstance(codec, EncryptionCodec)
     for payload in payloads:
         assert PHRASE.encode() not in codec.decode_sync([payload])[0].data

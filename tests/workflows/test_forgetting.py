@@ -44,7 +44,8 @@ from dreamkeeper.core.forgetting import ForgetRequest
 from dreamkeeper.core.names import dream_workflow_id, save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.backend import FileBackend
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.worker.temporal_worker import build_worker
 
@@ -92,7 +93,7 @@ async def sealed(temporal_env, tmp_path, llm, monkeypatch):
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY", raising=False)
     monkeypatch.delenv("DREAMKEEPER_PAYLOAD_KEY_FILE", raising=False)
     generate_key_file(tmp_path / "payload-key")
-    keys = PayloadKeys.from_env({}, data_dir=tmp_path)
+    keys = PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
     address = temporal_env.client.service_client.config.target_host
     client = await Client.connect(address, data_converter=data_converter(keys))
     settings = StoreSettings(data_dir=tmp_path)
@@ -230,7 +231,9 @@ async def test_a_forgotten_fact_is_gone_from_every_place_and_every_history(seale
         memory.client,
         [save_workflow_id(agent, a.entry_id) for a in saves] + [dream_workflow_id(agent)],
     )
-    still_on_disk = data_converter(PayloadKeys.from_env({}, data_dir=tmp_path)).payload_codec
+    still_on_disk = data_converter(
+        PayloadKeys.from_env({}, data_dir=tmp_path, key_store=FileBackend(tmp_path).agent_keys)
+    ).payload_codec
     payload_key_only = EncryptionCodec(keys.keys)  # the wrapping key, used directly
     assert isinstance(still_on_disk, EncryptionCodec)
     erased = 0
@@ -273,12 +276,14 @@ async def sealed_on_database(temporal_env, tmp_path, llm, monkeypatch, database_
     """A client and worker on a database, with a payload key in the data directory: the
     agents' data keys are rows wrapped by the keyring under `{data}/keyring`, and memory
     content is sealed at rest with them."""
-    from dreamkeeper.stores.backends import agent_key_store
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
 
     for name in ("DREAMKEEPER_PAYLOAD_KEY", "DREAMKEEPER_PAYLOAD_KEY_FILE", "DREAMKEEPER_KEYRING"):
         monkeypatch.delenv(name, raising=False)
     generate_key_file(tmp_path / "payload-key")
-    keys = PayloadKeys.from_env({}, data_dir=tmp_path, key_store=agent_key_store(database_url))
+    keys = PayloadKeys.from_env(
+        {}, data_dir=tmp_path, key_store=PostgresBackend(database_url).agent_keys
+    )
     address = temporal_env.client.service_client.config.target_host
     client = await Client.connect(address, data_converter=data_converter(keys))
     settings = StoreSettings(data_dir=tmp_path, database_url=database_url)

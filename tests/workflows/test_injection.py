@@ -18,7 +18,7 @@ from dreamkeeper.core.payloads import SaveResult
 from dreamkeeper.core.settings import DEFAULT_FLOOR
 from dreamkeeper.policies.consolidation import archive_budget
 from dreamkeeper.policies.injection import FLAG_KEY
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from dreamkeeper.core.dream_payloads import DreamInput
 from dreamkeeper.core.names import dream_workflow_id
 from dreamkeeper.core.payloads import DecayInput, PurgeInput
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 

@@ -27,7 +27,7 @@ from dreamkeeper.core.names import (
     save_workflow_id,
 )
 from dreamkeeper.core.settings import StoreSettings
-from dreamkeeper.stores.identity import ensure_identity
+from dreamkeeper.stores.files.identity import ensure_identity
 from dreamkeeper.worker.claim import claim_task_queue
 from dreamkeeper.workflows.store_claim import StoreClaim
 
@@ -127,11 +127,12 @@ async def test_a_claim_sealed_by_an_older_worker_names_where_the_key_was_looked_
 
 
 def _keyed_converter(data_dir: Path, database_url: str | None, secret: bytes):
-    from dreamkeeper.stores.backends import agent_key_store
+    from dreamkeeper.stores.backends import open_backend
 
     key = PayloadKey("deploy", secret)
+    store = StoreSettings(data_dir=data_dir, database_url=database_url)
     return data_converter(
-        PayloadKeys((key,), "test", data_dir=data_dir, key_store=agent_key_store(database_url))
+        PayloadKeys((key,), "test", data_dir=data_dir, key_store=open_backend(store).agent_keys)
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.settings import StoreSettings, TemporalSettings
-from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.worker.runtime import running_worker
 
 

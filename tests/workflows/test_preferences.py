@@ -14,7 +14,7 @@ from dreamkeeper.core.dream_payloads import (
     PreferenceResult,
 )
 from dreamkeeper.stores.conversation.conversation_log import PROCESSED, ConversationLog
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.preferences import PreferenceInference

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from dreamkeeper.stores.identity import ensure_identity
+from dreamkeeper.stores.files.identity import ensure_identity
 from dreamkeeper.worker.claim import claim_task_queue
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 
 from dreamkeeper.core.dream_payloads import ConsolidationOptions, DreamInput, DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput, UndoResult
-from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream

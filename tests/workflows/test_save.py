@@ -14,8 +14,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SaveResult
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 
 ORIGINAL = "Trish Roberts of PWOP Productions gave her number, +1 386-299-4605."

@@ -20,7 +20,7 @@ from dreamkeeper.client.pending import worker_took
 from dreamkeeper.core.errors import DatabaseUnavailable, Unavailable
 from dreamkeeper.core.names import claim_workflow_id, save_workflow_id
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
-from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.stores.postgres.database import Database, describe
 from dreamkeeper.stores.postgres.migrations import upgrade
 from dreamkeeper.worker.claim import claim_task_queue

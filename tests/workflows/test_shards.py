@@ -15,8 +15,8 @@ from dreamkeeper.agent.client import MemoryClient
 from dreamkeeper.core.errors import StoreMismatch
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
 from dreamkeeper.core.shards import ShardMap
-from dreamkeeper.stores.identity import ensure_identity
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.identity import ensure_identity
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.worker.temporal_worker import build_worker
 
 

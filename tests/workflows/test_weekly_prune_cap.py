@@ -22,7 +22,7 @@ from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState, Pending
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.policies.injection import FLAG_KEY
 from dreamkeeper.policies.prune_cap import MIN_WEEKLY_PRUNES, WEEKLY_PRUNE_SHARE
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.testing.scripted_llm import Reply
 from dreamkeeper.workflows.consolidation import Consolidation
 

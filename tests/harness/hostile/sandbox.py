@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.validation import MAX_METADATA_KEYS, MAX_TAGS
-from dreamkeeper.stores.documents import FileDocuments
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
 AGENT = "a1"
 OTHER_AGENT = "b2"

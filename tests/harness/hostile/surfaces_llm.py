@@ -41,7 +41,7 @@ from dreamkeeper.policies.consolidation import (
 from dreamkeeper.policies.coverage import vocabulary_payload
 from dreamkeeper.policies.preferences import INFERRED_CATEGORY, PERMISSION_KEY, needs_permission
 from dreamkeeper.policies.provenance import INFERRED
-from dreamkeeper.stores.identity import StoreIdentity
+from dreamkeeper.stores.contract.identity import StoreIdentity
 from dreamkeeper.stores.search.vocabulary import load_vocabulary
 from dreamkeeper.workflows.save import derived_id
 from tests.harness.hostile.sandbox import (

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from dreamkeeper.activities.preferences import transcript
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
-from dreamkeeper.stores.conversation.conversation_memory import FileConversationStore
-from dreamkeeper.stores.working.working_memory import FileWorkingMemoryStore
+from dreamkeeper.stores.files.conversation_memory import FileConversationStore
+from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from tests.harness.hostile.sandbox import (
     AGENT,
     T0,

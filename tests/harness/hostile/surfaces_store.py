@@ -24,11 +24,11 @@ from dreamkeeper.core.validation import (
 )
 from dreamkeeper.policies.dedup import Candidate, content_tokens
 from dreamkeeper.policies.gating import GateEntry, gate
+from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalRecord
 from dreamkeeper.stores.dream_state.consolidation_state import ClusterState
+from dreamkeeper.stores.files.entry_files import MAX_ENTRY_FILE_BYTES, entry_parts
+from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.dedup_save import save_fact
-from dreamkeeper.stores.longterm.entry_files import MAX_ENTRY_FILE_BYTES, entry_parts
-from dreamkeeper.stores.longterm.journal import MAX_LINE_BYTES, JournalRecord
-from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
 from dreamkeeper.stores.search.vocabulary import FILE_NAME as VOCABULARY_FILE
 from dreamkeeper.stores.search.vocabulary import (
     MAX_FILE_BYTES,

@@ -20,7 +20,8 @@ from dreamkeeper.activities.stores import StoreRegistry
 from dreamkeeper.cli import main as cli
 from dreamkeeper.core.dream_plan import UndoInput
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.stores.identity import StoreIdentity, location_of
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files.identity import location_of
 from tests.harness.hostile.sandbox import AGENT, Sandbox, Surface, Violation
 from tests.harness.hostile.strategies import entry_ids, hostile_text, maybe, sane_text
 

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from dreamkeeper.client.agent_keys import data_key_aad
 from dreamkeeper.core.forgetting import ForgetReceipt
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.forget import Forgetting
 from dreamkeeper.stores.postgres import keyring as keyring_module
 from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
@@ -28,8 +29,7 @@ from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.forget import (
     AT_REST,
     NOT_SEALED,
-    PostgresForgetting,
-    postgres_backend,
+    postgres_forgetting,
 )
 from dreamkeeper.stores.postgres.keyring import KeyringMismatch, _kek_aad
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
@@ -134,8 +134,8 @@ def _opens(rows: list[tuple[Any, ...]], keks: list[AESGCM], wrapping: Any) -> bo
     return False
 
 
-def _forgetting(db: Database, sealing: Sealing) -> PostgresForgetting:
-    return PostgresForgetting(db, postgres_backend(db, sealing), sealing=sealing)
+def _forgetting(db: Database, sealing: Sealing) -> Forgetting:
+    return postgres_forgetting(db, sealing=sealing)
 
 
 def test_a_forget_of_entries_re_keys_the_agent_and_rotates_the_key_chain(
@@ -176,7 +176,7 @@ def test_a_forget_of_entries_re_keys_the_agent_and_rotates_the_key_chain(
 def test_a_forget_without_a_payload_key_says_the_database_may_still_hold_the_text(db):
     memory = PostgresMemoryStore(db, "a1")
     fact = memory.create(FACT)
-    receipt = PostgresForgetting(db, postgres_backend(db)).forget_entries("a1", [fact.id])
+    receipt = postgres_forgetting(db).forget_entries("a1", [fact.id])
     assert receipt.verified and receipt.sealed_at_rest is False
     assert receipt.left_to_operator == [NOT_SEALED]
     assert "may still hold the forgotten text" in NOT_SEALED
@@ -325,7 +325,7 @@ def test_a_process_with_another_keyring_or_no_payload_key_is_refused_at_start(
     db, host, wrapping, tmp_path, monkeypatch
 ):
     """`dreamkeeper worker`, `serve` and `dev` check the backend before anything starts."""
-    from dreamkeeper.stores.backends import PostgresBackend
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
     from dreamkeeper.stores.postgres.sealing import SealedWithoutKey
 
     PostgresMemoryStore(db, "a1", sealing=host()).create(FACT)  # the database seals now

@@ -16,9 +16,9 @@ import pytest
 
 from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.dedup_save import save_fact
-from dreamkeeper.stores.longterm.records import NewEntry
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.memory_store import (
     SNAPSHOT_NAME,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dreamkeeper.stores.longterm.journal import JournalAction
-from dreamkeeper.stores.longterm.records import NewEntry
+from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import Database

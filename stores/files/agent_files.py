@@ -22,16 +22,14 @@ import errno
 import fcntl
 import mmap
 import os
-import re
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from dreamkeeper.core.errors import InvalidInput
+from dreamkeeper.stores.contract.names import UnsafePath, check_component
 from dreamkeeper.stores.safe_json import NotRegularFile
 
-_COMPONENT = re.compile(r"[A-Za-z0-9_\-.:@]{1,255}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Parts = Sequence[str]
@@ -51,16 +49,6 @@ _SYNCFS = _find_syncfs()
 
 class SymlinkRefused(OSError):
     """A symlink where Dreamkeeper expects a plain file or directory."""
-
-
-class UnsafePath(InvalidInput):
-    """A path component that could name something outside the agent's directory."""
-
-
-def check_component(part: str) -> str:
-    if not isinstance(part, str) or part in (".", "..") or not _COMPONENT.fullmatch(part):
-        raise UnsafePath(f"unsafe path component {part!r}")
-    return part
 
 
 def _refuse_links(exc: OSError, where: str) -> OSError:

@@ -1,13 +1,14 @@
-"""The append-only journal of every change to an agent's long-term memory.
+"""The append-only journal of every change to an agent's long-term memory on files.
 
-One JSON object per line: time, action, entry id, category, content fingerprint, the
-entry's revision after the change, the operation id that caused it and a reason — never
-the content. It is the store's write-ahead log and its change feed:
+One JSON object per line (a `stores.contract.feed.JournalRecord`): time, action, entry
+id, category, content fingerprint, the entry's revision after the change, the operation
+id that caused it and a reason — never the content. It is the file store's write-ahead
+log and its change feed:
 
 - A writer appends the record *before* it replaces the entry file (write-ahead), so no
   file version ever exists without a record naming it; a crash in between leaves a
   record whose file has an older revision, which the next writer repairs (`REPAIRED`)
-  and every reader converges to (see `stores.longterm.memory_store`).
+  and every reader converges to (see `stores.files.memory_store`).
 - A reader notices other processes' writes by reading the journal's new lines and
   re-reading just the files they name.
 - The first record a writer appends in one hold of the writer lock carries `first`, so a
@@ -25,111 +26,17 @@ before appending, so a record never glues onto it.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-from dataclasses import dataclass
-from datetime import datetime
-from enum import StrEnum
 
-from dreamkeeper.core.models import as_utc
-from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import AgentFiles
+from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
+from dreamkeeper.stores.files.agent_files import AgentFiles
 
 log = logging.getLogger(__name__)
 
 JOURNAL = ("journal.jsonl",)
-MAX_LINE_BYTES = 16_384  # our records are a few hundred bytes; anything longer is garbage
 _BACKWARD_CHUNK = 65_536
 HASHED_BYTES = 4_096  # hashed at the journal's start and just before a cache's offset
-
-
-class JournalAction(StrEnum):
-    CREATED = "created"
-    UPDATED = "updated"
-    REINFORCED = "reinforced"
-    EXTENDED = "extended"
-    MERGED = "merged"
-    ARCHIVED = "archived"
-    RESTORED = "restored"
-    SUPERSEDED = "superseded"  # a newer fact replaced it: validity ended, content kept
-    UNSUPERSEDED = "unsuperseded"  # a supersede undone: current again
-    DECAYED = "decayed"
-    REVIEWED = "reviewed"
-    PURGED = "purged"
-    EMBEDDED = "embedded"  # a vector was (re)generated; the entry itself did not change
-    REPAIRED = "repaired"  # a write whose file never landed; the file on disk stands
-    EPOCH = "epoch"  # the journal's first line: the store's epoch in `id`, no entry
-
-
-@dataclass(frozen=True)
-class JournalRecord:
-    at: datetime
-    action: JournalAction
-    id: str
-    category: str | None
-    fingerprint: str | None
-    reason: str | None = None
-    rev: int | None = None  # the entry's revision after this change (None: legacy line)
-    op: str | None = None  # the operation that made the change, for exactly-once retries
-    first: bool = False  # first record of one writer-lock hold
-
-    def to_line(self) -> str:
-        raw: dict[str, object] = {
-            "at": self.at.isoformat(),
-            "action": str(self.action),
-            "id": self.id,
-            "category": self.category,
-            "fingerprint": self.fingerprint,
-            "reason": self.reason,
-        }
-        if self.rev is not None:
-            raw["rev"] = self.rev
-        if self.op is not None:
-            raw["op"] = self.op
-        if self.first:
-            raw["first"] = True
-        return json.dumps(raw, separators=(",", ":"), ensure_ascii=True)
-
-    @classmethod
-    def from_line(cls, line: bytes) -> JournalRecord:
-        """Parse one line; ValueError for anything that is not exactly a record."""
-        raw = safe_json.loads(line, max_bytes=MAX_LINE_BYTES, max_depth=2)  # UnsafeJSON
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")
-        try:
-            rev, op, first = raw.get("rev"), raw.get("op"), raw.get("first", False)
-            if rev is not None and (isinstance(rev, bool) or not isinstance(rev, int)):
-                raise ValueError("rev is not an integer")
-            if op is not None and not isinstance(op, str):
-                raise ValueError("op is not a string")
-            return cls(
-                at=as_utc(datetime.fromisoformat(_text(raw, "at"))),
-                action=JournalAction(_text(raw, "action")),
-                id=_text(raw, "id"),
-                category=_optional_text(raw, "category"),
-                fingerprint=_optional_text(raw, "fingerprint"),
-                reason=_optional_text(raw, "reason"),
-                rev=rev,
-                op=op,
-                first=first is True,
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"{type(exc).__name__}: {exc}") from None
-
-
-def _text(raw: dict, key: str) -> str:
-    value = raw[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{key} is not a string")
-    return value
-
-
-def _optional_text(raw: dict, key: str) -> str | None:
-    value = raw.get(key)
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{key} is not a string")
-    return value
 
 
 class Journal:
@@ -164,7 +71,7 @@ class Journal:
     def marks(self, offset: int) -> dict[str, str]:
         """Hashes of the journal's first bytes and of the bytes just before `offset`: a
         journal that still has them is the one a cache written at `offset` was taken from
-        (`stores.longterm.snapshot`, `stores.longterm.vector_pack`)."""
+        (`stores.files.snapshot_file`, `stores.files.vector_pack`)."""
         head = self._bytes(0, min(offset, HASHED_BYTES))
         start = max(0, offset - HASHED_BYTES)
         tail = self._bytes(start, offset - start)

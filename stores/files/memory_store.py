@@ -27,8 +27,8 @@ of this class's primitives: the writer lock (`writing`), catching up (`_ensure_l
 the entry as its file is now (`_fresh`) and the journaled write (`_write`). Loading, the
 change feed and the writes share one state (the entries, their files, the pending
 records, the index), owned by this class. The index snapshot and the vector pack are
-caches written and read with explicit arguments (`stores.longterm.snapshot`,
-`stores.longterm.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
+caches written and read with explicit arguments (`stores.files.snapshot_file`,
+`stores.files.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
 
 Exactly once: a write made on behalf of an operation (a dedup save, a fold, an absorb)
 records the operation id inside the entry file it changes — the same atomic rename — so
@@ -54,10 +54,15 @@ from dreamkeeper.core.errors import Conflict, InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
-from dreamkeeper.stores.documents import AgentDocuments, FileDocuments
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm import snapshot, vector_pack
-from dreamkeeper.stores.longterm.entry_files import (
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
+from dreamkeeper.stores.contract.records import (
+    AppliedOp,
+)
+from dreamkeeper.stores.files import snapshot_file, vector_pack
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.documents import FileDocuments
+from dreamkeeper.stores.files.entry_files import (
     EMBEDDINGS_DIR,
     MEMORY,
     Parts,
@@ -65,51 +70,19 @@ from dreamkeeper.stores.longterm.entry_files import (
     load_entry,
     scan,
 )
+from dreamkeeper.stores.files.journal import JOURNAL, Journal, epoch_of
+from dreamkeeper.stores.files.vector_files import file_reader, vector_path
+from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_table import EntryTable
-from dreamkeeper.stores.longterm.journal import (
-    JOURNAL,
-    MAX_LINE_BYTES,
-    Journal,
-    JournalAction,
-    JournalRecord,
-    epoch_of,
-)
-from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.longterm.records import (
-    AppliedOp,
-    BulkReport,
-    NewEntry,
-    PurgeReport,
-    Retirement,
-    document_text,
-    entry_version,
-    retired_into,
-)
+from dreamkeeper.stores.longterm.operations import StoreOperations
+from dreamkeeper.stores.longterm.records import entry_version
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.vectors import (
-    EntryVectors,
-    VectorIndex,
-    encode_vector,
-    vector_path,
-)
+from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
 
 ERASED = "forgotten"  # the reason `erase` journals its purges with
-
-__all__ = [
-    "BULK_CHUNK",
-    "AppliedOp",
-    "BulkReport",
-    "EMBEDDINGS_DIR",
-    "FileMemoryStore",
-    "NewEntry",
-    "PurgeReport",
-    "Retirement",
-    "document_text",
-    "retired_into",
-]
 
 
 class _HeldJournal:
@@ -180,7 +153,9 @@ class FileMemoryStore(StoreOperations):
         self.opened_from_snapshot = False
         self.embeddings = embeddings
         self._vectors = (
-            EntryVectors(self.embeddings_dir, embeddings.model_key) if embeddings else None
+            EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
+            if embeddings
+            else None
         )
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
@@ -240,7 +215,7 @@ class FileMemoryStore(StoreOperations):
             self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
-            state = snapshot.load(self.files, self.agent_id, self.journal, self._epoch)
+            state = snapshot_file.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
                 self._adopt_state(state)
@@ -315,7 +290,7 @@ class FileMemoryStore(StoreOperations):
         )
 
     def save_snapshot(self) -> bool:
-        """Write the index snapshot (`stores.longterm.snapshot`) of the state as it is now, after
+        """Write the index snapshot (`stores.files.snapshot_file`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
         the directory is not writable — logged: it is only a cache)."""
         self._ensure_loaded()
@@ -328,7 +303,7 @@ class FileMemoryStore(StoreOperations):
                 # Erased entries' terms are still in this index's vocabulary: a
                 # snapshot of it would carry them (a forgotten name) to disk again.
                 self._rebuild_index(snapshot_after=False)
-            snapshot.write(self.files, self.agent_id, self._state(), self.journal)
+            snapshot_file.write(self.files, self.agent_id, self._state(), self.journal)
             current = self._vectors.current if self._vectors is not None else None
             if current is not None and self._vectors is not None:
                 index = self.vectors(current.dim)
@@ -376,19 +351,6 @@ class FileMemoryStore(StoreOperations):
         if self._problems.get(key) != reason:
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
         self._problems[key] = reason
-
-    def _install(self, entry: MemoryEntry) -> None:
-        previous = self._entries.get(entry.id)
-        if previous == entry:  # the same id and category: the same file too
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
 
     # -- the change feed ---------------------------------------------------------------
 
@@ -820,15 +782,9 @@ class FileMemoryStore(StoreOperations):
         return [e.id for e in doomed]
 
     def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
-        """The index keeps every term it has seen, postings or not: rebuilt from the
-        entries held now, it no longer has the erased text's terms, so no snapshot
-        written later can carry them. No file is read again."""
-        held = list(self._entries.values())
-        self._entries, self._ops = EntryTable(), None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+        """The index rebuilt without the erased text's terms (`_reindex`), so no
+        snapshot written later can carry them."""
+        self._reindex(EntryTable())
         self._erased_seen = False
         if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()

@@ -1,48 +1,5 @@
-"""The store contract: what every backend of the three memory tiers provides, and what it
-guarantees. The activities, the agent side and the service speak to a store through these
-Protocols; `FileMemoryStore`, `FileWorkingMemoryStore` and `FileConversationStore` are the
-file backend (one data directory), and any other backend implements the same.
-
-Long-term memory (`MemoryStore`), per agent:
-
-- **Identity.** A store belongs to one agent (`agent_id`) inside one store identity (the
-  data directory's or database's id, `stores.identity`): the worker refuses a caller that
-  names another store id, so two backends never silently serve one agent's memory.
-- **Compare-and-set on revision.** Every entry carries a `revision`, raised by one on each
-  write. `put` writes an entry computed from the revision it carries and refuses
-  (`Conflict`) when the stored entry moved past it: a stale writer never overwrites newer
-  state. `mutate` is the read-modify-write form (the change sees the entry as stored now).
-- **Exactly once by op id.** A write made on behalf of an operation (`put(op=...)`, a
-  fold) records the op id in the entry it changes, atomically with the change;
-  `applied(op)` answers whether (and how) it was applied. A retry asks that, under
-  `writing()`, and never infers "done" from what an entry looks like.
-- **Retire into live replacements.** `retire_into` archives an entry into others only if,
-  inside the same atomic step, every replacement is live and together they carry the
-  entry's specifics; otherwise nothing changes and the reason is returned. Restoring an
-  entry whose replacements are still live is refused unless forced.
-- **Nothing lost by mistake.** Archive keeps the entry (searchable with
-  `include_archived`); only `purge` deletes, and only archives older than the retention
-  that its `keep` rule does not protect — and `erase`, a person's `forget`
-  (`stores.forget`), which deletes the entries it names now, caches included.
-- **The change feed.** Every write is recorded in a per-agent feed, in order, at an
-  increasing offset. Every read first catches up with the feed from the offset this
-  instance last read, so a long-lived reader and its in-memory indexes (`index()`,
-  `vectors()`) see every write of every process, and a write never waits for readers.
-  A write that died half way is repaired by the next writer, and readers converge on it.
-- **Writer exclusion.** `writing()` holds the agent's writer lock (re-entrant) across a
-  lookup and the writes that depend on it: no other writer, in any process, comes in
-  between.
-
-- **Documents.** `documents` is the agent's `AgentDocuments` (`stores.documents`): the
-  medium, on the same backend, of what dream cycles keep between runs — the undo ledgers,
-  settled clusters, the approval setting, the coverage vocabulary — and of the
-  conversation log. Nothing a cycle needs lives outside it, so any worker can run it.
-
-Working memory (`WorkingMemoryStore`) is a scratchpad of keys with a TTL, per namespace;
-conversation memory (`ConversationStore`) holds each session's recent turns, its
-out-of-window archive and the conversation log. Both refresh from the shared storage on
-every read, so every process sees the others' writes.
-"""
+"""Long-term memory's contract (`MemoryStore`), per agent; its guarantees are in
+`stores.contract`'s docstring."""
 
 from __future__ import annotations
 
@@ -58,10 +15,9 @@ import numpy as np
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.coverage import Vocabulary
 from dreamkeeper.policies.merge import Fold
-from dreamkeeper.stores.conversation.conversation_memory import Conversation, Turn
-from dreamkeeper.stores.documents import AgentDocuments
-from dreamkeeper.stores.longterm.journal import JournalAction, JournalRecord
-from dreamkeeper.stores.longterm.records import (
+from dreamkeeper.stores.contract.documents import AgentDocuments
+from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
+from dreamkeeper.stores.contract.records import (
     AppliedOp,
     BulkReport,
     NewEntry,
@@ -72,15 +28,6 @@ from dreamkeeper.stores.longterm.records import (
 from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import VectorIndex
-from dreamkeeper.stores.working.working_memory import Listing, WorkingEntry
-
-__all__ = [
-    "AgentDocuments",
-    "ConversationStore",
-    "IntentLog",
-    "MemoryStore",
-    "WorkingMemoryStore",
-]
 
 
 class IntentLog(Protocol):
@@ -353,118 +300,4 @@ class MemoryStore(Protocol):
         """Every record of the change feed, oldest first (what each write did: action,
         entry id, revision after it, fingerprint, op, reason; never content). For audits
         and tools; reads catch up with the feed on their own."""
-        ...
-
-
-@runtime_checkable
-class WorkingMemoryStore(Protocol):
-    """One agent's working memory: keys under namespaces (`session/{id}`, `patrol`,
-    `subagent/{name}`, `stash/...`), each with a TTL. Readers see every process's writes;
-    a namespace holds a bounded number of keys."""
-
-    agent_id: str
-
-    def now(self) -> datetime: ...
-
-    def get(self, key: str) -> WorkingEntry | None:
-        """A live entry by full key, from any namespace."""
-        ...
-
-    def list(
-        self,
-        prefix: str | None = None,
-        *,
-        category: str | None = None,
-        tags: builtins.list[str] | None = None,
-        cap: int = ...,
-    ) -> Listing:
-        """Live entries under `prefix`, most recently stored first, at most `cap`."""
-        ...
-
-    def search(
-        self,
-        query: str,
-        prefix: str | None = None,
-        *,
-        category: str | None = None,
-        tags: builtins.list[str] | None = None,
-        limit: int = ...,
-    ) -> builtins.list[tuple[WorkingEntry, float]]:
-        """Ranked live entries under `prefix` (BM25, hybrid with vectors when configured)."""
-        ...
-
-    def save(
-        self,
-        namespace: str,
-        key: str,
-        value: str,
-        *,
-        ttl: timedelta | None = None,
-        background: bool = False,
-        category: str | None = None,
-        tags: builtins.list[str] | None = None,
-    ) -> WorkingEntry:
-        """Store `value` under `key` inside the caller's own `namespace` (a write outside
-        it is refused)."""
-        ...
-
-    def put_stash(
-        self, key: str, value: str, *, ttl: timedelta, tags: builtins.list[str]
-    ) -> WorkingEntry:
-        """The tool-result stash's write: a full stash namespace drops its oldest entry."""
-        ...
-
-    def resolve(self, namespace: str, key: str) -> str:
-        """The full key of `key` as seen from `namespace`."""
-        ...
-
-    def delete(self, key: str) -> bool: ...
-
-    def clear(self, prefix: str | None = None) -> int:
-        """Delete every entry under `prefix` (all with None); how many live ones went."""
-        ...
-
-    def sweep(self) -> int:
-        """Drop expired entries; how many went."""
-        ...
-
-    def wait_for_embeddings(self, timeout: float | None = None) -> None:
-        """Block until vectors queued by this process's saves are written."""
-        ...
-
-    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
-        """`forget`: delete every entry (expired ones not yet swept too) whose key or
-        value `mentions` the forgotten text, with its vector; the keys removed."""
-        ...
-
-
-@runtime_checkable
-class ConversationStore(Protocol):
-    """One agent's conversations: per session the recent turns (a window), the turns
-    evicted from it (the archive) and, for the preference pass, the conversation log."""
-
-    agent_id: str
-
-    def now(self) -> datetime: ...
-
-    def conversation(self, session_id: str) -> Conversation:
-        """The live session's turns (nothing for a new or expired session)."""
-        ...
-
-    def sessions(self, *, include_expired: bool = False) -> list[str]:
-        """Ids of the stored sessions, sorted (live ones only unless `include_expired`)."""
-        ...
-
-    def add_turn(self, session_id: str, role: str, content: str) -> Turn:
-        """Append a turn (numbered in order, never reused) to the session."""
-        ...
-
-    def clear(self, session_id: str) -> None:
-        """End the session: its turns and its archive are discarded."""
-        ...
-
-    def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
-        """`forget`: remove every turn that `mentions` the forgotten text from the
-        sessions (expired ones too), their archives and the conversation log; how many
-        went per place."""
         ...

@@ -1,4 +1,4 @@
-"""Store identity: which data directory a worker or client is talking about.
+"""The identity of a data directory's store (`stores.contract.identity.StoreIdentity`).
 
 `{data}/dreamkeeper-store.json` holds a random id, made once by the first worker to use
 the directory. Workers claim their task queue with it, clients compare theirs with the
@@ -23,26 +23,17 @@ import json
 import os
 import secrets
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
-from dreamkeeper.core.errors import InvalidInput, StoreMismatch
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import safe_json
-from dreamkeeper.stores.files import atomic_write_text
+from dreamkeeper.stores.contract.identity import StoreIdentity
+from dreamkeeper.stores.files.agent_files import atomic_write_text
 
 IDENTITY_FILE = "dreamkeeper-store.json"
 TOKENS_ISSUED = "tokensIssuedAt"
 MOVED_TO = "movedTo"
-
-
-@dataclass(frozen=True)
-class StoreIdentity:
-    store_id: str
-    location: str  # host:absolute path, for messages
-
-    def describe(self) -> str:
-        return f"store {self.store_id} at {self.location}"
 
 
 def location_of(data_dir: Path) -> str:
@@ -149,21 +140,6 @@ def ensure_identity(data_dir: Path) -> StoreIdentity:
         ),
     )
     return read_identity(data_dir) or identity
-
-
-def check_same(expected: StoreIdentity | str | None, actual: StoreIdentity, who: str) -> None:
-    """Raise `StoreMismatch` naming both sides unless `expected` is `actual`'s store."""
-    if expected is None:
-        return
-    expected_id = expected if isinstance(expected, str) else expected.store_id
-    if expected_id == actual.store_id:
-        return
-    theirs = expected.describe() if isinstance(expected, StoreIdentity) else f"store {expected_id}"
-    raise StoreMismatch(
-        f"{who} uses {theirs}, but this worker uses {actual.describe()}: they must share one "
-        "data directory (set DREAMKEEPER_DATA / --data to the same place) or database "
-        "(DREAMKEEPER_DATABASE_URL)"
-    )
 
 
 def probe_writable(data_dir: Path) -> None:

@@ -25,7 +25,7 @@ from dreamkeeper.core.validation import (
     validate_metadata,
     validate_tags,
 )
-from dreamkeeper.stores.files import AgentFiles, SymlinkRefused
+from dreamkeeper.stores.files.agent_files import AgentFiles, SymlinkRefused
 
 MEMORY = "memory"
 EMBEDDINGS_DIR = ".embeddings"

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from dreamkeeper.stores.files import AgentFiles
-from dreamkeeper.stores.longterm.entry_files import EMBEDDINGS_DIR, MEMORY
-from dreamkeeper.stores.longterm.journal import Journal
+from dreamkeeper.stores.files.agent_files import AgentFiles
+from dreamkeeper.stores.files.entry_files import EMBEDDINGS_DIR, MEMORY
+from dreamkeeper.stores.files.journal import Journal
 from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
