@@ -807,6 +807,7 @@ class Result:
     forget_http: list[float]
     forget_cli: float
     restore_s: float
+    restored: int
     scrape: tuple[float, int] | None
     scrape_rss: tuple[float, float] | None
     rss: dict[str, tuple[float, float]]
@@ -875,7 +876,8 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
         forgotten_http = forget_over_http(services.url, doomed)
         cli_agent = probes[n_cold + 3] if len(probes) > n_cold + 3 else None
         forgotten_cli = forget_with_cli(env, cli_agent) if cli_agent else float("nan")
-        restore = load_with_env(url, layout, fleet, [*doomed, *([cli_agent] if cli_agent else [])])
+        restored = [*doomed, *([cli_agent] if cli_agent else [])]
+        restore = load_with_env(url, layout, fleet, restored)
         scrape = scrape_rss = None
         if fleet.agents <= args.scrape_up_to:
             before = services.rss_mb()["serve"][0]
@@ -895,6 +897,7 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
         forget_http=forgotten_http,
         forget_cli=forgotten_cli,
         restore_s=restore,
+        restored=len(restored),
         scrape=scrape,
         scrape_rss=scrape_rss,
         rss=rss,
@@ -966,7 +969,7 @@ def print_fleet(r: Result) -> None:
         f"forget whole agent (cold, {f.memories} memories) over HTTP: "
         + ", ".join(f"{t:.2f}" for t in r.forget_http)
         + f" s; with the CLI (a new process): {r.forget_cli:.2f} s; loading the "
-        f"{len(r.forget_http) + 1} again took {r.restore_s:.2f} s"
+        f"{r.restored} again took {r.restore_s:.2f} s"
     )
     if r.scrape is not None and r.scrape_rss is not None:
         print(

@@ -121,7 +121,7 @@ def test_the_fleet_bench_without_sealing_keeps_plaintext_databases_of_its_own(
     assert "NOT sealed (--no-seal)" in out
     assert "build fleet_20x20_plain: 24 agents written" in out
     assert re.search(
-        r"^data check: 24 agents of 24 loaded; .*: 0 of [\d,]+ entries sealed: holds what",
+        r"^data check: 24 agents of 24 loaded; .*; 0 of [\d,]+ entries sealed: holds what",
         out,
         re.MULTILINE,
     ), out
