@@ -35,6 +35,7 @@ from dreamkeeper.policies.dedup import Candidate
 from dreamkeeper.policies.in_flight import ENRICHMENT_KEY, PENDING, save_in_flight
 from dreamkeeper.policies.injection import flag_if_instruction, flagged, reads_as_instruction
 from dreamkeeper.policies.provenance import fact_importance, parse_source
+from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.conflicts import note_conflicts
 from dreamkeeper.stores.longterm.dedup_save import dedup_existing, save_fact
 from dreamkeeper.stores.longterm.supersede import apply_replaces, check_replaceable
@@ -87,6 +88,18 @@ NO_LLM_SKIP = "no LLM configured: the original is kept verbatim"
 FLAGGED_SKIP = "reads as an instruction to the memory system: kept verbatim, not enriched"
 
 
+def refused_save(inp: SaveInput, refusal: InvalidInput | NotFound | Conflict) -> SaveAck:
+    """An answer, not a failure: the caller learns why and no run is left failed (the
+    update returns it, the run completes as refused)."""
+    activity.logger.info("save %s of agent %s refused: %s", inp.entry_id, inp.agent_id, refusal)
+    return SaveAck(
+        agent_id=inp.agent_id,
+        entry_id=inp.entry_id,
+        refused=str(refusal),
+        refused_type=refusal.failure_type,
+    )
+
+
 class SaveActivities:
     def __init__(self, stores: StoreRegistry, llm: LLMSettings, floor: HighValueFloor) -> None:
         self._stores = stores
@@ -108,34 +121,9 @@ class SaveActivities:
             # One lock hold: what it replaces is checked (a refusal writes nothing), the
             # original written, then each replaced entry superseded by it, exactly once.
             try:
-                forced = check_replaceable(
-                    store,
-                    replaces,
-                    inp.entry_id,
-                    content=inp.content,
-                    category=inp.category,
-                    force=inp.force_replace,
-                )
+                forced = self._replaceable(store, inp, replaces)
             except (InvalidInput, NotFound, Conflict) as exc:
-                # An answer, not a failure: the caller learns why and no run is left
-                # failed (the update returns it, the run completes as refused).
-                activity.logger.info(
-                    "save %s of agent %s refused: %s", inp.entry_id, inp.agent_id, exc
-                )
-                return SaveAck(
-                    agent_id=inp.agent_id,
-                    entry_id=inp.entry_id,
-                    refused=str(exc),
-                    refused_type=exc.failure_type,
-                )
-            for old_id, why in forced.items():
-                activity.logger.warning(
-                    "save %s of agent %s replaces %s over the subject check (%s): forced",
-                    inp.entry_id,
-                    inp.agent_id,
-                    old_id,
-                    why,
-                )
+                return refused_save(inp, exc)
             existing = store.get(inp.entry_id)
             entry = store.create(
                 inp.content,
@@ -151,20 +139,45 @@ class SaveActivities:
         done = existing is not None and (
             entry.is_archived or entry.metadata.get(ENRICHMENT_KEY, PENDING) != PENDING
         )
-        skipped = None
-        if not self._llm.configured:
-            skipped = NO_LLM_SKIP
-        elif flagged(metadata) or reads_as_instruction(inp.content):
-            skipped = FLAGGED_SKIP
         return SaveAck(
             agent_id=inp.agent_id,
             entry_id=inp.entry_id,
             note=parsed.note,
             already_done=done,
-            enrich_skipped=skipped,
+            enrich_skipped=self._enrich_skipped(metadata, inp.content),
             embeddings=self._stores.embeddings is not None,
             replaced=replaced,
         )
+
+    @staticmethod
+    def _replaceable(store: MemoryStore, inp: SaveInput, replaces: list[str]) -> dict[str, str]:
+        """The entries the save may replace, checked under the caller's lock; those
+        replaced over the subject check (forced) are logged with why."""
+        forced = check_replaceable(
+            store,
+            replaces,
+            inp.entry_id,
+            content=inp.content,
+            category=inp.category,
+            force=inp.force_replace,
+        )
+        for old_id, why in forced.items():
+            activity.logger.warning(
+                "save %s of agent %s replaces %s over the subject check (%s): forced",
+                inp.entry_id,
+                inp.agent_id,
+                old_id,
+                why,
+            )
+        return forced
+
+    def _enrich_skipped(self, metadata: dict[str, str], content: str) -> str | None:
+        """Why the save will not be enriched, or None when it will be."""
+        if not self._llm.configured:
+            return NO_LLM_SKIP
+        if flagged(metadata) or reads_as_instruction(content):
+            return FLAGGED_SKIP
+        return None
 
     @activity.defn(name="enrich_memory")
     async def enrich_memory(self, inp: SaveInput) -> EnrichResult:

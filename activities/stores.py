@@ -136,6 +136,7 @@ class _Open:
     store: MemoryStore
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     users: int = 0  # activities holding or waiting for it: never evicted meanwhile
+    dropped: bool = False  # a forget changed the store under it: gone once no one holds it
 
 
 def failure_category(exc: DreamkeeperError) -> ApplicationErrorCategory:
@@ -208,8 +209,25 @@ class StoreRegistry:
             opened.users -= 1
             self._evict()
 
+    def drop(self, agent_id: str) -> None:
+        """Let go of the agent's open store (after a forget: what it holds in memory may
+        be erased content); its next use opens it afresh. One that an activity holds
+        goes when the last holder lets go, so no two open stores of an agent ever
+        write side by side in this process."""
+        with self._guard:
+            opened = self._stores.get(agent_id)
+            if opened is None:
+                return
+            if opened.users == 0:
+                del self._stores[agent_id]
+            else:
+                opened.dropped = True
+
     def _evict(self) -> None:
         """Under the guard: drop idle stores, oldest first, until within both bounds."""
+        for agent_id, opened in list(self._stores.items()):
+            if opened.dropped and opened.users == 0:
+                del self._stores[agent_id]
         total = sum(o.store.approx_bytes() for o in self._stores.values())
         for agent_id, opened in list(self._stores.items()):
             if len(self._stores) <= self.max_open and total <= self.max_bytes:
@@ -225,19 +243,29 @@ class StoreRegistry:
     ) -> Iterator[FileMemoryStore]:
         """The agent's store, held for this activity. `store_id`: the store the caller
         expects (None: whichever this worker has)."""
+        with self.guarded(agent_id, store_id=store_id, heartbeat=heartbeat):
+            opened = self._acquire(agent_id)
+            try:
+                with opened.lock:
+                    # Typed as the file store while activities still reach dream
+                    # state through its directory; every backend is a MemoryStore.
+                    yield cast(FileMemoryStore, opened.store)
+            finally:
+                self._release(opened)
+
+    @contextlib.contextmanager
+    def guarded(
+        self, agent_id: str, *, store_id: str | None = None, heartbeat: bool = True
+    ) -> Iterator[None]:
+        """What every store activity runs under, whether or not it holds the agent's open
+        store (`using` does): heartbeats, the caller's store and this worker's shard
+        checked first, and failures sorted for Temporal."""
         with heartbeating() if heartbeat else contextlib.nullcontext():
             try:
                 check_same(store_id, self.identity, "the caller")
                 if self._misrouted is not None and (why := self._misrouted(agent_id)):
                     raise StoreMismatch(why)
-                opened = self._acquire(agent_id)
-                try:
-                    with opened.lock:
-                        # Typed as the file store while activities still reach dream
-                        # state through its directory; every backend is a MemoryStore.
-                        yield cast(FileMemoryStore, opened.store)
-                finally:
-                    self._release(opened)
+                yield
             except DreamkeeperError as exc:
                 raise ApplicationError(
                     str(exc),

@@ -46,9 +46,14 @@ from dreamkeeper.agent.api import Opening
 from dreamkeeper.agent.handle import AgentMemory
 from dreamkeeper.client.attributes import tagged
 from dreamkeeper.client.claims import Claim, claim_of
-from dreamkeeper.client.codec import cannot_seal, missing_key_note, sealing_key_id
+from dreamkeeper.client.codec import (
+    cannot_seal,
+    missing_key_note,
+    seal_for_agent,
+    sealing_key_id,
+)
 from dreamkeeper.client.connection import connect, settle_runtime
-from dreamkeeper.client.pending import worker_holds
+from dreamkeeper.client.pending import worker_holds, worker_runs
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -68,7 +73,14 @@ from dreamkeeper.core.errors import (
     Unavailable,
     error_for,
 )
-from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
+from dreamkeeper.core.forgetting import (
+    ForgetInput,
+    ForgetOutcome,
+    ForgetReceipt,
+    ForgetRequest,
+    describe_request,
+    new_request_id,
+)
 from dreamkeeper.core.models import MemoryEntry, utc_now
 from dreamkeeper.core.payloads import (
     EntryOpInput,
@@ -104,6 +116,7 @@ from dreamkeeper.core.validation import (
 from dreamkeeper.policies.provenance import parse_source
 from dreamkeeper.stores.backends import FILES, agent_key_store, open_backend
 from dreamkeeper.stores.contract import ConversationStore, MemoryStore, WorkingMemoryStore
+from dreamkeeper.stores.forget import MAX_PHRASE_CHARS, MIN_PHRASE_CHARS
 from dreamkeeper.stores.identity import StoreIdentity
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import Embedder, embedding_client
@@ -161,6 +174,20 @@ def _as_dreamkeeper_error(exc: Exception) -> Exception:
     return exc
 
 
+def _checked_forget(request: ForgetRequest) -> ForgetRequest:
+    """The request, refused here (`InvalidInput`) when the store would refuse it, so a
+    caller's mistake starts no run and leaves no failed one."""
+    request.checked()
+    for entry_id in request.ids:
+        validate_entry_id(entry_id)
+    if request.match is not None:
+        if len(request.match.strip()) < MIN_PHRASE_CHARS:
+            raise InvalidInput(f"a forget phrase needs at least {MIN_PHRASE_CHARS} characters")
+        if len(request.match) > MAX_PHRASE_CHARS:
+            raise InvalidInput(f"a forget phrase is at most {MAX_PHRASE_CHARS} characters")
+    return request
+
+
 def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
     """The SDK sets the failed call's error on the start operation's handle future too;
     unread, asyncio prints it ("Future exception was never retrieved") at exit — noise on
@@ -168,6 +195,22 @@ def _retrieve_start_error(start: WithStartWorkflowOperation) -> None:
     future = getattr(start, "_workflow_handle", None)
     if isinstance(future, asyncio.Future) and future.done() and not future.cancelled():
         future.exception()
+
+
+async def _pause_before_retry(
+    entry_id: str, refusal: Exception, attempt: int, deadline: float
+) -> None:
+    """The pause before another try of a save the server refused for now: longer with
+    each attempt, never past the deadline."""
+    pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
+    log.debug(
+        "save %s refused for now (%s); retrying in %.1fs with the same id",
+        entry_id,
+        refusal,
+        pause,
+    )
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
 
 
 class MemoryClient:
@@ -508,19 +551,7 @@ class MemoryClient:
             left = deadline - loop.time()
             if left <= 0:
                 raise await self._queued(inp)
-            start: WithStartWorkflowOperation[Any, SaveResult] = WithStartWorkflowOperation(
-                names.SAVE_MEMORY,
-                inp,
-                id=names.save_workflow_id(inp.agent_id, inp.entry_id),
-                result_type=SaveResult,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                # A save whose run completed is answered from that run (`_finished`), never
-                # by a new one; a run that failed may be retried by a new run.
-                id_reuse_policy=reuse,
-                task_queue=self.queue_for(inp.agent_id),
-                static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
-                search_attributes=tagged(inp.agent_id, "save"),
-            )
+            start = self._save_start(inp, reuse)
             # The rpc_timeout alone is no deadline: while no worker takes the update, the
             # server answers the long poll before it expires and the SDK polls again, for
             # ever. The whole call runs under the deadline; the SDK reports that
@@ -560,15 +591,27 @@ class MemoryClient:
                     isinstance(exc, RPCError) and exc.status not in _TRANSIENT
                 ):
                     raise mapped from None
-                pause = _RETRY_PAUSE[min(attempt, len(_RETRY_PAUSE) - 1)]
-                log.debug(
-                    "save %s refused for now (%s); retrying in %.1fs with the same id",
-                    inp.entry_id,
-                    exc,
-                    pause,
-                )
+                await _pause_before_retry(inp.entry_id, exc, attempt, deadline)
                 attempt += 1
-                await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+
+    def _save_start(
+        self, inp: SaveInput, reuse: WorkflowIDReusePolicy
+    ) -> WithStartWorkflowOperation[Any, SaveResult]:
+        """The start of the save's workflow, with the update that asks for its answer:
+        one workflow id per agent and entry, so a retried save meets the run it started."""
+        return WithStartWorkflowOperation(
+            names.SAVE_MEMORY,
+            inp,
+            id=names.save_workflow_id(inp.agent_id, inp.entry_id),
+            result_type=SaveResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # A save whose run completed is answered from that run (`_finished`), never
+            # by a new one; a run that failed may be retried by a new run.
+            id_reuse_policy=reuse,
+            task_queue=self.queue_for(inp.agent_id),
+            static_summary=f"save memory {inp.entry_id} for agent {inp.agent_id}",
+            search_attributes=tagged(inp.agent_id, "save"),
+        )
 
     async def _finished(self, inp: SaveInput, run_id: str | None) -> SaveAck | None:
         """The answer for a save whose workflow already completed: the same save if that
@@ -643,19 +686,87 @@ class MemoryClient:
         )
 
     async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
-        """Erase now, from every tier of this data directory and the agent's Temporal
-        histories (its data key), and return the receipt (`stores.forget`). Not a model
-        tool: a person asks for it, through the CLI, HTTP or this call."""
-        from dreamkeeper.agent.forget import forget
-
+        """Erase now, from every tier of the store and the agent's Temporal histories (its
+        data key), and return the receipt: the Forget workflow, run by the worker that
+        owns the agent like every write (`workflows.forget`). Not a model tool: a person
+        asks for it, through the CLI, HTTP or this call. `request.request_id` names the
+        request (one is made when it has none): asked again with it, the same run
+        answers. While a worker is at it this waits; with none answering within
+        `save_timeout` seconds, `Unavailable`: the request stays queued, and runs when a
+        worker polls the queue."""
         validate_agent_id(agent_id)
-        receipt = await asyncio.to_thread(
-            forget, self.settings.data_dir, agent_id, request, self.settings.database_url
+        request = _checked_forget(request)
+        queue = self.queue_for(agent_id)
+        await self.ready_to_start(queue)
+        request = request.model_copy(update={"request_id": request.request_id or new_request_id()})
+        assert request.request_id is not None
+        inp = ForgetInput(
+            agent=agent_id,
+            request_id=request.request_id,
+            scope=request.scope,
+            id_count=len(request.ids),
+            dry_run=request.dry_run,
+            # The one part that may carry content: sealed with the agent's data key, which
+            # the forget destroys (core.forgetting.ForgetInput).
+            sealed_request=seal_for_agent(self.client.data_converter, agent_id, request),
+            store_id=self.store_id,
         )
+        workflow_id = names.forget_workflow_id(agent_id, inp.request_id)
+        try:
+            handle = await self.client.start_workflow(
+                names.FORGET,
+                inp,
+                id=workflow_id,
+                task_queue=queue,
+                result_type=ForgetOutcome,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # A request that completed is answered from its run, never run again; one
+                # that failed may be asked again.
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                static_summary=f"{describe_request(inp.scope, inp.id_count, inp.dry_run)} "
+                f"of agent {agent_id}",
+                search_attributes=tagged(agent_id, "forget"),
+            )
+        except WorkflowAlreadyStartedError:
+            handle = self.client.get_workflow_handle(workflow_id, result_type=ForgetOutcome)
+        except RPCError as exc:
+            raise self._with_location(_as_dreamkeeper_error(exc)) from None
+        receipt = (await self._forget_outcome(handle, inp)).receipt
+        if (receipt.scope, receipt.dry_run) != (inp.scope, inp.dry_run):
+            raise Conflict(
+                f"request id {inp.request_id} already named another forget of agent "
+                f"{agent_id} ({describe_request(receipt.scope, len(receipt.entries), receipt.dry_run)}"
+                "): a new request needs a new request id"
+            )
         if request.whole_agent and not request.dry_run:
             # Open stores of a directory that is gone would serve their cached entries.
             self.release(agent_id)
         return receipt
+
+    async def _forget_outcome(
+        self, handle: WorkflowHandle[Any, ForgetOutcome], inp: ForgetInput
+    ) -> ForgetOutcome:
+        """The run's result. A worker at it (its step heartbeats) is waited for however
+        long the store takes; none taking it within `save_timeout` is `Unavailable`."""
+        while True:
+            timer = asyncio.timeout(self.save_timeout)
+            try:
+                async with timer:
+                    return await handle.result()
+            except (WorkflowFailureError, RPCError, TimeoutError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from None
+                if not timer.expired():
+                    raise self._with_location(_as_dreamkeeper_error(exc)) from None
+            if not await worker_runs(self.client, handle.id):
+                raise Unavailable(
+                    f"forget request {inp.request_id} of agent {inp.agent} is queued but not "
+                    f"done: no worker answered within {self.save_timeout:g}s on task queue "
+                    f"{self.queue_for(inp.agent)!r} (is `dreamkeeper worker` running?). It "
+                    f"runs when a worker polls that queue; ask again with request id "
+                    f"{inp.request_id!r} to wait for its receipt"
+                )
 
     def release(self, agent_id: str) -> None:
         """Drop the agent's open stores (their next use opens them again): a long-lived

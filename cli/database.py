@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from dreamkeeper.cli.common import Subparsers, add_json
 from dreamkeeper.core.errors import InvalidInput, SettingsError
 from dreamkeeper.core.settings import StoreSettings, check_database_url
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from dreamkeeper.stores.identity import StoreIdentity
+    from dreamkeeper.stores.migrate import AgentCopy
 
 
 def _url(args: argparse.Namespace, settings: StoreSettings) -> str:
@@ -77,8 +85,7 @@ def db_status(args: argparse.Namespace, settings: StoreSettings) -> int:
 def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.cli.common import require_data_dir
     from dreamkeeper.stores.backends import FileBackend, PostgresBackend
-    from dreamkeeper.stores.identity import record_move
-    from dreamkeeper.stores.migrate import AgentCopy, carry_agent_keys, migrate
+    from dreamkeeper.stores.migrate import carry_agent_keys, migrate
 
     url = _url(argparse.Namespace(command="migrate", database=args.to), settings)
     require_data_dir(settings)
@@ -86,18 +93,8 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     # The data directory's payload key seals what is copied (stores.postgres.sealing).
     target = PostgresBackend(url, settings.data_dir)
     target.check_ready()  # the schema first: `db upgrade` is a deliberate step
-
-    def progress(done: int, total: int, copy: AgentCopy) -> None:
-        print(
-            f"[{done}/{total}] agent {copy.agent_id}: {copy.entries} memories "
-            f"({copy.created} new), {copy.working} working-memory keys, {copy.turns} "
-            f"turns, {copy.documents} documents",
-            file=sys.stderr,
-            flush=True,
-        )
-
     print(f"copying {source.location} into {target.location}", file=sys.stderr, flush=True)
-    report = migrate(source, target, progress=progress)
+    report = migrate(source, target, progress=_print_progress)
     tokens = report.tokens
     print(
         f"access tokens: {tokens.tokens} ({tokens.carried} new this run, {tokens.revoked} "
@@ -115,12 +112,8 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
     conflicts = [(a.agent_id, i) for a in report.agents for i in a.conflicts]
     for agent_id, entry_id in conflicts:
         print(f"conflict: agent {agent_id} memory {entry_id} is in the database with other content")
-    for mismatch in report.mismatches:
+    for mismatch in (*report.mismatches, *tokens.mismatches, *keys.mismatches):
         print(f"mismatch: {mismatch}")
-    for problem in tokens.mismatches:
-        print(f"mismatch: {problem}")
-    for problem in keys.mismatches:
-        print(f"mismatch: {problem}")
     agents = len(report.agents)
     if report.verified and not conflicts and not keys.mismatches:
         print(
@@ -130,20 +123,7 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
         )
         # Only once the copy is verified: what lets the database's workers take over the
         # task queue this directory's workers claimed (worker.claim), and nothing else.
-        try:
-            moved = record_move(settings.data_dir, target.identity())
-        except OSError as exc:
-            print(
-                f"note: cannot record the move in {source.location} ({exc.strerror or exc}): "
-                "start the first worker on the database with --reclaim",
-                file=sys.stderr,
-            )
-        else:
-            if moved:
-                print(
-                    f"{source.location} records the move: workers on the database take "
-                    "over the task queue its workers served"
-                )
+        _record_move(settings.data_dir, source.location, target.identity)
         return 0
     print(
         f"migrated {agents} agents with {len(conflicts)} conflicts and "
@@ -152,6 +132,37 @@ def migrate_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
         f"from {source.location}"
     )
     return 2
+
+
+def _print_progress(done: int, total: int, copy: AgentCopy) -> None:
+    print(
+        f"[{done}/{total}] agent {copy.agent_id}: {copy.entries} memories "
+        f"({copy.created} new), {copy.working} working-memory keys, {copy.turns} "
+        f"turns, {copy.documents} documents",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _record_move(data_dir: Path, location: str, target: Callable[[], StoreIdentity]) -> None:
+    """Record in the data directory that its store moved into the store `target`
+    identifies, and say so."""
+    from dreamkeeper.stores.identity import record_move
+
+    try:
+        moved = record_move(data_dir, target())
+    except OSError as exc:
+        print(
+            f"note: cannot record the move in {location} ({exc.strerror or exc}): "
+            "start the first worker on the database with --reclaim",
+            file=sys.stderr,
+        )
+        return
+    if moved:
+        print(
+            f"{location} records the move: workers on the database take "
+            "over the task queue its workers served"
+        )
 
 
 def register(sub: Subparsers) -> None:

@@ -71,26 +71,45 @@ async def run_dev(
             task_queue=temporal.task_queue,
             dream_cron=temporal.dream_cron,
         )
-        on_ready = None
-        if demo:
-            from dreamkeeper.cli.tour import tour
-
-            async def on_ready(client: Client) -> None:
-                await tour(client, store, dev.task_queue, ui=f"http://localhost:{ui_port}")
-
-        if on_ready is None and service is not None:
-            from dreamkeeper.service.runtime import run_serve
-
-            await run_serve(store, dev, service, reclaim=reclaim)  # worker + memory service
-        else:
-            await run_worker(store, dev, on_ready, reclaim=reclaim)
+        ui = f"http://localhost:{ui_port}"
+        await _run_on_dev_server(store, dev, demo=demo, service=service, ui=ui, reclaim=reclaim)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop_dev_server(proc)
         codec.close()
+
+
+async def _run_on_dev_server(
+    store: StoreSettings,
+    dev: TemporalSettings,
+    *,
+    demo: bool,
+    service: ServiceSettings | None,
+    ui: str,
+    reclaim: bool,
+) -> None:
+    """The worker with the tour (`demo`), `serve` (`service` given), or the worker alone,
+    until stopped."""
+    on_ready = None
+    if demo:
+        from dreamkeeper.cli.tour import tour
+
+        async def on_ready(client: Client) -> None:
+            await tour(client, store, dev.task_queue, ui=ui)
+
+    if on_ready is None and service is not None:
+        from dreamkeeper.service.runtime import run_serve
+
+        await run_serve(store, dev, service, reclaim=reclaim)  # worker + memory service
+    else:
+        await run_worker(store, dev, on_ready, reclaim=reclaim)
+
+
+def _stop_dev_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def dev(args: argparse.Namespace, settings: StoreSettings) -> int:

@@ -1,10 +1,12 @@
 """`dreamkeeper forget`: erase memories now, on a person's request, with a receipt.
 
 Entries by id, every entry containing a phrase (--match), or the whole agent
-(--whole-agent); from every tier of the data directory and, with a payload key, the
-agent's Temporal histories (its data key is destroyed). Prints the receipt: what went
-where, and the verification. Exit 0 when the verification found the text nowhere (or a
-dry run), 1 when it still matches something (a derived entry kept: see --derived).
+(--whole-agent); from every tier of the store and, with a payload key, the agent's
+Temporal histories (its data key is destroyed). Like every write it goes through the
+worker (the Forget workflow), or through the serve --url names. Prints the receipt: what
+went where, and the verification. Exit 0 when the verification found the text nowhere
+(or a dry run), 1 when it still matches something (a derived entry kept: see --derived)
+or no worker answered (the request stays queued: ask again with its --request-id).
 """
 
 from __future__ import annotations
@@ -13,32 +15,41 @@ import argparse
 import asyncio
 import json
 
-from dreamkeeper.cli.common import Subparsers, add_json, remote_client
+from dreamkeeper.cli.common import Subparsers, add_json, memory_client, remote_client
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.forgetting import ForgetReceipt, ForgetRequest
+from dreamkeeper.core.forgetting import REQUEST_ID, ForgetReceipt, ForgetRequest
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import validate_entry_id
 
 
 def forget_cmd(args: argparse.Namespace, settings: StoreSettings) -> int:
+    if args.request_id is not None and not REQUEST_ID.fullmatch(args.request_id):
+        raise InvalidInput(
+            f"--request-id {args.request_id!r}: 1-64 letters, digits, - and _ (first a "
+            "letter or digit)"
+        )
     request = ForgetRequest(
         ids=[validate_entry_id(i) for i in args.ids],
         match=args.match,
         whole_agent=args.whole_agent,
         derived=args.derived,
         dry_run=args.dry_run,
+        request_id=args.request_id,
     )
     try:
         request.checked()
     except InvalidInput as exc:
         raise InvalidInput(f"{exc} (IDs, --match PHRASE or --whole-agent)") from None
     remote = remote_client(args)
-    if remote is not None:
-        receipt = asyncio.run(remote.forget(settings.agent_id, request))
-    else:
-        from dreamkeeper.agent.forget import forget
 
-        receipt = forget(settings.data_dir, settings.agent_id, request, settings.database_url)
+    async def go() -> ForgetReceipt:
+        memory = remote if remote is not None else await memory_client(settings)
+        try:
+            return await memory.forget(settings.agent_id, request)
+        finally:
+            await memory.aclose()
+
+    receipt = asyncio.run(go())
     if args.json:
         print(json.dumps(receipt.model_dump(mode="json", by_alias=True), indent=2))
     else:
@@ -118,4 +129,9 @@ def register(sub: Subparsers) -> None:
         "too, or rewrite them without it where the coverage check allows",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    p.add_argument(
+        "--request-id",
+        help="name the request (letters, digits, - and _): asked again with the same id, "
+        "the same run answers (default: a new id)",
+    )
     add_json(p)

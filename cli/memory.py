@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from dreamkeeper.agent.recall import SEARCH_MEMORY, empty_result
@@ -136,33 +136,7 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
             validate_entry_id(args.entry_id)
     if remote is None and args.direct:
         metadata = {SOURCE_KEY: parsed.value} if parsed.value else {}
-        store = _store(settings)
-        with store.writing():
-            # The worker's save makes the same checks: another subject is refused (exit
-            # 2, the reason on stderr) unless --force-replace, which the journal records.
-            forced = check_replaceable(
-                store,
-                replaces,
-                args.entry_id or "",
-                content=content,
-                category=args.category,
-                force=args.force_replace,
-            )
-            entry = store.create(
-                content,
-                category=args.category,
-                tags=args.tags,
-                metadata=metadata,
-                importance=args.importance,
-                entry_id=args.entry_id,
-                valid_from=valid_from,
-            )
-            apply_replaces(store, entry.id, replaces, forced=forced)
-        if not replaces:
-            note_conflicts(store, entry.id)
-        for old_id, why in forced.items():
-            print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
-        print(entry.id)
+        print(_save_direct(args, settings, content, metadata, replaces, valid_from))
     else:
 
         async def go() -> str:
@@ -186,6 +160,45 @@ def save(args: argparse.Namespace, settings: StoreSettings) -> int:
     if parsed.note:
         print(f"note: {parsed.note}", file=sys.stderr)
     return 0
+
+
+def _save_direct(
+    args: argparse.Namespace,
+    settings: StoreSettings,
+    content: str,
+    metadata: dict[str, str],
+    replaces: list[str],
+    valid_from: datetime | None,
+) -> str:
+    """`save --direct`: into the store in this process, without the worker; the new
+    entry's id."""
+    store = _store(settings)
+    with store.writing():
+        # The worker's save makes the same checks: another subject is refused (exit
+        # 2, the reason on stderr) unless --force-replace, which the journal records.
+        forced = check_replaceable(
+            store,
+            replaces,
+            args.entry_id or "",
+            content=content,
+            category=args.category,
+            force=args.force_replace,
+        )
+        entry = store.create(
+            content,
+            category=args.category,
+            tags=args.tags,
+            metadata=metadata,
+            importance=args.importance,
+            entry_id=args.entry_id,
+            valid_from=valid_from,
+        )
+        apply_replaces(store, entry.id, replaces, forced=forced)
+    if not replaces:
+        note_conflicts(store, entry.id)
+    for old_id, why in forced.items():
+        print(f"note: replaced {old_id} over the subject check ({why})", file=sys.stderr)
+    return entry.id
 
 
 def delete(args: argparse.Namespace, settings: StoreSettings) -> int:
@@ -396,6 +409,12 @@ def register(sub: Subparsers) -> None:
     reads or changes an agent's store, so an unknown agent (a typo) is refused, as serve
     refuses it, before anything creates a lock file or directory for it. `save` (like
     `import`) is how an agent comes to exist."""
+    _register_save(sub)
+    _register_search(sub)
+    _register_entry_commands(sub)
+
+
+def _register_save(sub: Subparsers) -> None:
     p = sub.add_parser("save", help="save a memory; prints its id once it is durable")
     p.set_defaults(handler=save)
     p.add_argument("content", nargs="?", help="the text, or - to read it from stdin")
@@ -428,6 +447,8 @@ def register(sub: Subparsers) -> None:
     )
     add_direct(p)
 
+
+def _register_search(sub: Subparsers) -> None:
     p = sub.add_parser("search", help="search memories; no query browses recent ones")
     p.set_defaults(handler=search_cmd, existing_store=True)
     p.add_argument("query", nargs="?", help="what to look for; none: browse recent memories")
@@ -456,6 +477,10 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--history", metavar="ID", help="every version of this fact, oldest first")
     add_json(p)
 
+
+def _register_entry_commands(sub: Subparsers) -> None:
+    """One memory or the store as a whole: tags, show, delete, restore, archived,
+    purge, stats."""
     p = sub.add_parser("tags", help="the distinct tags of live memories, sorted")
     p.set_defaults(handler=tags, local_only=True, existing_store=True)
     add_json(p)

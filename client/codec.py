@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -75,6 +76,7 @@ ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 AGENT = "dreamkeeper-agent"  # set on a payload sealed with that agent's data key
 NONCE_BYTES = 12  # 96-bit, random per payload
+_T = TypeVar("_T")
 TAG_BYTES = 16
 
 
@@ -175,7 +177,9 @@ def generate_key_file(path: Path) -> PayloadKey:
 
 # The agent a payload belongs to: the pydantic converter writes a model as a JSON object
 # of its fields, and every workflow and activity input names its agent at the top level
-# (a field nested in memory content never counts: it could name anyone).
+# (a field nested in memory content never counts: it could name anyone). The Forget
+# workflow's payloads name theirs as `agent` on purpose: they must outlive the agent's
+# key (core.forgetting.ForgetInput).
 _AGENT_FIELDS = ("agent_id", "agentId")
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
 _JSON = (b"json/plain",)
@@ -244,24 +248,33 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
         return self._workflows.get(self._workflow_id)
 
     def encode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
-        cipher = self._ciphers[self.key_id]
         sealed = []
         for payload in payloads:
             if payload.metadata.get(ENCODING) == ENCRYPTED:
                 sealed.append(payload)  # already sealed: never twice
                 continue
             agent = self._agent_of(payload) if self.agent_keys is not None else None
-            nonce = os.urandom(NONCE_BYTES)
-            if agent is not None and self.agent_keys is not None:
-                key = self.agent_keys.current(agent)
-                aad = _agent_aad(agent, key.key_id)
-                data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
-                metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
-            else:
-                data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
-                metadata = {ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()}
-            sealed.append(Payload(metadata=metadata, data=nonce + data))
+            sealed.append(self._seal(payload, agent))
         return sealed
+
+    def seal_for(self, agent_id: str, payload: Payload) -> Payload:
+        """The payload sealed with the agent's data key, whatever it holds (with the
+        payload key when this codec keeps no data keys): for a value carried inside
+        another payload that must outlive that key (`seal_for_agent`)."""
+        return self._seal(payload, agent_id if self.agent_keys is not None else None)
+
+    def _seal(self, payload: Payload, agent: str | None) -> Payload:
+        nonce = os.urandom(NONCE_BYTES)
+        if agent is not None and self.agent_keys is not None:
+            key = self.agent_keys.current(agent)
+            aad = _agent_aad(agent, key.key_id)
+            data = key.cipher.encrypt(nonce, payload.SerializeToString(), aad)
+            metadata = {ENCODING: ENCRYPTED, KEY_ID: key.key_id.encode(), AGENT: agent.encode()}
+        else:
+            cipher = self._ciphers[self.key_id]
+            data = cipher.encrypt(nonce, payload.SerializeToString(), self.key_id.encode())
+            metadata = {ENCODING: ENCRYPTED, KEY_ID: self.key_id.encode()}
+        return Payload(metadata=metadata, data=nonce + data)
 
     def decode_sync(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self._open(p) for p in payloads]
@@ -381,6 +394,37 @@ def data_converter(settings: PayloadKeys | None = None) -> DataConverter:
         payload_codec=EncryptionCodec(settings.keys, settings.agent_keys()),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
+
+
+def seal_for_agent(converter: DataConverter, agent_id: str, value: object) -> str:
+    """`value` as one payload sealed with the agent's data key, serialized as base64 text:
+    content carried inside a payload that is sealed otherwise and must stay readable
+    after the agent is forgotten (the Forget workflow's input, core.forgetting). Once
+    the agent's key is destroyed nobody can open it. Without a payload key it is the
+    plain payload, as every payload then is."""
+    payload = converter.payload_converter.to_payloads([value])[0]
+    codec = converter.payload_codec
+    if isinstance(codec, EncryptionCodec):
+        payload = codec.seal_for(agent_id, payload)
+    return base64.b64encode(payload.SerializeToString()).decode("ascii")
+
+
+def open_sealed(converter: DataConverter, sealed: str, as_type: type[_T]) -> _T:
+    """The value `seal_for_agent` sealed. `PayloadErased` once the agent's key was
+    destroyed; `PayloadDecodeError` for anything else that does not open, never
+    quoting what it held."""
+    try:
+        payload = Payload.FromString(base64.b64decode(sealed, validate=True))
+    except (ValueError, DecodeError):
+        raise PayloadDecodeError("the sealed value is not a serialized payload") from None
+    codec = converter.payload_codec
+    if isinstance(codec, EncryptionCodec | KeylessCodec):
+        [payload] = codec.decode_sync([payload])
+    try:
+        [value] = converter.payload_converter.from_payloads([payload], [as_type])
+    except Exception:  # noqa: BLE001 - a validation error would quote the value it refused
+        raise PayloadDecodeError(f"the sealed value is not a {as_type.__name__}") from None
+    return value
 
 
 def plain_payload(value: object) -> Payload:

@@ -1,11 +1,15 @@
-"""What `forget` answers: the receipt of an erasure (docs/design.md, invariant 22).
+"""What `forget` asks and answers: the request, the receipt of an erasure (docs/design.md,
+invariant 22), and the Forget workflow's payloads.
 
 A receipt names places and counts, never the forgotten text: it is printed, returned
-over HTTP and may be kept by the person who asked, so it must not quote what it erased.
+over HTTP, kept in the Forget workflow's history and may be kept by the person who
+asked, so it must not quote what it erased.
 """
 
 from __future__ import annotations
 
+import re
+import uuid
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -92,8 +96,17 @@ class ForgetReceipt(_Model):
         return self.verification.clean and not self.kept_derived
 
 
+REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,63}")
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
 class ForgetRequest(_Model):
-    """What to forget: entry ids, a phrase, or the whole agent (exactly one)."""
+    """What to forget: entry ids, a phrase, or the whole agent (exactly one). The
+    request id names the request: asked again with the same id, it is the same Forget
+    run (a retry waits for that run's receipt instead of forgetting twice)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -102,6 +115,11 @@ class ForgetRequest(_Model):
     whole_agent: bool = False
     derived: Derived = "report"
     dry_run: bool = False
+    request_id: str | None = Field(default=None, pattern=REQUEST_ID.pattern, max_length=64)
+
+    @property
+    def scope(self) -> Scope:
+        return "agent" if self.whole_agent else "match" if self.match is not None else "entries"
 
     def checked(self) -> ForgetRequest:
         """The request, or `InvalidInput` when it names not exactly one kind of target."""
@@ -111,3 +129,42 @@ class ForgetRequest(_Model):
         if given != 1:
             raise InvalidInput("forget takes entry ids, a match phrase, or the whole agent: one")
         return self
+
+
+class ForgetInput(_Model):
+    """The Forget workflow's input, and its activity's. The one part that can carry
+    content, the request (its `--match` phrase), travels sealed on its own with the
+    agent's data key (`client.codec.seal_for_agent`, base64 of the sealed payload), so
+    the forget's own key destruction makes it undecodable. The rest is ids and flags,
+    and names the agent as `agent`, not `agent_id`: the codec seals a payload that
+    names an agent at its top level with that agent's key, and this one must stay
+    readable to a worker that replays the run after the forget destroyed that key."""
+
+    agent: str
+    request_id: str
+    scope: Scope
+    id_count: int = 0  # how many entry ids the request names (the ids are sealed with it)
+    dry_run: bool = False
+    sealed_request: str  # base64 of a serialized Payload holding the ForgetRequest
+    store_id: str | None = None  # the caller's store: the worker refuses another
+
+
+class ForgetOutcome(_Model):
+    """The Forget workflow's result: the receipt, one level down, so the payload names no
+    agent at its top level. Sealed with the deployment's payload key rather than the
+    agent's data key, it stays readable as the record of the forget after the key the
+    forget destroyed is gone, and a whole-agent forget mints no new key for the agent
+    it erased just to seal its own receipt. The receipt holds no content."""
+
+    receipt: ForgetReceipt
+
+
+def describe_request(scope: Scope, count: int, dry_run: bool) -> str:
+    """What a forget does, in words with no content (a workflow summary, a step's
+    details): never the phrase, only how many ids."""
+    what = {
+        "entries": f"forget {count} memor{'y' if count == 1 else 'ies'} by id",
+        "match": "forget the memories matching a phrase",
+        "agent": "forget the whole agent",
+    }[scope]
+    return f"dry run: {what}" if dry_run else what

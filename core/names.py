@@ -21,6 +21,7 @@ ARCHIVE_MEMORY = "ArchiveMemory"
 RESTORE_MEMORY = "RestoreMemory"
 UPDATE_MEMORY_IMPORTANCE = "UpdateMemoryImportance"
 STORE_CLAIM = "StoreClaim"
+FORGET = "Forget"
 
 DREAM_SCHEDULE_ID = "dreamkeeper-dream-sweep"
 DREAM_SWEEP_ID = "dream-sweep"
@@ -45,6 +46,11 @@ def dream_workflow_id(agent_id: str) -> str:
 
 def entry_op_workflow_id(op: str, agent_id: str, entry_id: str) -> str:
     return f"{op}-{agent_id}-{entry_id}"
+
+
+def forget_workflow_id(agent_id: str, request_id: str) -> str:
+    """One run per request: asked again with the same request id, the same run answers."""
+    return f"forget-{agent_id}-{request_id}"
 
 
 def claim_workflow_id(task_queue: str) -> str:

@@ -507,7 +507,21 @@ def read_environment(env: Mapping[str, str] | None = None) -> Environment:
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     e = read_environment(env)
-    store = StoreSettings(
+    store = _store(e)
+    temporal = _temporal(e)
+    if store.database_url is not None and temporal.shard_map is not None:
+        # A shard map routes agents to the host holding their files; with one database
+        # every worker serves every agent, and a map would only strand agents on one
+        # shard's queue.
+        raise SettingsError(
+            "DREAMKEEPER_SHARD_MAP is for file stores: with DREAMKEEPER_DATABASE_URL any "
+            "worker serves any agent, so unset the shard map (docs/scale.md)"
+        )
+    return Settings(store, temporal, _llm(e), _embeddings(e), _codec(e), _service(e), _worker(e))
+
+
+def _store(e: Environment) -> StoreSettings:
+    return StoreSettings(
         data_dir=e.DREAMKEEPER_DATA,
         agent_id=e.DREAMKEEPER_AGENT,
         archive_retention=timedelta(days=e.DREAMKEEPER_ARCHIVE_RETENTION_DAYS),
@@ -523,6 +537,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         save_timeout=e.DREAMKEEPER_SAVE_TIMEOUT_SECONDS,
         database_url=e.DREAMKEEPER_DATABASE_URL,
     )
+
+
+def _temporal(e: Environment) -> TemporalSettings:
     temporal = TemporalSettings(
         address=e.TEMPORAL_ADDRESS,
         namespace=e.TEMPORAL_NAMESPACE,
@@ -541,21 +558,20 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError("TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY go together")
     if temporal.shard is not None and temporal.shard_map is None:
         raise SettingsError("DREAMKEEPER_SHARD needs DREAMKEEPER_SHARD_MAP")
-    if store.database_url is not None and temporal.shard_map is not None:
-        # A shard map routes agents to the host holding their files; with one database
-        # every worker serves every agent, and a map would only strand agents on one
-        # shard's queue.
-        raise SettingsError(
-            "DREAMKEEPER_SHARD_MAP is for file stores: with DREAMKEEPER_DATABASE_URL any "
-            "worker serves any agent, so unset the shard map (docs/scale.md)"
-        )
-    llm = LLMSettings(
+    return temporal
+
+
+def _llm(e: Environment) -> LLMSettings:
+    return LLMSettings(
         base_url=(e.DREAMKEEPER_LLM_BASE_URL or "").rstrip("/") or None,
         model=e.DREAMKEEPER_LLM_MODEL,
         api_key=e.DREAMKEEPER_LLM_API_KEY,
         timeout_seconds=e.DREAMKEEPER_LLM_TIMEOUT_SECONDS,
     )
-    codec = CodecSettings(
+
+
+def _codec(e: Environment) -> CodecSettings:
+    return CodecSettings(
         payload_key=e.DREAMKEEPER_PAYLOAD_KEY,
         payload_key_file=e.DREAMKEEPER_PAYLOAD_KEY_FILE,
         keyring=e.DREAMKEEPER_KEYRING,
@@ -563,7 +579,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         cors_origins=_origins(e.DREAMKEEPER_CODEC_CORS_ORIGINS),
         dev_port=e.DREAMKEEPER_DEV_CODEC_PORT,
     )
-    worker = WorkerSettings(
+
+
+def _worker(e: Environment) -> WorkerSettings:
+    return WorkerSettings(
         activity_threads=e.DREAMKEEPER_WORKER_ACTIVITY_THREADS,
         max_concurrent_activities=e.DREAMKEEPER_WORKER_MAX_ACTIVITIES,
         max_concurrent_local_activities=e.DREAMKEEPER_WORKER_MAX_LOCAL_ACTIVITIES,
@@ -574,7 +593,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_store_memory_mb=e.DREAMKEEPER_MAX_STORE_MEMORY_MB,
         sweep_parallelism=e.DREAMKEEPER_SWEEP_PARALLELISM,
     )
-    service = ServiceSettings(
+
+
+def _service(e: Environment) -> ServiceSettings:
+    return ServiceSettings(
         url=e.DREAMKEEPER_URL,
         token=e.DREAMKEEPER_SERVE_TOKEN,
         host=e.DREAMKEEPER_SERVE_HOST,
@@ -587,7 +609,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_open_agents=e.DREAMKEEPER_SERVE_MAX_OPEN_AGENTS,
         public_docs=e.DREAMKEEPER_SERVE_PUBLIC_DOCS,
     )
-    return Settings(store, temporal, llm, _embeddings(e), codec, service, worker)
 
 
 def local_embeddings_installed() -> bool:

@@ -25,6 +25,7 @@ from dreamkeeper.service.guard import Guard, grant_of
 from dreamkeeper.service.mcp_server import (
     AGENT_HEADER,
     MountedMCP,
+    ToolRunner,
     build_server,
     connection_identity,
 )
@@ -35,29 +36,7 @@ from dreamkeeper.service.state import ServiceState
 
 
 def create_app(state: ServiceState) -> Guard:
-    async def run_tool(ctx: ServerRequestContext[Any, Any], name: str, args: dict) -> str:
-        agent, session = connection_identity(ctx)
-        try:
-            if agent is None:
-                raise InvalidInput(
-                    f"this MCP connection names no agent: send the {AGENT_HEADER} header "
-                    "(or ?agent= on the URL)"
-                )
-            # The grant of the request carrying this call (each MCP POST passes the
-            # guard); checked per call, on the agent this call names, before the agent
-            # is looked up, as every HTTP route is.
-            agent = validate_agent_id(agent)
-            scope = ctx.request.scope if ctx.request is not None else {}
-            refused = refusal(state, scope, agent, Need.TOOL, name)
-            if refused is not None:
-                raise refused
-            tools = state.tools(agent, session, write=name not in READ_ONLY_TOOLS)
-        except DreamkeeperError as exc:
-            return f"Error: {str(exc).removesuffix('; nothing was done')}; nothing was done."
-        state.metrics.tool_calls.labels(name if name in tools.names else "unknown").inc()
-        return await tools.call(name, args)
-
-    mcp = MountedMCP(build_server(run_tool), host=state.settings.host)
+    mcp = MountedMCP(build_server(tool_runner(state)), host=state.settings.host)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,6 +65,54 @@ def create_app(state: ServiceState) -> Guard:
     app.include_router(memory_router)
     app.include_router(session_router)
     app.include_router(dream_review_router)
+    add_service_routes(app, state)
+    # A route, not a mount: a mount would redirect /mcp to /mcp/. Starlette treats an
+    # endpoint that is not a function as an ASGI app.
+    app.add_route(
+        "/mcp", cast(Any, mcp), methods=["GET", "POST", "DELETE"], include_in_schema=False
+    )
+    return Guard(
+        FastSearch(app, state),
+        token=state.settings.token,
+        max_body_bytes=state.settings.max_body_bytes,
+        tokens=state.tokens,
+        unknown_agent=state.unknown_agent,
+        public_docs=state.settings.public_docs,
+    )
+
+
+def tool_runner(state: ServiceState) -> ToolRunner:
+    """How the MCP server runs one tool call: the caller's scope checked on the agent the
+    call names, then the tool on that agent's memory."""
+
+    async def run_tool(ctx: ServerRequestContext[Any, Any], name: str, args: dict) -> str:
+        agent, session = connection_identity(ctx)
+        try:
+            if agent is None:
+                raise InvalidInput(
+                    f"this MCP connection names no agent: send the {AGENT_HEADER} header "
+                    "(or ?agent= on the URL)"
+                )
+            # The grant of the request carrying this call (each MCP POST passes the
+            # guard); checked per call, on the agent this call names, before the agent
+            # is looked up, as every HTTP route is.
+            agent = validate_agent_id(agent)
+            scope = ctx.request.scope if ctx.request is not None else {}
+            refused = refusal(state, scope, agent, Need.TOOL, name)
+            if refused is not None:
+                raise refused
+            tools = state.tools(agent, session, write=name not in READ_ONLY_TOOLS)
+        except DreamkeeperError as exc:
+            return f"Error: {str(exc).removesuffix('; nothing was done')}; nothing was done."
+        state.metrics.tool_calls.labels(name if name in tools.names else "unknown").inc()
+        return await tools.call(name, args)
+
+    return run_tool
+
+
+def add_service_routes(app: FastAPI, state: ServiceState) -> None:
+    """The routes about the service itself rather than an agent's memory: health,
+    readiness, the caller's agents, the docs page and the metrics."""
 
     @app.get("/v1/health", tags=["service"])
     async def health() -> dict[str, Any]:
@@ -125,20 +152,6 @@ def create_app(state: ServiceState) -> Guard:
     )
     async def metrics() -> Response:
         return Response(await state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
-
-    # A route, not a mount: a mount would redirect /mcp to /mcp/. Starlette treats an
-    # endpoint that is not a function as an ASGI app.
-    app.add_route(
-        "/mcp", cast(Any, mcp), methods=["GET", "POST", "DELETE"], include_in_schema=False
-    )
-    return Guard(
-        FastSearch(app, state),
-        token=state.settings.token,
-        max_body_bytes=state.settings.max_body_bytes,
-        tokens=state.tokens,
-        unknown_agent=state.unknown_agent,
-        public_docs=state.settings.public_docs,
-    )
 
 
 def docs_page(schema: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ payloads are never logged.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import logging
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
@@ -80,97 +82,121 @@ def make_server(
     port: int = DEFAULT_PORT,
     settings: CodecServerSettings | None = None,
 ) -> ThreadingHTTPServer:
-    chosen = settings or CodecServerSettings()
-    expected = f"Bearer {chosen.token}".encode() if chosen.token else None
+    handler = functools.partial(
+        CodecRequestHandler, codec=codec, settings=settings or CodecServerSettings()
+    )
+    return ThreadingHTTPServer((host, port), handler)
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, fmt: str, *args) -> None:
-            log.debug("codec-server: " + fmt, *args)
 
-        def _cors(self) -> None:
-            origin = self.headers.get("Origin")
-            if origin and origin in chosen.origins:
-                self.send_header("Access-Control-Allow-Origin", origin)
-                self.send_header("Access-Control-Allow-Credentials", "true")
-                self.send_header("Vary", "Origin")
+class CodecRequestHandler(BaseHTTPRequestHandler):
+    """One request to the codec server: its route, CORS for the configured origins, the
+    bearer token when one is set, and the payloads through `codec`."""
 
-        def _send(self, status: int, body: bytes, extra: dict[str, str] | None = None) -> None:
-            self.send_response(status)
-            self._cors()
-            for name, value in (extra or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def __init__(
+        self, *args: Any, codec: EncryptionCodec, settings: CodecServerSettings, **kwargs: Any
+    ) -> None:
+        # Before the base class's __init__, which handles the request.
+        self.codec = codec
+        self.settings = settings
+        super().__init__(*args, **kwargs)
 
-        def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
-            self._send(status, json.dumps({"error": message}).encode(), extra)
+    def log_message(self, fmt: str, *args) -> None:
+        log.debug("codec-server: " + fmt, *args)
 
-        def _route(self) -> str:
-            return self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+    def _cors(self) -> None:
+        origin = self.headers.get("Origin")
+        if origin and origin in self.settings.origins:
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Access-Control-Allow-Credentials", "true")
+            self.send_header("Vary", "Origin")
 
-        def do_OPTIONS(self) -> None:  # noqa: N802 - the CORS preflight
-            origin = self.headers.get("Origin")
-            if origin not in chosen.origins:
-                self._error(403, f"origin {origin!r} is not allowed (set {CORS_ENV})")
-                return
-            self.send_response(204)
-            self._cors()
-            self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
-            self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
-            self.send_header("Access-Control-Max-Age", "600")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+    def _send(self, status: int, body: bytes, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self._cors()
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - liveness for healthchecks
-            if self._route() in ("", "health"):
-                self._send(200, b'{"status": "ok"}')
-            elif self._route() in ("encode", "decode"):
-                self._error(405, "use POST", {"Allow": "POST, OPTIONS"})
+    def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps({"error": message}).encode(), extra)
+
+    def _route(self) -> str:
+        return self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+    def do_OPTIONS(self) -> None:  # noqa: N802 - the CORS preflight
+        origin = self.headers.get("Origin")
+        if origin not in self.settings.origins:
+            self._error(403, f"origin {origin!r} is not allowed (set {CORS_ENV})")
+            return
+        self.send_response(204)
+        self._cors()
+        self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
+        self.send_header("Access-Control-Allow-Headers", ALLOWED_HEADERS)
+        self.send_header("Access-Control-Max-Age", "600")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802 - liveness for healthchecks
+        if self._route() in ("", "health"):
+            self._send(200, b'{"status": "ok"}')
+        elif self._route() in ("encode", "decode"):
+            self._error(405, "use POST", {"Allow": "POST, OPTIONS"})
+        else:
+            self._error(404, "not found")
+
+    def do_POST(self) -> None:  # noqa: N802
+        route = self._route()
+        if route not in ("encode", "decode"):
+            self._error(404, "not found: POST …/encode or …/decode")
+            return
+        if not self._authorized():
+            self._error(
+                401,
+                "a valid bearer token is required",
+                {"WWW-Authenticate": 'Bearer realm="dreamkeeper-codec"'},
+            )
+            return
+        payloads = self._payloads()
+        if payloads is None:
+            return
+        try:
+            if route == "encode":
+                done = self.codec.encode_sync(payloads.payloads)
             else:
-                self._error(404, "not found")
+                done = [_decoded(self.codec, payload) for payload in payloads.payloads]
+        except PayloadDecodeError as exc:
+            self._error(400, str(exc))
+            return
+        body = json_format.MessageToJson(Payloads(payloads=done), indent=None)
+        self._send(200, body.encode())
 
-        def do_POST(self) -> None:  # noqa: N802
-            route = self._route()
-            if route not in ("encode", "decode"):
-                self._error(404, "not found: POST …/encode or …/decode")
-                return
-            if expected is not None:
-                given = (self.headers.get("Authorization") or "").encode()
-                if not hmac.compare_digest(given, expected):
-                    self._error(
-                        401,
-                        "a valid bearer token is required",
-                        {"WWW-Authenticate": 'Bearer realm="dreamkeeper-codec"'},
-                    )
-                    return
-            try:
-                length = int(self.headers.get("Content-Length") or "")
-            except ValueError:
-                self._error(411, "Content-Length is required")
-                return
-            if not 0 <= length <= MAX_BODY_BYTES:
-                self._error(413, f"body over {MAX_BODY_BYTES} bytes")
-                return
-            payloads = Payloads()
-            try:
-                json_format.Parse(self.rfile.read(length), payloads, ignore_unknown_fields=True)
-            except (json_format.ParseError, UnicodeDecodeError, ValueError) as exc:
-                self._error(400, f"not Payloads JSON: {exc}")
-                return
-            try:
-                if route == "encode":
-                    done = codec.encode_sync(payloads.payloads)
-                else:
-                    done = [_decoded(codec, payload) for payload in payloads.payloads]
-            except PayloadDecodeError as exc:
-                self._error(400, str(exc))
-                return
-            body = json_format.MessageToJson(Payloads(payloads=done), indent=None)
-            self._send(200, body.encode())
+    def _authorized(self) -> bool:
+        """No token set, or the request's bearer token is it (compared in constant time)."""
+        if not self.settings.token:
+            return True
+        given = (self.headers.get("Authorization") or "").encode()
+        return hmac.compare_digest(given, f"Bearer {self.settings.token}".encode())
 
-    return ThreadingHTTPServer((host, port), Handler)
+    def _payloads(self) -> Payloads | None:
+        """The request's body as Payloads; None once the error is answered."""
+        try:
+            length = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            self._error(411, "Content-Length is required")
+            return None
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self._error(413, f"body over {MAX_BODY_BYTES} bytes")
+            return None
+        payloads = Payloads()
+        try:
+            json_format.Parse(self.rfile.read(length), payloads, ignore_unknown_fields=True)
+        except (json_format.ParseError, UnicodeDecodeError, ValueError) as exc:
+            self._error(400, f"not Payloads JSON: {exc}")
+            return None
+        return payloads
 
 
 def _decoded(codec: EncryptionCodec, payload: Payload) -> Payload:

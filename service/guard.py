@@ -170,14 +170,22 @@ class Guard:
         if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})  # nothing here speaks it
             return
-        path = scope.get("path", "")
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        refused = self._admission(scope, headers)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        await self._within_body_limit(scope, receive, send, headers.get(b"content-length"))
+
+    def _admission(self, scope: Scope, headers: dict[bytes, bytes]) -> Response | None:
+        """The answer to a request that may not pass (the token store unsound, no grant,
+        out of the grant's reach); None, with the grant put in the scope, when it may."""
+        path = scope.get("path", "")
         try:
             tokens = self.tokens.snapshot() if self.tokens is not None else _NO_TOKENS
         except DreamkeeperError as exc:  # the database did not answer: nobody is let in
             if path not in self.open_paths and not self._shared(headers):
-                await _answer(exc)(scope, receive, send)
-                return
+                return _answer(exc)
             # ...but what the store never decided: what needs no token (liveness, which
             # says the database is down; readiness, which answers 503), and the shared
             # token of the environment (an operator's /metrics shows the database down).
@@ -185,20 +193,19 @@ class Guard:
         if tokens.damage is not None and self.tokens is not None:
             # Every request, the shared token's too: until an operator looks, nothing
             # says which tokens were meant to be valid.
-            await _answer(Unavailable(damaged_message(self.tokens)))(scope, receive, send)
-            return
-        if path not in self.open_paths:
-            grant = self._grant(headers, tokens)
-            if grant is None:
-                presented = b"authorization" in headers
-                await self._unauthorized(presented)(scope, receive, send)
-                return
-            scope[GRANT_KEY] = grant
-            refused = self._refusal(path, grant)
-            if refused is not None:
-                await refused(scope, receive, send)
-                return
-        length = headers.get(b"content-length")
+            return _answer(Unavailable(damaged_message(self.tokens)))
+        if path in self.open_paths:
+            return None
+        grant = self._grant(headers, tokens)
+        if grant is None:
+            return self._unauthorized(b"authorization" in headers)
+        scope[GRANT_KEY] = grant
+        return self._refusal(path, grant)
+
+    async def _within_body_limit(
+        self, scope: Scope, receive: Receive, send: Send, length: bytes | None
+    ) -> None:
+        """The request on to the app, or refused when its body is over the limit."""
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await self._refuse(scope, receive, send)
             return

@@ -1,17 +1,49 @@
-"""Shape rules the code review asks for, checked so they stay true: every workflow step is
-a method of at most 60 lines (a longer one is two steps), and a workflow's state exists
+"""Shape rules the code review asks for, checked so they stay true: every function of
+the product is at most 60 lines (a longer one is two steps), and a workflow's state exists
 from construction."""
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_STEP_LINES = 60
+# Every folder installed as part of the `dreamkeeper` distribution; the 60-line rule
+# reads the folders pyproject installs, and these must be among them.
+PRODUCT_PACKAGES = (
+    "core",
+    "policies",
+    "stores",
+    "activities",
+    "workflows",
+    "worker",
+    "service",
+    "cli",
+    "client",
+    "agent",
+    "dreamkeeper",
+)
+# Functions over the limit that other branches in flight are rewriting: the stores/
+# restructuring (branch s-wings) and the subject rules (branch s-facts2). The lead empties
+# this at their merge; an entry that is gone or short fails the test, so it only shrinks.
+BEING_SPLIT_ELSEWHERE = {
+    "policies/subject.py:_subject_in",
+    "stores/forget.py:Forgetting._run_entries",
+    "stores/longterm/dedup_save.py:save_fact",
+    "stores/longterm/dedup_save.py:dedup_existing",
+    "stores/longterm/snapshot.py:_encode",
+    "stores/postgres/rekey.py:_memory",
+    "stores/postgres/working_memory.py:reseal",
+    "stores/search/bm25.py:BM25Index.put",
+    "stores/search/bm25.py:BM25Index.candidates",
+    "stores/search/query.py:search",
+}
 
 
 def files(folder: str, pattern: str = "*.py") -> list[Path]:
@@ -22,20 +54,84 @@ def files(folder: str, pattern: str = "*.py") -> list[Path]:
     return found
 
 
-def test_every_workflow_function_is_at_most_60_lines():
-    long = []
-    for path in files("workflows"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                if lines > MAX_STEP_LINES:
-                    long.append(f"{path.name}:{node.name} {lines} lines")
-    assert long == []
+def product_packages() -> list[str]:
+    """The top folders pyproject installs under `dreamkeeper`."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = config["tool"]["setuptools"]["package-dir"].values()
+    found = sorted({Path(folder).parts[0] for folder in installed})
+    missing = set(PRODUCT_PACKAGES) - set(found)
+    assert not missing, f"pyproject installs no {sorted(missing)}: the check would miss them"
+    return found
+
+
+def functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.AST]]:
+    """Every function under `tree`, methods and nested functions too, by qualified name
+    (`Class.method`, `outer.inner`)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + node.name, node
+            yield from functions(node, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.ClassDef):
+            yield from functions(node, f"{prefix}{node.name}.")
+        else:
+            yield from functions(node, prefix)
+
+
+def function_lengths(root: Path, folder: str) -> dict[str, int]:
+    """`path:qualified name` -> lines, for every function under `folder` (recursively); a
+    folder with no function in it fails, as `files` does for no file."""
+    found: dict[str, int] = {}
+    for path in sorted((root / folder).rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        for name, node in functions(ast.parse(path.read_text())):
+            assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            found[f"{where}:{name}"] = (node.end_lineno or node.lineno) - node.lineno + 1
+    assert found, f"no function in {folder}/: the check would be vacuous"
+    return found
+
+
+def long_functions() -> dict[str, int]:
+    lengths: dict[str, int] = {}
+    for package in product_packages():
+        lengths.update(function_lengths(ROOT, package))
+    return {where: n for where, n in lengths.items() if n > MAX_STEP_LINES}
+
+
+def test_every_product_function_is_at_most_60_lines():
+    long = long_functions()
+    assert [
+        f"{where} {n} lines" for where, n in long.items() if where not in BEING_SPLIT_ELSEWHERE
+    ] == []
+
+
+def test_what_is_left_to_split_elsewhere_is_still_there_and_still_long():
+    """An entry whose function was split, renamed or moved is taken off the list."""
+    assert sorted(BEING_SPLIT_ELSEWHERE - set(long_functions())) == []
 
 
 def test_a_glob_that_finds_nothing_fails_the_check():
     with pytest.raises(AssertionError, match="vacuous"):
         files("workflows", "*.no-such-suffix")
+
+
+def test_a_folder_without_functions_fails_the_check(tmp_path: Path):
+    (tmp_path / "package").mkdir()
+    (tmp_path / "package" / "__init__.py").write_text('"""Nothing but a docstring."""\nX = 1\n')
+    with pytest.raises(AssertionError, match="vacuous"):
+        function_lengths(tmp_path, "package")
+
+
+def test_methods_and_nested_functions_are_measured_by_their_qualified_names(tmp_path: Path):
+    (tmp_path / "package").mkdir()
+    (tmp_path / "package" / "m.py").write_text(
+        "class A:\n    def f(self):\n        def g():\n            pass\n\n"
+        "        return g\n\n\nif True:\n    async def h():\n        pass\n"
+    )
+    assert function_lengths(tmp_path, "package") == {
+        "package/m.py:A.f": 5,
+        "package/m.py:A.f.g": 2,
+        "package/m.py:h": 2,
+    }
 
 
 def _self_attributes_assigned(function: ast.AST) -> dict[str, int]:

@@ -72,23 +72,7 @@ async def claim_task_queue(
         )
         await handle.terminate(f"task queue {why}: {identity.describe()}")
     try:
-        await client.start_workflow(
-            StoreClaim.run,
-            args=[identity.store_id, identity.location],
-            id=claim_workflow_id(task_queue),
-            task_queue=task_queue,
-            # Plain, never sealed: a store id and a path (no memory content), which a
-            # client or second worker without this store's payload key must read to
-            # say which store it mismatches (client.claims).
-            memo={
-                STORE_ID: plain_payload(identity.store_id),
-                LOCATION: plain_payload(identity.location),
-                **({SEALED_WITH: plain_payload(sealed_with)} if sealed_with else {}),
-            },
-            static_summary=f"task queue {task_queue} serves {identity.describe()}",
-            search_attributes=tagged(None, "claim"),
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-        )
+        await start_claim(client, task_queue, identity, sealed_with)
     except WorkflowAlreadyStartedError:
         # Another worker of some store claimed it in between: check which.
         return await claim_task_queue(client, task_queue, identity, data_dir=data_dir)
@@ -97,3 +81,27 @@ async def claim_task_queue(
     if held is not None and moved:
         return f"taken over from store {held[0]} at {held[1]}, which moved here"
     return "reclaimed" if held is not None else "claimed"
+
+
+async def start_claim(
+    client: Client, task_queue: str, identity: StoreIdentity, sealed_with: str | None
+) -> None:
+    """Start the workflow that holds the queue for this store; WorkflowAlreadyStartedError
+    if a claim runs already."""
+    await client.start_workflow(
+        StoreClaim.run,
+        args=[identity.store_id, identity.location],
+        id=claim_workflow_id(task_queue),
+        task_queue=task_queue,
+        # Plain, never sealed: a store id and a path (no memory content), which a
+        # client or second worker without this store's payload key must read to
+        # say which store it mismatches (client.claims).
+        memo={
+            STORE_ID: plain_payload(identity.store_id),
+            LOCATION: plain_payload(identity.location),
+            **({SEALED_WITH: plain_payload(sealed_with)} if sealed_with else {}),
+        },
+        static_summary=f"task queue {task_queue} serves {identity.describe()}",
+        search_attributes=tagged(None, "claim"),
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+    )

@@ -114,16 +114,7 @@ async def running_worker(
     `interceptors` for the worker (`serve`'s counts workflow outcomes). With a
     shard map and DREAMKEEPER_SHARD, the task queue is the shard's, and agents the map
     routes elsewhere are refused (docs/scale.md)."""
-    shard: tuple[ShardMap, str] | None = None
-    if temporal.shard_map is not None and temporal.shard is not None:
-        shards, name = ShardMap.load(temporal.shard_map), temporal.shard
-        if name not in shards.shards:
-            raise InvalidInput(f"DREAMKEEPER_SHARD={name!r} is not in the shard map")
-        temporal = dataclasses.replace(temporal, task_queue=shards.shards[name])
-        shard = (shards, name)
-        log.info(
-            "shard %s of %d: task queue %s", temporal.shard, len(shards.shards), temporal.task_queue
-        )
+    temporal, shard = shard_of(temporal)
     backend = open_backend(store)
     backend.check_ready()  # before Temporal: a wrong schema is refused before any claim
     identity = backend.identity()
@@ -137,23 +128,9 @@ async def running_worker(
     )
     log.info("task queue %s %s: %s", temporal.task_queue, claimed, identity.describe())
     tuning = WorkerSettings.from_env()
-    outcome = await ensure_dream_schedule(
-        client, temporal.task_queue, temporal.dream_cron, parallelism=tuning.sweep_parallelism
-    )
-    log.info(
-        "dream schedule %s %s (%s, at most %d dreams at once)",
-        schedule_id_for(temporal.task_queue),
-        outcome,
-        temporal.dream_cron,
-        tuning.sweep_parallelism,
-    )
+    await schedule_dreams(client, temporal, tuning)
     llm, embeddings = LLMSettings.from_env(), embedding_settings()
-    log.info(
-        "LLM: %s",
-        f"{llm.model} at {llm.base_url}"
-        if llm.configured
-        else "none configured (saves kept verbatim; merges and preference inference skipped)",
-    )
+    log.info("LLM: %s", describe_llm(llm))
     log.info("embeddings: %s", describe_embeddings(embeddings))
     log.info("worker: %s", tuning.describe())
     with ThreadPoolExecutor(max_workers=tuning.activity_threads) as executor:
@@ -178,6 +155,35 @@ async def running_worker(
             )
             yield client
             log.info("shutting down: waiting for running activities")
+
+
+def shard_of(temporal: TemporalSettings) -> tuple[TemporalSettings, tuple[ShardMap, str] | None]:
+    """With a shard map and DREAMKEEPER_SHARD: the settings with the shard's task queue,
+    and (the map, the shard's name); else the settings as they are and None."""
+    if temporal.shard_map is None or temporal.shard is None:
+        return temporal, None
+    shards, name = ShardMap.load(temporal.shard_map), temporal.shard
+    if name not in shards.shards:
+        raise InvalidInput(f"DREAMKEEPER_SHARD={name!r} is not in the shard map")
+    temporal = dataclasses.replace(temporal, task_queue=shards.shards[name])
+    log.info("shard %s of %d: task queue %s", name, len(shards.shards), temporal.task_queue)
+    return temporal, (shards, name)
+
+
+async def schedule_dreams(
+    client: Client, temporal: TemporalSettings, tuning: WorkerSettings
+) -> None:
+    """The task queue's dream schedule, created or brought up to date."""
+    outcome = await ensure_dream_schedule(
+        client, temporal.task_queue, temporal.dream_cron, parallelism=tuning.sweep_parallelism
+    )
+    log.info(
+        "dream schedule %s %s (%s, at most %d dreams at once)",
+        schedule_id_for(temporal.task_queue),
+        outcome,
+        temporal.dream_cron,
+        tuning.sweep_parallelism,
+    )
 
 
 async def run_worker(
@@ -205,6 +211,12 @@ async def run_worker(
         # Stopped cleanly, but by Ctrl-C: the CLI exits 130 as for any interrupt (as
         # `serve` does); SIGTERM, a supervisor's normal stop, exits 0.
         raise KeyboardInterrupt
+
+
+def describe_llm(llm: LLMSettings) -> str:
+    if llm.configured:
+        return f"{llm.model} at {llm.base_url}"
+    return "none configured (saves kept verbatim; merges and preference inference skipped)"
 
 
 def describe_embeddings(embeddings: EmbeddingSettings) -> str:

@@ -14,6 +14,7 @@ from dreamkeeper.activities.dream_review import DreamReviewActivities
 from dreamkeeper.activities.dream_undo import UndoActivities
 from dreamkeeper.activities.embeddings import EmbeddingActivities
 from dreamkeeper.activities.entry_ops import EntryActivities
+from dreamkeeper.activities.forget import ForgetActivities
 from dreamkeeper.activities.idle import IdleCheckActivities
 from dreamkeeper.activities.maintenance import MaintenanceActivities
 from dreamkeeper.activities.preferences import PreferenceActivities
@@ -35,6 +36,7 @@ from dreamkeeper.workflows.consolidation import Consolidation
 from dreamkeeper.workflows.dream import Dream
 from dreamkeeper.workflows.dream_ops import ApplyDreamPlan, UndoDream
 from dreamkeeper.workflows.entry_ops import ArchiveMemory, RestoreMemory, UpdateMemoryImportance
+from dreamkeeper.workflows.forget import Forget
 from dreamkeeper.workflows.maintenance import ArchivePurge, ImportanceDecay
 from dreamkeeper.workflows.preferences import PreferenceInference
 from dreamkeeper.workflows.save import SaveMemory
@@ -58,6 +60,7 @@ WORKFLOWS = [
     StoreClaim,
     ApplyDreamPlan,
     UndoDream,
+    Forget,
 ]
 
 
@@ -83,8 +86,38 @@ def worker_activities(
             max_memory_mb=tuning.max_store_memory_mb,
             misrouted=shard_guard(*shard) if shard is not None else None,
         )
+    return [*memory_activities(stores, llm, settings), *dream_activities(stores, llm, settings)]
+
+
+def memory_activities(
+    stores: StoreRegistry, llm: LLMSettings, settings: StoreSettings
+) -> list[Callable]:
+    """The steps of what an agent (or a person) asks for: save, search, the changes to
+    one entry, and forget."""
     entries = EntryActivities(stores)
     save = SaveActivities(stores, llm, settings.floor)
+    return [
+        AgentActivities(stores.backend).list_agents,
+        entries.archive_memory,
+        entries.restore_memory,
+        entries.update_memory_importance,
+        save.persist_original,
+        save.enrich_memory,
+        save.save_fact,
+        save.retire_original,
+        save.dedup_original,
+        save.mark_original,
+        EmbeddingActivities(stores).embed_entries,
+        SearchActivities(stores).search_memory,
+        ForgetActivities(stores, settings).forget,
+    ]
+
+
+def dream_activities(
+    stores: StoreRegistry, llm: LLMSettings, settings: StoreSettings
+) -> list[Callable]:
+    """The steps of background maintenance: the dream cycle, its review and undo,
+    preference inference, decay and the purge."""
     maintenance = MaintenanceActivities(
         stores,
         retention=settings.archive_retention,
@@ -107,16 +140,6 @@ def worker_activities(
         idle.dream_work,
         maintenance.purge_archived,
         maintenance.decay_importance,
-        AgentActivities(stores.backend).list_agents,
-        entries.archive_memory,
-        entries.restore_memory,
-        entries.update_memory_importance,
-        save.persist_original,
-        save.enrich_memory,
-        save.save_fact,
-        save.retire_original,
-        save.dedup_original,
-        save.mark_original,
         dream.fold_exact_duplicates,
         dream.gate_candidates,
         dream.propose_consolidation,
@@ -130,7 +153,6 @@ def worker_activities(
         dream.stamp_reviewed,
         preferences.rotate_conversation_log,
         preferences.infer_preferences,
-        EmbeddingActivities(stores).embed_entries,
         review.plan_details,
         review.check_plan_sources,
         review.apply_fold,
@@ -139,7 +161,6 @@ def worker_activities(
         review.record_canaries,
         review.check_recall,
         UndoActivities(stores).undo_dream,
-        SearchActivities(stores).search_memory,
     ]
 
 

@@ -1,10 +1,17 @@
 """`dreamkeeper forget`: the receipt printed, the exit codes, the whole agent, and a
-payload key's agent data key destroyed."""
+payload key's agent data key destroyed. The command goes through a real worker (the
+Forget workflow), a `dreamkeeper worker` process started on the test's data directory
+when the test first runs the command (after it has set the store up: a payload key, a
+database URL)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,28 +20,51 @@ from dreamkeeper.cli.main import main
 from dreamkeeper.client.codec import PayloadKeys, generate_key_file
 from dreamkeeper.policies.merge import MERGED_FROM
 from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+from tests.workflows.conftest import temporal_env  # noqa: F401 - the session's dev server
 
 AGENT = "cli-forget"
 FACT = "Ysolde Brack's passport number is X4481922 and it expires in 2031."
+DREAMKEEPER = Path(sys.executable).parent / "dreamkeeper"
 
 
 @pytest.fixture
-def cli(tmp_path, capsys, monkeypatch):
+def cli(tmp_path, capsys, monkeypatch, temporal_env):  # noqa: F811 - the imported fixture
     for name in (
         "DREAMKEEPER_DATA",
         "DREAMKEEPER_AGENT",
         "DREAMKEEPER_URL",
         "DREAMKEEPER_PAYLOAD_KEY",
         "DREAMKEEPER_PAYLOAD_KEY_FILE",
+        "DREAMKEEPER_DATABASE_URL",
+        "DREAMKEEPER_KEYRING",
     ):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_env.client.service_client.config.target_host)
+    monkeypatch.setenv("DREAMKEEPER_TASK_QUEUE", f"forget-cli-{uuid.uuid4().hex[:8]}")
+    workers: list[subprocess.Popen] = []
 
     def run(*args: str) -> tuple[int, str, str]:
+        if not workers:
+            workers.append(
+                subprocess.Popen(
+                    [str(DREAMKEEPER), "--data", str(tmp_path), "worker"],
+                    env=dict(os.environ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         code = main(["--data", str(tmp_path), "--agent", AGENT, *args])
         out, err = capsys.readouterr()
         return code, out, err
 
-    return run
+    yield run
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
 
 
 def _bytes_anywhere(root: Path, text: str) -> bool:

@@ -9,7 +9,8 @@ refused and one that conflicts with a current fact, archive, restore,
 re-score, a search on the worker, a full dream cycle (purge, consolidation with a merge,
 a prune and a supersede, preferences, decay), its undo, a dry run, applying its plan and
 undoing that, a consolidation waiting on approval, an idle agent's cycle, a paced sweep,
-and a consolidation whose prunes are past the week's cap — then writes each
+and a consolidation whose prunes are past the week's cap, and forgets (a dry run, by
+phrase, a whole agent) — then writes each
 workflow's history to `histories/<WorkflowType>/<label>-<n>.json`. Histories already there
 are never overwritten: they are what running workflows of that version look like, and a
 later change must still replay them (guard shape changes with `workflow.patched`).
@@ -38,6 +39,7 @@ from dreamkeeper.client.attributes import SEARCH_ATTRIBUTES
 from dreamkeeper.core.dream_payloads import ConsolidationInput, DreamInput, DreamResult
 from dreamkeeper.core.dream_plan import ApplyPlanInput, ApplyPlanResult, UndoInput
 from dreamkeeper.core.errors import ReplaceRefused
+from dreamkeeper.core.forgetting import ForgetRequest
 from dreamkeeper.core.names import save_workflow_id
 from dreamkeeper.core.payloads import SweepInput
 from dreamkeeper.core.settings import EmbeddingSettings, LLMSettings, StoreSettings
@@ -73,6 +75,7 @@ MERGED = {
     "importance": 0.7,
 }
 WEEKLY_AGENT = "replay-weekly"
+FORGET_AGENT = "replay-forget"
 WEEKLY_NOTES = [f"b000000000{n:02d}" for n in range(8)]
 PREFS = {"toSave": [{"content": "The user prefers answers without emoji.", "importance": 0.7}]}
 
@@ -175,6 +178,18 @@ async def scenario(client: Client, settings: StoreSettings, queue: str) -> None:
         DreamSweep.run, SweepInput(parallelism=2), id="dream-sweep", task_queue=queue
     )
     await weekly_cap(client, settings, queue)
+    await forget(memory, settings)
+
+
+async def forget(memory: MemoryClient, settings: StoreSettings) -> None:
+    """A dry run of a forget by phrase, the forget itself, and a whole agent's."""
+    store = FileMemoryStore(settings.data_dir, FORGET_AGENT, clock=lambda: T0)
+    store.create("Odalys Prent's locker code at Harbour Gym is 5519-XK.", category="people")
+    store.create("The user rows on Sunday mornings.")
+    match = ForgetRequest(match="Harbour Gym", derived="forget")
+    await memory.forget(FORGET_AGENT, match.model_copy(update={"dry_run": True}))
+    await memory.forget(FORGET_AGENT, match.model_copy(update={"request_id": "by-phrase"}))
+    await memory.forget(FORGET_AGENT, ForgetRequest(whole_agent=True, request_id="everything"))
 
 
 async def weekly_cap(client: Client, settings: StoreSettings, queue: str) -> None:

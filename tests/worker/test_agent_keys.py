@@ -372,8 +372,9 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     """With a database URL, what the worker and client seal (connect/PayloadKeys with the
     backend's key store) is what `forget` destroys and what the codec server opens, from
     any data directory: no data key is left in a file."""
-    from dreamkeeper.agent.forget import forget
+    from dreamkeeper.activities.forget import forget, forgetting_for
     from dreamkeeper.core.forgetting import ForgetRequest
+    from dreamkeeper.core.settings import StoreSettings
     from dreamkeeper.service.codec_server import load_codec
     from dreamkeeper.stores.backends import agent_key_store
     from dreamkeeper.stores.postgres.agent_keys import PostgresAgentKeyStore
@@ -404,7 +405,8 @@ async def test_forget_and_the_codec_server_use_the_databases_keys(
     db = Database(database_url, max_size=2)
     try:
         PostgresMemoryStore(db, "a1").create(SECRET)
-        receipt = forget(cli_dir, "a1", ForgetRequest(whole_agent=True), database_url)
+        runner = forgetting_for(StoreSettings(data_dir=cli_dir, database_url=database_url))
+        receipt = forget(runner, "a1", ForgetRequest(whole_agent=True))
     finally:
         db.close()
     assert receipt.history_note == "" and receipt.history_keys_destroyed == 1

@@ -106,12 +106,11 @@ async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_ev
 ):
     """With a payload key, each agent's payloads are sealed with its data key. On a
     database that key is a row, not a file of the sealing host: a save made through
-    worker A (data directory host-a) opens on host B (host-b), and a forget run from a
-    third directory destroys the key for both (all three share the keyring)."""
+    worker A (data directory host-a) opens on host B (host-b), and a forget run by a
+    worker on a third directory destroys the key for both (all three share the keyring)."""
     import base64
     import os
 
-    from dreamkeeper.agent.forget import forget
     from dreamkeeper.client.codec import AGENT, EncryptionCodec, PayloadErased
     from dreamkeeper.core.forgetting import ForgetRequest
     from dreamkeeper.core.names import save_workflow_id
@@ -146,7 +145,10 @@ async def test_what_one_host_sealed_opens_on_another_and_one_forget_erases_it_ev
             codec.decode_sync([payload])
     assert not (a.data_dir / "agent-keys").exists() and not (b.data_dir / "agent-keys").exists()
 
-    receipt = forget(tmp_path / "cli-host", agent, ForgetRequest(whole_agent=True), database_url)
+    c = StoreSettings(data_dir=tmp_path / "cli-host", database_url=database_url)
+    async with running_worker(c, temporal) as client:
+        memory = MemoryClient(client, c, temporal.task_queue)
+        receipt = await memory.forget(agent, ForgetRequest(whole_agent=True))
     assert receipt.history_keys_destroyed == 1 and receipt.verified
     for payload in sealed:
         with pytest.raises(PayloadErased, match="forgotten"):

@@ -61,7 +61,9 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
     # that it seals nothing), so starting a save needs no round trip to the database.
     await claim_task_queue(temporal_env.client, queue, PostgresBackend(url).identity())
     try:
-        memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=4)
+        # Long enough for the worker to take the save's task on a loaded machine: with no
+        # worker holding it yet, the answer is "no worker answered" (the other test).
+        memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=20)
         first = await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
         cluster.stop()
         with pytest.raises(DatabaseUnavailable) as stuck:
