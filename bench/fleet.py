@@ -380,7 +380,9 @@ class Services:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs = logs
-        base = {
+        # The CLI's forget runs as a workflow on these workers: it needs the same address
+        # and queue, so the environment is kept for it.
+        self.env = base = {
             **env,
             "TEMPORAL_ADDRESS": address,
             "DREAMKEEPER_TASK_QUEUE": queue,
@@ -875,7 +877,7 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
         doomed = probes[n_cold : n_cold + 3]
         forgotten_http = forget_over_http(services.url, doomed)
         cli_agent = probes[n_cold + 3] if len(probes) > n_cold + 3 else None
-        forgotten_cli = forget_with_cli(env, cli_agent) if cli_agent else float("nan")
+        forgotten_cli = forget_with_cli(services.env, cli_agent) if cli_agent else float("nan")
         restored = [*doomed, *([cli_agent] if cli_agent else [])]
         restore = load_with_env(url, layout, fleet, restored)
         scrape = scrape_rss = None

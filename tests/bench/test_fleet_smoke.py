@@ -60,7 +60,7 @@ def kept_dir():
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300
     )
 
 
