@@ -523,6 +523,10 @@ class Stage:
     seconds: float
     latencies: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k, _ in MIX})
     statuses: Counter[str] = field(default_factory=Counter)
+    # What failed, by kind and status, with the first answer's text: a 503 of a save
+    # (no worker answered in time) is not a 503 of a recall.
+    failures: dict[str, str] = field(default_factory=dict)
+    failed: Counter[str] = field(default_factory=Counter)
     first_searches: list[float] = field(default_factory=list)  # an agent's first request
     missed_searches: list[float] = field(default_factory=list)  # outside serve's cache (est.)
     requests: int = 0
@@ -623,6 +627,11 @@ async def run_load(
                 continue
             stage.requests += 1
             stage.statuses[status] += 1
+            if not status.startswith("2"):
+                what = f"{kind} {status}"
+                stage.failed[what] += 1
+                detail = answer.text if status.isdigit() else status
+                stage.failures.setdefault(what, detail[:300])
             stage.hot += agent in load.hot
             stage.missed += missed
             if status.startswith("2"):
@@ -957,6 +966,8 @@ def print_fleet(r: Result) -> None:
         f"{len(s.missed_searches)}, p50/p95/p99 {pcts(s.missed_searches)} ms"
     )
     print(f"  errors: {s.errors + one.errors} ({dict(s.statuses + one.statuses)})")
+    for what, n in sorted((s.failed + one.failed).items()):
+        print(f"    {what}: {n}, first: {(s.failures | one.failures)[what]}")
     cpu = ", ".join(
         f"{k} {v:.0f} ({v / s.seconds:.2f} cores)"
         for k, v in sorted(s.cpu.items(), key=lambda kv: -kv[1])
