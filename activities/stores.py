@@ -9,6 +9,8 @@ Every store activity goes through `using()`, which also:
 - heartbeats (from the worker's one `Heartbeats` thread) while the activity holds the
   store, so a worker killed mid-step is noticed within the heartbeat timeout (seconds),
   not the start-to-close one;
+- defers the worker's cancellation (raised asynchronously in a sync activity's thread)
+  until the store is let go, so no store operation is cut off halfway;
 - checks the caller's store identity (a client on another data directory or database
   fails loudly);
 - sorts failures for Temporal: bad input, not found, conflicts and store mismatches are
