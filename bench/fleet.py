@@ -539,6 +539,11 @@ class Stage:
     def errors(self) -> int:
         return sum(n for status, n in self.statuses.items() if not status.startswith("2"))
 
+    def fail(self, kind: str, status: str, detail: str) -> None:
+        what = f"{kind} {status}"
+        self.failed[what] += 1
+        self.failures.setdefault(what, detail[:300])
+
     def rate(self, kinds: Iterable[str]) -> float:
         return sum(len(self.latencies[k]) for k in kinds) / self.seconds
 
@@ -628,10 +633,7 @@ async def run_load(
             stage.requests += 1
             stage.statuses[status] += 1
             if not status.startswith("2"):
-                what = f"{kind} {status}"
-                stage.failed[what] += 1
-                detail = answer.text if status.isdigit() else status
-                stage.failures.setdefault(what, detail[:300])
+                stage.fail(kind, status, answer.text if status.isdigit() else status)
             stage.hot += agent in load.hot
             stage.missed += missed
             if status.startswith("2"):
@@ -831,6 +833,63 @@ class Result:
     profile: list[str] = field(default_factory=list)
 
 
+def drive(
+    args: argparse.Namespace, url: str, load: Load, pids: dict[str, int]
+) -> tuple[Stage, Stage]:
+    """The load at `--concurrency`, then the same requests one at a time."""
+    loaded = asyncio.run(
+        run_load(
+            url,
+            load,
+            concurrency=args.concurrency,
+            seconds=args.seconds,
+            warmup=args.warmup,
+            seed=SEED,
+            pids=pids,
+        )
+    )
+    print(f"  load: {loaded.requests:,} requests recorded", flush=True)
+    single = asyncio.run(
+        run_load(
+            url,
+            load,
+            concurrency=1,
+            seconds=args.sequential_seconds,
+            warmup=0,
+            seed=SEED + 1,
+            pids=pids,
+        )
+    )
+    return loaded, single
+
+
+def profile_summary(spy: subprocess.Popen | None, out: Path) -> list[str]:
+    if spy is None:
+        return []
+    spy.wait(timeout=120)
+    return summarize_profile(out) if out.exists() else ["(no profile written)"]
+
+
+def watched_pids(services: Services, temporal: TemporalServer, cluster: Any) -> dict[str, int]:
+    """The processes whose CPU the load's figures report."""
+    pids = {**services.pids(), "temporal": temporal.proc.pid}
+    postgres_pid = cluster.pid()
+    if postgres_pid is not None:
+        pids["postgres"] = postgres_pid
+    return pids
+
+
+def scrape_with_rss(
+    services: Services, wanted: bool
+) -> tuple[tuple[float, int] | None, tuple[float, float] | None]:
+    """GET /metrics (time, status) and serve's RSS before and after, when `wanted`."""
+    if not wanted:
+        return None, None
+    before = services.rss_mb()["serve"][0]
+    scrape = scrape_metrics(services.url)
+    return scrape, (before, services.rss_mb()["serve"][0])
+
+
 def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fleet, url: str,
               temporal: TemporalServer, texts: Texts, profile: bool) -> Result:  # fmt: skip
     env = layout.env(url)
@@ -842,44 +901,16 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
     try:
         startup = services.wait_ready()
         print(f"  serve and 2 workers ready in {startup:.1f} s", flush=True)
-        pids = {**services.pids(), "temporal": temporal.proc.pid}
-        postgres_pid = cluster.pid()
-        if postgres_pid is not None:
-            pids["postgres"] = postgres_pid
+        pids = watched_pids(services, temporal, cluster)
         load = Load(fleet, texts, args.zipf)
         watch.start()
         spy = None
         out = layout.logs / f"profile-{fleet.database}.txt"
         if profile:
             spy = start_profile(services.procs["serve"].pid, args.seconds, out)
-        loaded = asyncio.run(
-            run_load(
-                services.url,
-                load,
-                concurrency=args.concurrency,
-                seconds=args.seconds,
-                warmup=args.warmup,
-                seed=SEED,
-                pids=pids,
-            )
-        )
-        print(f"  load: {loaded.requests:,} requests recorded", flush=True)
-        single = asyncio.run(
-            run_load(
-                services.url,
-                load,
-                concurrency=1,
-                seconds=args.sequential_seconds,
-                warmup=0,
-                seed=SEED + 1,
-                pids=pids,
-            )
-        )
+        loaded, single = drive(args, services.url, load, pids)
         watch.stop()
-        profile_lines: list[str] = []
-        if spy is not None:
-            spy.wait(timeout=120)
-            profile_lines = summarize_profile(out) if out.exists() else ["(no profile written)"]
+        profile_lines = profile_summary(spy, out)
         probes = fleet.probe_ids()
         n_cold = max(1, len(probes) // 2)
         cold, warm = cold_opens(services.url, load, probes[:n_cold])
@@ -889,11 +920,7 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
         forgotten_cli = forget_with_cli(services.env, cli_agent) if cli_agent else float("nan")
         restored = [*doomed, *([cli_agent] if cli_agent else [])]
         restore = load_with_env(url, layout, fleet, restored)
-        scrape = scrape_rss = None
-        if fleet.agents <= args.scrape_up_to:
-            before = services.rss_mb()["serve"][0]
-            scrape = scrape_metrics(services.url)
-            scrape_rss = (before, services.rss_mb()["serve"][0])
+        scrape, scrape_rss = scrape_with_rss(services, fleet.agents <= args.scrape_up_to)
         rss = services.rss_mb()
         service_logs = services.log_lines(("Traceback", " ERROR ", " WARNING "))
     finally:
@@ -973,6 +1000,12 @@ def print_fleet(r: Result) -> None:
         for k, v in sorted(s.cpu.items(), key=lambda kv: -kv[1])
     )
     print(f"  CPU seconds during the {s.seconds:.0f} s load: {cpu}")
+    print_probes(r)
+
+
+def print_probes(r: Result) -> None:
+    """What came after the load: cold opens, forgets, the scrape, RSS, the database."""
+    f = r.fleet
     print(
         f"cold open (first search of an agent serve never opened, nothing else running): "
         f"p50 {ms(r.cold, 0.5)} ms, max {1e3 * max(r.cold):.1f} ms over {len(r.cold)}; the same "
@@ -1085,6 +1118,11 @@ def print_table(results: list[Result]) -> None:
         "0/0",
     )
     print()
+    print_targets(results)
+
+
+def print_targets(results: list[Result]) -> None:
+    """Each issue-35 target beside its figure: met or MISSED."""
     small, large = results[0], results[-1]
     for kind in RECALLS:
         p99s = (
