@@ -9,6 +9,8 @@ Every store activity goes through `using()`, which also:
 - heartbeats (from the worker's one `Heartbeats` thread) while the activity holds the
   store, so a worker killed mid-step is noticed within the heartbeat timeout (seconds),
   not the start-to-close one;
+- defers the worker's cancellation (raised asynchronously in a sync activity's thread)
+  until the store is let go, so no store operation is cut off halfway;
 - checks the caller's store identity (a client on another data directory or database
   fails loudly);
 - sorts failures for Temporal: bad input, not found, conflicts and store mismatches are
@@ -129,6 +131,17 @@ def heartbeating() -> Iterator[None]:
         yield
     finally:
         heartbeats.discard(key)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Within an activity: the worker's asynchronous cancellation waits for the block's
+    end (`guarded`); elsewhere, nothing."""
+    if not activity.in_activity():
+        yield
+        return
+    with activity.shield_thread_cancel_exception():
+        yield
 
 
 @dataclasses.dataclass
@@ -261,8 +274,16 @@ class StoreRegistry:
     ) -> Iterator[None]:
         """What every store activity runs under, whether or not it holds the agent's open
         store (`using` does): heartbeats, the caller's store and this worker's shard
-        checked first, and failures sorted for Temporal."""
-        with heartbeating() if heartbeat else contextlib.nullcontext():
+        checked first, and failures sorted for Temporal.
+
+        Shielded from the cancellation the worker raises asynchronously in a sync
+        activity's thread: one that lands inside a store operation can skip its
+        `finally` (a PostgreSQL store's `pg_advisory_unlock`, so the pooled session keeps
+        the agent's writer lock and every later writer of the agent waits forever, as
+        the fleet bench saw under load) or interrupt psycopg mid-command. The
+        cancellation is raised once the store is let go; the step either ran whole or
+        not at all, and a retry of it is idempotent (invariant 9)."""
+        with shielded(), heartbeating() if heartbeat else contextlib.nullcontext():
             try:
                 check_same(store_id, self.identity, "the caller")
                 if self._misrouted is not None and (why := self._misrouted(agent_id)):
