@@ -43,7 +43,10 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class StoreSizes(Collector):
     """Live and archived entries per agent, and (with embeddings configured) the live
     entries that have no vector file yet — one directory listing per agent; a vector made
-    from older content is not counted."""
+    from older content is not counted. `agents` names the agents whose stores are open
+    already (serve's bounded set): a scrape that opened every agent's store took 43 s and
+    1 GB at 1,000 agents (bench/fleet.py), and a fleet's sizes are the database's to
+    count, not one process's."""
 
     def __init__(
         self,

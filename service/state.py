@@ -49,7 +49,7 @@ class ServiceState:
                 '"Access tokens")'
             )
         metrics.watch_stores(
-            self.agents,
+            self.open_agent_ids,
             memory.store,
             embeddings=memory.embeddings is not None,
             per_agent=settings.metrics_agents,
@@ -129,6 +129,11 @@ class ServiceState:
     @property
     def open_agents(self) -> int:
         return len(self._handles)
+
+    def open_agent_ids(self) -> list[str]:
+        """The agents open here now, the store-size metrics' agents: a scrape reads what
+        serve holds and opens nothing."""
+        return list(self._handles)
 
     def tools(
         self, agent_id: str, session: str, kind: str = "user", *, write: bool = True
