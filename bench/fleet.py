@@ -84,7 +84,7 @@ from search import CATEGORIES, _vocabulary, _zipf_weights
 
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.stores.backends import open_backend
-from dreamkeeper.stores.longterm.memory_store import NewEntry
+from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.migrations import upgrade
 

@@ -16,7 +16,7 @@ from temporalio.exceptions import CancelledError
 from temporalio.testing import ActivityEnvironment
 
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.stores.backends import PostgresBackend
+from dreamkeeper.stores.postgres.backend import PostgresBackend
 from dreamkeeper.stores.postgres.memory_store import lock_key
 
 AGENT = "a1"

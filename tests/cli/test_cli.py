@@ -242,7 +242,7 @@ def test_save_replaces_is_checked_by_subject_and_force_replace_overrides(cli, tm
 
 
 def test_a_replaces_the_check_cannot_tell_is_saved_beside_it_with_a_note(cli, tmp_path):
-    from dreamkeeper.stores.longterm.memory_store import FileMemoryStore
+    from dreamkeeper.stores.files.memory_store import FileMemoryStore
 
     old = cli("save", "Ana Costa lives in Lisbon.", "--direct")[1].strip()
     code, out, err = cli(
