@@ -661,30 +661,38 @@ class MemoryClient:
         return self.store(agent_id).get(entry_id) is not None
 
     async def _queued(self, inp: SaveInput) -> Unavailable:
-        """The save outlived the wait: say what holds it up. A worker that took it keeps
-        retrying its first step (a local activity, whose failures Temporal does not
-        record): the store it needs is asked here, the same store (invariant 19), and a
-        database that does not answer is named. No worker took it: say so."""
+        """The save outlived the wait: say what holds it up. A database that does not
+        answer is named first, whoever holds the save: nothing completes it until the
+        database answers, and it is the same store the worker writes (invariant 19). A
+        worker that took it keeps retrying its first step (a local activity, whose
+        failures Temporal does not record). No worker took it: say so."""
         queued = f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable"
         again = f"call again with entry_id={inp.entry_id!r} to wait"
-        workflow_id = names.save_workflow_id(inp.agent_id, inp.entry_id)
-        if await worker_took(self.client, workflow_id):
-            took = f"a worker on task queue {self.task_queue!r} took it"
-            try:
-                await asyncio.to_thread(self.backend.check_reachable)
-            except DatabaseUnavailable as exc:
+        queue = f"task queue {self.task_queue!r}"
+        took = await worker_took(self.client, names.save_workflow_id(inp.agent_id, inp.entry_id))
+        try:
+            await asyncio.to_thread(self.backend.check_reachable)
+        except DatabaseUnavailable as exc:
+            if took:
                 return DatabaseUnavailable(
-                    f"{queued}: {took} and keeps retrying its first step, which needs the "
-                    f"database: {exc}. It completes once the database answers; {again}"
+                    f"{queued}: a worker on {queue} took it and keeps retrying its first "
+                    f"step, which needs the database: {exc}. It completes once the database "
+                    f"answers; {again}"
                 )
+            return DatabaseUnavailable(
+                f"{queued}: the database it needs does not answer: {exc}. It completes once "
+                f"the database answers and a worker on {queue} takes it; {again}"
+            )
+        if took:
             return Unavailable(
-                f"{queued}: {took} and is still on its first step (persisting the original) "
-                f"after {self.save_timeout:g}s. It completes once that step succeeds; {again}"
+                f"{queued}: a worker on {queue} took it and is still on its first step "
+                f"(persisting the original) after {self.save_timeout:g}s. It completes once "
+                f"that step succeeds; {again}"
             )
         return Unavailable(
-            f"{queued}: no worker answered within {self.save_timeout:g}s on task queue "
-            f"{self.task_queue!r} (is `dreamkeeper worker` running?). It completes when a "
-            f"worker polls that queue; {again}"
+            f"{queued}: no worker answered within {self.save_timeout:g}s on {queue} (is "
+            f"`dreamkeeper worker` running?). It completes when a worker polls that queue; "
+            f"{again}"
         )
 
     async def forget(self, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
