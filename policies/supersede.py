@@ -47,9 +47,11 @@ from enum import StrEnum
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.dedup import covers, fact_words
 from dreamkeeper.policies.subject import (
+    ATTRIBUTES,
     Entity,
     Reading,
     Subject,
+    attribute_words,
     by_name,
     other_value,
     related,
@@ -305,3 +307,53 @@ def likely_conflict(
         and attribute.single
         and other_value(before, after)
     )
+
+
+def _asked_attribute(question: Subject, words: set[str]) -> str | None:
+    """The one-value vocabulary attribute a question asks about: the one the subject check
+    reads in it, or else the only one whose words it uses ("Where does Ana live?" reads
+    as "~live", and only the home's words hold "live"; "Where does Ana work?" is
+    employer's, manager's and role's words at once, so it names none)."""
+    if question.known:
+        return question.attribute
+    named = {a.name for a in ATTRIBUTES if a.single and words & attribute_words(a.name)}
+    return named.pop() if len(named) == 1 else None
+
+
+def _one_entity_asked(question: Subject, entity: Entity) -> bool:
+    """Whether the question names `entity` and no one else. A name in it may be shorter
+    than the entity's ("Maya" for Maya Lund), never longer: two names run together ("Is
+    Amir Ruiz Li Berg's manager?") read as one that holds Li Berg's."""
+
+    def within(words: tuple[str, ...]) -> bool:
+        return bool(words) and set(words) <= set(entity.words)
+
+    if question.entity is not None and not question.entity.same_as(entity):
+        return False
+    if entity.kind == "name":
+        return bool(question.names) and all(within(n) for n in question.names)
+    return question.entity is not None and not question.names
+
+
+def newer_answers(question: str, older: str, newer: str) -> bool:
+    """Whether recall may rank `newer` above `older`, a possible change linked to it that
+    the subject check could not confirm, for `question`: only when the question asks about
+    exactly the newer fact's subject — one entity, named alone, and one one-value
+    attribute, both as the vocabulary reads them — and the older one is not positively
+    about another entity or an unrelated attribute. Then the newer fact answers the
+    question whatever the link is worth. A wrong link (an agent naming the wrong entry)
+    joins facts of other subjects; for the question of either the newer one's subject is
+    not the one asked, so nothing moves above the fact it asks for."""
+    asked, new, old = subject_of(question), subject_of(newer), subject_of(older)
+    attribute = by_name(new.known_attribute or "")
+    if new.entity is None or attribute is None or not attribute.single:
+        return False
+    words = {w.strip("?.,!'\"").lower() for w in question.split()}
+    words |= {w.removesuffix("'s") for w in words}
+    if _asked_attribute(asked, words) != attribute.name:
+        return False
+    if not _one_entity_asked(asked, new.entity):
+        return False
+    if old.entity is not None and not old.entity.same_as(new.entity):
+        return False
+    return old.known_attribute is None or related(old.known_attribute, attribute.name)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dreamkeeper.core.models import MemoryEntry
-from dreamkeeper.policies.supersede import objection
+from dreamkeeper.policies.supersede import newer_answers, objection
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -86,3 +86,33 @@ def test_two_conflicting_versions_saved_apart_are_a_candidate_cluster_for_the_dr
         GateEntry("a00000000002", "people", "f2", None, content_tokens(three)),
     ]
     assert near_duplicate_clusters(gate) == [("a00000000001", "a00000000002")]
+
+
+def test_a_possible_change_is_ranked_newer_first_only_for_the_question_of_its_subject():
+    older, newer = "Li Berg works for Amir Ruiz now.", "Li Berg reports to Lea Silva."
+    # The question asks exactly the newer fact's subject (Li Berg's manager): it answers.
+    assert newer_answers("Who is Li Berg's manager?", older, newer)
+    # Worded by a verb the vocabulary has for one attribute only ("live": the home's).
+    assert newer_answers(
+        "Where does Maya Lund live?",
+        "Maya Lund is renting in Lisbon.",
+        "Maya Lund moved to Porto.",
+    )
+    # "work" names an employer, a manager and a role at once: no one attribute is asked.
+    assert not newer_answers("Where does Li Berg work?", older, newer)
+    # Another person asked about, or a second one named beside them.
+    assert not newer_answers("Who is Ana Costa's manager?", older, newer)
+    assert not newer_answers("Is Amir Ruiz Li Berg's manager?", older, newer)
+    # A durable fact wrongly linked to a newer fact of another attribute: its own
+    # question (which also says "home") asks the language, so the newer never moves up.
+    durable, wrong = "Mei Lund speaks Dutch at home.", "Mei Lund has moved to Porto."
+    assert not newer_answers("What language does Mei Lund speak at home?", durable, wrong)
+    # The older about another person, or an unrelated attribute: not one subject's pair.
+    assert not newer_answers("Where does Mei Lund live?", "Omar Wei lives in Oslo.", wrong)
+    assert not newer_answers("Where does Mei Lund live?", durable, wrong)
+    # A newer fact the vocabulary cannot place says nothing about what is asked.
+    assert not newer_answers(
+        "What car does Zoe Haddad drive?",
+        "Zoe Haddad drives a Kia Niro.",
+        "Zoe Haddad got a Fiat Panda.",
+    )
