@@ -316,7 +316,8 @@ def _asked_attribute(question: Subject, words: set[str]) -> str | None:
     as "~live", and only the home's words hold "live"; "Where does Ana work?" is
     employer's, manager's and role's words at once, so it names none)."""
     if question.known:
-        return question.attribute
+        asked = by_name(question.attribute or "")
+        return asked.name if asked is not None and asked.single else None
     named = {a.name for a in ATTRIBUTES if a.single and words & attribute_words(a.name)}
     return named.pop() if len(named) == 1 else None
 
@@ -338,23 +339,48 @@ def _one_entity_asked(question: Subject, entity: Entity) -> bool:
 
 def newer_answers(question: str, older: str, newer: str) -> bool:
     """Whether recall may rank `newer` above `older`, a possible change linked to it that
-    the subject check could not confirm, for `question`: only when the question asks about
-    exactly the newer fact's subject — one entity, named alone, and one one-value
-    attribute, both as the vocabulary reads them — and the older one is not positively
-    about another entity or an unrelated attribute. Then the newer fact answers the
-    question whatever the link is worth. A wrong link (an agent naming the wrong entry)
-    joins facts of other subjects; for the question of either the newer one's subject is
-    not the one asked, so nothing moves above the fact it asks for."""
+    the subject check could not confirm, for `question`. Only when the question asks one
+    entity (named alone) and one one-value attribute, as the vocabulary reads it, and
+    either the newer fact is about exactly that and the older not about another entity
+    or an unrelated attribute, or the older is exactly that and the newer, the same
+    entity's, names no attribute at all (`_unnamed_change`). A wrong link (an agent
+    naming the wrong entry) joins facts of two subjects; for the question of either, the
+    newer one then names another attribute or another kind of value, so nothing moves
+    above the fact the question asks for."""
     asked, new, old = subject_of(question), subject_of(newer), subject_of(older)
-    attribute = by_name(new.known_attribute or "")
-    if new.entity is None or attribute is None or not attribute.single:
-        return False
-    words = {w.strip("?.,!'\"").lower() for w in question.split()}
-    words |= {w.removesuffix("'s") for w in words}
-    if _asked_attribute(asked, words) != attribute.name:
-        return False
-    if not _one_entity_asked(asked, new.entity):
+    words = _words(question)
+    attribute = _asked_attribute(asked, words)
+    if attribute is None or new.entity is None or not _one_entity_asked(asked, new.entity):
         return False
     if old.entity is not None and not old.entity.same_as(new.entity):
         return False
-    return old.known_attribute is None or related(old.known_attribute, attribute.name)
+    if new.known_attribute is None:
+        return old.known_attribute == attribute and _unnamed_change(old, new, newer, attribute)
+    if new.known_attribute != attribute:
+        return False
+    return old.known_attribute is None or related(old.known_attribute, attribute)
+
+
+def _words(text: str) -> set[str]:
+    words = {w.strip("?.,!;:'\"()").lower() for w in text.split()}
+    return words | {w.removesuffix("'s") for w in words}
+
+
+def _unnamed_change(old: Subject, new: Subject, newer: str, attribute: str) -> bool:
+    """Whether a newer fact that names no attribute ("Hugo now gets around in a Kia
+    Niro") may be the change of the older one's `attribute`: it uses no word of another
+    one-value attribute ("got", "moved": an employer's, a home's) and gives a value of
+    the same kind as the older's — names beside names, numbers beside numbers (a car
+    never ranks above a birthday on the 14th)."""
+    words = _words(newer)
+    if any(
+        a.single and a.name != attribute and words & attribute_words(a.name) for a in ATTRIBUTES
+    ):
+        return False
+    if not old.specifics or not new.specifics:
+        return False
+
+    def numeric(subject: Subject) -> bool:
+        return any(ch.isdigit() for w in subject.specifics for ch in w)
+
+    return numeric(old) == numeric(new)

@@ -110,9 +110,17 @@ def test_a_possible_change_is_ranked_newer_first_only_for_the_question_of_its_su
     # The older about another person, or an unrelated attribute: not one subject's pair.
     assert not newer_answers("Where does Mei Lund live?", "Omar Wei lives in Oslo.", wrong)
     assert not newer_answers("Where does Mei Lund live?", durable, wrong)
-    # A newer fact the vocabulary cannot place says nothing about what is asked.
+    # A newer fact that names no attribute may be the change of the older one's, the
+    # one asked ("gets around in": no attribute's word; a car beside a car)...
+    car, kia = "Zoe Haddad drives a Fiat Panda.", "Zoe Haddad now gets around in a Kia Niro."
+    assert newer_answers("What car does Zoe Haddad drive?", car, kia)
+    # ... but not when it uses another attribute's word ("got": an employer's), and never
+    # above a durable fact of another kind of value (a birthday's date, not a name).
+    got = "Zoe Haddad got a Fiat Panda."
     assert not newer_answers(
-        "What car does Zoe Haddad drive?",
-        "Zoe Haddad drives a Kia Niro.",
-        "Zoe Haddad got a Fiat Panda.",
+        "What car does Zoe Haddad drive?", "Zoe Haddad drives a Kia Niro.", got
     )
+    birthday = "Zoe Haddad's birthday is on 14 March."
+    assert not newer_answers("When is Zoe Haddad's birthday?", birthday, kia)
+    # Nor for a question about another attribute than the older one's.
+    assert not newer_answers("Where does Zoe Haddad live?", car, kia)

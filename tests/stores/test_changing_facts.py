@@ -412,11 +412,14 @@ def test_a_replaces_the_check_cannot_tell_is_kept_linked_and_dated_not_refused(l
     assert store.require(old.id).is_current and store.require(new.id).is_current
     assert linked(store.require(old.id), MAY_BE_REPLACED_BY) == [new.id]
     assert linked(store.require(new.id), MAY_REPLACE) == [old.id]
-    # Recall dates both and says which may replace which, but does not reorder them: the
-    # vocabulary cannot say the newer one answers "Where does Ana Costa live?".
+    # Recall dates both and says which may replace which. Asked where Ana lives (the
+    # older one's subject; the newer names no other attribute) it puts the newer first;
+    # asked something else, the words decide.
     note = conflict_note(store, store.require(old.id))
     assert note == f"may be replaced by: [{new.id}], {new.created_at:%Y-%m-%d}"
     hits = [h.entry.id for h in search(store, "Where does Ana Costa live? Lisbon")]
+    assert hits[:2] == [new.id, old.id]
+    hits = [h.entry.id for h in search(store, "Ana Costa Lisbon")]
     assert hits.index(old.id) < hits.index(new.id)
     # Saved again under the same id (a retry): the same answer, one link.
     with store.writing():
@@ -512,3 +515,24 @@ def test_a_wrong_possible_change_never_puts_anything_above_a_durable_fact(long_t
     _possible_change(store, durable, wrong)
     for question in ("What language does Mei Lund speak at home?", "Mei Lund Dutch home"):
         assert search(store, question)[0].entry.id == durable.id
+    # A durable fact of a one-value attribute, wrongly named by a save whose fact names
+    # no attribute at all: its question still finds it first.
+    birthday = store.create("Mei Lund's birthday is on 14 March.", category="people")
+    clock.advance(days=60)
+    car = store.create("Mei Lund now gets around in a Kia Niro.", category="people")
+    _possible_change(store, birthday, car)
+    assert search(store, "When is Mei Lund's birthday?")[0].entry.id == birthday.id
+
+
+def test_recall_puts_a_change_that_names_no_attribute_first_for_the_older_ones_question(
+    long_term, clock
+):
+    store = long_term.open()
+    old = store.create("Hugo Sato's car is a Fiat Panda these days.", category="people")
+    clock.advance(days=90)
+    new = store.create("Hugo Sato now gets around in a Kia Niro.", category="people")
+    _possible_change(store, old, new)
+    assert [h.entry.id for h in search(store, "What car does Hugo Sato drive?")][:2] == [
+        new.id,
+        old.id,
+    ]
