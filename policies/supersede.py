@@ -343,10 +343,14 @@ def newer_answers(question: str, older: str, newer: str) -> bool:
     entity (named alone) and one one-value attribute, as the vocabulary reads it, and
     either the newer fact is about exactly that and the older not about another entity
     or an unrelated attribute, or the older is exactly that and the newer, the same
-    entity's, names no attribute at all (`_unnamed_change`). A wrong link (an agent
+    entity's, gives a value and nothing else: no attribute, not even a predicate word of
+    its own ("Hugo now gets around in a Kia Niro", not "Hugo spent a holiday in Lyon",
+    whose "spent" may be what it is about; `_unnamed_change`). A wrong link (an agent
     naming the wrong entry) joins facts of two subjects; for the question of either, the
-    newer one then names another attribute or another kind of value, so nothing moves
-    above the fact the question asks for."""
+    newer one then names another attribute, a predicate of its own or another kind of
+    value, so it stays where its words rank it. What is left: a wrong link to a fact
+    that gives only a value of the same kind ("Hugo is with Vexa now" beside "Hugo lives
+    in Porto") ranks first for the older one's question, with both lines dated."""
     asked, new, old = subject_of(question), subject_of(newer), subject_of(older)
     words = _words(question)
     attribute = _asked_attribute(asked, words)
@@ -354,7 +358,7 @@ def newer_answers(question: str, older: str, newer: str) -> bool:
         return False
     if old.entity is not None and not old.entity.same_as(new.entity):
         return False
-    if new.known_attribute is None:
+    if new.attribute is None:
         return old.known_attribute == attribute and _unnamed_change(old, new, newer, attribute)
     if new.known_attribute != attribute:
         return False

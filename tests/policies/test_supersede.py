@@ -122,5 +122,8 @@ def test_a_possible_change_is_ranked_newer_first_only_for_the_question_of_its_su
     )
     birthday = "Zoe Haddad's birthday is on 14 March."
     assert not newer_answers("When is Zoe Haddad's birthday?", birthday, kia)
+    # Nor when the newer has a predicate of its own: it may be what the fact is about.
+    holiday = "Zoe Haddad spent a holiday in Lyon."
+    assert not newer_answers("Where does Zoe Haddad live?", "Zoe Haddad lives in Oslo.", holiday)
     # Nor for a question about another attribute than the older one's.
     assert not newer_answers("Where does Zoe Haddad live?", car, kia)
