@@ -29,8 +29,8 @@ every way a change is worded:
 "Cannot tell" is never treated as "different": a `replaces` the check cannot confirm is
 not refused, and not applied either — both facts stay current, linked as a possible
 change and dated in recall (`stores.longterm.conflicts`), until an agent, an LLM or a
-reading settles it; recall ranks the newer first only for a question asking exactly the
-newer fact's subject (`newer_answers`). Only "different" refuses. The reasons are content-free (the
+reading settles it; recall ranks the newer first only for a question about the pair's
+own subject (`newer_answers`). Only "different" refuses. The reasons are content-free (the
 vocabulary's attribute names, never the text's words): they go to logs, workflow
 results and the agent.
 

@@ -22,7 +22,7 @@ what the caller prepared (`prepare_readings`) and no model is called.
 A possible change (`MAY_REPLACE` on the newer, `MAY_BE_REPLACED_BY` on the older,
 `stores.longterm.supersede.link_possible_change`) is a claim the check could not
 confirm: both stay current, recall dates them and says which may replace which, and puts
-the newer first only for a question asking exactly the newer fact's subject
+the newer first only for a question about the pair's own subject
 (`policies.supersede.newer_answers`) — a wrong link must not put another subject's fact
 above the one asked for.
 """

@@ -110,7 +110,7 @@ NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that prob
 CONFLICT_LINKS = (CONFLICTS_WITH, NEWER_VERSIONS)
 # A possible change: a save named the older entry in `replaces`, and the subject check
 # could not tell whether it is the same fact. Dated in recall; newer first only for a
-# question asking exactly the newer fact's subject (`policies.supersede.newer_answers`).
+# question about the pair's own subject (`policies.supersede.newer_answers`).
 MAY_REPLACE = "mayReplace"  # on the newer entry: what its save said it replaces
 MAY_BE_REPLACED_BY = "mayBeReplacedBy"  # on the older entry: the newer ones that said so
 POSSIBLE_CHANGE_LINKS = (MAY_REPLACE, MAY_BE_REPLACED_BY)

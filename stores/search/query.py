@@ -211,8 +211,8 @@ def search(
     Two entries linked as a likely conflict (`stores.longterm.conflicts`) come out
     together, the newer first, at the better rank of the two — the newer one is
     brought in if only the older matched (and passes the filters). So do two linked as
-    a possible change, but only when the question asks exactly what the newer one
-    answers (`_joins`); otherwise they keep their ranks, each dated."""
+    a possible change, but only for a question about the pair's own subject
+    (`_joins`); otherwise they keep their ranks, each dated."""
     if history is not None:
         return [SearchHit(e, None) for e in versions(store, validate_entry_id(history))][
             : _check_limit(limit)
@@ -278,7 +278,7 @@ def _joins(a: MemoryEntry, b: MemoryEntry, possible: bool, question: str) -> boo
     """Whether recall keeps a linked pair together, newer first. A likely conflict: unless
     either was edited into another subject since. A possible change (a `replaces` the
     subject check could not confirm, wrong for ~10% of a careless agent's wrong ones)
-    only when the question asks exactly what the newer answers
+    only for a question about the pair's own subject
     (`policies.supersede.newer_answers`): otherwise a wrong link could put another
     subject's fact above the one asked for. Not joined, both are still dated."""
     if not _one_subject(a, b):
