@@ -29,7 +29,8 @@ every way a change is worded:
 "Cannot tell" is never treated as "different": a `replaces` the check cannot confirm is
 not refused, and not applied either — both facts stay current, linked as a possible
 change and dated in recall (`stores.longterm.conflicts`), until an agent, an LLM or a
-reading settles it. Only "different" refuses. The reasons are content-free (the
+reading settles it; recall ranks the newer first only for a question about the pair's
+own subject (`newer_answers`). Only "different" refuses. The reasons are content-free (the
 vocabulary's attribute names, never the text's words): they go to logs, workflow
 results and the agent.
 
@@ -47,9 +48,11 @@ from enum import StrEnum
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.policies.dedup import covers, fact_words
 from dreamkeeper.policies.subject import (
+    ATTRIBUTES,
     Entity,
     Reading,
     Subject,
+    attribute_words,
     by_name,
     other_value,
     related,
@@ -305,3 +308,83 @@ def likely_conflict(
         and attribute.single
         and other_value(before, after)
     )
+
+
+def _asked_attribute(question: Subject, words: set[str]) -> str | None:
+    """The one-value vocabulary attribute a question asks about: the one the subject check
+    reads in it, or else the only one whose words it uses ("Where does Ana live?" reads
+    as "~live", and only the home's words hold "live"; "Where does Ana work?" is
+    employer's, manager's and role's words at once, so it names none)."""
+    if question.known:
+        asked = by_name(question.attribute or "")
+        return asked.name if asked is not None and asked.single else None
+    named = {a.name for a in ATTRIBUTES if a.single and words & attribute_words(a.name)}
+    return named.pop() if len(named) == 1 else None
+
+
+def _one_entity_asked(question: Subject, entity: Entity) -> bool:
+    """Whether the question names `entity` and no one else. A name in it may be shorter
+    than the entity's ("Maya" for Maya Lund), never longer: two names run together ("Is
+    Amir Ruiz Li Berg's manager?") read as one that holds Li Berg's."""
+
+    def within(words: tuple[str, ...]) -> bool:
+        return bool(words) and set(words) <= set(entity.words)
+
+    if question.entity is not None and not question.entity.same_as(entity):
+        return False
+    if entity.kind == "name":
+        return bool(question.names) and all(within(n) for n in question.names)
+    return question.entity is not None and not question.names
+
+
+def newer_answers(question: str, older: str, newer: str) -> bool:
+    """Whether recall may rank `newer` above `older`, a possible change linked to it that
+    the subject check could not confirm, for `question`. Only when the question asks one
+    entity (named alone) and one one-value attribute, as the vocabulary reads it, and
+    either the newer fact is about exactly that and the older not about another entity
+    or an unrelated attribute, or the older is exactly that and the newer, the same
+    entity's, gives a value and nothing else: no attribute, not even a predicate word of
+    its own ("Hugo now gets around in a Kia Niro", not "Hugo spent a holiday in Lyon",
+    whose "spent" may be what it is about; `_unnamed_change`). A wrong link (an agent
+    naming the wrong entry) joins facts of two subjects; for the question of either, the
+    newer one then names another attribute, a predicate of its own or another kind of
+    value, so it stays where its words rank it. What is left: a wrong link to a fact
+    that gives only a value of the same kind ("Hugo is with Vexa now" beside "Hugo lives
+    in Porto") ranks first for the older one's question, with both lines dated."""
+    asked, new, old = subject_of(question), subject_of(newer), subject_of(older)
+    words = _words(question)
+    attribute = _asked_attribute(asked, words)
+    if attribute is None or new.entity is None or not _one_entity_asked(asked, new.entity):
+        return False
+    if old.entity is not None and not old.entity.same_as(new.entity):
+        return False
+    if new.attribute is None:
+        return old.known_attribute == attribute and _unnamed_change(old, new, newer, attribute)
+    if new.known_attribute != attribute:
+        return False
+    return old.known_attribute is None or related(old.known_attribute, attribute)
+
+
+def _words(text: str) -> set[str]:
+    words = {w.strip("?.,!;:'\"()").lower() for w in text.split()}
+    return words | {w.removesuffix("'s") for w in words}
+
+
+def _unnamed_change(old: Subject, new: Subject, newer: str, attribute: str) -> bool:
+    """Whether a newer fact that names no attribute ("Hugo now gets around in a Kia
+    Niro") may be the change of the older one's `attribute`: it uses no word of another
+    one-value attribute ("got", "moved": an employer's, a home's) and gives a value of
+    the same kind as the older's — names beside names, numbers beside numbers (a car
+    never ranks above a birthday on the 14th)."""
+    words = _words(newer)
+    if any(
+        a.single and a.name != attribute and words & attribute_words(a.name) for a in ATTRIBUTES
+    ):
+        return False
+    if not old.specifics or not new.specifics:
+        return False
+
+    def numeric(subject: Subject) -> bool:
+        return any(ch.isdigit() for w in subject.specifics for ch in w)
+
+    return numeric(old) == numeric(new)

@@ -20,8 +20,11 @@ names it) finds — searched again under the writer lock, where the readings com
 what the caller prepared (`prepare_readings`) and no model is called.
 
 A possible change (`MAY_REPLACE` on the newer, `MAY_BE_REPLACED_BY` on the older,
-`stores.longterm.supersede.link_possible_change`) is a claim the check could not confirm: both stay current, recall dates them and says which
-may replace which, but never reorders them — only a confirmed same subject does.
+`stores.longterm.supersede.link_possible_change`) is a claim the check could not
+confirm: both stay current, recall dates them and says which may replace which, and puts
+the newer first only for a question about the pair's own subject
+(`policies.supersede.newer_answers`) — a wrong link must not put another subject's fact
+above the one asked for.
 """
 
 from __future__ import annotations

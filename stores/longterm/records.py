@@ -58,7 +58,8 @@ CONFLICTS_WITH = "conflictsWith"  # on the newer entry: the older ones it probab
 NEWER_VERSIONS = "newerVersions"  # on the older entry: the newer ones that probably change it
 CONFLICT_LINKS = (CONFLICTS_WITH, NEWER_VERSIONS)
 # A possible change: a save named the older entry in `replaces`, and the subject check
-# could not tell whether it is the same fact. Dated in recall, never reordered.
+# could not tell whether it is the same fact. Dated in recall; newer first only for a
+# question about the pair's own subject (`policies.supersede.newer_answers`).
 MAY_REPLACE = "mayReplace"  # on the newer entry: what its save said it replaces
 MAY_BE_REPLACED_BY = "mayBeReplacedBy"  # on the older entry: the newer ones that said so
 POSSIBLE_CHANGE_LINKS = (MAY_REPLACE, MAY_BE_REPLACED_BY)

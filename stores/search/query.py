@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,7 +30,7 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, as_utc
 from dreamkeeper.core.settings import MIN_SIMILARITY
 from dreamkeeper.core.validation import category_matches, validate_category, validate_entry_id
-from dreamkeeper.policies.supersede import Sameness, judge
+from dreamkeeper.policies.supersede import Sameness, judge, newer_answers
 from dreamkeeper.stores.contract import MemoryStore
 from dreamkeeper.stores.longterm.records import (
     CONFLICT_LINKS,
@@ -209,7 +210,9 @@ def search(
 
     Two entries linked as a likely conflict (`stores.longterm.conflicts`) come out
     together, the newer first, at the better rank of the two — the newer one is
-    brought in if only the older matched (and passes the filters)."""
+    brought in if only the older matched (and passes the filters). So do two linked as
+    a possible change, but only for a question about the pair's own subject
+    (`_joins`); otherwise they keep their ranks, each dated."""
     if history is not None:
         return [SearchHit(e, None) for e in versions(store, validate_entry_id(history))][
             : _check_limit(limit)
@@ -245,7 +248,7 @@ def search(
         if slots.size == 0:
             return []
         hits = _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
-        return _newer_first(store, hits, filters, limit)
+        return _newer_first(store, hits, filters, limit, query)
     # Keyword only: without per-entry filters, entries that cannot reach the top `limit`
     # (whatever their phrase bonus) are never scored.
     slots, keyword = index.candidates(
@@ -262,20 +265,43 @@ def search(
     if slots.size == 0:
         return []
     hits = _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
-    return _newer_first(store, hits, filters, limit)
+    return _newer_first(store, hits, filters, limit, query)
 
 
-def _linked_ids(entry: MemoryEntry) -> list[str]:
-    return [i for key in CONFLICT_LINKS for i in linked(entry, key)]
+def _linked_ids(entry: MemoryEntry) -> list[tuple[str, bool]]:
+    """The entries linked with `entry`: (id, whether only as a possible change)."""
+    out = [(i, False) for key in CONFLICT_LINKS for i in linked(entry, key)]
+    return out + [(i, True) for key in POSSIBLE_CHANGE_LINKS for i in linked(entry, key)]
+
+
+def _joins(a: MemoryEntry, b: MemoryEntry, possible: bool, question: str) -> bool:
+    """Whether recall keeps a linked pair together, newer first. A likely conflict: unless
+    either was edited into another subject since. A possible change (a `replaces` the
+    subject check could not confirm, wrong for ~10% of a careless agent's wrong ones)
+    only for a question about the pair's own subject
+    (`policies.supersede.newer_answers`): otherwise a wrong link could put another
+    subject's fact above the one asked for. Not joined, both are still dated."""
+    if not _one_subject(a, b):
+        return False
+    if not possible:
+        return True
+    older, newer = (a, b) if _since(a) <= _since(b) else (b, a)
+    return newer_answers(question, older.content, newer.content)
+
+
+def _since(entry: MemoryEntry) -> tuple:
+    return (entry.valid_since, entry.created_at)
 
 
 def _newer_first(
-    store: MemoryStore, hits: list[SearchHit], filters: _Filters, limit: int
+    store: MemoryStore, hits: list[SearchHit], filters: _Filters, limit: int, question: str
 ) -> list[SearchHit]:
-    """Keep each likely conflict together, newer first, where its better-ranked entry
-    was (see `search`). Only entries the search admits take part (current ones, or
-    those valid at `as_of`); a partner that did not match is added beside its pair."""
-    if not any(key in h.entry.metadata for h in hits for key in CONFLICT_LINKS):
+    """Keep each likely conflict — and each possible change the question asks about —
+    together, newer first, where its better-ranked entry was (see `search`). Only
+    entries the search admits take part (current ones, or those valid at `as_of`); a
+    partner that did not match is added beside its pair."""
+    keys = (*CONFLICT_LINKS, *POSSIBLE_CHANGE_LINKS)
+    if not any(key in h.entry.metadata for h in hits for key in keys):
         return hits
     admitted: dict[str, SearchHit] = {h.entry.id: h for h in hits}
     group: dict[str, str] = {}  # id -> its group's root
@@ -288,14 +314,14 @@ def _newer_first(
     todo = [h.entry for h in hits]
     while todo:
         entry = todo.pop()
-        for other_id in _linked_ids(entry):
+        for other_id, possible in _linked_ids(entry):
             other = admitted.get(other_id)
             found = other.entry if other is not None else None
             if found is None:
                 found = store.get(other_id) if len(admitted) < 4 * limit else None
                 if found is None or not _admits(filters, found):
                     continue
-            if not _one_subject(entry, found):
+            if not _joins(entry, found, possible, question):
                 continue
             if other is None:
                 other = admitted[other_id] = SearchHit(found, None)
@@ -303,6 +329,16 @@ def _newer_first(
             group[root(other.entry.id)] = root(entry.id)
     if not group:
         return hits
+    return _grouped(hits, admitted, root, limit)
+
+
+def _grouped(
+    hits: list[SearchHit],
+    admitted: dict[str, SearchHit],
+    root: Callable[[str], str],
+    limit: int,
+) -> list[SearchHit]:
+    """Each group at its best-ranked member's place, newest first."""
     members: dict[str, list[SearchHit]] = {}
     for hit in admitted.values():
         members.setdefault(root(hit.entry.id), []).append(hit)
@@ -313,9 +349,7 @@ def _newer_first(
         if top in done:
             continue
         done.add(top)
-        newest_first = sorted(
-            members[top], key=lambda h: (h.entry.valid_since, h.entry.created_at), reverse=True
-        )
+        newest_first = sorted(members[top], key=lambda h: _since(h.entry), reverse=True)
         out += [
             SearchHit(h.entry, h.score if h.score is not None else hit.score) for h in newest_first
         ]

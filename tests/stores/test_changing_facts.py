@@ -408,7 +408,8 @@ def test_a_replaces_the_check_cannot_tell_is_kept_linked_and_dated_not_refused(l
     assert store.require(old.id).is_current and store.require(new.id).is_current
     assert linked(store.require(old.id), MAY_BE_REPLACED_BY) == [new.id]
     assert linked(store.require(new.id), MAY_REPLACE) == [old.id]
-    # Recall dates both and says which may replace which, but does not reorder them.
+    # Recall dates both and says which may replace which, but does not reorder them:
+    # "renting" may be what the newer one is about, not where Ana lives.
     note = conflict_note(store, store.require(old.id))
     assert note == f"may be replaced by: [{new.id}], {new.created_at:%Y-%m-%d}"
     hits = [h.entry.id for h in search(store, "Where does Ana Costa live? Lisbon")]
@@ -472,3 +473,59 @@ def test_a_link_between_two_subjects_never_reorders_recall(long_term, clock):
     store.mutate(cats.id, lambda e: with_link(e, NEWER_VERSIONS, home.id))
     store.mutate(home.id, lambda e: with_link(e, CONFLICTS_WITH, cats.id))
     assert [h.entry.id for h in search(store, "What is Mei allergic to?")][0] == cats.id
+
+
+def _possible_change(store, older, newer) -> None:
+    """Link two entries as a save's `replaces` the check could not confirm leaves them."""
+    store.mutate(older.id, lambda e: with_link(e, MAY_BE_REPLACED_BY, newer.id))
+    store.mutate(newer.id, lambda e: with_link(e, MAY_REPLACE, older.id))
+
+
+def test_recall_puts_the_newer_of_a_possible_change_first_only_for_its_own_question(
+    long_term, clock
+):
+    store = long_term.open()
+    old = store.create("Li Berg works for Amir Ruiz, Li Berg's manager.", category="people")
+    clock.advance(days=60)
+    new = store.create("Li Berg reports to Lea Silva.", category="people")
+    _possible_change(store, old, new)
+    asked = [h.entry.id for h in search(store, "Who is Li Berg's manager?")]
+    assert asked[:2] == [new.id, old.id]  # the newer first, the older right after
+    note = conflict_note(store, store.require(old.id))
+    assert note == f"may be replaced by: [{new.id}], {new.created_at:%Y-%m-%d}"
+    # A question that names someone else beside Li Berg is not the pair's own: its ranks
+    # stay as the words give them.
+    other = [h.entry.id for h in search(store, "Is Amir Ruiz Li Berg's manager?")]
+    assert other.index(old.id) < other.index(new.id)
+
+
+def test_a_wrong_possible_change_never_puts_anything_above_a_durable_fact(long_term, clock):
+    store = long_term.open()
+    durable = store.create("Mei Lund speaks Dutch at home.", category="people")
+    clock.advance(days=60)
+    # A careless agent named the durable fact in `replaces` of a move.
+    wrong = store.create("Mei Lund has moved to a new home in Porto.", category="people")
+    _possible_change(store, durable, wrong)
+    for question in ("What language does Mei Lund speak at home?", "Mei Lund Dutch home"):
+        assert search(store, question)[0].entry.id == durable.id
+    # A durable fact of a one-value attribute, wrongly named by a save whose fact names
+    # no attribute at all: its question still finds it first.
+    birthday = store.create("Mei Lund's birthday is on 14 March.", category="people")
+    clock.advance(days=60)
+    car = store.create("Mei Lund now gets around in a Kia Niro.", category="people")
+    _possible_change(store, birthday, car)
+    assert search(store, "When is Mei Lund's birthday?")[0].entry.id == birthday.id
+
+
+def test_recall_puts_a_change_that_names_no_attribute_first_for_the_older_ones_question(
+    long_term, clock
+):
+    store = long_term.open()
+    old = store.create("Hugo Sato's car is a Fiat Panda these days.", category="people")
+    clock.advance(days=90)
+    new = store.create("Hugo Sato now gets around in a Kia Niro.", category="people")
+    _possible_change(store, old, new)
+    assert [h.entry.id for h in search(store, "What car does Hugo Sato drive?")][:2] == [
+        new.id,
+        old.id,
+    ]
