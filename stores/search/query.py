@@ -208,15 +208,10 @@ def search(
     oldest first (the query and the other filters are then ignored). `keyword_only`:
     BM25 alone, never asking the embedding model (a caller holding the writer lock).
 
-    Two entries linked as a likely conflict (`stores.longterm.conflicts`) come out
-    together, the newer first, at the better rank of the two — the newer one is
-    brought in if only the older matched (and passes the filters). So do two linked as
-    a possible change, but only for a question about the pair's own subject
-    (`_joins`); otherwise they keep their ranks, each dated."""
+    Linked pairs (a likely conflict; a possible change, for a question about its own
+    subject) come out together, newer first, at the better rank (`_newer_first`)."""
     if history is not None:
-        return [SearchHit(e, None) for e in versions(store, validate_entry_id(history))][
-            : _check_limit(limit)
-        ]
+        return _history_hits(store, history, limit)
     filters = _filters(
         category,
         tags,
@@ -232,25 +227,60 @@ def search(
     if query is None or not query.strip():
         return _browse(store, filters, limit, include_archived)
     tokens = query_terms(query)
-    if keyword_only:
-        query_vector = None
-    elif query_vector is None and store.embeddings is not None:
-        query_vector = store.embeddings.embed_query(query)
+    query_vector = None if keyword_only else _query_vector(store, query, query_vector)
     vectors = store.vectors(query_vector.size) if query_vector is not None else None
     if not tokens and vectors is None:
         return []
     index = store.index()
     if vectors is not None and query_vector is not None:
-        threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
-        base = index.scores(tokens, include_archived=include_archived)
-        semantic = _semantic(index, vectors, query_vector, include_archived)
-        slots = _candidates(store, index, filters, base, semantic, threshold)
-        if slots.size == 0:
-            return []
-        hits = _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
-        return _newer_first(store, hits, filters, limit, query)
-    # Keyword only: without per-entry filters, entries that cannot reach the top `limit`
-    # (whatever their phrase bonus) are never scored.
+        hits = _hybrid_search(
+            store, index, tokens, vectors, query_vector, filters, include_archived, limit
+        )
+    else:
+        hits = _keyword_search(store, index, tokens, filters, include_archived, limit)
+    return _newer_first(store, hits, filters, limit, query)
+
+
+def _history_hits(store: MemoryStore, history: str, limit: int) -> list[SearchHit]:
+    versions_of = versions(store, validate_entry_id(history))
+    return [SearchHit(e, None) for e in versions_of][: _check_limit(limit)]
+
+
+def _query_vector(store: MemoryStore, query: str, given: np.ndarray | None) -> np.ndarray | None:
+    if given is None and store.embeddings is not None:
+        return store.embeddings.embed_query(query)
+    return given
+
+
+def _hybrid_search(
+    store: MemoryStore,
+    index: BM25Index,
+    tokens: list[str],
+    vectors: VectorIndex,
+    query_vector: np.ndarray,
+    filters: _Filters,
+    include_archived: bool,
+    limit: int,
+) -> list[SearchHit]:
+    threshold = store.embeddings.settings.min_similarity if store.embeddings else MIN_SIMILARITY
+    base = index.scores(tokens, include_archived=include_archived)
+    semantic = _semantic(index, vectors, query_vector, include_archived)
+    slots = _candidates(store, index, filters, base, semantic, threshold)
+    if slots.size == 0:
+        return []
+    return _hybrid_hits(store, index, tokens, base, semantic, slots, limit)
+
+
+def _keyword_search(
+    store: MemoryStore,
+    index: BM25Index,
+    tokens: list[str],
+    filters: _Filters,
+    include_archived: bool,
+    limit: int,
+) -> list[SearchHit]:
+    # Without per-entry filters, entries that cannot reach the top `limit` (whatever
+    # their phrase bonus) are never scored.
     slots, keyword = index.candidates(
         tokens,
         include_archived=include_archived,
@@ -264,8 +294,7 @@ def search(
         slots, keyword = slots[kept], keyword[kept]
     if slots.size == 0:
         return []
-    hits = _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
-    return _newer_first(store, hits, filters, limit, query)
+    return _top_hits(store, index, slots, _bm25_final(index, tokens, keyword, slots, limit), limit)
 
 
 def _linked_ids(entry: MemoryEntry) -> list[tuple[str, bool]]:
@@ -296,8 +325,10 @@ def _since(entry: MemoryEntry) -> tuple:
 def _newer_first(
     store: MemoryStore, hits: list[SearchHit], filters: _Filters, limit: int, question: str
 ) -> list[SearchHit]:
-    """Keep each likely conflict — and each possible change the question asks about —
-    together, newer first, where its better-ranked entry was (see `search`). Only
+    """Keep each likely conflict (`stores.longterm.conflicts`) — and each possible change
+    the question asks about (`_joins`) — together, newer first, where its better-ranked
+    entry was; the newer one is brought in if only the older matched (and passes the
+    filters). Other linked pairs keep their ranks, each dated. Only
     entries the search admits take part (current ones, or those valid at `as_of`); a
     partner that did not match is added beside its pair."""
     keys = (*CONFLICT_LINKS, *POSSIBLE_CHANGE_LINKS)
