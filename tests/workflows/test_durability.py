@@ -202,6 +202,11 @@ async def test_a_save_with_no_worker_polling_fails_in_bounded_time_naming_its_id
     )
     with pytest.raises(Unavailable) as queued:
         await memory.save_memory("a1", "User lives in Chicago", entry_id="0123456789ab")
+    # Not left running on a queue nobody polls: a later test's save of the same agent and
+    # id on the session's dev server would attach to it.
+    await temporal_env.client.get_workflow_handle(
+        save_workflow_id("a1", "0123456789ab")
+    ).terminate()
     message = str(queued.value)
     assert (
         "0123456789ab" in message and "queued" in message and "completes when a worker" in message

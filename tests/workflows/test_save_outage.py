@@ -31,6 +31,13 @@ from tests.harness.postgres import PostgresCluster, find_bindir
 ENTRY = "0123456789ab"
 
 
+def _agent() -> str:
+    """An agent of this test alone: the dev server is the session's, and a save of the
+    same agent and entry id left running by another test (one with no worker) would be
+    the run this save attaches to, on a queue no worker here polls."""
+    return f"outage-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
 def cluster():
     """Our own server: stopping it disturbs no other test."""
@@ -46,6 +53,7 @@ def cluster():
 async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the_worker(
     temporal_env, tmp_path, cluster
 ):
+    agent = _agent()
     url = cluster.create_database("dk_save_outage")
     db = Database(url, max_size=1)
     upgrade(db)
@@ -69,10 +77,10 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
         # Long enough for the worker to take the save's task on a loaded machine: with no
         # worker holding it yet, the answer is "no worker answered" (the other test).
         memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=20)
-        first = await memory.save_memory("a1", "The deploy window is Tuesday 14:00.")
+        first = await memory.save_memory(agent, "The deploy window is Tuesday 14:00.")
         cluster.stop()
         with pytest.raises(DatabaseUnavailable) as stuck:
-            await memory.save_memory("a1", "Release notes go out Friday.", entry_id=ENTRY)
+            await memory.save_memory(agent, "Release notes go out Friday.", entry_id=ENTRY)
         message = str(stuck.value)
         # Whether the worker had its task at that moment or not (a loaded dev server may
         # not say in time), the database is what is named.
@@ -86,12 +94,12 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
         assert f"entry_id={ENTRY!r}" in message
         cluster.start()  # the worker was never restarted: it retries, and the save lands
         patient = MemoryClient(temporal_env.client, settings, queue, save_timeout=120)
-        ack = await patient.save_memory("a1", "Release notes go out Friday.", entry_id=ENTRY)
+        ack = await patient.save_memory(agent, "Release notes go out Friday.", entry_id=ENTRY)
         assert ack.entry_id == ENTRY
-        stored = PostgresBackend(url).memory("a1").get(ENTRY)
+        stored = PostgresBackend(url).memory(agent).get(ENTRY)
         assert stored is not None and stored.content == "Release notes go out Friday."
         for entry_id in (first.entry_id, ENTRY):  # both runs finish, the outage behind them
-            handle = temporal_env.client.get_workflow_handle(save_workflow_id("a1", entry_id))
+            handle = temporal_env.client.get_workflow_handle(save_workflow_id(agent, entry_id))
             await handle.result()
     finally:
         await temporal_env.client.get_workflow_handle(claim_workflow_id(queue)).terminate()
@@ -106,6 +114,7 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
 async def test_with_no_worker_and_no_database_the_save_names_the_database(
     temporal_env, tmp_path, cluster
 ):
+    agent = _agent()
     url = cluster.create_database("dk_nobody")
     db = Database(url, max_size=1)
     upgrade(db)
@@ -117,7 +126,7 @@ async def test_with_no_worker_and_no_database_the_save_names_the_database(
     cluster.stop()
     try:
         with pytest.raises(DatabaseUnavailable) as stuck:
-            await memory.save_memory("a1", "A fact nobody persists yet.", entry_id=ENTRY)
+            await memory.save_memory(agent, "A fact nobody persists yet.", entry_id=ENTRY)
         message = str(stuck.value)
         assert ": the database it needs does not answer: " in message
         assert f"cannot connect to the database at {describe(url)}: Connection refused" in message
@@ -126,16 +135,20 @@ async def test_with_no_worker_and_no_database_the_save_names_the_database(
     finally:
         await temporal_env.client.get_workflow_handle(claim_workflow_id(queue)).terminate()
         with contextlib.suppress(Exception):
-            await temporal_env.client.get_workflow_handle(save_workflow_id("a1", ENTRY)).terminate()
+            await temporal_env.client.get_workflow_handle(
+                save_workflow_id(agent, ENTRY)
+            ).terminate()
 
 
 async def test_with_no_worker_the_save_still_says_no_worker_answered(temporal_env, database_url):
+    agent = _agent()
     settings = StoreSettings(database_url=database_url)
     memory = MemoryClient(
         temporal_env.client, settings, f"nobody-{uuid.uuid4().hex[:6]}", save_timeout=2
     )
     with pytest.raises(Unavailable) as queued:
-        await memory.save_memory("a1", "A fact nobody persists yet.", entry_id=ENTRY)
+        await memory.save_memory(agent, "A fact nobody persists yet.", entry_id=ENTRY)
+    await temporal_env.client.get_workflow_handle(save_workflow_id(agent, ENTRY)).terminate()
     assert not isinstance(queued.value, DatabaseUnavailable)
     assert "no worker answered within 2s" in str(queued.value)
     assert "is `dreamkeeper worker` running?" in str(queued.value)
