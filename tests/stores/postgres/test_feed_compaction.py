@@ -152,3 +152,39 @@ def test_a_snapshot_whose_feed_row_was_compacted_is_not_used(db):
     cold = PostgresMemoryStore(db, AGENT)
     assert _state(cold) == _state(writer)
     assert not cold.opened_from_snapshot
+
+
+def test_migrate_after_compaction_carries_every_entry(database_url, tmp_path):
+    from dreamkeeper.stores.contract.records import NewEntry
+    from dreamkeeper.stores.files.backend import FileBackend
+    from dreamkeeper.stores.migrate import content_digest, migrate
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
+
+    source = PostgresBackend(database_url)
+    _churn(source.memory(AGENT), 300, "a")
+    source.memory("bulk-agent").create_many(
+        NewEntry(f"bulk fact {i} about Quorvath") for i in range(3 * EVERY)
+    )
+    assert _feed(source.memory(AGENT).db)[1] > 1  # compacted
+
+    target = FileBackend(tmp_path / "target")
+    report = migrate(source, target)
+    assert report.verified and report.mismatches == []
+    for agent in (AGENT, "bulk-agent"):
+        theirs = source.memory(agent).entries(include_archived=True)
+        ours = target.memory(agent).entries(include_archived=True)
+        assert len(ours) == len(theirs) > 0
+        assert content_digest(ours) == content_digest(theirs)
+    # And from files into the database: the import's bulk writes compact the agent's
+    # feed as they go, and every entry arrives.
+    files = FileBackend(tmp_path / "files")
+    files.memory("from-files").create_many(
+        NewEntry(f"a filed fact {i} about Quorvath") for i in range(5 * EVERY)
+    )
+    report = migrate(files, source)
+    assert report.verified and report.created == 5 * EVERY
+    with source.memory("from-files").db.transaction() as conn:
+        lowest = conn.execute(
+            "SELECT min(seq) FROM dk_memory_feed WHERE agent_id = 'from-files'"
+        ).fetchone()
+    assert lowest is not None and lowest[0] > 1
