@@ -5,7 +5,8 @@ Tables (`stores.postgres.migrations`), every row keyed by agent:
                    so new fields pass through) and the columns SQL checks or filters on
                    (revision, category, archived_at, fingerprint, seq of its last change)
   dk_memory_feed   the change feed: one row per write at an increasing per-agent `seq`
-                   (action, id, category, fingerprint, revision, op, reason; no content)
+                   (action, id, category, fingerprint, revision, op, reason; no content);
+                   its old prefix is deleted by `compact_feed`
   dk_memory_agent  the agent's feed counter (`feed_seq`)
   dk_memory_vector an entry's vector, in the file format of `stores.vectors.vectors`
   dk_memory_cache  the index snapshot (`stores.longterm.snapshot`) at a feed seq
@@ -34,9 +35,15 @@ that the feed row at its seq is the one it was taken after, and catches up from 
 100k-entry agent opens without tokenizing or parsing its entries. Without one it reads the
 table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 
+Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
+the writer deletes the feed's rows below the last FEED_KEEP and below the cached
+snapshot's seq (`compact_feed`). A reader whose offset is below the feed's lowest seq
+missed rows it can no longer read, and loads again (`_catch_up`).
+
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
-a crash rolls it all back) and `COMMITTED` (committed, the caller not told: its retry finds
-the op applied, or the entry as it wanted it).
+a crash rolls it all back), `COMMITTED` (committed, the caller not told: its retry finds
+the op applied, or the entry as it wanted it) and `FEED_COMPACTING` (a compaction's
+prefix deleted, not committed: the feed stays whole).
 """
 
 from __future__ import annotations
@@ -194,7 +201,9 @@ class PostgresMemoryStore(StoreOperations):
         return f"{self.db.location} (agent {self.agent_id})"
 
     def changes(self) -> list[JournalRecord]:
-        """The whole change feed, oldest first (read straight from the table)."""
+        """The change feed as kept, oldest first (read straight from the table): every
+        write since the last compaction point (`compact_feed`), not the agent's whole
+        history once it has made more than FEED_KEEP writes."""
         with self.db.transaction() as conn:
             rows = conn.execute(
                 "SELECT at, action, id, category, fingerprint, reason, rev, op "
