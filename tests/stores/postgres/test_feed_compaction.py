@@ -188,3 +188,27 @@ def test_migrate_after_compaction_carries_every_entry(database_url, tmp_path):
             "SELECT min(seq) FROM dk_memory_feed WHERE agent_id = 'from-files'"
         ).fetchone()
     assert lowest is not None and lowest[0] > 1
+
+
+def test_a_forget_after_compaction_erases_and_a_reader_behind_never_sees_it(db):
+    from dreamkeeper.stores.postgres.forget import postgres_forgetting
+
+    reader = PostgresMemoryStore(db, AGENT)
+    writer = PostgresMemoryStore(db, AGENT)
+    secret = writer.create("Zebulon Kravitz keeps the spare key under the third stone")
+    _churn(writer, 100, "a")
+    assert reader.get(secret.id) == secret  # read before the rows after it went
+    offset = reader.feed_offset
+    receipt = postgres_forgetting(db, sealing=None).forget_match(AGENT, "Zebulon Kravitz")
+    assert receipt.verified
+    _churn(writer, 100, "b")  # the forget's own feed rows compacted away too
+    assert _feed(db)[1] > offset + 1
+    assert reader.get(secret.id) is None
+    assert search(reader, "Zebulon Kravitz", limit=10) == []
+    assert _state(reader) == _state(PostgresMemoryStore(db, AGENT))
+    text = db.fetch(
+        "SELECT count(*) FROM dk_memory_feed WHERE agent_id = %s "
+        "AND coalesce(reason, '') || coalesce(op, '') LIKE %s",
+        (AGENT, "%Zebulon%"),
+    )[0][0]
+    assert text == 0
