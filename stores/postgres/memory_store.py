@@ -264,7 +264,7 @@ class PostgresMemoryStore(StoreOperations):
                     began = self._offset
                     yield
                     if self._offset // COMPACT_EVERY > began // COMPACT_EVERY:
-                        self.compact_feed()
+                        self._compact_after_writes()
                 finally:
                     self._hold, self._depth = None, 0
                     if not conn.closed and not conn.broken:
@@ -595,7 +595,9 @@ class PostgresMemoryStore(StoreOperations):
             cached = self._cached_seq(conn)
             if cached is not None and self._offset - cached > SNAPSHOT_LAG and self.save_snapshot():
                 cached = self._cached_seq(conn)
-            point = self._offset - FEED_KEEP + 1  # keep seqs >= point
+            # Keep seqs >= point, and always the top: an empty feed would hide from a
+            # reader that rows it never read are gone.
+            point = min(self._offset - FEED_KEEP + 1, self._offset)
             if cached is not None:
                 point = min(point, cached)
             if point <= 1:
@@ -609,6 +611,15 @@ class PostgresMemoryStore(StoreOperations):
         if deleted:
             log.debug("memory store %s: %d feed rows compacted", self.agent_id, deleted)
         return deleted
+
+    def _compact_after_writes(self) -> None:
+        """Compact once a hold's writes crossed a multiple of COMPACT_EVERY. The writes
+        committed already: a database error here is logged, never the caller's failure
+        (the next crossing compacts)."""
+        try:
+            self.compact_feed()
+        except psycopg.Error as exc:
+            log.warning("memory store %s: feed not compacted (%s)", self.agent_id, exc)
 
     def _cached_seq(self, conn: psycopg.Connection) -> int | None:
         row = conn.execute(

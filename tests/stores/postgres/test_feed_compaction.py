@@ -212,3 +212,18 @@ def test_a_forget_after_compaction_erases_and_a_reader_behind_never_sees_it(db):
         (AGENT, "%Zebulon%"),
     )[0][0]
     assert text == 0
+
+
+def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(db, monkeypatch):
+    import psycopg
+
+    writer = PostgresMemoryStore(db, AGENT)
+    _churn(writer, EVERY - 1, "a")
+
+    def broken(self):
+        raise psycopg.OperationalError("the database went away mid-compaction")
+
+    monkeypatch.setattr(PostgresMemoryStore, "compact_feed", broken)
+    crossing = writer.create("The write that crossed the mark, Quorvath")
+    assert PostgresMemoryStore(db, AGENT).get(crossing.id) == crossing
+    assert _feed(db) == (EVERY, 1, EVERY)  # nothing compacted, nothing lost
