@@ -37,7 +37,7 @@ table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 
 Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
 the writer deletes the feed's rows below the last FEED_KEEP and below the cached
-snapshot's seq (`compact_feed`). A reader whose offset is below the feed's lowest seq
+snapshot's seq (`compact_feed`). A reader that finds the row after its offset gone
 missed rows it can no longer read, and loads again (`_catch_up`).
 
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
@@ -95,12 +95,15 @@ SNAPSHOT_NAME = "index-snapshot"
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top, the store's epoch and
-# the feed's lowest seq still kept (compaction deletes a prefix: `compact_feed`) first, then the ids changed after the reader's offset up to it, with their documents as
+# whether the row right after the reader's offset is gone (compaction deletes a prefix and
+# seqs have no gaps, so a missing next row means compacted past: `compact_feed`; a probe
+# of one key, never a walk over the deleted rows' index entries) first, then the ids changed after the reader's offset up to it, with their documents as
 # they are now (a purged id has none). When nothing changed it is two index probes.
 _CATCH_UP = """
 WITH top AS (SELECT feed_seq, epoch FROM dk_memory_agent WHERE agent_id = %(agent)s)
 SELECT NULL, feed_seq, epoch::text, NULL::bytea,
-    (SELECT min(seq) FROM dk_memory_feed WHERE agent_id = %(agent)s)::text FROM top
+    CASE WHEN feed_seq > %(offset)s AND NOT EXISTS (SELECT 1 FROM dk_memory_feed
+        WHERE agent_id = %(agent)s AND seq = %(offset)s + 1) THEN 'gap' END FROM top
 UNION ALL
 SELECT f.id, f.seq, m.doc, m.sealed, m.key_id
 FROM (
@@ -407,11 +410,11 @@ class PostgresMemoryStore(StoreOperations):
     def _catch_up(self) -> None:
         """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
-        top, epoch, lowest = 0, None, None
+        top, epoch, gap = 0, None, None
         changes = []
         for entry_id, seq, doc, sealed, key_id in rows:
             if entry_id is None:
-                top, epoch, lowest = int(seq), doc, key_id
+                top, epoch, gap = int(seq), doc, key_id
             else:
                 changes.append((int(seq), entry_id, doc, sealed, key_id))
         if epoch != self._epoch:
@@ -434,7 +437,7 @@ class PostgresMemoryStore(StoreOperations):
             )
             self._full_load(use_snapshot=False)
             return
-        if lowest is not None and int(lowest) > self._offset + 1:
+        if gap is not None:
             # The rows after this reader's offset were compacted away (`compact_feed`): what
             # changed in between is unknown, so load again — from the snapshot, whose feed
             # row compaction keeps, and the rows after it, else from the table.
