@@ -34,6 +34,8 @@ COMMITTED = "committed"  # committed, the caller not yet told
 # A database write whose transaction has made some of its statements, not all: a crash
 # here must leave nothing of it (the transaction rolls back).
 ROWS_HALF_WRITTEN = "rows-half-written"
+# Compacting the PostgreSQL change feed: the prefix deleted, not committed.
+FEED_COMPACTING = "feed-compacting"
 MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
 ERASE_JOURNALED = "erase-journaled"  # an erasure's records durable, no file removed yet
 FORGET_BEGUN = "forget-begun"  # a forget request journaled (ids only), nothing erased yet
@@ -55,6 +57,7 @@ POINTS = frozenset(
         TRANSACTION_OPEN,
         COMMITTED,
         ROWS_HALF_WRITTEN,
+        FEED_COMPACTING,
         MIGRATE_AGENT_COPIED,
         ERASE_JOURNALED,
         FORGET_BEGUN,

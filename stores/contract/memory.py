@@ -297,7 +297,8 @@ class MemoryStore(Protocol):
     # -- the change feed, read whole -----------------------------------------------------
 
     def changes(self) -> list[JournalRecord]:
-        """Every record of the change feed, oldest first (what each write did: action,
-        entry id, revision after it, fingerprint, op, reason; never content). For audits
-        and tools; reads catch up with the feed on their own."""
+        """Every record of the change feed kept, oldest first (what each write did:
+        action, entry id, revision after it, fingerprint, op, reason; never content): on
+        PostgreSQL the rows since the last compaction (docs/storage.md, "Compacting the
+        change feed"). For audits and tools; reads catch up with the feed on their own."""
         ...

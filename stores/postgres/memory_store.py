@@ -5,7 +5,8 @@ Tables (`stores.postgres.migrations`), every row keyed by agent:
                    so new fields pass through) and the columns SQL checks or filters on
                    (revision, category, archived_at, fingerprint, seq of its last change)
   dk_memory_feed   the change feed: one row per write at an increasing per-agent `seq`
-                   (action, id, category, fingerprint, revision, op, reason; no content)
+                   (action, id, category, fingerprint, revision, op, reason; no content);
+                   its old prefix is deleted by `compact_feed`
   dk_memory_agent  the agent's feed counter (`feed_seq`)
   dk_memory_vector an entry's vector, in the file format of `stores.vectors.vectors`
   dk_memory_cache  the index snapshot (`stores.longterm.snapshot`) at a feed seq
@@ -34,9 +35,15 @@ that the feed row at its seq is the one it was taken after, and catches up from 
 100k-entry agent opens without tokenizing or parsing its entries. Without one it reads the
 table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 
+Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
+the writer deletes the feed's rows below the last FEED_KEEP and below the cached
+snapshot's seq (`compact_feed`). A reader that finds the row after its offset gone
+missed rows it can no longer read, and loads again (`_catch_up`).
+
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
-a crash rolls it all back) and `COMMITTED` (committed, the caller not told: its retry finds
-the op applied, or the entry as it wanted it).
+a crash rolls it all back), `COMMITTED` (committed, the caller not told: its retry finds
+the op applied, or the entry as it wanted it) and `FEED_COMPACTING` (a compaction's
+prefix deleted, not committed: the feed stays whole).
 """
 
 from __future__ import annotations
@@ -87,12 +94,16 @@ log = logging.getLogger(__name__)
 SNAPSHOT_NAME = "index-snapshot"
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
-# One statement (one snapshot, one round trip): the feed's top and the store's epoch
-# first, then the ids changed after the reader's offset up to it, with their documents as
+# One statement (one snapshot, one round trip): the feed's top, the store's epoch and
+# whether the row right after the reader's offset is gone (compaction deletes a prefix and
+# seqs have no gaps, so a missing next row means compacted past: `compact_feed`; a probe
+# of one key, never a walk over the deleted rows' index entries) first, then the ids changed after the reader's offset up to it, with their documents as
 # they are now (a purged id has none). When nothing changed it is two index probes.
 _CATCH_UP = """
 WITH top AS (SELECT feed_seq, epoch FROM dk_memory_agent WHERE agent_id = %(agent)s)
-SELECT NULL, feed_seq, epoch::text, NULL::bytea, NULL::text FROM top
+SELECT NULL, feed_seq, epoch::text, NULL::bytea,
+    CASE WHEN feed_seq > %(offset)s AND NOT EXISTS (SELECT 1 FROM dk_memory_feed
+        WHERE agent_id = %(agent)s AND seq = %(offset)s + 1) THEN 'gap' END FROM top
 UNION ALL
 SELECT f.id, f.seq, m.doc, m.sealed, m.key_id
 FROM (
@@ -116,6 +127,15 @@ ON CONFLICT (agent_id) DO UPDATE SET feed_seq = a.feed_seq + EXCLUDED.feed_seq,
     key_id = coalesce(a.key_id, EXCLUDED.key_id)
 RETURNING feed_seq, epoch::text, key_id
 """
+
+# Feed compaction (`compact_feed`, docs/storage.md "Compacting the change feed"): the
+# writer compacts at the end of a hold whose writes crossed a multiple of COMPACT_EVERY
+# seqs, keeping the last FEED_KEEP rows and every row from the cached snapshot's seq on.
+COMPACT_EVERY = 1_000
+FEED_KEEP = 1_000
+# A snapshot this many seqs behind the top is written again by the compacting writer
+# (it holds the state caught up), so a large store's feed stays bounded between dreams.
+SNAPSHOT_LAG = 10_000
 
 _FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
 _ENTRY_COLUMNS = (
@@ -184,7 +204,9 @@ class PostgresMemoryStore(StoreOperations):
         return f"{self.db.location} (agent {self.agent_id})"
 
     def changes(self) -> list[JournalRecord]:
-        """The whole change feed, oldest first (read straight from the table)."""
+        """The change feed as kept, oldest first (read straight from the table): every
+        write since the last compaction point (`compact_feed`), not the agent's whole
+        history once it has made more than FEED_KEEP writes."""
         with self.db.transaction() as conn:
             rows = conn.execute(
                 "SELECT at, action, id, category, fingerprint, reason, rev, op "
@@ -242,7 +264,10 @@ class PostgresMemoryStore(StoreOperations):
                 self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
                     self._ensure_loaded()
+                    began = self._offset
                     yield
+                    if self._offset // COMPACT_EVERY > began // COMPACT_EVERY:
+                        self._compact_after_writes()
                 finally:
                     self._hold, self._depth = None, 0
                     if not conn.closed and not conn.broken:
@@ -385,11 +410,11 @@ class PostgresMemoryStore(StoreOperations):
     def _catch_up(self) -> None:
         """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
-        top, epoch = 0, None
+        top, epoch, gap = 0, None, None
         changes = []
         for entry_id, seq, doc, sealed, key_id in rows:
             if entry_id is None:
-                top, epoch = int(seq), doc
+                top, epoch, gap = int(seq), doc, key_id
             else:
                 changes.append((int(seq), entry_id, doc, sealed, key_id))
         if epoch != self._epoch:
@@ -411,6 +436,15 @@ class PostgresMemoryStore(StoreOperations):
                 self._offset,
             )
             self._full_load(use_snapshot=False)
+            return
+        if gap is not None:
+            # The rows after this reader's offset were compacted away (`compact_feed`): what
+            # changed in between is unknown, so load again — from the snapshot, whose feed
+            # row compaction keeps, and the rows after it, else from the table.
+            log.info(
+                "memory store %s: the feed was compacted past this reader; reloading", self.agent_id
+            )
+            self._full_load(use_snapshot=True)
             return
         for _, entry_id, doc, sealed, key_id in sorted(changes, key=lambda c: c[0]):
             if doc is None and sealed is None:
@@ -457,7 +491,10 @@ class PostgresMemoryStore(StoreOperations):
             def accept(offset: int, marks: object) -> None:
                 # The epoch first: a snapshot another store's view wrote (a process that
                 # had not seen a whole-agent forget) is never taken, whatever its seq.
-                if self._marks(conn, offset, epoch) != marks:
+                found = self._marks(conn, offset, epoch)
+                if found != marks or not found["row"]:
+                    # No feed row at its seq (compacted, or never read): nothing ties it
+                    # to this feed, and its catch-up would find the feed past it.
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
@@ -482,13 +519,12 @@ class PostgresMemoryStore(StoreOperations):
         self._epoch = epoch
         return True
 
-    def save_snapshot(self) -> bool:
-        """Write the index snapshot of the state as it is now (caught up with the feed)
-        into the agent's cache row; False when it could not be (logged: only a cache)."""
+    def _snapshot_state(self) -> snapshot.SnapshotState:
+        """The state as it is now (caught up), its index free of any erased term."""
         self._ensure_loaded()
         if self._removed_since_build:
             self._rebuild_index()
-        state = snapshot.SnapshotState(
+        return snapshot.SnapshotState(
             entries=self._entries,
             problems=self._problems,
             ops=self._ops,
@@ -496,6 +532,11 @@ class PostgresMemoryStore(StoreOperations):
             category_ids=self._category_ids,
             offset=self._offset,
         )
+
+    def save_snapshot(self) -> bool:
+        """Write the index snapshot of the state as it is now (caught up with the feed)
+        into the agent's cache row; False when it could not be (logged: only a cache)."""
+        state = self._snapshot_state()
         if self._epoch is None:
             return False  # nothing was ever written: nothing to snapshot
         try:
@@ -516,6 +557,8 @@ class PostgresMemoryStore(StoreOperations):
                     )
                     return False
                 marks = self._marks(conn, self._offset, self._epoch)
+                if not marks["row"]:
+                    return False  # its feed row was compacted meanwhile: useless to anyone
                 data = snapshot.encode(self.agent_id, state, marks)
                 # Sealed like the rows it quotes: with the store's key, or, for a store
                 # still in plaintext, the agent's current one (it is written now).
@@ -541,6 +584,52 @@ class PostgresMemoryStore(StoreOperations):
         except psycopg.Error as exc:
             log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
             return False
+
+    def compact_feed(self) -> int:
+        """Delete the change feed's rows no reader needs (docs/storage.md, "Compacting the
+        change feed"): every row below the last FEED_KEEP and below the cached snapshot's
+        seq (its row ties the snapshot to the feed; the rows after it are a cold open's
+        catch-up). A snapshot SNAPSHOT_LAG behind is written again first. Returns how many
+        rows went. One transaction deleting a prefix: a crash leaves the feed whole, and
+        a reader behind the new lowest seq sees the gap and loads again (`_catch_up`)."""
+        with self.writing():
+            conn = self._hold
+            assert conn is not None
+            cached = self._cached_seq(conn)
+            if cached is not None and self._offset - cached > SNAPSHOT_LAG and self.save_snapshot():
+                cached = self._cached_seq(conn)
+            # Keep seqs >= point, and always the top: an empty feed would hide from a
+            # reader that rows it never read are gone.
+            point = min(self._offset - FEED_KEEP + 1, self._offset)
+            if cached is not None:
+                point = min(point, cached)
+            if point <= 1:
+                return 0
+            with conn.transaction():
+                deleted = conn.execute(
+                    "DELETE FROM dk_memory_feed WHERE agent_id = %s AND seq < %s",
+                    (self.agent_id, point),
+                ).rowcount
+                faults.crash_point(faults.FEED_COMPACTING)
+        if deleted:
+            log.debug("memory store %s: %d feed rows compacted", self.agent_id, deleted)
+        return deleted
+
+    def _compact_after_writes(self) -> None:
+        """Compact once a hold's writes crossed a multiple of COMPACT_EVERY. The writes
+        committed already: a database error here is logged, never the caller's failure
+        (the next crossing compacts)."""
+        try:
+            self.compact_feed()
+        except psycopg.Error as exc:
+            log.warning("memory store %s: feed not compacted (%s)", self.agent_id, exc)
+
+    def _cached_seq(self, conn: psycopg.Connection) -> int | None:
+        row = conn.execute(
+            "SELECT seq FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
+            (self.agent_id, SNAPSHOT_NAME),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     # -- reads -------------------------------------------------------------------------
 

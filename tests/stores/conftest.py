@@ -175,10 +175,14 @@ def _postgres_backend(db: Any, clock: Any, sealing: Any) -> Backend:
         return PostgresMemoryStore(db, agent, **kw)
 
     def announced(agent: str) -> set[tuple[str, int]]:
+        # A row whose last change is below the feed's lowest seq was announced by a feed
+        # row that compaction has deleted since (`compact_feed`): it counts as named.
         with db.transaction() as conn:
             rows = conn.execute(
-                "SELECT id, rev FROM dk_memory_feed WHERE agent_id = %s AND rev IS NOT NULL",
-                (agent,),
+                "SELECT id, rev FROM dk_memory_feed WHERE agent_id = %(a)s AND rev IS NOT NULL "
+                "UNION SELECT id, revision FROM dk_memory WHERE agent_id = %(a)s AND seq < "
+                "(SELECT coalesce(min(seq), 0) FROM dk_memory_feed WHERE agent_id = %(a)s)",
+                {"a": agent},
             ).fetchall()
         return {(i, int(r)) for i, r in rows}
 
