@@ -38,6 +38,15 @@ def _agent() -> str:
     return f"outage-{uuid.uuid4().hex[:8]}"
 
 
+def _upgraded(cluster: PostgresCluster, name: str) -> str:
+    """A new database of `cluster` with Dreamkeeper's schema: its URL."""
+    url = cluster.create_database(name)
+    db = Database(url, max_size=1)
+    upgrade(db)
+    db.close()
+    return url
+
+
 @pytest.fixture
 def cluster():
     """Our own server: stopping it disturbs no other test."""
@@ -54,10 +63,7 @@ async def test_a_save_that_outlives_a_database_outage_names_the_database_not_the
     temporal_env, tmp_path, cluster
 ):
     agent = _agent()
-    url = cluster.create_database("dk_save_outage")
-    db = Database(url, max_size=1)
-    upgrade(db)
-    db.close()
+    url = _upgraded(cluster, "dk_save_outage")
     settings = StoreSettings(data_dir=tmp_path, database_url=url)
     queue = f"outage-{uuid.uuid4().hex[:6]}"
     executor = ThreadPoolExecutor(max_workers=4)
@@ -115,10 +121,7 @@ async def test_with_no_worker_and_no_database_the_save_names_the_database(
     temporal_env, tmp_path, cluster
 ):
     agent = _agent()
-    url = cluster.create_database("dk_nobody")
-    db = Database(url, max_size=1)
-    upgrade(db)
-    db.close()
+    url = _upgraded(cluster, "dk_nobody")
     settings = StoreSettings(data_dir=tmp_path, database_url=url)
     queue = f"nobody-{uuid.uuid4().hex[:6]}"
     await claim_task_queue(temporal_env.client, queue, PostgresBackend(url).identity())
