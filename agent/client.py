@@ -668,7 +668,7 @@ class MemoryClient:
         failures Temporal does not record). No worker took it: say so."""
         queued = f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable"
         again = f"call again with entry_id={inp.entry_id!r} to wait"
-        queue = f"task queue {self.task_queue!r}"
+        queue = f"task queue {self.queue_for(inp.agent_id)!r}"  # the agent's shard's
         took = await worker_took(self.client, names.save_workflow_id(inp.agent_id, inp.entry_id))
         try:
             await asyncio.to_thread(self.backend.check_reachable)
