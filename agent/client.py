@@ -53,7 +53,7 @@ from dreamkeeper.client.codec import (
     sealing_key_id,
 )
 from dreamkeeper.client.connection import connect, settle_runtime
-from dreamkeeper.client.pending import worker_runs, worker_took
+from dreamkeeper.client.pending import run_task_queue, worker_runs, worker_took
 from dreamkeeper.core import names
 from dreamkeeper.core.agent_api import (
     SaveOptions,
@@ -661,15 +661,28 @@ class MemoryClient:
         return self.store(agent_id).get(entry_id) is not None
 
     async def _queued(self, inp: SaveInput) -> Unavailable:
-        """The save outlived the wait: say what holds it up. A database that does not
-        answer is named first, whoever holds the save: nothing completes it until the
-        database answers, and it is the same store the worker writes (invariant 19). A
+        """The save outlived the wait: say what holds it up. A run under the save's id
+        started on another task queue comes first: no worker of this client's queue ever
+        sees it, whatever else is up. Then a database that does not answer, whoever
+        holds the save: nothing completes it until the database answers, and it is the
+        same store the worker writes (invariant 19). A
         worker that took it keeps retrying its first step (a local activity, whose
         failures Temporal does not record). No worker took it: say so."""
         queued = f"save {inp.entry_id} for agent {inp.agent_id} is queued but not yet durable"
         again = f"call again with entry_id={inp.entry_id!r} to wait"
-        queue = f"task queue {self.queue_for(inp.agent_id)!r}"  # the agent's shard's
-        took = await worker_took(self.client, names.save_workflow_id(inp.agent_id, inp.entry_id))
+        workflow_id = names.save_workflow_id(inp.agent_id, inp.entry_id)
+        mine = self.queue_for(inp.agent_id)  # the agent's shard's
+        started_on = await run_task_queue(self.client, workflow_id)
+        if started_on is not None and started_on != mine:
+            return Unavailable(
+                f"{queued}: this save joined its run ({workflow_id}), started earlier on "
+                f"task queue {started_on!r}, not on {mine!r} where this client sends agent "
+                f"{inp.agent_id}'s saves (the agent's shard moved, or another client has "
+                f"another queue). Only a worker polling {started_on!r} completes it: start "
+                f"one there, or terminate that run and save again"
+            )
+        queue = f"task queue {mine!r}"
+        took = await worker_took(self.client, workflow_id)
         try:
             await asyncio.to_thread(self.backend.check_reachable)
         except DatabaseUnavailable as exc:

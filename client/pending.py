@@ -40,6 +40,20 @@ async def worker_took(client: Client, workflow_id: str) -> bool:
     return False
 
 
+async def run_task_queue(client: Client, workflow_id: str) -> str | None:
+    """The task queue the workflow's run was started on (its tasks go nowhere else), or
+    None when Temporal cannot be asked. A save attaches to a run already under its id,
+    wherever that run was started: a client whose agent's shard moved, or one with
+    another default queue, waits on a run no worker of its own queue will ever see."""
+    try:
+        description = await client.get_workflow_handle(workflow_id).describe(
+            rpc_timeout=DESCRIBE_TIMEOUT
+        )
+    except RPCError:
+        return None
+    return description.task_queue or None
+
+
 async def _task_started_in_history(client: Client, workflow_id: str) -> bool:
     try:
         async for event in client.get_workflow_handle(workflow_id).fetch_history_events(

@@ -262,3 +262,24 @@ async def test_a_store_that_cannot_be_written_fails_for_good_with_the_reason(
             memory = MemoryClient(temporal_env.client, settings, queue, save_timeout=60)
             with pytest.raises(Unavailable, match="cannot be written"):
                 await memory.save_memory(_agent(), "User lives in Chicago")
+
+
+async def test_a_save_that_joined_a_run_on_another_queue_names_that_queue(temporal_env, tmp_path):
+    """A save attaches to the run already under its id wherever it was started (here by
+    a client whose agent was sharded to another queue): waiting on it, the client names
+    that queue, not its own, where no worker will ever see the run."""
+    settings = StoreSettings(data_dir=tmp_path)
+    agent, entry = _agent(), "0123456789ab"
+    before, after = f"before-{uuid.uuid4().hex[:6]}", f"after-{uuid.uuid4().hex[:6]}"
+    first = MemoryClient(temporal_env.client, settings, before, save_timeout=1)
+    with pytest.raises(Unavailable):
+        await first.save_memory(agent, "User lives in Chicago", entry_id=entry)
+    second = MemoryClient(temporal_env.client, settings, after, save_timeout=1)
+    try:
+        with pytest.raises(Unavailable) as queued:
+            await second.save_memory(agent, "User lives in Chicago", entry_id=entry)
+    finally:
+        await temporal_env.client.get_workflow_handle(save_workflow_id(agent, entry)).terminate()
+    message = str(queued.value)
+    assert f"started earlier on task queue {before!r}, not on {after!r}" in message
+    assert "no worker answered" not in message
