@@ -52,15 +52,24 @@ def forgetting_for(settings: StoreSettings) -> Forgetter:
 def forget(runner: Forgetter, agent_id: str, request: ForgetRequest) -> ForgetReceipt:
     """Run one forget request (blocking: it reads and rewrites files or rows)."""
     request.checked()
+    caller = request.request_id
     if request.whole_agent:
-        receipt = runner.forget_agent(agent_id, dry_run=request.dry_run)
+        receipt = runner.forget_agent(agent_id, dry_run=request.dry_run, caller=caller)
     elif request.match is not None:
         receipt = runner.forget_match(
-            agent_id, request.match, derived=request.derived, dry_run=request.dry_run
+            agent_id,
+            request.match,
+            derived=request.derived,
+            dry_run=request.dry_run,
+            caller=caller,
         )
     else:
         receipt = runner.forget_entries(
-            agent_id, request.ids, derived=request.derived, dry_run=request.dry_run
+            agent_id,
+            request.ids,
+            derived=request.derived,
+            dry_run=request.dry_run,
+            caller=caller,
         )
     if runner.history_keys is None:
         receipt.history_note = NO_KEY_NOTE

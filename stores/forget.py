@@ -46,6 +46,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dreamkeeper.core.errors import InvalidInput
@@ -171,15 +172,23 @@ class Forgetting:
         *,
         derived: Derived = "report",
         dry_run: bool = False,
+        caller: str | None = None,
     ) -> ForgetReceipt:
         agent_id = validate_agent_id(agent_id)
         ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
         if not ids:
             raise InvalidInput("forget needs at least one entry id")
-        return self._entries(agent_id, "entries", lambda _: ids, [], derived, dry_run)
+        request = _Request(agent_id, "entries", derived, dry_run, caller)
+        return self._entries(request, lambda _: ids, [])
 
     def forget_match(
-        self, agent_id: str, phrase: str, *, derived: Derived = "report", dry_run: bool = False
+        self,
+        agent_id: str,
+        phrase: str,
+        *,
+        derived: Derived = "report",
+        dry_run: bool = False,
+        caller: str | None = None,
     ) -> ForgetReceipt:
         """Every entry, live or archived, whose content contains `phrase`
         (case-insensitively); the phrase itself is scrubbed from the other tiers too."""
@@ -195,43 +204,60 @@ class Forgetting:
                 e.id for e in memory.entries(include_archived=True) if wanted in _norm(e.content)
             ]
 
-        return self._entries(agent_id, "match", matching, [phrase], derived, dry_run)
+        request = _Request(agent_id, "match", derived, dry_run, caller)
+        return self._entries(request, matching, [phrase])
 
-    def forget_agent(self, agent_id: str, *, dry_run: bool = False) -> ForgetReceipt:
+    def forget_agent(
+        self, agent_id: str, *, dry_run: bool = False, caller: str | None = None
+    ) -> ForgetReceipt:
         """Everything of the agent: its directory, every tier in it, and its data keys."""
         agent_id = validate_agent_id(agent_id)
         receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope="agent")
         with self.steps.hold():
-            receipt.resumed = self._finish_pending()
+            earlier = self._resume(receipt, caller, dry_run)
             if dry_run:
                 receipt.dry_run = True
                 receipt.removed = self.steps.inventory(agent_id)
                 return receipt
-            self.steps.note({"request": receipt.request_id, "agent": agent_id, "scope": "agent"})
+            self.steps.note(_begun(receipt, caller))
             faults.crash_point(faults.FORGET_BEGUN)
             self._run_agent(receipt)
             self.steps.note({"request": receipt.request_id, "done": True})
-        return receipt
+        return _merged(earlier, receipt)
 
     def finish_pending(self) -> list[str]:
         """Finish every request begun and not done (a crash mid-way); their ids."""
         with self.steps.hold():
-            return self._finish_pending()
+            return [record.request_id for record, _ in self._finish_pending()]
+
+    def _resume(
+        self, receipt: ForgetReceipt, caller: str | None, dry_run: bool
+    ) -> list[ForgetReceipt]:
+        """Finish the requests a crash interrupted: the receipts of those that were this
+        very request (same caller id and agent) begun before, to merge into its own; the
+        others' ids go under `resumed`."""
+        earlier = []
+        for record, finished in self._finish_pending():
+            if (
+                not dry_run
+                and caller is not None
+                and record.caller == caller
+                and finished.agent_id == receipt.agent_id
+            ):
+                earlier.append(finished)
+            else:
+                receipt.resumed.append(record.request_id)
+        return earlier
 
     # -- the steps ---------------------------------------------------------------------
 
     def _entries(
-        self,
-        agent_id: str,
-        scope: Scope,
-        pick: Callable[[MemoryStore], list[str]],
-        phrases: list[str],
-        derived: Derived,
-        dry_run: bool,
+        self, request: _Request, pick: Callable[[MemoryStore], list[str]], phrases: list[str]
     ) -> ForgetReceipt:
-        receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope=scope)
+        agent_id, derived = request.agent_id, request.derived
+        receipt = ForgetReceipt(request_id=_request_id(), agent_id=agent_id, scope=request.scope)
         with self.steps.hold():
-            receipt.resumed = self._finish_pending()
+            earlier = self._resume(receipt, request.caller, request.dry_run)
             stores = self.steps.open_stores(agent_id)
             memory = stores.memory
             present = [e for i in pick(memory) if (e := memory.get(i)) is not None]
@@ -259,14 +285,12 @@ class Forgetting:
                 ]
             restore = _sources_to_restore(memory, doomed)
             receipt.entries, receipt.restored = doomed, restore
-            if dry_run:
+            if request.dry_run:
                 receipt.dry_run = True
                 return receipt
             self.steps.note(
                 {
-                    "request": receipt.request_id,
-                    "agent": agent_id,
-                    "scope": scope,
+                    **_begun(receipt, request.caller),
                     "ids": doomed,
                     "restore": restore,
                     "rewrite": receipt.rewritten,
@@ -275,7 +299,7 @@ class Forgetting:
             faults.crash_point(faults.FORGET_BEGUN)
             self._run_entries(receipt, doomed, restore, phrases, stores, receipt.rewritten)
             self.steps.note({"request": receipt.request_id, "done": True})
-        return receipt
+        return _merged(earlier, receipt)
 
     def _run_entries(
         self,
@@ -459,10 +483,15 @@ class Forgetting:
                 begun[record["request"]] = record
         return list(begun.values())
 
-    def _finish_pending(self) -> list[str]:
+    def _finish_pending(self) -> list[tuple[_Begun, ForgetReceipt]]:
+        """Finish every request begun and not done: each one's journal record and the
+        receipt of what finishing it did."""
         finished = []
         for record in self._pending():
             request = str(record["request"])
+            caller = record.get("for")
+            begun = _Begun(request, caller if isinstance(caller, str) else None)
+            receipt = ForgetReceipt(request_id=request, agent_id="unknown", scope="entries")
             try:
                 agent_id = validate_agent_id(str(record.get("agent")))
                 receipt = ForgetReceipt(
@@ -476,13 +505,73 @@ class Forgetting:
                     ids = [validate_entry_id(str(i)) for i in _list(record.get("ids"))]
                     restore = [validate_entry_id(str(i)) for i in _list(record.get("restore"))]
                     rewrite = [validate_entry_id(str(i)) for i in _list(record.get("rewrite"))]
+                    receipt.entries, receipt.restored, receipt.rewritten = ids, restore, rewrite
                     self._run_entries(receipt, ids, restore, [], None, rewrite)
             except InvalidInput as exc:
                 log.warning("forget journal: request %s is malformed (%s); skipped", request, exc)
             log.warning("forget: finished request %s, interrupted earlier", request)
             self.steps.note({"request": request, "done": True})
-            finished.append(request)
+            finished.append((begun, receipt))
         return finished
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One forget request of entries (by id or by phrase), as the caller asked it."""
+
+    agent_id: str
+    scope: Scope
+    derived: Derived
+    dry_run: bool
+    caller: str | None  # the request id the caller chose, if any
+
+
+@dataclass(frozen=True)
+class _Begun:
+    """A journaled request: the journal's id for it, and the caller's (if it had one)."""
+
+    request_id: str
+    caller: str | None
+
+
+def _begun(receipt: ForgetReceipt, caller: str | None) -> dict[str, object]:
+    """The journal record that a request began (ids only, never content)."""
+    record: dict[str, object] = {
+        "request": receipt.request_id,
+        "agent": receipt.agent_id,
+        "scope": receipt.scope,
+    }
+    if caller is not None:
+        record["for"] = caller
+    return record
+
+
+def _merged(earlier: list[ForgetReceipt], receipt: ForgetReceipt) -> ForgetReceipt:
+    """`receipt` with what the same request did before a crash interrupted it (the
+    retry finds that part gone, so its own run alone would report less than was done):
+    the entries, sources restored and rewrites of both, and every removal counted once
+    per place and kind."""
+    if not earlier:
+        return receipt
+    runs = [*earlier, receipt]
+
+    def union(field: str) -> list[str]:
+        return list(dict.fromkeys(i for r in runs for i in getattr(r, field)))
+
+    counts: dict[tuple[str, str], int] = {}
+    for run in runs:
+        for removal in run.removed:
+            key = (removal.place, removal.what)
+            counts[key] = counts.get(key, 0) + removal.count
+    return receipt.model_copy(
+        update={
+            "entries": union("entries"),
+            "restored": union("restored"),
+            "rewritten": union("rewritten"),
+            "removed": [Removal(place=p, what=w, count=c) for (p, w), c in counts.items()],
+            "history_keys_destroyed": sum(r.history_keys_destroyed for r in runs),
+        }
+    )
 
 
 def stores_of(backend: StoreBackend) -> Callable[[str], AgentStores]:

@@ -44,6 +44,10 @@ class Forgetter(Protocol):
         """The payload data keys it destroys (None: the process has none)."""
         ...
 
+    # `caller`: the request id the caller chose. A request of the same caller id that a
+    # crash interrupted is this request begun before: its receipt is merged into this
+    # one, not listed under `resumed` (which lists other requests finished first).
+
     def forget_entries(
         self,
         agent_id: str,
@@ -51,13 +55,22 @@ class Forgetter(Protocol):
         *,
         derived: Derived = "report",
         dry_run: bool = False,
+        caller: str | None = None,
     ) -> ForgetReceipt: ...
 
     def forget_match(
-        self, agent_id: str, phrase: str, *, derived: Derived = "report", dry_run: bool = False
+        self,
+        agent_id: str,
+        phrase: str,
+        *,
+        derived: Derived = "report",
+        dry_run: bool = False,
+        caller: str | None = None,
     ) -> ForgetReceipt: ...
 
-    def forget_agent(self, agent_id: str, *, dry_run: bool = False) -> ForgetReceipt: ...
+    def forget_agent(
+        self, agent_id: str, *, dry_run: bool = False, caller: str | None = None
+    ) -> ForgetReceipt: ...
 
     def finish_pending(self) -> list[str]: ...
 

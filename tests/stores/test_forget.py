@@ -442,6 +442,35 @@ def test_a_crashed_forget_is_finished_by_the_next_on_either_backend(env, point):
     assert env.forgetting().finish_pending() == []
 
 
+@pytest.mark.parametrize(
+    "point", [faults.FORGET_BEGUN, faults.FORGET_TIERS_SCRUBBED, faults.ERASE_JOURNALED]
+)
+def test_the_retry_of_a_crashed_request_reports_what_the_request_did(env, point):
+    """The retry of the request a crash interrupted (the worker's, same caller id) finds
+    its entries already gone or erases them itself: either way its receipt lists them,
+    once, and does not list its own earlier attempt as another request resumed."""
+    ids = _world_on(env)
+    with faults.armed(point), pytest.raises(faults.SimulatedCrash):
+        env.forgetting().forget_entries(AGENT, [ids["fact"]], derived="forget", caller="r-1")
+    retry = env.forgetting().forget_entries(AGENT, [ids["fact"]], derived="forget", caller="r-1")
+    assert retry.resumed == []
+    assert set(retry.entries) == {ids["fact"], ids["merged"]}
+    assert len(retry.entries) == len(set(retry.entries))
+    erased = [r for r in retry.removed if r.what == env.forgetting().steps.entries_name]
+    assert [r.count for r in erased] == [2]
+    assert b"quillon" not in env.dump()
+
+
+def test_another_request_id_still_lists_the_crashed_one_as_resumed(env):
+    ids = _world_on(env)
+    with faults.armed(faults.FORGET_TIERS_SCRUBBED), pytest.raises(faults.SimulatedCrash):
+        env.forgetting().forget_entries(AGENT, [ids["fact"]], derived="forget", caller="r-1")
+    other = env.forgetting().forget_match(AGENT, "green tea", caller="r-2")
+    assert len(other.resumed) == 1 and ids["fact"] not in other.entries
+    whole = env.forgetting().forget_agent(AGENT, caller="r-1")  # same id, another agent's
+    assert whole.resumed == []  # nothing left pending
+
+
 def test_a_long_lived_reader_snapshots_no_erased_term_on_either_backend(env):
     ids = _world_on(env)
     reader = env.stores(AGENT).memory
