@@ -478,14 +478,19 @@ class PostgresMemoryStore(StoreOperations):
         return None if row is None else str(row[0])
 
     def _load_snapshot(self) -> bool:
-        with self._connection() as conn:
-            row = conn.execute(
+        # The row (about 120 MB at 100k entries) is read on a connection of its own,
+        # closed right after: the driver keeps a connection's receive buffer at the
+        # largest message it has taken, so a pooled one would hold that much for good.
+        # Nothing here needs the hold's connection: a writer's lock is on that session.
+        with self.db.dedicated() as large:
+            row = large.execute(
                 "SELECT data, key_id FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
                 (self.agent_id, SNAPSHOT_NAME),
                 binary=True,  # tens of MB at 100k entries: no hex text to decode
             ).fetchone()
-            if row is None:
-                return False
+        if row is None:
+            return False
+        with self._connection() as conn:
             epoch = self._current_epoch(conn)
 
             def accept(offset: int, marks: object) -> None:
