@@ -35,10 +35,10 @@ from dreamkeeper.core.models import MemoryEntry
 log = logging.getLogger(__name__)
 
 # Rows held in memory are kept compressed, this many consecutive rows to a zlib block: an
-# entry's JSON alone compresses poorly (its field names are the repetition), sixteen
+# entry's JSON alone compresses poorly (its field names are the repetition), eight
 # together about 4x at the fastest level, and reading one costs a block's decompression
 # (tens of microseconds, once: the parsed entry is kept).
-PACK_ROWS = 16
+PACK_ROWS = 8
 PACK_LEVEL = 1
 
 
