@@ -468,14 +468,37 @@ _TEAM_SIZE = next(a for a in ATTRIBUTES if a.name == "team size")
 CUE_WORDS = frozenset(w for cues in _CUES.values() for c in cues for w in c.words)
 
 
+# A verb's particle between its words ("moved out to", "moved back to") leaves the
+# phrase what it was.
+_PARTICLES = frozenset("out back over away down up off".split())
+
+
 def _match_at(sentence: list[_Token], i: int) -> _Cue | None:
+    """The longest cue starting at `i`, as written there: with a particle in it, its
+    words are the sentence's, so its length is what it spans."""
     for cue in _CUES.get(sentence[i].low, ()):
-        end = i + len(cue.words)
-        if end <= len(sentence) and all(sentence[i + k].low == w for k, w in enumerate(cue.words)):
-            # A phrase does not run across a comma ("in Porto, phone ...").
-            if not any(sentence[i + k].clause_end for k in range(len(cue.words) - 1)):
+        positions = _phrase_at(sentence, i, cue.words)
+        # A phrase does not run across a comma ("in Porto, phone ...").
+        if positions is not None and not any(sentence[k].clause_end for k in positions[:-1]):
+            if positions[-1] - i + 1 == len(cue.words):
                 return cue
+            written = tuple(t.low for t in sentence[i : positions[-1] + 1])
+            return _Cue(written, cue.attribute, cue.kind)
     return None
+
+
+def _phrase_at(sentence: list[_Token], i: int, words: tuple[str, ...]) -> list[int] | None:
+    positions: list[int] = []
+    k = i
+    for n, word in enumerate(words):
+        if n == 1 and k < len(sentence) and sentence[k].low != word:
+            if sentence[k].low in _PARTICLES:
+                k += 1  # one particle after a phrase's first word
+        if k >= len(sentence) or sentence[k].low != word:
+            return None
+        positions.append(k)
+        k += 1
+    return positions
 
 
 def _cues(sentence: list[_Token]) -> list[tuple[int, _Cue]]:

@@ -324,6 +324,9 @@ def test_a_definite_thing_is_no_note_about_the_user():
         # A contraction keeps its pronoun.
         ("I've relocated to Krakow.", ("user",), "home"),
         ("We're living in Ghent now.", ("user",), "home"),
+        # A particle inside a phrase ("moved out to") is still the phrase.
+        ("Neighbours say Kenji Sato moved out to Lisbon.", ("kenji", "sato"), "home"),
+        ("Maya Lund moved back to Porto.", ("maya", "lund"), "home"),
     ],
 )
 def test_the_subject_is_found_behind_an_opening_noun_an_object_or_a_contraction(
