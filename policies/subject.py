@@ -739,10 +739,14 @@ def _possessor(
 
 
 def _counted(sentence: list[_Token], cue_start: int) -> bool:
-    """Whether the verb's subject is a count ("12 people", "five engineers now")."""
+    """Whether the verb's subject is a count ("12 people", "five engineers now") or a
+    group of people ("Staff reporting to Ivan: 40 people"): then the one they report to
+    has them, nobody's manager changed."""
     k = cue_start - 1
     while k >= 0 and sentence[k].low in _AUXILIARIES:
         k -= 1
+    if k >= 0 and sentence[k].low in _GROUPS_OF_PEOPLE and not sentence[k].possessive:
+        return True
     return k >= 1 and (
         _NUMBER.search(sentence[k - 1].low) is not None or sentence[k - 1].low in _COUNTS
     )
@@ -756,6 +760,9 @@ def _count_at(sentence: list[_Token], k: int) -> bool:
     )
 
 
+_GROUPS_OF_PEOPLE = frozenset(
+    "staff people engineers developers employees members folks reports teammates".split()
+)
 _COUNTS = frozenset("two three four five six seven eight nine ten twelve twenty dozen".split())
 
 

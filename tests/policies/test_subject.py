@@ -324,6 +324,9 @@ def test_a_definite_thing_is_no_note_about_the_user():
         # A contraction keeps its pronoun.
         ("I've relocated to Krakow.", ("user",), "home"),
         ("We're living in Ghent now.", ("user",), "home"),
+        # A group reporting to someone is that one's team, not a manager's change.
+        ("Staff reporting to Ivan Moreau: 40 people.", ("ivan", "moreau"), "team size"),
+        ("Engineers reporting to Ana Berg: 12.", ("ana", "berg"), "team size"),
         # A particle inside a phrase ("moved out to") is still the phrase.
         ("Neighbours say Kenji Sato moved out to Lisbon.", ("kenji", "sato"), "home"),
         ("Maya Lund moved back to Porto.", ("maya", "lund"), "home"),
