@@ -150,11 +150,17 @@ async def _announce(server: uvicorn.Server, service: ServiceSettings, issued: bo
         print(f"Temporal runtime metrics: http://{service.temporal_metrics}/metrics", flush=True)
 
 
+KEEP_ALIVE_SECONDS = 75  # above clients' idle-connection expiry (see uvicorn_config)
+
+
 def uvicorn_config(app: Any, service: ServiceSettings) -> uvicorn.Config:
     """uvicorn with no logging setup of its own (`log_config=None`): its records go
     through Dreamkeeper's handler, which colours only a terminal. uvicorn's formatter
     decides colour from stdout but writes to stderr, so `serve 2>log` from a terminal
-    wrote escape codes into the log."""
+    wrote escape codes into the log. An idle connection is kept for longer than a
+    client keeps one to reuse (httpx and most pools: 5 s, uvicorn's own default too):
+    closing it at the moment the client sends on it fails that request with a read error
+    the client cannot tell from a crash (the fleet bench saw 8 in 14,600 requests)."""
     return uvicorn.Config(
         app,
         host=service.host,
@@ -163,4 +169,5 @@ def uvicorn_config(app: Any, service: ServiceSettings) -> uvicorn.Config:
         log_level="warning",
         lifespan="on",
         access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
