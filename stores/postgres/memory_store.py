@@ -92,6 +92,7 @@ from dreamkeeper.stores.vectors.vectors import (
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
+SNAPSHOT_READ_CHUNK = 4 << 20  # bytes a statement reads of a snapshot row
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top, the store's epoch and
@@ -392,7 +393,9 @@ class PostgresMemoryStore(StoreOperations):
         self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
         self._install(entry)
 
-    def _open(self, key_id: str | None, purpose: str, sealed: bytes | memoryview) -> bytes:
+    def _open(
+        self, key_id: str | None, purpose: str, sealed: bytes | bytearray | memoryview
+    ) -> bytes:
         """A value read from a row sealed with the agent's key `key_id`."""
         if self.sealing is None:
             raise without_key(self.db, "no payload key is configured")
@@ -477,13 +480,42 @@ class PostgresMemoryStore(StoreOperations):
         ).fetchone()
         return None if row is None else str(row[0])
 
+    def _snapshot_row(self, conn: psycopg.Connection) -> tuple[bytearray, str | None] | None:
+        """The snapshot row's bytes and key id, read `SNAPSHOT_READ_CHUNK` bytes a
+        statement (the column is stored uncompressed, so a slice reads only its own
+        pages). One statement for the whole row grew the pooled connection's libpq input
+        buffer to the row's size for the connection's life: 120 MB kept per connection
+        that had opened a 100k store. `snapshot.Refused` when the row was rewritten while
+        read."""
+        head = conn.execute(
+            "SELECT seq, key_id, octet_length(data) FROM dk_memory_cache"
+            " WHERE agent_id = %s AND name = %s",
+            (self.agent_id, SNAPSHOT_NAME),
+        ).fetchone()
+        if head is None:
+            return None
+        seq, key_id, length = head
+        data = bytearray(length)
+        for start in range(0, length, SNAPSHOT_READ_CHUNK):
+            part = conn.execute(
+                "SELECT seq, substring(data FROM %s FOR %s) FROM dk_memory_cache"
+                " WHERE agent_id = %s AND name = %s",
+                (start + 1, SNAPSHOT_READ_CHUNK, self.agent_id, SNAPSHOT_NAME),
+                binary=True,  # no hex text to decode
+            ).fetchone()
+            expected = min(SNAPSHOT_READ_CHUNK, length - start)
+            if part is None or part[0] != seq or len(part[1]) != expected:
+                raise snapshot.Refused("rewritten while it was read")
+            data[start : start + expected] = part[1]
+        return data, key_id
+
     def _load_snapshot(self) -> bool:
         with self._connection() as conn:
-            row = conn.execute(
-                "SELECT data, key_id FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
-                (self.agent_id, SNAPSHOT_NAME),
-                binary=True,  # tens of MB at 100k entries: no hex text to decode
-            ).fetchone()
+            try:
+                row = self._snapshot_row(conn)
+            except snapshot.Refused as exc:
+                log.warning("memory store %s: index snapshot not used (%s)", self.agent_id, exc)
+                return False
             if row is None:
                 return False
             epoch = self._current_epoch(conn)
@@ -498,7 +530,9 @@ class PostgresMemoryStore(StoreOperations):
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
-                data = row[0] if row[1] is None else self._open(row[1], SNAPSHOT, row[0])
+                sealed, key_id = row
+                data = sealed if key_id is None else self._open(key_id, SNAPSHOT, sealed)
+                del sealed, row  # the plaintext is what is decoded: one copy less held
                 state = snapshot.decode(self.agent_id, data, accept)
             except SealedWithoutKey:
                 raise
