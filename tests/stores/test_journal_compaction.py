@@ -263,3 +263,25 @@ def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(tmp_path, mo
     assert writer.journal.size() > COMPACT  # never compacted, nothing lost
     assert writer.journal.generation() == 0
     assert set(made) <= set(_state(FileMemoryStore(tmp_path, AGENT)))
+
+
+def test_the_killstorm_audit_never_reports_a_compacted_record_as_lost(tmp_path):
+    from tests.harness.audit import AckedSave, audit_store
+
+    store = FileMemoryStore(tmp_path, AGENT)
+    saved = [store.create(f"acked fact {n} about Quorvath {n * 7}") for n in range(6)]
+    store.archive(saved[0].id, "set aside before the compaction")
+    _churn(store, 150, "a")
+    assert store.journal.generation() > 0
+    acked = [AckedSave(AGENT, e.id, e.content, e.category) for e in saved[1:]]
+    audit = audit_store(tmp_path, AGENT, acked)
+    assert audit.lost == [] and audit.covered == len(acked)
+    assert audit.unjournaled_files == [] and audit.unrecorded_states == []
+    assert audit.journaled_but_missing == []
+    assert audit.compacted_files >= len(saved)
+    # What the new generation does record is still checked against the files.
+    store.update(saved[1].id, content="acked fact 1 rewritten about Quorvath 7")
+    path = store.path_for(saved[1].id, None)
+    raw = json.loads(path.read_bytes())
+    path.write_text(json.dumps({**raw, "revision": raw["revision"] + 5}))
+    assert audit_store(tmp_path, AGENT, []).unjournaled_files
