@@ -3,7 +3,8 @@
 Layout under `{data}/agents/{agent_id}/`:
   memory/{category}/{id}.json    an entry (uncategorized entries at memory/{id}.json)
   memory/.embeddings/{id}.bin    its vector, when an embedding model is configured
-  journal.jsonl                  append-only change journal (no content)
+  journal.jsonl                  append-only change journal (no content), compacted by
+                                 the writer into a new generation (`compact_journal`)
   .lock                          held by the one process writing at a time
 
 Writes (every one under the inter-process writer lock):
@@ -609,8 +610,8 @@ class FileMemoryStore(StoreOperations):
         (`JOURNAL_COMPACTED`: the old snapshot no longer matches and is refused, so an
         open scans the files), then the index snapshot is written for the new generation."""
         with self.writing():
-            if self._pending:
-                return False
+            if self._pending or self.journal.size() == 0:
+                return False  # (no journal: nothing to compact, and no epoch to keep)
             generation = self.journal.generation() + 1
             marker = JournalRecord(
                 at=self.now(),

@@ -285,3 +285,29 @@ def test_the_killstorm_audit_never_reports_a_compacted_record_as_lost(tmp_path):
     raw = json.loads(path.read_bytes())
     path.write_text(json.dumps({**raw, "revision": raw["revision"] + 5}))
     assert audit_store(tmp_path, AGENT, []).unjournaled_files
+
+
+def test_compacting_a_store_with_no_journal_writes_nothing(tmp_path):
+    store = FileMemoryStore(tmp_path, AGENT)
+    assert store.compact_journal() is False
+    assert not store.journal.path.exists()
+    store.create("The first fact about Quorvath")
+    assert store.journal.epoch()  # the first write still starts the journal with one
+
+
+def test_a_whole_agent_forget_after_compaction_gives_the_store_a_new_epoch(tmp_path):
+    from dreamkeeper.stores.files.forgetting import file_forgetting
+
+    stale = FileMemoryStore(tmp_path, AGENT)
+    old = _churn(stale, 100, "old")
+    epoch = stale.journal.epoch()
+    assert stale.journal.generation() > 0 and stale.journal.epoch() == epoch
+    assert file_forgetting(tmp_path).forget_agent(AGENT).verified
+    writer = FileMemoryStore(tmp_path, AGENT)
+    new = _churn(writer, 100, "new")
+    assert writer.journal.generation() > 0
+    assert writer.journal.epoch() not in ("", epoch)
+    assert all(stale.get(i) is None for i in old)
+    assert set(_state(stale)) == set(new) == set(_state(writer))
+    later = writer.create("A later fact about Quorvath, after the forget")
+    assert {h.entry.id for h in search(stale, "Quorvath", limit=500)} == {later.id}
