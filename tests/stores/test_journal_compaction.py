@@ -311,3 +311,32 @@ def test_a_whole_agent_forget_after_compaction_gives_the_store_a_new_epoch(tmp_p
     assert set(_state(stale)) == set(new) == set(_state(writer))
     later = writer.create("A later fact about Quorvath, after the forget")
     assert {h.entry.id for h in search(stale, "Quorvath", limit=500)} == {later.id}
+
+
+def test_a_compaction_between_a_readers_check_and_its_read_never_mixes_generations(
+    tmp_path, caplog
+):
+    writer = FileMemoryStore(tmp_path, AGENT)
+    reader = FileMemoryStore(tmp_path, AGENT)
+    writer.create("The first fact about Quorvath")
+    assert reader.entries()
+    offset = reader.feed_offset
+    made = [writer.create(f"A fact the reader has not read yet, Quorvath {n}") for n in range(3)]
+    before = _state(writer)  # the old generation's state: what the reader is about to read
+    read_from = reader.journal.read_from
+
+    def racing(at: int, fd: int | None = None):
+        # Right after the reader saw the old generation at the path, and before it reads:
+        # the writer compacts and grows the next generation past the reader's offset.
+        reader.journal.read_from = read_from
+        writer.compact_journal()
+        later = writer.create("Written in the next generation, Quorvath")
+        while writer.journal.size() <= offset + 300:
+            writer.update(later.id, content=f"{later.content} again {writer.journal.size()}")
+        return read_from(at, fd)
+
+    reader.journal.read_from = racing
+    assert _state(reader) == before  # the old generation's records, read whole
+    assert all(reader.get(e.id) == e for e in made)
+    assert "malformed" not in caplog.text
+    assert _state(reader) == _state(writer)  # then it sees the swap and loads again
