@@ -12,7 +12,7 @@ of the last notification seen.
 A store asks `token()` just before its real check and keeps the token; on the next read
 `unchanged(tier, agent, token)` says whether it may skip the check. Yes only when all of:
 - the listener is confirmed live: it sends itself a heartbeat NOTIFY every
-  `HEARTBEAT_SECONDS` and the last one came back within `STALE_SECONDS`;
+  `HEARTBEAT_SECONDS`, and one sent at most `STALE_SECONDS` ago has come back;
 - the token was taken while this same listener session was already confirmed (LISTEN
   was active before the store's check, so any commit after that check is notified);
 - no notification for (tier, agent) and no unknown payload arrived after the token.
@@ -22,6 +22,12 @@ before: the signal fails closed. A write of this process marks (tier, agent) its
 it commits (`mark`), so another store instance here never skips past it while its NOTIFY
 is still on the way. A listener nobody asked for `IDLE_SECONDS` stops; the next question
 starts it again (answering no until it is confirmed).
+
+What a skip can miss, and for how long: notifications arrive in commit order, so once a
+heartbeat sent at time t has come back, every write another process had committed before
+t has been noted. A warm read therefore sees every write acknowledged more than
+`STALE_SECONDS` before it, and a more recent one as soon as its NOTIFY arrives
+(bench/change_signal.py: well under a millisecond here); a write of this process, at once.
 
 The listener never sets `Database.failure`: a listener that cannot connect only means
 round trips, and must not mark the database down for the pool's users.
@@ -73,7 +79,7 @@ class ChangeWatch:
         # Each listener connection is a session; a token of an earlier one is worth nothing.
         self._session = 0
         self._confirmed = 0  # the session whose first heartbeat came back (0: none yet)
-        self._last_beat = 0.0  # when the confirmed session's last heartbeat came back
+        self._last_beat = 0.0  # when the newest heartbeat that came back was sent
         self._seq = 0  # notifications counted so far (every kind)
         self._floor = 0  # tokens taken before this seq are void (unknown payload, overflow)
         self._marks: dict[tuple[str, str], int] = {}
@@ -166,15 +172,20 @@ class ChangeWatch:
                 self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
             ) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
-                beat = f"hb:{self._nonce}.{session}"
-                sent = 0.0
+                beat = f"hb:{self._nonce}.{session}."
+                # heartbeat number -> when it was sent (before its NOTIFY committed)
+                sent_at: dict[int, float] = {}
+                sent, n = 0.0, 0
                 while not stop.is_set():
                     now = time.monotonic()
                     if self.heartbeats and now - sent >= HEARTBEAT_SECONDS:
-                        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, beat))
+                        n += 1
+                        with self._guard:
+                            sent_at[n] = self._clock()
+                        conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{beat}{n}"))
                         sent = now
                     for notify in conn.notifies(timeout=HEARTBEAT_SECONDS, stop_after=1000):
-                        self._handle(session, beat, notify.payload)
+                        self._handle(session, beat, sent_at, notify.payload)
                     with self._guard:
                         if self._clock() - self._asked > IDLE_SECONDS:
                             break
@@ -187,13 +198,20 @@ class ChangeWatch:
                     # Whatever the next session misses was never its to see: void it all.
                     self._void_all()
 
-    def _handle(self, session: int, beat: str, payload: str) -> None:
+    def _handle(self, session: int, beat: str, sent_at: dict[int, float], payload: str) -> None:
         with self._guard:
             self.handled += 1
-            if payload == beat:
-                if self._session == session and self.heartbeats:
+            if payload.startswith(beat):
+                # Notifications arrive in commit order: every write acknowledged before
+                # this heartbeat was sent has been noted by now. Its send time, not its
+                # arrival, is what a skip measures staleness from.
+                number = int(payload[len(beat) :])
+                when = sent_at.get(number)
+                for old in [k for k in sent_at if k <= number]:
+                    del sent_at[old]
+                if when is not None and self._session == session and self.heartbeats:
                     self._confirmed = session
-                    self._last_beat = self._clock()
+                    self._last_beat = max(self._last_beat, when)
                 return
             if payload.startswith("hb:"):
                 return  # another process's listener
