@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from dreamkeeper.stores.postgres import change_watch
+from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
@@ -82,13 +84,19 @@ def test_warm_long_term_read_asks_nothing(dbs, monkeypatch):
 def test_long_term_writes_are_seen(dbs):
     reader, writer = dbs
     store = PostgresMemoryStore(reader, AGENT)
-    warm(store.entries, reader)
+    watch = warm(store.entries, reader)
     # Another instance of this process: seen on the very next read, NOTIFY or not.
     here = PostgresMemoryStore(reader, AGENT).create("Written by a sibling instance.")
     assert store.get(here.id) == here
     # Another process: seen once its NOTIFY arrives (never skipped past).
     there = PostgresMemoryStore(writer, AGENT).create("Written by another process.")
     until(lambda: store.get(there.id) is not None, "the other process's write read")
+    # Once a heartbeat sent after another process's write was acknowledged has come back,
+    # that write is seen by the very next read: notifications arrive in commit order.
+    later = PostgresMemoryStore(writer, AGENT).create("Acknowledged before a heartbeat.")
+    acked = time.monotonic()
+    until(lambda: watch._last_beat > acked, "a heartbeat sent after the write came back")
+    assert store.get(later.id) == later
 
 
 def test_warm_working_read_asks_nothing_and_sees_writes(dbs, monkeypatch):
@@ -105,6 +113,28 @@ def test_warm_working_read_asks_nothing_and_sees_writes(dbs, monkeypatch):
     assert store.get(key).value == "13 unread"
     PostgresWorkingMemoryStore(writer, AGENT).save(SESSION, "inbox", "14 unread")
     until(lambda: store.get(key).value == "14 unread", "the other write read")
+
+
+def test_warm_conversation_read_asks_nothing_and_sees_writes(dbs, monkeypatch):
+    reader, writer = dbs
+    now = [datetime.now(UTC)]
+    store = PostgresConversationStore(reader, AGENT, clock=lambda: now[0])
+    PostgresConversationStore(writer, AGENT).add_turn("s1", "user", "hello")
+    warm(lambda: store.conversation("s1"), reader)
+    counted = Counted(reader, monkeypatch)
+    for _ in range(5):
+        assert [t.content for t in store.conversation("s1").turns] == ["hello"]
+    assert counted.n == 0
+    # The idle rule still holds on a skipped read: past it, the session is over.
+    now[0] += timedelta(days=2)
+    assert store.conversation("s1").turns == ()
+    assert counted.n == 0
+    now[0] -= timedelta(days=2)
+    monkeypatch.undo()
+    PostgresConversationStore(reader, AGENT).add_turn("s1", "assistant", "hi")
+    assert len(store.conversation("s1")) == 2
+    PostgresConversationStore(writer, AGENT).add_turn("s1", "user", "bye")
+    until(lambda: len(store.conversation("s1")) == 3, "the other process's turn read")
 
 
 def _listener_pids(db: Database) -> list[int]:
