@@ -234,4 +234,5 @@ def watch(db: Database) -> ChangeWatch:
         found = _watches.get(db)
         if found is None:
             found = _watches[db] = ChangeWatch(db)
+            db.on_close(found.stop)
         return found
