@@ -244,3 +244,22 @@ def test_notification_is_sent_on_commit_only(database_url):
         got = [n.payload for n in listener.notifies(timeout=2, stop_after=1)]
         assert got == ["working:kept"]
         db.close()
+
+
+def test_idle_listener_stops_and_restarts_on_demand(dbs, monkeypatch):
+    reader, writer = dbs
+    store = PostgresMemoryStore(reader, AGENT)
+    watch = warm(store.entries, reader)
+    thread = watch._thread
+    assert thread is not None
+    later = time.monotonic() + 2 * change_watch.IDLE_SECONDS
+    monkeypatch.setattr(watch, "_clock", lambda: later)  # nobody asked for the idle time
+    thread.join(timeout=20)
+    assert not thread.is_alive() and not watch.live
+    monkeypatch.undo()
+    entry = PostgresMemoryStore(writer, AGENT).create("Written while nobody listened.")
+    assert store.get(entry.id) == entry  # the listener's session changed: a round trip
+    warm(store.entries, reader)
+    counted = Counted(reader, monkeypatch)
+    store.entries()
+    assert counted.n == 0  # restarted on demand, and warm reads skip again
