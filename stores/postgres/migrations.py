@@ -338,6 +338,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         # agent skips its "did anything change?" query. Identical payloads of one
         # transaction are folded into one by PostgreSQL. Triggers, not the writers' code,
         # so a write from any path (forget, re-key, an older process) is never silent.
+        # Long-term memory needs only its counter row: every write raises `feed_seq` in its
+        # transaction, and the catch-up reads nothing past it (a trigger per feed row
+        # would run 1,000 times per bulk chunk for one notification).
         """
         CREATE FUNCTION dk_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
@@ -352,9 +355,6 @@ MIGRATIONS: tuple[Migration, ...] = (
             RETURN NEW;
         END $$;
         CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE ON dk_memory_agent
-            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('memory');
-        -- The feed: its inserts (a compaction's deletes change nothing a reader holds).
-        CREATE TRIGGER dk_change AFTER INSERT ON dk_memory_feed
             FOR EACH ROW EXECUTE FUNCTION dk_notify_change('memory');
         CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE ON dreamkeeper_working_agents
             FOR EACH ROW EXECUTE FUNCTION dk_notify_change('working');
