@@ -70,6 +70,8 @@ from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
+from dreamkeeper.stores.postgres import change_watch
+from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.sealing import (
@@ -188,6 +190,10 @@ class PostgresMemoryStore(StoreOperations):
         # An entry removed since the index was built: the index keeps every term it has
         # seen, so a snapshot written from it would carry an erased text's terms.
         self._removed_since_build = False
+        # The change watch's token from this instance's last real catch-up (None: none
+        # counts): a warm read skips the catch-up while the watch says nothing changed.
+        self._watch = change_watch.watch(db)
+        self._watch_token: change_watch.Token | None = None
         self._lock_key = lock_key(self.agent_id)
         self._thread_lock = threading.RLock()
         self._depth = 0
@@ -319,6 +325,9 @@ class PostgresMemoryStore(StoreOperations):
                 if self.sealing is None or attempt:
                     raise
                 self.sealing.forget_current(self.agent_id)
+        # Committed: no other instance of this process may skip past it while its NOTIFY
+        # is on the way.
+        self._watch.mark(MEMORY_TIER, self.agent_id)
         faults.crash_point(faults.COMMITTED)
         return result
 
@@ -336,6 +345,7 @@ class PostgresMemoryStore(StoreOperations):
 
     def _reset(self) -> None:
         self._removed_since_build = False
+        self._watch_token = None
         self._entries = {}
         self._ops = None
         self._index = BM25Index()
@@ -411,7 +421,14 @@ class PostgresMemoryStore(StoreOperations):
         return self.sealing.key(self.agent_id, key_id)
 
     def _catch_up(self) -> None:
-        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
+        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`);
+        none when the change watch knows the agent unchanged since the last one. Inside a
+        hold the round trip is always made: a writer's view must be exact."""
+        holding = self._hold is not None and self._holder == threading.get_ident()
+        if not holding and self._watch.unchanged(MEMORY_TIER, self.agent_id, self._watch_token):
+            return
+        token = self._watch.token()
+        self._watch_token = None  # until this catch-up has applied what it read
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
         top, epoch, gap = 0, None, None
         changes = []
@@ -458,6 +475,7 @@ class PostgresMemoryStore(StoreOperations):
                 if self._vectors is not None:
                     self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
         self._offset = max(self._offset, top)
+        self._watch_token = token
 
     # -- the index snapshot ------------------------------------------------------------
 
