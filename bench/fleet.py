@@ -4,6 +4,7 @@ and two `dreamkeeper worker` processes, under the load agents make, over HTTP.
     .venv/bin/python bench/fleet.py --backend postgres [--agents 100,1000,10000]
         [--memories 200] [--concurrency 64] [--seconds 120] [--warmup 15]
         [--sequential-seconds 15] [--no-seal] [--rebuild] [--load-procs 2] [--profile]
+        [--open-agents 256] [--serve-worker]
 
 Data. One durable PostgreSQL cluster kept under `--data-dir` (bench/.data/fleet; fsync
 on), with one database per fleet size: `--agents` agents of `--memories` memories each,
@@ -19,15 +20,15 @@ vocabulary (bench/search.py's); every text derives from (agent, index), so quest
 asked about an agent's own memories without keeping them.
 
 Per fleet size, in order: a fresh Temporal dev server's task queue, 2 `dreamkeeper worker`
-processes and `dreamkeeper serve` (real processes, each with its own PostgreSQL
-application name), then:
+processes and `dreamkeeper serve --no-worker` (real processes, each with its own
+PostgreSQL application name; `--serve-worker`: serve runs a worker too, as before), then:
   1. the load: `--concurrency` agents at once, each sending its next request as soon as
      the previous one answered (a closed loop), for `--warmup` s unrecorded and then
      `--seconds` s recorded. A request is 45% `POST /v1/agents/{a}/context`, 45%
      `POST .../search` (a question made of words of one of the agent's memories) and
      10% `POST .../memories`; agents drawn Zipf-like (s = `--zipf`) over a shuffled
      order, so a hot tenth takes most requests and a long cold tail misses serve's store
-     cache (its 256 open agents);
+     cache (`--open-agents`, 256 by default as serve's own);
   2. the same requests one at a time for `--sequential-seconds` s: the time a request
      takes with nothing queued ahead of it;
   3. cold opens: a search on probe agents serve has never opened, one at a time, then
@@ -376,7 +377,16 @@ class TemporalServer:
 class Services:
     """Two `dreamkeeper worker` processes and `dreamkeeper serve` on one fleet."""
 
-    def __init__(self, env: dict[str, str], address: str, queue: str, logs: Path) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        address: str,
+        queue: str,
+        logs: Path,
+        *,
+        serve_worker: bool = False,
+        open_agents: int = SERVE_OPEN_AGENTS,
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs = logs
@@ -386,13 +396,17 @@ class Services:
             **env,
             "TEMPORAL_ADDRESS": address,
             "DREAMKEEPER_TASK_QUEUE": queue,
+            "DREAMKEEPER_SERVE_MAX_OPEN_AGENTS": str(open_agents),
         }
+        # A fleet's layout: serve answers requests, the workers run the workflows (with
+        # a worker of its own, serve's workflow tasks starve under the read load).
+        serve = ["serve", "--port", str(self.port), *([] if serve_worker else ["--no-worker"])]
         self.procs: dict[str, subprocess.Popen] = {}
         self.log_files: dict[str, Path] = {}
         for name, command in (
             ("worker-0", ["worker"]),
             ("worker-1", ["worker"]),
-            ("serve", ["serve", "--port", str(self.port)]),
+            ("serve", serve),
         ):
             path = logs / f"{name}.log"
             out = open(path, "wb")  # noqa: SIM115 - lives with the process
@@ -552,8 +566,11 @@ class Load:
     """The requests of a fleet: which agent (Zipf over a shuffled order), what kind, with
     what body; and serve's store cache as the bench sees it (an LRU of the agents asked)."""
 
-    def __init__(self, fleet: Fleet, texts: Texts, zipf: float) -> None:
+    def __init__(
+        self, fleet: Fleet, texts: Texts, zipf: float, open_agents: int = SERVE_OPEN_AGENTS
+    ) -> None:
         self.fleet, self.texts = fleet, texts
+        self.open_agents = open_agents
         order = fleet.agent_ids()
         random.Random(SEED).shuffle(order)
         self.order = order
@@ -593,7 +610,7 @@ class Load:
         missed = agent not in self.cache
         self.cache[agent] = None
         self.cache.move_to_end(agent)
-        while len(self.cache) > SERVE_OPEN_AGENTS:
+        while len(self.cache) > self.open_agents:
             self.cache.popitem(last=False)
         return first, missed
 
@@ -830,6 +847,7 @@ class Result:
     service_logs: dict[str, int]
     startup_s: float
     load_average: tuple[float, float]
+    open_agents: int = SERVE_OPEN_AGENTS
     profile: list[str] = field(default_factory=list)
 
 
@@ -895,14 +913,21 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
     env = layout.env(url)
     log_offset = (cluster.root / "server.log").stat().st_size
     queue = f"fleet-{fleet.database}".replace("_", "-")
-    services = Services(env, temporal.address, queue, layout.logs)
+    services = Services(
+        env,
+        temporal.address,
+        queue,
+        layout.logs,
+        serve_worker=args.serve_worker,
+        open_agents=args.open_agents,
+    )
     watch = DatabaseWatch(url, fleet.database)
     load_before = os.getloadavg()[0]
     try:
         startup = services.wait_ready()
         print(f"  serve and 2 workers ready in {startup:.1f} s", flush=True)
         pids = watched_pids(services, temporal, cluster)
-        load = Load(fleet, texts, args.zipf)
+        load = Load(fleet, texts, args.zipf, args.open_agents)
         watch.start()
         spy = None
         out = layout.logs / f"profile-{fleet.database}.txt"
@@ -945,6 +970,7 @@ def run_fleet(args: argparse.Namespace, cluster: Any, layout: Layout, fleet: Fle
         service_logs=service_logs,
         startup_s=startup,
         load_average=(load_before, os.getloadavg()[0]),
+        open_agents=args.open_agents,
         profile=profile_lines,
     )
 
@@ -974,7 +1000,7 @@ def print_fleet(r: Result) -> None:
     print(
         f"load: {s.requests:,} requests in {s.seconds:.0f} s at concurrency; hottest tenth "
         f"of the agents got {s.hot / max(1, s.requests):.0%}; outside serve's "
-        f"{SERVE_OPEN_AGENTS}-agent cache (estimated): {s.missed / max(1, s.requests):.0%}"
+        f"{r.open_agents}-agent cache (estimated): {s.missed / max(1, s.requests):.0%}"
     )
     for kind, _ in MIX:
         print(
@@ -1230,6 +1256,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scrape-up-to", type=int, default=1000, help="GET /metrics up to N")
     parser.add_argument("--profile", action="store_true", help="py-spy on serve, largest size")
     parser.add_argument("--data-dir", default=str(DATA))
+    parser.add_argument(
+        "--open-agents",
+        type=int,
+        default=SERVE_OPEN_AGENTS,
+        help="serve's store cache (DREAMKEEPER_SERVE_MAX_OPEN_AGENTS)",
+    )
+    parser.add_argument(
+        "--serve-worker", action="store_true", help="serve runs a worker too (the old layout)"
+    )
     args = parser.parse_args(argv)
     if args.probes < 4:
         parser.error("--probes must be at least 4 (cold opens, and forgets over HTTP and CLI)")

@@ -838,6 +838,11 @@ def print_report(
             f"{len(a.late_retirements)} retired into an already archived entry; "
             f"{a.temp_files} temp files left; {len(a.journaled_but_missing)} journaled ids "
             f"without a file; {len(a.problems)} unreadable files"
+            + (
+                f"; {a.compacted_files} files whose records a journal compaction dropped"
+                if a.compacted_files
+                else ""
+            )
         )
         if a.pruned:
             print(f"    pruned as ephemeral: {', '.join(a.pruned[:10])}")

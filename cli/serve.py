@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 
 from dreamkeeper.cli.common import Subparsers, add_bind, require_free_port, service_settings
 from dreamkeeper.core.errors import InvalidInput
@@ -25,6 +26,8 @@ def serve(args: argparse.Namespace, settings: StoreSettings) -> int:
     from dreamkeeper.service.runtime import run_serve
 
     service = service_settings(args)
+    if args.no_worker:
+        service = dataclasses.replace(service, worker=False)
     require_free_port(service.host, service.port)
     try:
         asyncio.run(run_serve(settings, TemporalSettings.from_env(), service, reclaim=args.reclaim))
@@ -80,6 +83,12 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--host", help="address to bind (env DREAMKEEPER_SERVE_HOST, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (env DREAMKEEPER_SERVE_PORT, 8780)")
     p.add_argument("--reclaim", action="store_true", help=RECLAIM_HELP)
+    p.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="answer requests only; `dreamkeeper worker` processes on the task queue run "
+        "the workflows (env DREAMKEEPER_SERVE_WORKER=0)",
+    )
 
     p = sub.add_parser("mcp", help="the memory tools as an MCP server over stdio (--agent)")
     p.set_defaults(handler=mcp_stdio)

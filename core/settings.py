@@ -226,6 +226,10 @@ class ServiceSettings:
     client_token: str | None = None  # what a remote client sends, when not the shared token
     max_open_agents: int = 256  # agents serve keeps open (least recently used are closed)
     public_docs: bool = True  # /docs and /openapi.json (no data) answered without a token
+    # serve runs a worker in its process; off, it only answers requests and the task
+    # queue's `dreamkeeper worker` processes run every workflow (a fleet's layout: the
+    # HTTP load no longer delays workflow tasks, and serve can be replicated).
+    worker: bool = True
 
     @property
     def sent_token(self) -> str | None:
@@ -323,6 +327,7 @@ class Environment(BaseModel):
     DREAMKEEPER_SERVE_METRICS_AGENTS: bool = False
     DREAMKEEPER_SERVE_MAX_OPEN_AGENTS: int = _range(256, 1, 1_000_000)
     DREAMKEEPER_SERVE_PUBLIC_DOCS: bool = True
+    DREAMKEEPER_SERVE_WORKER: bool = True
     DREAMKEEPER_TOKEN: str | None = None
     DREAMKEEPER_TEMPORAL_METRICS_ADDRESS: str | None = None
 
@@ -608,6 +613,7 @@ def _service(e: Environment) -> ServiceSettings:
         client_token=e.DREAMKEEPER_TOKEN,
         max_open_agents=e.DREAMKEEPER_SERVE_MAX_OPEN_AGENTS,
         public_docs=e.DREAMKEEPER_SERVE_PUBLIC_DOCS,
+        worker=e.DREAMKEEPER_SERVE_WORKER,
     )
 
 

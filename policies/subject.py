@@ -336,6 +336,7 @@ RELATIONS = frozenset(
     "grandpa roommate flatmate colleague coworker co-worker assistant dog cat pet".split()
 )
 _USER = frozenset("user users i me my mine myself we us our ours".split())
+_USER_POSSESSIVE = frozenset("my mine our ours".split())
 _PRONOUNS = frozenset("he she they him her them his hers their theirs it its".split())
 # Words that may stand between an attribute noun and its possessor ("Maya's new
 # manager", "the Lumen project lead").
@@ -376,6 +377,7 @@ _NOT_NAMES = (
 # "The team under Sara ..." names a definite thing: no note about the user.
 _UNSAID = (_STARTER_VERBS | _MODIFIERS | _AUXILIARIES | _DETERMINERS | _TIME) - {"the"}
 _CLAUSE_END = ".,;:!?)]"
+_CONTRACTION = re.compile(r"'(ve|m|d|ll|re)$", re.IGNORECASE)
 _SENTENCE_END = ".!?"
 _STRIP = "\"'“”‘’([{<*_`"
 
@@ -399,6 +401,9 @@ def _tokens(text: str) -> list[_Token]:
         ends_sentence = any(ch in _SENTENCE_END for ch in trailing)
         word = word.lstrip(_CLAUSE_END + _STRIP).replace("’", "'")
         possessive = False
+        contraction = _CONTRACTION.search(word)
+        if contraction is not None:  # "I've", "we're": the pronoun is what is said
+            word = word[: contraction.start()]
         if word.lower().endswith("'s"):
             word, possessive = word[:-2], True
         elif word.endswith("s'") and len(word) > 2:
@@ -463,14 +468,37 @@ _TEAM_SIZE = next(a for a in ATTRIBUTES if a.name == "team size")
 CUE_WORDS = frozenset(w for cues in _CUES.values() for c in cues for w in c.words)
 
 
+# A verb's particle between its words ("moved out to", "moved back to") leaves the
+# phrase what it was.
+_PARTICLES = frozenset("out back over away down up off".split())
+
+
 def _match_at(sentence: list[_Token], i: int) -> _Cue | None:
+    """The longest cue starting at `i`, as written there: with a particle in it, its
+    words are the sentence's, so its length is what it spans."""
     for cue in _CUES.get(sentence[i].low, ()):
-        end = i + len(cue.words)
-        if end <= len(sentence) and all(sentence[i + k].low == w for k, w in enumerate(cue.words)):
-            # A phrase does not run across a comma ("in Porto, phone ...").
-            if not any(sentence[i + k].clause_end for k in range(len(cue.words) - 1)):
+        positions = _phrase_at(sentence, i, cue.words)
+        # A phrase does not run across a comma ("in Porto, phone ...").
+        if positions is not None and not any(sentence[k].clause_end for k in positions[:-1]):
+            if positions[-1] - i + 1 == len(cue.words):
                 return cue
+            written = tuple(t.low for t in sentence[i : positions[-1] + 1])
+            return _Cue(written, cue.attribute, cue.kind)
     return None
+
+
+def _phrase_at(sentence: list[_Token], i: int, words: tuple[str, ...]) -> list[int] | None:
+    positions: list[int] = []
+    k = i
+    for n, word in enumerate(words):
+        if n == 1 and k < len(sentence) and sentence[k].low != word:
+            if sentence[k].low in _PARTICLES:
+                k += 1  # one particle after a phrase's first word
+        if k >= len(sentence) or sentence[k].low != word:
+            return None
+        positions.append(k)
+        k += 1
+    return positions
 
 
 def _cues(sentence: list[_Token]) -> list[tuple[int, _Cue]]:
@@ -527,8 +555,29 @@ def _is_name(sentence: list[_Token], i: int, cue_positions: set[int]) -> bool:
     if not any(ch.isalpha() for ch in token.low):
         return False
     if i == 0 or token.starts_sentence:
-        return not (token.low in _STARTER_VERBS or token.low in CUE_WORDS or token.low in RELATIONS)
+        if token.low in _STARTER_VERBS or token.low in CUE_WORDS or token.low in RELATIONS:
+            return False
+        return not _opens_with_a_noun(sentence, i)
     return True
+
+
+# What may follow a noun that opens a sentence ("Decisions on Kestrel ...", "Rent in Lyon
+# is what Tom pays"): a name is rarely followed by one of these before its verb.
+_OPENING_PREPOSITIONS = frozenset("on for in under at from to about with of by".split())
+
+
+def _opens_with_a_noun(sentence: list[_Token], i: int) -> bool:
+    """Whether the capitalised word opening the sentence at `i` is an ordinary noun
+    rather than a name: one word, a preposition right after it, and a capitalised word
+    further on — "Budget for Atlas is owned by Tom" is about Atlas, not "Budget". A name
+    that opens a sentence and is followed by a preposition ("Maya in Oslo ...") is
+    rare; when the sentence names nothing else the word stays a name."""
+    after = i + 1
+    if after >= len(sentence) or sentence[i].clause_end or sentence[i].possessive:
+        return False
+    if sentence[after].cap or sentence[after].low not in _OPENING_PREPOSITIONS:
+        return False
+    return any(t.cap and t.low not in _NOT_NAMES for t in sentence[after + 1 :])
 
 
 @dataclass(frozen=True)
@@ -669,12 +718,14 @@ def _possessor(
         span = _span_ending_at(spans, k)
         if span is not None and (token.possessive or _modifies(sentence, span)):
             return span.entity
-        if _user_at(sentence, k) and token.low != "i":
+        if token.low in _USER_POSSESSIVE or (token.low in _USER and token.possessive):
+            # "my phone", "the user's phone"; not "gave me a new number", where "me"
+            # receives what the sentence's subject has.
             return USER
         if token.low in _PRONOUNS and token.low in ("his", "her", "their", "its"):
             return _first_entity(sentence, spans, k)
     k = cue_end
-    if k < len(sentence) and sentence[k].low in ("of", "for"):
+    if k < len(sentence) and sentence[k].low in ("of", "for", "under"):
         k += 1
         while k < len(sentence) and sentence[k].low in _DETERMINERS:
             k += 1
@@ -688,10 +739,14 @@ def _possessor(
 
 
 def _counted(sentence: list[_Token], cue_start: int) -> bool:
-    """Whether the verb's subject is a count ("12 people", "five engineers now")."""
+    """Whether the verb's subject is a count ("12 people", "five engineers now") or a
+    group of people ("Staff reporting to Ivan: 40 people"): then the one they report to
+    has them, nobody's manager changed."""
     k = cue_start - 1
     while k >= 0 and sentence[k].low in _AUXILIARIES:
         k -= 1
+    if k >= 0 and sentence[k].low in _GROUPS_OF_PEOPLE and not sentence[k].possessive:
+        return True
     return k >= 1 and (
         _NUMBER.search(sentence[k - 1].low) is not None or sentence[k - 1].low in _COUNTS
     )
@@ -705,6 +760,9 @@ def _count_at(sentence: list[_Token], k: int) -> bool:
     )
 
 
+_GROUPS_OF_PEOPLE = frozenset(
+    "staff people engineers developers employees members folks reports teammates".split()
+)
 _COUNTS = frozenset("two three four five six seven eight nine ten twelve twenty dozen".split())
 
 
@@ -898,7 +956,12 @@ def _noun_owner(sentence: list[_Token], spans: list[_Span], start: int, cue: _Cu
         # password is ..."), it may not even be the head: nobody's.
         entity = _first_entity(sentence, spans, start)
     if entity is None and all(t.low in _UNSAID for t in sentence[:start]):
-        entity = Entity("user", ("user",), implied=True)
+        # Opening the note, the noun is the user's as a label ("Phone: +1 ...", "Home:
+        # Porto") or when nobody is named; "Rent in Lyon is what Tom pays" says whose
+        # it is further on, in words this cannot read.
+        label = sentence[end - 1].clause_end
+        if start > 0 or label or not spans:
+            entity = Entity("user", ("user",), implied=True)
     return entity, attribute, set(range(start, end))
 
 

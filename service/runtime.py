@@ -1,6 +1,7 @@
 """`dreamkeeper serve`: one process per data directory running the worker and the memory
 service (uvicorn) on one event loop, until SIGINT/SIGTERM; then the HTTP server stops
-taking requests and the worker lets running activities finish."""
+taking requests and the worker lets running activities finish. With `--no-worker` the
+memory service alone: the task queue's `dreamkeeper worker` processes run the workflows."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
+from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.client.connection import connect
 from dreamkeeper.core.settings import (
     ServiceSettings,
     StoreSettings,
@@ -24,6 +27,7 @@ from dreamkeeper.core.settings import (
 from dreamkeeper.service.app import create_app
 from dreamkeeper.service.metrics import ServiceMetrics
 from dreamkeeper.service.state import ServiceState
+from dreamkeeper.stores.backends import open_backend
 from dreamkeeper.stores.vectors.embedding_client import embedding_client
 from dreamkeeper.worker.runtime import running_worker
 
@@ -58,13 +62,7 @@ async def run_serve(
 ) -> None:
     loop = asyncio.get_running_loop()
     metrics = ServiceMetrics(service.temporal_metrics)
-    async with running_worker(
-        store,
-        temporal,
-        reclaim=reclaim,
-        runtime=temporal_runtime(service),
-        interceptors=[metrics.interceptor()],
-    ) as client:
+    async with _temporal(store, temporal, service, metrics, reclaim=reclaim) as client:
         memory = MemoryClient(
             client,
             store,
@@ -92,6 +90,42 @@ async def run_serve(
             raise OSError(f"cannot listen on {service.host}:{service.port}")
 
 
+@contextlib.asynccontextmanager
+async def _temporal(
+    store: StoreSettings,
+    temporal: TemporalSettings,
+    service: ServiceSettings,
+    metrics: ServiceMetrics,
+    *,
+    reclaim: bool,
+) -> AsyncIterator[Client]:
+    """serve's Temporal client: with its own worker polling the task queue (the default),
+    or, with `--no-worker`, a client only: the store is checked as a worker would (an
+    older or newer schema refused), and whatever queue's claim the requests meet is
+    checked by the memory client on first use, as any client's is."""
+    if service.worker:
+        async with running_worker(
+            store,
+            temporal,
+            reclaim=reclaim,
+            runtime=temporal_runtime(service),
+            interceptors=[metrics.interceptor()],
+        ) as client:
+            yield client
+        return
+    backend = open_backend(store)
+    backend.check_ready()
+    client = await connect(
+        temporal, store.data_dir, runtime=temporal_runtime(service), key_store=backend.agent_keys
+    )
+    log.info(
+        "serve: no worker in this process; `dreamkeeper worker` on task queue %s runs the "
+        "workflows",
+        temporal.task_queue,
+    )
+    yield client
+
+
 async def _announce(server: uvicorn.Server, service: ServiceSettings, issued: bool) -> None:
     while not server.started:
         await asyncio.sleep(0.05)
@@ -116,11 +150,17 @@ async def _announce(server: uvicorn.Server, service: ServiceSettings, issued: bo
         print(f"Temporal runtime metrics: http://{service.temporal_metrics}/metrics", flush=True)
 
 
+KEEP_ALIVE_SECONDS = 75  # above clients' idle-connection expiry (see uvicorn_config)
+
+
 def uvicorn_config(app: Any, service: ServiceSettings) -> uvicorn.Config:
     """uvicorn with no logging setup of its own (`log_config=None`): its records go
     through Dreamkeeper's handler, which colours only a terminal. uvicorn's formatter
     decides colour from stdout but writes to stderr, so `serve 2>log` from a terminal
-    wrote escape codes into the log."""
+    wrote escape codes into the log. An idle connection is kept for longer than a
+    client keeps one to reuse (httpx and most pools: 5 s, uvicorn's own default too):
+    closing it at the moment the client sends on it fails that request with a read error
+    the client cannot tell from a crash (the fleet bench saw 8 in 14,600 requests)."""
     return uvicorn.Config(
         app,
         host=service.host,
@@ -129,4 +169,5 @@ def uvicorn_config(app: Any, service: ServiceSettings) -> uvicorn.Config:
         log_level="warning",
         lifespan="on",
         access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )

@@ -36,6 +36,10 @@ COMMITTED = "committed"  # committed, the caller not yet told
 ROWS_HALF_WRITTEN = "rows-half-written"
 # Compacting the PostgreSQL change feed: the prefix deleted, not committed.
 FEED_COMPACTING = "feed-compacting"
+# Compacting the file journal: the new generation durable beside the journal, not in place;
+# then in place, the index snapshot not yet written for it.
+JOURNAL_COMPACTING = "journal-compacting"
+JOURNAL_COMPACTED = "journal-compacted"
 MIGRATE_AGENT_COPIED = "migrate-agent-copied"  # `migrate`: one agent copied, the next not
 ERASE_JOURNALED = "erase-journaled"  # an erasure's records durable, no file removed yet
 FORGET_BEGUN = "forget-begun"  # a forget request journaled (ids only), nothing erased yet
@@ -58,6 +62,8 @@ POINTS = frozenset(
         COMMITTED,
         ROWS_HALF_WRITTEN,
         FEED_COMPACTING,
+        JOURNAL_COMPACTING,
+        JOURNAL_COMPACTED,
         MIGRATE_AGENT_COPIED,
         ERASE_JOURNALED,
         FORGET_BEGUN,

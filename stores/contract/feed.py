@@ -33,6 +33,9 @@ class JournalAction(StrEnum):
     EMBEDDED = "embedded"  # a vector was (re)generated; the entry itself did not change
     REPAIRED = "repaired"  # a write whose file never landed; the file on disk stands
     EPOCH = "epoch"  # the journal's first line: the store's epoch in `id`, no entry
+    # The file journal's second line after a compaction (`stores.files.journal`): the
+    # records before it were dropped; its generation in `rev`, no entry.
+    COMPACTED = "compacted"
 
 
 @dataclass(frozen=True)

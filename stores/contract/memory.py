@@ -298,7 +298,8 @@ class MemoryStore(Protocol):
 
     def changes(self) -> list[JournalRecord]:
         """Every record of the change feed kept, oldest first (what each write did:
-        action, entry id, revision after it, fingerprint, op, reason; never content): on
-        PostgreSQL the rows since the last compaction (docs/storage.md, "Compacting the
-        change feed"). For audits and tools; reads catch up with the feed on their own."""
+        action, entry id, revision after it, fingerprint, op, reason; never content): the
+        rows (on files, the journal's records) since the last compaction (docs/storage.md,
+        "Compacting the change feed", "Compacting the file journal"). For audits and
+        tools; reads catch up with the feed on their own."""
         ...

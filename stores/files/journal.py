@@ -18,6 +18,15 @@ log and its change feed:
   agent id has another one (docs/storage.md, store epochs). A journal from before epochs
   has none: its epoch is the empty string.
 
+The journal is compacted by the writer (`FileMemoryStore.compact_journal`, docs/storage.md
+"Compacting the file journal"): under the writer lock, with no write pending, it is
+replaced by a new generation — the epoch line, then one `COMPACTED` record carrying the
+generation number — written beside it, fsynced and renamed into place. Every record
+before that point is dropped: the entry files are the state, and readers holding the old
+generation (an inode they keep open) see the journal at the path is another file and
+load again, as after an erasure, keeping the epoch. Readers read through the descriptor
+they hold, so a byte offset of one generation is never read in another.
+
 Lines are read defensively: a torn line (a crash mid-append), garbage, NULs, an oversized
 or deeply nested line is skipped with a warning; writers terminate a torn last line
 before appending, so a record never glues onto it.
@@ -35,6 +44,9 @@ from dreamkeeper.stores.files.agent_files import AgentFiles
 log = logging.getLogger(__name__)
 
 JOURNAL = ("journal.jsonl",)
+# Where the next generation is written before it is renamed over the journal (a dot file:
+# ignored by every reader; a crash leaves it, and the next compaction writes over it).
+NEXT_GENERATION = (".journal.jsonl.next",)
 _BACKWARD_CHUNK = 65_536
 HASHED_BYTES = 4_096  # hashed at the journal's start and just before a cache's offset
 
@@ -84,13 +96,15 @@ class Journal:
     def _bytes(self, start: int, length: int) -> bytes:
         return self._files.read_from(JOURNAL, start, length) if length > 0 else b""
 
-    def read_from(self, offset: int) -> tuple[list[JournalRecord], int]:
-        """Complete records from byte `offset` on, and the offset after the last one.
+    def read_from(self, offset: int, fd: int | None = None) -> tuple[list[JournalRecord], int]:
+        """Complete records from byte `offset` on, and the offset after the last one;
+        with `fd`, of the journal open at that descriptor (the generation the caller's
+        offset belongs to), else of the one at the path.
 
         A trailing line without its newline is a write in progress: left for next time
         (once a writer terminates it, it is read as the garbage it is and skipped).
         """
-        data = self._files.read_from(JOURNAL, offset)
+        data = self._files.read_from(JOURNAL, offset) if fd is None else _read_fd(fd, offset)
         end = data.rfind(b"\n") + 1
         records: list[JournalRecord] = []
         for raw in data[:end].split(b"\n"):
@@ -101,12 +115,31 @@ class Journal:
             except ValueError as exc:
                 log.warning("journal %s: skipped a malformed line (%s)", self.path, exc)
                 continue
-            if record.action is not JournalAction.EPOCH:  # the store's identity, no change
+            if record.action not in _NO_CHANGE:
                 records.append(record)
         return records, offset + end
 
     def read_all(self) -> list[JournalRecord]:
         return self.read_from(0)[0]
+
+    def generation(self) -> int:
+        """How many times the journal was compacted (the `COMPACTED` record's `rev`,
+        right after the epoch line; 0 when there is none)."""
+        for line in self._files.read_from(JOURNAL, 0, 2 * MAX_LINE_BYTES).split(b"\n")[:2]:
+            try:
+                record = JournalRecord.from_line(line)
+            except ValueError:
+                continue
+            if record.action is JournalAction.COMPACTED:
+                return record.rev or 0
+        return 0
+
+    def next_generation(self, marker: JournalRecord) -> bytes:
+        """The bytes of the journal's next generation: its epoch line as it is (none for a
+        journal from before epochs, which keeps the empty epoch), then `marker`."""
+        head = self._files.read_from(JOURNAL, 0, MAX_LINE_BYTES + 1).split(b"\n", 1)[0]
+        epoch = head + b"\n" if epoch_of(head) else b""
+        return epoch + (marker.to_line() + "\n").encode("ascii")
 
     def last_hold_start(self, end: int) -> int:
         """The offset of the last record marked `first` before `end` (0 if none): where
@@ -130,6 +163,17 @@ class Journal:
                 )
             position = start
         return 0
+
+
+_NO_CHANGE = frozenset({JournalAction.EPOCH, JournalAction.COMPACTED})  # no entry named
+
+
+def _read_fd(fd: int, offset: int) -> bytes:
+    chunks = []
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def epoch_of(head: bytes) -> str:

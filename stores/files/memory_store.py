@@ -3,7 +3,8 @@
 Layout under `{data}/agents/{agent_id}/`:
   memory/{category}/{id}.json    an entry (uncategorized entries at memory/{id}.json)
   memory/.embeddings/{id}.bin    its vector, when an embedding model is configured
-  journal.jsonl                  append-only change journal (no content)
+  journal.jsonl                  append-only change journal (no content), compacted by
+                                 the writer into a new generation (`compact_journal`)
   .lock                          held by the one process writing at a time
 
 Writes (every one under the inter-process writer lock):
@@ -70,7 +71,7 @@ from dreamkeeper.stores.files.entry_files import (
     load_entry,
     scan,
 )
-from dreamkeeper.stores.files.journal import JOURNAL, Journal, epoch_of
+from dreamkeeper.stores.files.journal import JOURNAL, NEXT_GENERATION, Journal, epoch_of
 from dreamkeeper.stores.files.vector_files import file_reader, vector_path
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_table import EntryTable
@@ -83,6 +84,11 @@ from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode
 log = logging.getLogger(__name__)
 
 ERASED = "forgotten"  # the reason `erase` journals its purges with
+# Journal compaction (`compact_journal`, docs/storage.md "Compacting the file journal"):
+# the writer compacts at the end of a hold when the journal has reached COMPACT_BYTES
+# (about 5,000 records), or COMPACT_BYTES_PER_ENTRY per entry held when that is more.
+COMPACT_BYTES = 1 << 20
+COMPACT_BYTES_PER_ENTRY = 256
 
 
 class _HeldJournal:
@@ -94,6 +100,7 @@ class _HeldJournal:
         st = os.fstat(fd)
         self.identity = (st.st_dev, st.st_ino)
         self.epoch = epoch_of(os.pread(fd, MAX_LINE_BYTES, 0))
+        self.fd = fd
         self._close = weakref.finalize(self, os.close, fd)
 
     def close(self) -> None:
@@ -264,9 +271,10 @@ class FileMemoryStore(StoreOperations):
         if held is None:
             if not stat.S_ISREG(st.st_mode):
                 return False  # a link or no file: refused and reported, never read
-            # No journal when this instance loaded: an empty store, which any journal
-            # that has appeared since continues (its writer wrote every entry there is).
-            return bool(self._entries)
+            # No journal when this instance loaded: the one that has appeared since may
+            # have been compacted past what this instance never read (every record of the
+            # entries there are may be gone): load again, and hold it.
+            return True
         return (st.st_dev, st.st_ino) != held.identity
 
     def _adopt_state(self, state: snapshot.SnapshotState) -> None:
@@ -369,7 +377,12 @@ class FileMemoryStore(StoreOperations):
             self._full_load()
             return
         if size > self._offset:
-            records, self._offset = self.journal.read_from(self._offset)
+            # Through the descriptor held: a compaction renaming the next generation in
+            # now must not have this offset read in it (the next catch-up sees the swap).
+            held = self._journal_held
+            records, self._offset = self.journal.read_from(
+                self._offset, None if held is None else held.fd
+            )
             for record in records:
                 self._apply_record(record)
         if self._pending:
@@ -563,6 +576,69 @@ class FileMemoryStore(StoreOperations):
                 self._hold_appended = False
                 self._ensure_loaded()
             yield
+            if outermost and self._offset >= self._compact_at():
+                self._compact_after_writes()
+
+    # -- compaction --------------------------------------------------------------------
+
+    def _compact_at(self) -> int:
+        """The journal size at which the writer compacts (docs/storage.md, "Compacting
+        the file journal"): COMPACT_BYTES, or more for a large store, whose snapshot (an
+        O(entries) write) must stay a small share of the writes between compactions."""
+        return max(COMPACT_BYTES, COMPACT_BYTES_PER_ENTRY * len(self._entries))
+
+    def _compact_after_writes(self) -> None:
+        """The hold's writes are durable already: a compaction that fails is logged, never
+        the caller's failure (the journal is left whole; the next hold tries again)."""
+        try:
+            self.compact_journal()
+        except OSError as exc:
+            log.warning("memory store %s: journal not compacted (%s)", self.agent_id, exc)
+
+    def compact_journal(self) -> bool:
+        """Replace the journal with its next generation: the epoch line and a `COMPACTED`
+        record, every record before dropped (`stores.files.journal`). Under the writer
+        lock, caught up and with no write pending, every record is resolved: the entry
+        files are the state, and the journal's old records are needed by no one — a reader
+        holding the old generation sees another file at the path and loads again (from
+        the snapshot written here); migrate and forget read the entries. False when a
+        write is pending (it must stay journaled until it lands or is repaired).
+
+        Steps, each a crash point: the new generation is written and fsynced beside the
+        journal (`JOURNAL_COMPACTING`: the journal is whole, a leftover dot file is
+        written over next time), renamed over it and the directory fsynced
+        (`JOURNAL_COMPACTED`: the old snapshot no longer matches and is refused, so an
+        open scans the files), then the index snapshot is written for the new generation."""
+        with self.writing():
+            if self._pending or self.journal.size() == 0:
+                return False  # (no journal: nothing to compact, and no epoch to keep)
+            generation = self.journal.generation() + 1
+            marker = JournalRecord(
+                at=self.now(),
+                action=JournalAction.COMPACTED,
+                id=f"generation-{generation}",
+                category=None,
+                fingerprint=None,
+                reason=f"{self._offset} bytes of records before this line compacted",
+                rev=generation,
+            )
+            data = self.journal.next_generation(marker)
+            self.files.write(NEXT_GENERATION, data)
+            faults.crash_point(faults.JOURNAL_COMPACTING)
+            self.files.rename(NEXT_GENERATION, JOURNAL)
+            self._take_journal()  # the lock is held: the file at the path is the one written
+            self._offset = len(data)
+            self._hold_appended = False  # the new generation has no hold marker yet
+            faults.crash_point(faults.JOURNAL_COMPACTED)
+            if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+                self.save_snapshot()
+            else:
+                # Taken from the old generation, it is refused from now on: not kept.
+                self.files.unlink(snapshot.SNAPSHOT)
+            log.info(
+                "memory store %s: journal compacted (generation %d)", self.agent_id, generation
+            )
+            return True
 
     def _fresh(self, entry_id: str) -> MemoryEntry | None:
         """Under the lock: the entry as its file is now. A file changed behind the

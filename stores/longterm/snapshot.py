@@ -200,7 +200,7 @@ class RowSource:
     fallback: Callable[[str, str | None], MemoryEntry | None]
 
 
-def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
+def _header(data: mmap.mmap | bytes | bytearray) -> tuple[dict[str, Any], int]:
     if data[: len(MAGIC)] != MAGIC:
         raise Refused("not a snapshot")
     (length,) = struct.unpack_from("<Q", data, len(MAGIC))
@@ -216,7 +216,7 @@ def _header(data: mmap.mmap | bytes) -> tuple[dict[str, Any], int]:
 
 def decode(
     agent_id: str,
-    data: mmap.mmap | bytes,
+    data: mmap.mmap | bytes | bytearray,
     accept: Callable[[int, object], None],
     source: RowSource | None = None,
 ) -> SnapshotState:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 from pydantic import ValidationError
@@ -39,6 +40,8 @@ from dreamkeeper.stores.conversation.conversation_memory import (
     ConversationBase,
     validate_session_id,
 )
+from dreamkeeper.stores.postgres import change_watch
+from dreamkeeper.stores.postgres.change_watch import CONVERSATION_TIER
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.sealing import TURN, SealBroken, Sealing, without_key
@@ -71,6 +74,15 @@ class PostgresConversationStore(ConversationBase):
         # session -> (its start, its next turn number, the turns read, the newest one's
         # stored text): see _live_turns
         self._read_cache: dict[str, tuple[datetime, int, tuple[Turn, ...], str | None]] = {}
+        # session -> (the change watch's token, its last turn time, what _live_turns read)
+        # of the last real read: a warm read skips the round trip (`_live_turns`)
+        self._watch = change_watch.watch(db)
+        self._warm: dict[str, tuple[change_watch.Token, datetime | None, Any]] = {}
+
+    def _changed(self) -> None:
+        """A write of this process committed: no other instance here may skip past it
+        while its NOTIFY is on the way (nor this one: its own reads ask again)."""
+        self._watch.mark(CONVERSATION_TIER, self.agent_id)
 
     def _lock(self, conn: psycopg.Connection, session_id: str) -> None:
         """The session's writer lock, until the transaction ends."""
@@ -93,6 +105,23 @@ class PostgresConversationStore(ConversationBase):
     # -- reads -------------------------------------------------------------------------
 
     def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
+        # No round trip while the change watch knows the agent's conversations unchanged
+        # since this session was last read: the answer is the same but for the idle rule,
+        # applied again to the session's last turn time as then read.
+        warm = self._warm.get(session_id)
+        if warm is not None and self._watch.unchanged(CONVERSATION_TIER, self.agent_id, warm[0]):
+            _, last_at, found = warm
+            return found if last_at is not None and self._is_live(last_at) else None
+        self._warm.pop(session_id, None)
+        token = self._watch.token()
+        last_at, found = self._read_live_turns(session_id)
+        self._warm[session_id] = (token, last_at, found)
+        return found
+
+    def _read_live_turns(
+        self, session_id: str
+    ) -> tuple[datetime | None, tuple[tuple[Turn, ...], tuple[Turn, ...]] | None]:
+        """The session's last turn time as stored (None: no session) and its live turns."""
         window = self._max_retained + max(self._max_archived, 0)
         with self.db.transaction() as conn:
             row = conn.execute(
@@ -101,7 +130,7 @@ class PostgresConversationStore(ConversationBase):
                 (self.agent_id, session_id),
             ).fetchone()
             if row is None or not self._is_live(row[1]):
-                return None
+                return (None if row is None else row[1]), None
             started, next_n = row[0], int(row[2])
             # Turns never change once written in a session's life: only those added since
             # this instance last read are fetched and parsed, with the last one it knows to
@@ -129,7 +158,7 @@ class PostgresConversationStore(ConversationBase):
         first_retained = next_n - self._max_retained
         retained = tuple(t for t in turns if t.n >= first_retained)
         archived = tuple(t for t in turns if t.n < first_retained)
-        return (archived if self._max_archived > 0 else ()), retained
+        return row[1], ((archived if self._max_archived > 0 else ()), retained)
 
     def _turns(self, conn: psycopg.Connection, session_id: str, low: int, high: int) -> list[str]:
         """The stored turns numbered from `low` up to (not including) `high`, in order —
@@ -239,6 +268,7 @@ class PostgresConversationStore(ConversationBase):
                 "session_id = %s AND n <= %s",
                 (self.agent_id, session_id, n - self._max_retained - max(self._max_archived, 0)),
             )
+        self._changed()
         return turn
 
     def clear(self, session_id: str) -> None:
@@ -251,6 +281,7 @@ class PostgresConversationStore(ConversationBase):
                     f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s",  # noqa: S608
                     (self.agent_id, session_id),
                 )
+        self._changed()
 
     def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
         """Delete every turn row, expired sessions included, that `mentions` the
@@ -283,6 +314,7 @@ class PostgresConversationStore(ConversationBase):
                     (self.agent_id, session_id, numbers),
                 )
                 removed[f"conversation/{session_id}"] = len(numbers)
+        self._changed()
         removed.update(self.log.scrub(mentions))
         return removed
 

@@ -23,7 +23,7 @@ import atexit
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -130,6 +130,13 @@ class Database:
         # succeeded, and again after one failed, a checkout first probes the database.
         self._failure: str | None = None
         self._proven = False
+        # Run by `close` (the change watch stops its listener: its own connection would
+        # outlive the pools, and hold the database open against a DROP).
+        self._on_close: list[Callable[[], None]] = []
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when this `Database` is closed."""
+        self._on_close.append(callback)
 
     @property
     def failure(self) -> str | None:
@@ -252,6 +259,8 @@ class Database:
             yield conn
 
     def close(self) -> None:
+        for callback in list(self._on_close):
+            callback()
         with self._guard:
             if self._opened:
                 self._pool.close()

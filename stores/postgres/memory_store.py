@@ -70,6 +70,8 @@ from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
+from dreamkeeper.stores.postgres import change_watch
+from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
 from dreamkeeper.stores.postgres.sealing import (
@@ -92,6 +94,7 @@ from dreamkeeper.stores.vectors.vectors import (
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
+SNAPSHOT_READ_CHUNK = 4 << 20  # bytes a statement reads of a snapshot row
 ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top, the store's epoch and
@@ -187,6 +190,10 @@ class PostgresMemoryStore(StoreOperations):
         # An entry removed since the index was built: the index keeps every term it has
         # seen, so a snapshot written from it would carry an erased text's terms.
         self._removed_since_build = False
+        # The change watch's token from this instance's last real catch-up (None: none
+        # counts): a warm read skips the catch-up while the watch says nothing changed.
+        self._watch = change_watch.watch(db)
+        self._watch_token: change_watch.Token | None = None
         self._lock_key = lock_key(self.agent_id)
         self._thread_lock = threading.RLock()
         self._depth = 0
@@ -318,6 +325,9 @@ class PostgresMemoryStore(StoreOperations):
                 if self.sealing is None or attempt:
                     raise
                 self.sealing.forget_current(self.agent_id)
+        # Committed: no other instance of this process may skip past it while its NOTIFY
+        # is on the way.
+        self._watch.mark(MEMORY_TIER, self.agent_id)
         faults.crash_point(faults.COMMITTED)
         return result
 
@@ -335,6 +345,7 @@ class PostgresMemoryStore(StoreOperations):
 
     def _reset(self) -> None:
         self._removed_since_build = False
+        self._watch_token = None
         self._entries = {}
         self._ops = None
         self._index = BM25Index()
@@ -392,7 +403,9 @@ class PostgresMemoryStore(StoreOperations):
         self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
         self._install(entry)
 
-    def _open(self, key_id: str | None, purpose: str, sealed: bytes | memoryview) -> bytes:
+    def _open(
+        self, key_id: str | None, purpose: str, sealed: bytes | bytearray | memoryview
+    ) -> bytes:
         """A value read from a row sealed with the agent's key `key_id`."""
         if self.sealing is None:
             raise without_key(self.db, "no payload key is configured")
@@ -408,7 +421,14 @@ class PostgresMemoryStore(StoreOperations):
         return self.sealing.key(self.agent_id, key_id)
 
     def _catch_up(self) -> None:
-        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`)."""
+        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`);
+        none when the change watch knows the agent unchanged since the last one. Inside a
+        hold the round trip is always made: a writer's view must be exact."""
+        holding = self._hold is not None and self._holder == threading.get_ident()
+        if not holding and self._watch.unchanged(MEMORY_TIER, self.agent_id, self._watch_token):
+            return
+        token = self._watch.token()
+        self._watch_token = None  # until this catch-up has applied what it read
         rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
         top, epoch, gap = 0, None, None
         changes = []
@@ -455,6 +475,7 @@ class PostgresMemoryStore(StoreOperations):
                 if self._vectors is not None:
                     self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
         self._offset = max(self._offset, top)
+        self._watch_token = token
 
     # -- the index snapshot ------------------------------------------------------------
 
@@ -477,20 +498,44 @@ class PostgresMemoryStore(StoreOperations):
         ).fetchone()
         return None if row is None else str(row[0])
 
-    def _load_snapshot(self) -> bool:
-        # The row (about 120 MB at 100k entries) is read on a connection of its own,
-        # closed right after: the driver keeps a connection's receive buffer at the
-        # largest message it has taken, so a pooled one would hold that much for good.
-        # Nothing here needs the hold's connection: a writer's lock is on that session.
-        with self.db.dedicated() as large:
-            row = large.execute(
-                "SELECT data, key_id FROM dk_memory_cache WHERE agent_id = %s AND name = %s",
-                (self.agent_id, SNAPSHOT_NAME),
-                binary=True,  # tens of MB at 100k entries: no hex text to decode
+    def _snapshot_row(self, conn: psycopg.Connection) -> tuple[bytearray, str | None] | None:
+        """The snapshot row's bytes and key id, read `SNAPSHOT_READ_CHUNK` bytes a
+        statement (the column is stored uncompressed, so a slice reads only its own
+        pages). One statement for the whole row grew the pooled connection's libpq input
+        buffer to the row's size for the connection's life: 120 MB kept per connection
+        that had opened a 100k store. `snapshot.Refused` when the row was rewritten while
+        read."""
+        head = conn.execute(
+            "SELECT seq, key_id, octet_length(data) FROM dk_memory_cache"
+            " WHERE agent_id = %s AND name = %s",
+            (self.agent_id, SNAPSHOT_NAME),
+        ).fetchone()
+        if head is None:
+            return None
+        seq, key_id, length = head
+        data = bytearray(length)
+        for start in range(0, length, SNAPSHOT_READ_CHUNK):
+            part = conn.execute(
+                "SELECT seq, substring(data FROM %s FOR %s) FROM dk_memory_cache"
+                " WHERE agent_id = %s AND name = %s",
+                (start + 1, SNAPSHOT_READ_CHUNK, self.agent_id, SNAPSHOT_NAME),
+                binary=True,  # no hex text to decode
             ).fetchone()
-        if row is None:
-            return False
+            expected = min(SNAPSHOT_READ_CHUNK, length - start)
+            if part is None or part[0] != seq or len(part[1]) != expected:
+                raise snapshot.Refused("rewritten while it was read")
+            data[start : start + expected] = part[1]
+        return data, key_id
+
+    def _load_snapshot(self) -> bool:
         with self._connection() as conn:
+            try:
+                row = self._snapshot_row(conn)
+            except snapshot.Refused as exc:
+                log.warning("memory store %s: index snapshot not used (%s)", self.agent_id, exc)
+                return False
+            if row is None:
+                return False
             epoch = self._current_epoch(conn)
 
             def accept(offset: int, marks: object) -> None:
@@ -503,7 +548,9 @@ class PostgresMemoryStore(StoreOperations):
                     raise snapshot.Refused("the feed is not the one it was taken from")
 
             try:
-                data = row[0] if row[1] is None else self._open(row[1], SNAPSHOT, row[0])
+                sealed, key_id = row
+                data = sealed if key_id is None else self._open(key_id, SNAPSHOT, sealed)
+                del sealed, row  # the plaintext is what is decoded: one copy less held
                 state = snapshot.decode(self.agent_id, data, accept)
             except SealedWithoutKey:
                 raise

@@ -329,6 +329,45 @@ MIGRATIONS: tuple[Migration, ...] = (
             ADD FOREIGN KEY (agent_id, key_id) REFERENCES dreamkeeper_agent_keys (agent_id, key_id);
         """,
     ),
+    Migration(
+        11,
+        "change notifications",
+        # stores/postgres/change_watch.py: every write to a tier's counter row or rows
+        # sends NOTIFY dreamkeeper_change '<tier>:<agent_id>' from its own transaction, so
+        # it is delivered only if it commits; a warm read with no notification for its
+        # agent skips its "did anything change?" query. Identical payloads of one
+        # transaction are folded into one by PostgreSQL. Triggers, not the writers' code,
+        # so a write from any path (forget, re-key, an older process) is never silent.
+        # Long-term memory needs only its counter row: every write raises `feed_seq` in its
+        # transaction, and the catch-up reads nothing past it (a trigger per feed row
+        # would run 1,000 times per bulk chunk for one notification).
+        """
+        CREATE FUNCTION dk_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM pg_notify('dreamkeeper_change', TG_ARGV[0] || ':' || OLD.agent_id);
+                RETURN OLD;
+            END IF;
+            PERFORM pg_notify('dreamkeeper_change', TG_ARGV[0] || ':' || NEW.agent_id);
+            IF TG_OP = 'UPDATE' AND OLD.agent_id IS DISTINCT FROM NEW.agent_id THEN
+                PERFORM pg_notify('dreamkeeper_change', TG_ARGV[0] || ':' || OLD.agent_id);
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE ON dk_memory_agent
+            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('memory');
+        CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE ON dreamkeeper_working_agents
+            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('working');
+        CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE ON dreamkeeper_working
+            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('working');
+        CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE
+            ON dreamkeeper_conversation_sessions
+            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('conversation');
+        CREATE TRIGGER dk_change AFTER INSERT OR UPDATE OR DELETE
+            ON dreamkeeper_conversation_turns
+            FOR EACH ROW EXECUTE FUNCTION dk_notify_change('conversation');
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

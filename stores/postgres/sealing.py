@@ -142,7 +142,9 @@ class Sealing:
         sealed = key.cipher.encrypt(nonce, bytes(plain), _aad(purpose, agent_id, key.key_id))
         return FORMAT + nonce + sealed
 
-    def open(self, agent_id: str, key_id: str, purpose: str, sealed: bytes | memoryview) -> bytes:
+    def open(
+        self, agent_id: str, key_id: str, purpose: str, sealed: bytes | bytearray | memoryview
+    ) -> bytes:
         """The plaintext of a value sealed with the agent's key `key_id`; `SealBroken`
         when it does not open."""
         data = bytes(sealed)

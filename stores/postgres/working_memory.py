@@ -36,6 +36,8 @@ from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.working import WorkingEntry
+from dreamkeeper.stores.postgres import change_watch
+from dreamkeeper.stores.postgres.change_watch import WORKING_TIER
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.sealing import (
     WORKING,
@@ -138,6 +140,8 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
         self._key_id: str | None = None  # the key its rows are sealed with, as last seen
         self._conn: psycopg.Connection | None = None  # the write transaction, while held
         self._thread_lock = threading.RLock()
+        self._watch = change_watch.watch(db)
+        self._watch_token: change_watch.Token | None = None  # of the last real load
 
     # -- sealing -----------------------------------------------------------------------
 
@@ -211,8 +215,17 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
             if self._conn is not None:
                 self._load(self._conn)
                 return
+            # No round trip while the change watch knows the agent unchanged since the
+            # last real load (expiry is applied at read time, so nothing else can change).
+            if self._version is not None and self._watch.unchanged(
+                WORKING_TIER, self.agent_id, self._watch_token
+            ):
+                return
+            token = self._watch.token()
+            self._watch_token = None
             with self.db.transaction() as conn:
                 self._load(conn)
+            self._watch_token = token
 
     def _load(self, conn: psycopg.Connection) -> None:
         row = conn.execute(
@@ -282,9 +295,14 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
             except BaseException as exc:
                 # What was installed in memory may never have committed: read it again.
                 self._version = None
+                self._watch_token = None
                 if isinstance(exc, psycopg.errors.ForeignKeyViolation) and self.sealing:
                     self.sealing.forget_current(self.agent_id)  # a key retired meanwhile
                 raise
+            else:
+                # Committed: another instance of this process must not skip past it while
+                # its NOTIFY is on the way.
+                self._watch.mark(WORKING_TIER, self.agent_id)
             finally:
                 self._conn = None
 

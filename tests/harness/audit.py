@@ -93,6 +93,9 @@ class StoreAudit:
     late_retirements: list[str] = field(default_factory=list)  # invariant 13, any entry
     journaled_but_missing: list[str] = field(default_factory=list)
     temp_files: int = 0
+    # Files whose records a journal compaction dropped (not unjournaled: the journal said
+    # so up to the compaction, and its new generation starts from the files).
+    compacted_files: int = 0
     twice_records: list[str] = field(default_factory=list)  # "id: reason ×n"
     over_reinforced: list[str] = field(default_factory=list)  # "id: count > bound"
     retry_copies: list[str] = field(default_factory=list)  # "acked id: copy ids"
@@ -320,15 +323,23 @@ def check_journal(
     files: dict[str, tuple[str, dict]],
     records: list[dict],
     entries: dict[str, MemoryEntry],
+    *,
+    compacted: bool = False,
 ) -> None:
-    """`files`: each stored entry as id -> (where it lies, its raw JSON)."""
+    """`files`: each stored entry as id -> (where it lies, its raw JSON). `compacted`:
+    the journal was compacted (docs/storage.md, "Compacting the file journal"), so an
+    entry unchanged since has no record left, and one archived or restored before has
+    none of that: only what the records kept can be checked against the files."""
     by_id: dict[str, list[dict]] = defaultdict(list)
     for record in records:
         by_id[record["id"]].append(record)
     for eid, (path, raw) in sorted(files.items()):
         mine = by_id.get(eid)
         if not mine:
-            audit.unjournaled_files.append(str(path))
+            if compacted:
+                audit.compacted_files += 1  # its records went with the old generation
+            else:
+                audit.unjournaled_files.append(str(path))
             continue
         revision = raw.get("revision")
         if revision is not None and any("rev" in r for r in mine):
@@ -346,6 +357,8 @@ def check_journal(
             )
             continue
         states = [r["action"] for r in mine if r.get("action") in ("archived", "restored")]
+        if compacted and not states:
+            continue  # its archive state was recorded, if ever, before the compaction
         journal_archived = bool(states) and states[-1] == "archived"
         file_archived = raw.get("archivedAt") is not None
         if file_archived != journal_archived:
@@ -470,6 +483,9 @@ def audit_entries(
     entry as stored (id -> (where, raw JSON); default: the entries' own JSON)."""
     acked = [a for a in acked if a.agent == agent]
     audit = StoreAudit(agent=agent)
+    # A compacted file journal's marker names no entry; it says earlier records are gone.
+    compacted = any(r.get("action") == "compacted" for r in records)
+    records = [r for r in records if r.get("action") != "compacted"]
     by_id = {e.id: e for e in entries}
     audit.live = sum(1 for e in entries if not e.is_archived)
     audit.archived = len(entries) - audit.live
@@ -482,7 +498,7 @@ def audit_entries(
     check_coverage(audit, acked, by_id, raw, order)
     audit.late_retirements = late_retirements(by_id, raw, order)
     audit.duplicate_groups = duplicate_groups(entries)
-    check_journal(audit, documents, records, by_id)
+    check_journal(audit, documents, records, by_id, compacted=compacted)
     check_applied_twice(audit, records, by_id, ops_dir)
     check_retry_copies(audit, acked, by_id)
     return audit

@@ -5,6 +5,7 @@ dropped mid-hold, a database restart, and the index snapshot kept in the databas
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.dedup_save import save_fact
 from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.postgres import memory_store
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.memory_store import (
     SNAPSHOT_NAME,
@@ -232,3 +234,70 @@ def test_a_full_open_of_a_large_agent_writes_its_snapshot(db):
     again = PostgresMemoryStore(db, AGENT)
     assert len(again.entries()) == snapshot.MIN_ENTRIES
     assert again.opened_from_snapshot
+
+
+def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -> list[str]:
+    """The statements the store's snapshot read sends; `during(n)` runs before the n-th
+    slice is read (1 for the second), as another process would act between two."""
+    sent: list[str] = []
+    real = store._connection
+
+    @contextlib.contextmanager
+    def watched():
+        with real() as conn:
+
+            class Watched:
+                def execute(self, sql, *args, **kwargs):
+                    if "substring(data" in sql:
+                        sent.append(sql)
+                        if during is not None:
+                            during(len(sent) - 1)
+                    return conn.execute(sql, *args, **kwargs)
+
+                def __getattr__(self, name):
+                    return getattr(conn, name)
+
+            yield Watched()
+
+    monkeypatch.setattr(store, "_connection", watched)
+    return sent
+
+
+def test_a_snapshot_row_is_read_in_slices_the_size_of_a_chunk(db, monkeypatch):
+    """A pooled connection's libpq buffer grows to the largest message it received and
+    keeps that size: one statement for a 100k store's snapshot kept 120 MB per
+    connection. The row is read a chunk at a time, and decodes as the whole row."""
+    writer = PostgresMemoryStore(db, AGENT)
+    writer.create_many(
+        [NewEntry(f"Bulk note {i} about Orion{i}.", category="bulk") for i in range(60)]
+    )
+    assert writer.save_snapshot()
+    with db.transaction() as conn:
+        (length,) = conn.execute(
+            "SELECT octet_length(data) FROM dk_memory_cache WHERE agent_id = %s", (AGENT,)
+        ).fetchone()
+    monkeypatch.setattr(memory_store, "SNAPSHOT_READ_CHUNK", 1024)
+    opened = PostgresMemoryStore(db, AGENT)
+    sent = _snapshot_statements(monkeypatch, opened)
+    assert len(opened.entries()) == 60 and opened.opened_from_snapshot
+    assert len(sent) == -(-length // 1024) >= 2
+    scratch = PostgresMemoryStore(db, AGENT, snapshots=False)
+    assert [h.entry.id for h in search(opened, "Orion7 bulk", limit=20)] == [
+        h.entry.id for h in search(scratch, "Orion7 bulk", limit=20)
+    ]
+
+
+def test_a_snapshot_rewritten_between_two_slices_is_not_used(db, monkeypatch):
+    writer = PostgresMemoryStore(db, AGENT)
+    writer.create_many([NewEntry(f"Bulk note {i}.", category="bulk") for i in range(40)])
+    assert writer.save_snapshot()
+    monkeypatch.setattr(memory_store, "SNAPSHOT_READ_CHUNK", 512)
+
+    def rewrite(n: int) -> None:
+        if n == 1:  # after the first slice: another process writes a newer snapshot
+            later = writer.create("A note written meanwhile.", category="bulk")
+            assert later is not None and writer.save_snapshot()
+
+    opened = PostgresMemoryStore(db, AGENT)
+    _snapshot_statements(monkeypatch, opened, during=rewrite)
+    assert not opened.opened_from_snapshot and len(opened.entries()) == 41
