@@ -17,7 +17,7 @@ query's top 20 (id, score) to PREFIX.{size}.json, to compare rankings across ver
 `--backend postgres` adds a row per size for a PostgreSQL store (a server started for the
 run): the corpus imported on the bulk path, one full open that writes the snapshot row,
 then the memory a fresh process adds opening from that row (its entries' JSON is held in
-memory there).
+memory there, compressed in blocks).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A store opened from an index snapshot (`stores.longterm.snapshot`) holds, per en
 where its compact JSON lies in the snapshot (`SnapshotRows`: offset, length, CRC-32,
 category) and turns it into a `MemoryEntry` when something reads it: a search touches
 the few entries it returns, not the 100,000 it indexes. The JSON stays on disk for the
-file store (read with `pread` on a short-lived descriptor), in one buffer for a
-snapshot that came from a database row.
+file store (read with `pread` on a short-lived descriptor), in memory, compressed a
+block of rows at a time, for a snapshot that came from a database row.
 
 A snapshot is a cache and may change under a reader (rewritten by another process,
 deleted by `erase`, edited by hand). So each read is checked: the file must be the one
@@ -34,13 +34,21 @@ from dreamkeeper.core.models import MemoryEntry
 
 log = logging.getLogger(__name__)
 
+# Rows held in memory are kept compressed, this many consecutive rows to a zlib block: an
+# entry's JSON alone compresses poorly (its field names are the repetition), eight
+# together about 4x at the fastest level, and reading one costs a block's decompression
+# (tens of microseconds, once: the parsed entry is kept).
+PACK_ROWS = 8
+PACK_LEVEL = 1
+
 
 @dataclass
 class SnapshotRows:
     """Where each entry's JSON lies in a snapshot: rows `offsets[i]` to `offsets[i+1]`
     (relative to `start`), each with its CRC-32 and category (`categories[codes[i]]`).
-    The bytes are `blob` when held in memory, else read from the file at `path`, which
-    must still be `identity`."""
+    The bytes are held in memory compressed (`packed`: blocks of PACK_ROWS rows, block
+    `b` at `packed_off[b]` to `packed_off[b+1]`; `pack`) or whole (`blob`), else read from
+    the file at `path`, which must still be `identity`."""
 
     offsets: np.ndarray
     crcs: np.ndarray
@@ -48,6 +56,8 @@ class SnapshotRows:
     categories: list[str | None]
     start: int = 0
     blob: bytes | None = None
+    packed: bytes | None = None
+    packed_off: np.ndarray | None = None
     path: str | None = None
     identity: tuple[int, ...] | None = None
     # The entry's own file (id, category) → the entry, or None when it has none.
@@ -59,13 +69,44 @@ class SnapshotRows:
     def _bytes(self, row: int) -> bytes | None:
         start, end = int(self.offsets[row]), int(self.offsets[row + 1])
         data: bytes | None
-        if self.blob is not None:
+        if self.packed is not None:
+            data = self._unpacked(row, start, end)
+        elif self.blob is not None:
             data = self.blob[start:end]
         else:
             data = self._pread(self.start + start, end - start)
         if data is None or zlib.crc32(data) != int(self.crcs[row]):
             return None
         return data
+
+    def pack(self, data: bytes | memoryview) -> None:
+        """Hold the rows' bytes (`data`, the snapshot's entries' JSON) in memory,
+        compressed a block of PACK_ROWS rows at a time."""
+        rows = len(self.offsets) - 1
+        view = memoryview(data)
+        count = -(-rows // PACK_ROWS)
+        packed_off = np.zeros(count + 1, dtype=np.int64)
+        # One growing buffer, each block appended as made: no block outlives its append,
+        # so the heap is not left fragmented by thousands of them.
+        out = bytearray()
+        for block in range(count):
+            first = block * PACK_ROWS
+            start = int(self.offsets[first])
+            end = int(self.offsets[min(first + PACK_ROWS, rows)])
+            out += zlib.compress(view[start:end], PACK_LEVEL)
+            packed_off[block + 1] = len(out)
+        self.packed, self.packed_off, self.blob = bytes(out), packed_off, None
+
+    def _unpacked(self, row: int, start: int, end: int) -> bytes | None:
+        assert self.packed is not None and self.packed_off is not None
+        block = row // PACK_ROWS
+        base = int(self.offsets[block * PACK_ROWS])
+        first, last = int(self.packed_off[block]), int(self.packed_off[block + 1])
+        try:
+            chunk = zlib.decompress(memoryview(self.packed)[first:last])
+        except zlib.error:
+            return None
+        return chunk[start - base : end - base]
 
     def _pread(self, offset: int, length: int) -> bytes | None:
         if self.path is None:
@@ -88,7 +129,7 @@ class SnapshotRows:
 
     def hold_in_memory(self) -> None:
         """Read every row's bytes now, in one read (each is still checked when used)."""
-        if self.blob is not None or self.path is None:
+        if self.blob is not None or self.packed is not None or self.path is None:
             return
         data = self._pread(self.start, int(self.offsets[-1]))
         if data is not None and len(data) == int(self.offsets[-1]):
@@ -224,9 +265,13 @@ class EntryTable(MutableMapping[str, MemoryEntry]):
 
     @property
     def held_bytes(self) -> int:
-        """The snapshot's entries held in memory (a snapshot from a database row)."""
-        blob = self._rows.blob if self._rows is not None else None
-        return 0 if blob is None else len(blob)
+        """The snapshot's entries held in memory (a snapshot from a database row),
+        compressed or whole."""
+        rows = self._rows
+        if rows is None:
+            return 0
+        held = rows.packed if rows.packed is not None else rows.blob
+        return 0 if held is None else len(held)
 
 
 class _Values(ValuesView[MemoryEntry]):

@@ -279,7 +279,7 @@ class StoreOperations:
         entries = self._entries
         # Per entry its index share (~600 B at 100k, measured), per parsed entry ~2 KB
         # more; an entry still a snapshot row costs its row (in the share), or its JSON
-        # when the snapshot's entries are held in memory.
+        # (compressed) when the snapshot's entries are held in memory.
         parsed, held = len(entries), 0
         if isinstance(entries, EntryTable):
             parsed, held = entries.parsed, entries.held_bytes

@@ -30,8 +30,8 @@ edited by hand outside the journal since; every write re-reads its target file f
 This module is the format, the same on every backend. The backend's business is where
 the bytes are kept and the marks that tie a snapshot to its feed: a file, mapped, whose
 entries stay in it until read (`stores.files.snapshot_file`), or a row
-(`stores.postgres.memory_store`), whose entries' JSON is then held in memory, in one
-buffer.
+(`stores.postgres.memory_store`), whose entries' JSON is then held in memory, compressed
+in blocks (`SnapshotRows.pack`).
 
 The store hands its state over explicitly (`SnapshotState`) and gets one back: this
 module knows the format, never the store's insides.
@@ -222,7 +222,7 @@ def decode(
 ) -> SnapshotState:
     """The state a snapshot holds; `accept(offset, marks)` raises `Refused` when the feed
     is not the one it was taken from. `Refused` for anything else wrong with it. The
-    entries' JSON is copied into memory, unless `source` names the file it came from
+    entries' JSON is held in memory compressed, unless `source` names the file it came from
     (then it is read from there when first needed)."""
     header, base = _header(data)
     if header.get("version") != VERSION or header.get("agent") != agent_id:
@@ -284,7 +284,7 @@ def _restore(
         categories=categories,
     )
     if source is None:
-        rows.blob = bytes(_section(body, header, "entry_json"))
+        rows.pack(_section(body, header, "entry_json"))
     else:
         rows.start, rows.path = base + json_start, source.path
         rows.identity, rows.fallback = source.identity, source.fallback

@@ -407,3 +407,36 @@ def test_the_dream_cycles_decay_step_refreshes_a_large_stores_snapshot(tmp_path,
     opened = _open(tmp_path)
     assert opened.opened_from_snapshot and opened.get(late.id) is not None
     assert opened.feed_offset == opened.journal.size()  # nothing left to replay
+
+
+def test_rows_held_in_memory_are_compressed_and_each_read_checked(tmp_path):
+    # The in-memory form of a snapshot from a database row: every row reads back as its
+    # bytes, and a damaged block is never handed out as an entry (its entry falls back).
+    store = FileMemoryStore(tmp_path, "packer")
+    made = _fill(store, 40)
+    held = {e.id: e for e in store.entries(include_archived=True)}
+    state = snapshot.SnapshotState(
+        entries=dict(held),
+        problems={},
+        ops=None,
+        index=store._index,
+        category_ids=store._category_ids,
+        offset=0,
+    )
+    data, rows = snapshot.encode_rows("packer", state, {})
+    whole = data[rows.start :]
+    rows.pack(whole)
+    assert rows.blob is None and rows.packed is not None and len(rows.packed) < len(whole) / 2
+    slots = {e.id: store._index.slot(e.id) for e in made}
+    for entry_id, slot in slots.items():
+        start, end = int(rows.offsets[slot]), int(rows.offsets[slot + 1])
+        assert rows.raw(slot) == whole[start:end]
+        assert rows.entry(slot, entry_id) == held[entry_id]
+    damaged = bytearray(rows.packed)
+    damaged[len(damaged) // 2] ^= 0xFF
+    rows.packed = bytes(damaged)
+    rows.fallback = lambda entry_id, category: None
+    assert any(rows.entry(slot, entry_id) is None for entry_id, slot in slots.items())
+    assert all(
+        rows.entry(slot, entry_id) in (None, held[entry_id]) for entry_id, slot in slots.items()
+    )

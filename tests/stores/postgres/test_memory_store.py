@@ -20,6 +20,7 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.dedup_save import save_fact
+from dreamkeeper.stores.longterm.entry_table import EntryTable
 from dreamkeeper.stores.postgres import memory_store
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.memory_store import (
@@ -180,6 +181,32 @@ def test_a_store_opens_from_the_snapshot_row_and_catches_up_with_the_feed(db):
         assert [h.entry.id for h in search(opened, query, limit=20)] == [
             h.entry.id for h in search(scratch, query, limit=20)
         ]
+
+
+def test_a_store_opened_from_the_snapshot_row_holds_its_entries_json_compressed(db):
+    # What the store holds, not how much: no parsed entry, no entry's JSON as its own
+    # object or whole in one buffer, only compressed blocks smaller than the JSON; and
+    # every entry read out of them is the entry the table holds.
+    writer = PostgresMemoryStore(db, AGENT)
+    made = writer.create_many(
+        [
+            NewEntry(f"Note {i} on the Orion{i} launch, filed by Ada.", category=f"c{i % 3}")
+            for i in range(100)
+        ]
+    )
+    assert writer.save_snapshot()
+    opened = PostgresMemoryStore(db, AGENT)
+    opened.index()
+    assert opened.opened_from_snapshot
+    table = opened._entries
+    assert isinstance(table, EntryTable) and table.parsed == 0
+    assert all(isinstance(value, int) for value in table._items.values())
+    rows = table._rows
+    assert rows is not None and rows.blob is None and rows.path is None
+    assert rows.packed is not None and len(rows.packed) == table.held_bytes
+    assert table.held_bytes < int(rows.offsets[-1]) / 2  # the JSON it stands for
+    assert sorted(opened.entries(), key=lambda e: e.id) == sorted(made, key=lambda e: e.id)
+    assert table.parsed == len(made)
 
 
 def test_a_snapshot_that_does_not_match_the_feed_is_refused(db):
