@@ -3,7 +3,7 @@ knows it must ask the database again (stores/postgres/change_watch.py).
 
     nice .venv/bin/python bench/change_signal.py [--writes 500]
 
-Starts a throwaway durable PostgreSQL server (tests/harness/postgres.py). A reader
+Starts a throwaway durable PostgreSQL server (bench/postgres_backend.py). A reader
 `Database` (one process's) has its listener confirmed; a second `Database` (another
 process's, so no in-process mark helps) writes one working-memory entry at a time. For
 each write the time runs from the writer's commit returning to the reader's watch
@@ -17,12 +17,11 @@ import argparse
 import time
 
 import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
+from postgres_backend import database_url
 
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.database import Database
-from dreamkeeper.stores.postgres.migrations import upgrade
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-from tests.harness.postgres import PostgresCluster, find_bindir
 
 
 def pct(values: list[float], q: float) -> float:
@@ -33,15 +32,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writes", type=int, default=500)
     args = parser.parse_args()
-    bindir = find_bindir()
-    if bindir is None:
-        raise SystemExit("PostgreSQL server binaries not found (set DREAMKEEPER_PG_BINDIR)")
-    cluster = PostgresCluster(bindir, durable=True)
-    cluster.start()
-    try:
-        url = cluster.create_database("dk_bench_signal")
+    with database_url() as url:
         reader, writer = Database(url), Database(url)
-        upgrade(writer)
         watch = change_watch.watch(reader)
         watch.token()
         deadline = time.monotonic() + 10
@@ -69,8 +61,6 @@ def main() -> None:
         watch.stop()
         reader.close()
         writer.close()
-    finally:
-        cluster.destroy()
     print(
         f"{args.writes} writes: commit -> other process's watch notes the change: p50 "
         f"{pct(delays, 0.5):.3f} ms, p99 {pct(delays, 0.99):.3f} ms, max "

@@ -23,6 +23,7 @@ from dreamkeeper.stores.files import memory_store
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.search.query import search
+from tests.stores.churn import churn, state
 
 AGENT = "journal-agent"
 COMPACT, MIN_ENTRIES = 4_096, 10  # about 20 records a generation
@@ -35,33 +36,6 @@ def small_journal(monkeypatch):
     monkeypatch.setattr(snapshot, "MIN_ENTRIES", MIN_ENTRIES)
 
 
-def _state(store: FileMemoryStore) -> dict[str, tuple[int, str, bool]]:
-    return {
-        e.id: (e.revision, e.content, e.archived_at is not None)
-        for e in store.entries(include_archived=True)
-    }
-
-
-def _churn(store: FileMemoryStore, writes: int, tag: str) -> list[str]:
-    """`writes` writes of every kind: creates, updates, archives and restores."""
-    ids: list[str] = []
-    for n in range(writes):
-        if n % 4 == 0 or not ids:
-            ids.append(store.create(f"{tag} fact number {n} about Quorvath").id)
-        elif n % 4 == 3:
-            target = ids[n % len(ids)]
-            current = store.get(target)
-            assert current is not None
-            if current.archived_at is None:
-                store.archive(target, "set aside in the test")
-            else:
-                store.restore(target, force=True)
-        else:
-            target = ids[n % len(ids)]
-            store.update(target, content=f"{tag} fact {target} rewritten at {n} Quorvath")
-    return ids
-
-
 def _lines(store: FileMemoryStore) -> list[dict]:
     return [json.loads(line) for line in store.journal.path.read_bytes().splitlines()]
 
@@ -71,7 +45,7 @@ def test_compaction_bounds_the_journal_and_keeps_the_epoch(tmp_path):
     store.create("The first fact about Quorvath")
     epoch = store.journal.epoch()
     assert epoch
-    _churn(store, 300, "a")
+    churn(store, 300, "a")
     # At most one generation's worth: the threshold plus the hold that crossed it.
     assert store.journal.size() < COMPACT + 1_000
     assert store.journal.generation() > 5
@@ -81,20 +55,20 @@ def test_compaction_bounds_the_journal_and_keeps_the_epoch(tmp_path):
     assert store.journal.epoch() == epoch  # the same store: compaction is not an erasure
     assert not (store.root / ".journal.jsonl.next").exists()
     cold = FileMemoryStore(tmp_path, AGENT)
-    assert _state(cold) == _state(store)
+    assert state(cold) == state(store)
     assert cold.opened_from_snapshot  # the snapshot was written for the new generation
 
 
 def test_a_reader_behind_the_compaction_point_reloads_exactly_the_store(tmp_path):
     writer = FileMemoryStore(tmp_path, AGENT)
     reader = FileMemoryStore(tmp_path, AGENT)
-    first = _churn(writer, 12, "old")
+    first = churn(writer, 12, "old")
     assert len(reader.entries(include_archived=True)) == len(first)
     generation = writer.journal.generation()
     # Far past the reader: the records after its offset are compacted away, including
     # an erase of an entry it holds and rewrites and archives of others.
     writer.erase([first[0]])
-    _churn(writer, 200, "new")
+    churn(writer, 200, "new")
     assert writer.journal.generation() > generation
     # And the new generation grown past the reader's offset: read there, its bytes would
     # look like a journal that merely went on (and it would miss everything compacted).
@@ -105,7 +79,7 @@ def test_a_reader_behind_the_compaction_point_reloads_exactly_the_store(tmp_path
     later = writer.get(later.id)
     assert writer.journal.generation() == generation
 
-    assert _state(reader) == _state(FileMemoryStore(tmp_path, AGENT)) == _state(writer)
+    assert state(reader) == state(FileMemoryStore(tmp_path, AGENT)) == state(writer)
     assert reader.get(first[0]) is None
     assert reader.get(later.id) == later
     assert reader.opened_from_snapshot  # loaded again from the new generation's snapshot
@@ -121,9 +95,9 @@ def test_a_reader_of_an_empty_store_sees_entries_whose_records_were_compacted(tm
     reader = FileMemoryStore(tmp_path, AGENT)
     assert reader.entries() == []  # loaded with no journal at all
     writer = FileMemoryStore(tmp_path, AGENT)
-    _churn(writer, 100, "a")
+    churn(writer, 100, "a")
     assert writer.journal.generation() > 0
-    assert _state(reader) == _state(writer)
+    assert state(reader) == state(writer)
 
 
 def test_a_reader_that_opened_from_the_old_snapshot_reloads(tmp_path):
@@ -132,16 +106,16 @@ def test_a_reader_that_opened_from_the_old_snapshot_reloads(tmp_path):
     assert writer.save_snapshot()
     reader = FileMemoryStore(tmp_path, AGENT)
     assert reader.entries() and reader.opened_from_snapshot
-    _churn(writer, 100, "b")
+    churn(writer, 100, "b")
     assert writer.journal.generation() > 0
-    assert _state(reader) == _state(writer)
+    assert state(reader) == state(writer)
 
 
 @pytest.mark.parametrize("point", [faults.JOURNAL_COMPACTING, faults.JOURNAL_COMPACTED])
 def test_a_crash_at_each_step_of_compaction_loses_nothing(tmp_path, point, monkeypatch):
     writer = FileMemoryStore(tmp_path, AGENT)
     reader = FileMemoryStore(tmp_path, AGENT)
-    _churn(writer, 40, "a")
+    churn(writer, 40, "a")
     assert reader.entries(include_archived=True)
     entry_id = "c0ffee000001"
     # The next write crosses the threshold; its hold dies in the compaction that follows.
@@ -162,14 +136,14 @@ def test_a_crash_at_each_step_of_compaction_loses_nothing(tmp_path, point, monke
         "The write that crossed the compaction mark, Quorvath", entry_id=entry_id
     )
     assert retried.id == entry_id
-    assert _state(reader) == _state(survivor) == _state(FileMemoryStore(tmp_path, AGENT))
-    assert list(_state(survivor)).count(entry_id) == 1
+    assert state(reader) == state(survivor) == state(FileMemoryStore(tmp_path, AGENT))
+    assert list(state(survivor)).count(entry_id) == 1
     # The next crossing compacts, over whatever the crash left.
     generation = survivor.journal.generation()
-    _churn(survivor, 60, "b")
+    churn(survivor, 60, "b")
     assert survivor.journal.generation() > generation
     assert not (survivor.root / ".journal.jsonl.next").exists()
-    assert _state(reader) == _state(survivor) == _state(FileMemoryStore(tmp_path, AGENT))
+    assert state(reader) == state(survivor) == state(FileMemoryStore(tmp_path, AGENT))
 
 
 def test_a_killed_compaction_then_a_fresh_process_converges(tmp_path):
@@ -197,12 +171,12 @@ for n in range(200):
     assert fresh.journal.generation() == 1
     # The retry (the next save) goes on in the new generation.
     fresh.create("killed child fact retried about Quorvath", entry_id=f"{len(made):012x}")
-    assert _state(reader) == _state(fresh)
+    assert state(reader) == state(fresh)
 
 
 def test_a_pending_write_is_never_compacted_away(tmp_path):
     writer = FileMemoryStore(tmp_path, AGENT)
-    _churn(writer, 10, "a")
+    churn(writer, 10, "a")
     with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
         writer.create("A write whose file never landed, Quorvath", entry_id="dead00000001")
     # The dead write's record is pending in this instance: it must stay journaled.
@@ -210,7 +184,7 @@ def test_a_pending_write_is_never_compacted_away(tmp_path):
     assert writer.compact_journal() is True  # its hold repairs first, then compacts
     assert not writer._pending
     assert writer.get("dead00000001") is None
-    assert _state(FileMemoryStore(tmp_path, AGENT)) == _state(writer)
+    assert state(FileMemoryStore(tmp_path, AGENT)) == state(writer)
 
 
 def test_migrate_after_compaction_carries_every_entry(tmp_path):
@@ -218,7 +192,7 @@ def test_migrate_after_compaction_carries_every_entry(tmp_path):
     from dreamkeeper.stores.migrate import content_digest, migrate
 
     source = FileBackend(tmp_path / "source")
-    _churn(source.memory(AGENT), 200, "a")
+    churn(source.memory(AGENT), 200, "a")
     assert source.memory(AGENT).journal.generation() > 0
     target = FileBackend(tmp_path / "target")
     report = migrate(source, target)
@@ -235,15 +209,15 @@ def test_a_forget_then_compaction_leaves_no_trace_in_any_file(tmp_path):
     reader = FileMemoryStore(tmp_path, AGENT)
     writer = FileMemoryStore(tmp_path, AGENT)
     secret = writer.create("Zebulon Kravitz keeps the spare key under the third stone")
-    _churn(writer, 30, "a")
+    churn(writer, 30, "a")
     assert reader.get(secret.id) == secret
     receipt = file_forgetting(tmp_path).forget_match(AGENT, "Zebulon Kravitz")
     assert receipt.verified
-    _churn(writer, 100, "b")  # the forget's own records compacted away too
+    churn(writer, 100, "b")  # the forget's own records compacted away too
     assert writer.journal.generation() > 0
     assert reader.get(secret.id) is None
     assert search(reader, "Zebulon Kravitz", limit=10) == []
-    assert _state(reader) == _state(FileMemoryStore(tmp_path, AGENT))
+    assert state(reader) == state(FileMemoryStore(tmp_path, AGENT))
     # No byte of it, nor its id or fingerprint (compacted away), in any file left.
     needles = [b"Zebulon", b"Kravitz", secret.fingerprint.encode(), secret.id.encode()]
     for path in Path(tmp_path, "agents", AGENT).rglob("*"):
@@ -259,10 +233,10 @@ def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(tmp_path, mo
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(FileMemoryStore, "compact_journal", broken)
-    made = _churn(writer, 60, "a")
+    made = churn(writer, 60, "a")
     assert writer.journal.size() > COMPACT  # never compacted, nothing lost
     assert writer.journal.generation() == 0
-    assert set(made) <= set(_state(FileMemoryStore(tmp_path, AGENT)))
+    assert set(made) <= set(state(FileMemoryStore(tmp_path, AGENT)))
 
 
 def test_the_killstorm_audit_never_reports_a_compacted_record_as_lost(tmp_path):
@@ -271,7 +245,7 @@ def test_the_killstorm_audit_never_reports_a_compacted_record_as_lost(tmp_path):
     store = FileMemoryStore(tmp_path, AGENT)
     saved = [store.create(f"acked fact {n} about Quorvath {n * 7}") for n in range(6)]
     store.archive(saved[0].id, "set aside before the compaction")
-    _churn(store, 150, "a")
+    churn(store, 150, "a")
     assert store.journal.generation() > 0
     acked = [AckedSave(AGENT, e.id, e.content, e.category) for e in saved[1:]]
     audit = audit_store(tmp_path, AGENT, acked)
@@ -299,16 +273,16 @@ def test_a_whole_agent_forget_after_compaction_gives_the_store_a_new_epoch(tmp_p
     from dreamkeeper.stores.files.forgetting import file_forgetting
 
     stale = FileMemoryStore(tmp_path, AGENT)
-    old = _churn(stale, 100, "old")
+    old = churn(stale, 100, "old")
     epoch = stale.journal.epoch()
     assert stale.journal.generation() > 0 and stale.journal.epoch() == epoch
     assert file_forgetting(tmp_path).forget_agent(AGENT).verified
     writer = FileMemoryStore(tmp_path, AGENT)
-    new = _churn(writer, 100, "new")
+    new = churn(writer, 100, "new")
     assert writer.journal.generation() > 0
     assert writer.journal.epoch() not in ("", epoch)
     assert all(stale.get(i) is None for i in old)
-    assert set(_state(stale)) == set(new) == set(_state(writer))
+    assert set(state(stale)) == set(new) == set(state(writer))
     later = writer.create("A later fact about Quorvath, after the forget")
     assert {h.entry.id for h in search(stale, "Quorvath", limit=500)} == {later.id}
 
@@ -322,7 +296,7 @@ def test_a_compaction_between_a_readers_check_and_its_read_never_mixes_generatio
     assert reader.entries()
     offset = reader.feed_offset
     made = [writer.create(f"A fact the reader has not read yet, Quorvath {n}") for n in range(3)]
-    before = _state(writer)  # the old generation's state: what the reader is about to read
+    before = state(writer)  # the old generation's state: what the reader is about to read
     read_from = reader.journal.read_from
 
     def racing(at: int, fd: int | None = None):
@@ -336,7 +310,7 @@ def test_a_compaction_between_a_readers_check_and_its_read_never_mixes_generatio
         return read_from(at, fd)
 
     reader.journal.read_from = racing
-    assert _state(reader) == before  # the old generation's records, read whole
+    assert state(reader) == before  # the old generation's records, read whole
     assert all(reader.get(e.id) == e for e in made)
     assert "malformed" not in caplog.text
-    assert _state(reader) == _state(writer)  # then it sees the swap and loads again
+    assert state(reader) == state(writer)  # then it sees the swap and loads again

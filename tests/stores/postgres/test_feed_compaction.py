@@ -15,6 +15,7 @@ from dreamkeeper.stores.postgres import memory_store
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
 from dreamkeeper.stores.search.query import search
+from tests.stores.churn import churn, state
 
 AGENT = "feed-agent"
 EVERY, KEEP, LAG = 20, 10, 60
@@ -44,57 +45,30 @@ def _feed(db: Database) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
-def _state(store: PostgresMemoryStore) -> dict[str, tuple[int, str, bool]]:
-    return {
-        e.id: (e.revision, e.content, e.archived_at is not None)
-        for e in store.entries(include_archived=True)
-    }
-
-
-def _churn(store: PostgresMemoryStore, writes: int, tag: str) -> list[str]:
-    """`writes` writes of every kind: creates, updates, archives."""
-    ids: list[str] = []
-    for n in range(writes):
-        if n % 4 == 0 or not ids:
-            ids.append(store.create(f"{tag} fact number {n} about Quorvath").id)
-        elif n % 4 == 3:
-            target = ids[n % len(ids)]
-            current = store.get(target)
-            assert current is not None
-            if current.archived_at is None:
-                store.archive(target, "set aside in the test")
-            else:
-                store.restore(target, force=True)
-        else:
-            target = ids[n % len(ids)]
-            store.update(target, content=f"{tag} fact {target} rewritten at {n} Quorvath")
-    return ids
-
-
 def test_compaction_bounds_the_feed(db):
     store = PostgresMemoryStore(db, AGENT)
-    _churn(store, 400, "a")
+    churn(store, 400, "a")
     rows, lowest, top = _feed(db)
     assert top == 400
     # At most the kept tail plus the writes since the last compaction.
     assert rows <= KEEP + EVERY
     assert rows == top - lowest + 1  # a prefix went: the rest has no gap
-    assert _state(PostgresMemoryStore(db, AGENT)) == _state(store)
+    assert state(PostgresMemoryStore(db, AGENT)) == state(store)
 
 
 def test_a_reader_behind_the_compaction_point_reloads_exactly_the_store(db):
     reader = PostgresMemoryStore(db, AGENT)
     writer = PostgresMemoryStore(db, AGENT)
-    first = _churn(writer, 30, "old")
+    first = churn(writer, 30, "old")
     assert len(reader.entries(include_archived=True)) == len(first)
     offset = reader.feed_offset
     # Far past the reader: the rows after its offset are compacted away, including an
     # erase of an entry it holds and rewrites of others.
     writer.erase([first[0]])
-    _churn(writer, 200, "new")
+    churn(writer, 200, "new")
     assert _feed(db)[1] > offset + 1
 
-    assert _state(reader) == _state(PostgresMemoryStore(db, AGENT)) == _state(writer)
+    assert state(reader) == state(PostgresMemoryStore(db, AGENT)) == state(writer)
     assert reader.get(first[0]) is None
     assert reader.feed_offset == _feed(db)[2]
     hits = {h.entry.id for h in search(reader, "Quorvath", limit=500)}
@@ -106,51 +80,51 @@ def test_a_reader_behind_the_compaction_point_reloads_exactly_the_store(db):
 
 def test_a_cold_open_after_compaction_uses_the_snapshot(db):
     writer = PostgresMemoryStore(db, AGENT)
-    _churn(writer, 30, "a")
+    churn(writer, 30, "a")
     assert writer.save_snapshot()
     cached = writer.feed_offset
-    _churn(writer, 40, "b")  # compacts, but never past the snapshot's row
+    churn(writer, 40, "b")  # compacts, but never past the snapshot's row
     rows, lowest, _ = _feed(db)
     assert lowest == cached
     cold = PostgresMemoryStore(db, AGENT)
-    assert _state(cold) == _state(writer)
+    assert state(cold) == state(writer)
     assert cold.opened_from_snapshot
     # Once the snapshot lags by SNAPSHOT_LAG the compacting writer writes it again, and
     # the feed is bounded again.
-    _churn(writer, 3 * LAG, "c")
+    churn(writer, 3 * LAG, "c")
     rows, lowest, top = _feed(db)
     assert rows <= LAG + EVERY
     again = PostgresMemoryStore(db, AGENT)
-    assert _state(again) == _state(writer) and again.opened_from_snapshot
+    assert state(again) == state(writer) and again.opened_from_snapshot
 
 
 def test_a_crash_inside_compaction_loses_nothing(db):
     writer = PostgresMemoryStore(db, AGENT)
     reader = PostgresMemoryStore(db, AGENT)
-    _churn(writer, EVERY - 1, "a")
+    churn(writer, EVERY - 1, "a")
     assert reader.entries(include_archived=True)
     with faults.armed(faults.FEED_COMPACTING), pytest.raises(faults.SimulatedCrash):
         writer.create("The write that crossed the compaction mark, Quorvath")
     # The write committed before the compaction began; the compaction rolled back whole.
     assert _feed(db) == (EVERY, 1, EVERY)
     survivor = PostgresMemoryStore(db, AGENT)
-    assert _state(reader) == _state(survivor)
-    assert _state(survivor) == _state(writer)
-    assert len(_state(survivor)) == len(set(_state(writer)))
+    assert state(reader) == state(survivor)
+    assert state(survivor) == state(writer)
+    assert len(state(survivor)) == len(set(state(writer)))
     # The next crossing compacts.
-    _churn(writer, EVERY, "b")
+    churn(writer, EVERY, "b")
     assert _feed(db)[0] <= KEEP + EVERY
-    assert _state(reader) == _state(PostgresMemoryStore(db, AGENT))
+    assert state(reader) == state(PostgresMemoryStore(db, AGENT))
 
 
 def test_a_snapshot_whose_feed_row_was_compacted_is_not_used(db):
     writer = PostgresMemoryStore(db, AGENT)
-    _churn(writer, 30, "a")
+    churn(writer, 30, "a")
     assert writer.save_snapshot()
     with db.transaction() as conn:  # as a compaction past it would (one never does)
         conn.execute("DELETE FROM dk_memory_feed WHERE agent_id = %s", (AGENT,))
     cold = PostgresMemoryStore(db, AGENT)
-    assert _state(cold) == _state(writer)
+    assert state(cold) == state(writer)
     assert not cold.opened_from_snapshot
 
 
@@ -161,7 +135,7 @@ def test_migrate_after_compaction_carries_every_entry(database_url, tmp_path):
     from dreamkeeper.stores.postgres.backend import PostgresBackend
 
     source = PostgresBackend(database_url)
-    _churn(source.memory(AGENT), 300, "a")
+    churn(source.memory(AGENT), 300, "a")
     source.memory("bulk-agent").create_many(
         NewEntry(f"bulk fact {i} about Quorvath") for i in range(3 * EVERY)
     )
@@ -196,16 +170,16 @@ def test_a_forget_after_compaction_erases_and_a_reader_behind_never_sees_it(db):
     reader = PostgresMemoryStore(db, AGENT)
     writer = PostgresMemoryStore(db, AGENT)
     secret = writer.create("Zebulon Kravitz keeps the spare key under the third stone")
-    _churn(writer, 100, "a")
+    churn(writer, 100, "a")
     assert reader.get(secret.id) == secret  # read before the rows after it went
     offset = reader.feed_offset
     receipt = postgres_forgetting(db, sealing=None).forget_match(AGENT, "Zebulon Kravitz")
     assert receipt.verified
-    _churn(writer, 100, "b")  # the forget's own feed rows compacted away too
+    churn(writer, 100, "b")  # the forget's own feed rows compacted away too
     assert _feed(db)[1] > offset + 1
     assert reader.get(secret.id) is None
     assert search(reader, "Zebulon Kravitz", limit=10) == []
-    assert _state(reader) == _state(PostgresMemoryStore(db, AGENT))
+    assert state(reader) == state(PostgresMemoryStore(db, AGENT))
     text = db.fetch(
         "SELECT count(*) FROM dk_memory_feed WHERE agent_id = %s "
         "AND coalesce(reason, '') || coalesce(op, '') LIKE %s",
@@ -218,7 +192,7 @@ def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(db, monkeypa
     import psycopg
 
     writer = PostgresMemoryStore(db, AGENT)
-    _churn(writer, EVERY - 1, "a")
+    churn(writer, EVERY - 1, "a")
 
     def broken(self):
         raise psycopg.OperationalError("the database went away mid-compaction")
