@@ -218,27 +218,7 @@ class PostgresConversationStore(ConversationBase):
                 "WHERE agent_id = %s AND session_id = %s",
                 (self.agent_id, session_id),
             ).fetchone()
-            key: DataKey | None
-            if row is None or not self._is_live(row[1]):
-                # A new or expired session: its turns belonged to a conversation that ended.
-                conn.execute(
-                    "DELETE FROM dreamkeeper_conversation_turns "
-                    "WHERE agent_id = %s AND session_id = %s",
-                    (self.agent_id, session_id),
-                )
-                started, n = now, 1
-                key = None if self.sealing is None else self.sealing.current(self.agent_id)
-            else:
-                started, n = row[0], int(row[2])
-                if row[3] is not None:
-                    if self.sealing is None:
-                        raise without_key(self.db, "no payload key is configured")
-                    key = self.sealing.key(self.agent_id, str(row[3]))
-                elif self.sealing is not None:
-                    # A live session kept in plaintext so far: sealed now, whole.
-                    key = reseal_session(conn, self.sealing, self.agent_id, session_id)
-                else:
-                    key = None
+            started, n, key = self._next_turn(conn, session_id, row, now)
             turn = Turn(n=n, role=role, content=content, at=now)  # type: ignore[arg-type]
             text, sealed = self._turn_row(key, turn)
             conn.execute(
@@ -270,6 +250,29 @@ class PostgresConversationStore(ConversationBase):
             )
         self._changed()
         return turn
+
+    def _next_turn(
+        self, conn: psycopg.Connection, session_id: str, row: tuple | None, now: datetime
+    ) -> tuple[datetime, int, DataKey | None]:
+        """The session's start, the next turn's number and the key it is sealed with
+        (`row`: the session's row, None when there is none)."""
+        if row is None or not self._is_live(row[1]):
+            # A new or expired session: its turns belonged to a conversation that ended.
+            conn.execute(
+                "DELETE FROM dreamkeeper_conversation_turns "
+                "WHERE agent_id = %s AND session_id = %s",
+                (self.agent_id, session_id),
+            )
+            return now, 1, None if self.sealing is None else self.sealing.current(self.agent_id)
+        started, n = row[0], int(row[2])
+        if row[3] is not None:
+            if self.sealing is None:
+                raise without_key(self.db, "no payload key is configured")
+            return started, n, self.sealing.key(self.agent_id, str(row[3]))
+        if self.sealing is not None:
+            # A live session kept in plaintext so far: sealed now, whole.
+            return started, n, reseal_session(conn, self.sealing, self.agent_id, session_id)
+        return started, n, None
 
     def clear(self, session_id: str) -> None:
         """End the session: its turns and its archive are discarded."""
