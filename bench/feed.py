@@ -46,6 +46,24 @@ from dreamkeeper.stores.postgres.migrations import upgrade
 AGENT = "feed-bench"
 
 
+def _seed(store, entries: int) -> list[str]:  # noqa: ANN001 - either backend's store
+    """`entries` notes and the snapshot written after them: the store the writes churn."""
+    made = store.create_many(
+        NewEntry(f"Feed note {i}: the Orion{i} build of {i % 97} passed.") for i in range(entries)
+    )
+    assert store.save_snapshot()
+    return [e.id for e in made]
+
+
+def _write(store, ids: list[str], n: int) -> None:  # noqa: ANN001 - either backend's store
+    """The n-th write: a rewrite one time in ten, else an importance change."""
+    target = ids[n % len(ids)]
+    if n % 10 == 9:
+        store.update(target, content=f"Feed note {target} rewritten at write {n}.")
+    else:
+        store.update_importance(target, round(0.1 + (n % 80) / 100, 2))
+
+
 def _size(db: Database) -> tuple[int, int]:
     row = db.fetch(
         "SELECT (SELECT count(*) FROM dk_memory_feed), pg_total_relation_size('dk_memory_feed')",
@@ -60,18 +78,10 @@ def run(url: str, writes: int, entries: int, compact: bool) -> dict[str, object]
     db = Database(url, max_size=2)
     upgrade(db)
     store = PostgresMemoryStore(db, AGENT)
-    made = store.create_many(
-        NewEntry(f"Feed note {i}: the Orion{i} build of {i % 97} passed.") for i in range(entries)
-    )
-    ids = [e.id for e in made]
-    assert store.save_snapshot()
+    ids = _seed(store, entries)
     started = time.perf_counter()
     for n in range(writes - entries):
-        target = ids[n % len(ids)]
-        if n % 10 == 9:
-            store.update(target, content=f"Feed note {target} rewritten at write {n}.")
-        else:
-            store.update_importance(target, round(0.1 + (n % 80) / 100, 2))
+        _write(store, ids, n)
     elapsed = time.perf_counter() - started
     rows, size = _size(db)
     with db.transaction() as conn:
@@ -99,19 +109,11 @@ def run_files(root: Path, writes: int, entries: int, compact: bool) -> dict[str,
     if not compact:
         file_memory_store.COMPACT_BYTES = 1 << 62  # never reached: no compaction
     store = FileMemoryStore(root, AGENT)
-    made = store.create_many(
-        NewEntry(f"Feed note {i}: the Orion{i} build of {i % 97} passed.") for i in range(entries)
-    )
-    ids = [e.id for e in made]
-    assert store.save_snapshot()
+    ids = _seed(store, entries)
     largest = store.journal.size()
     started = time.perf_counter()
     for n in range(writes - entries):
-        target = ids[n % len(ids)]
-        if n % 10 == 9:
-            store.update(target, content=f"Feed note {target} rewritten at write {n}.")
-        else:
-            store.update_importance(target, round(0.1 + (n % 80) / 100, 2))
+        _write(store, ids, n)
         largest = max(largest, store.feed_offset)  # the writer's offset: the journal's end
     elapsed = time.perf_counter() - started
     fresh = FileMemoryStore(root, AGENT)
