@@ -108,6 +108,21 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             *_forms("reside resides residing resided", "in"),
             "based in",
             "based",
+            # Having a home somewhere: "has a flat in", "bought a house in".
+            *_forms(
+                "has have had owns own owned rents rent rented bought",
+                *(
+                    f"{a} {n} in"
+                    for a, n in (
+                        ("a", "place"),
+                        ("an", "apartment"),
+                        ("a", "flat"),
+                        ("a", "house"),
+                        ("a", "home"),
+                        ("a", "condo"),
+                    )
+                ),
+            ),
         ),
     ),  # fmt: skip
     Attribute(
@@ -133,7 +148,10 @@ ATTRIBUTES: tuple[Attribute, ...] = (
             *_forms("start starts starting started", "at"),
             "got a job at",
             "took a job at",
-            "accepted an offer from",
+            *_forms("accept accepts accepting accepted", "an offer from", "an offer at"),
+            *_forms("land lands landing landed", "at", "a job at", "a role at"),
+            "on the payroll at",
+            "on the payroll of",
             *_forms("sign signs signing signed", "with"),
         ),
         inverse=("hired", "hires", "employs", "recruited"),
@@ -159,6 +177,8 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         ),
         verbs=("led by", "headed by", "run by", "owned by"),
         inverse=(
+            # The infinitive with its "to": bare "lead" and "head" are nouns ("Lumen's lead").
+            *_forms("to will", "lead", "head", "run"),
             "leads",
             "leading",
             "heads",
@@ -238,7 +258,14 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         single=True,
         questions=("What car does {e} drive?", "What vehicle does {e} have?"),
         nouns=("car", "vehicle"),
-        verbs=("drives", "driving", "drive", "drove"),
+        verbs=(
+            "drives",
+            "driving",
+            "drive",
+            "drove",
+            *_forms("commute commutes commuting commuted", "in", "by"),
+            *_forms("get gets getting got", "around in", "around by"),
+        ),
     ),
     Attribute(
         "birthplace",

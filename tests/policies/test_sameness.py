@@ -43,7 +43,7 @@ def _reading(attribute: str, lead: float = 0.1) -> Reading:
     [
         # The vocabulary names one side's attribute only.
         ("Ana Costa lives in Lisbon.", "Ana Costa is renting in Ghent these days."),
-        ("Lea Sato drives a Volvo V60.", "Lea Sato now gets around in a Kia Niro."),
+        ("Lea Sato drives a Volvo V60.", "Lea Sato now zips about town in a Kia Niro."),
         # Two attributes worded as each other.
         ("Ana Sato works at Vexa.", "Ana Sato left for a role at Quill."),
         ("Maya's manager is Tom.", "Maya is a manager at Vexa."),

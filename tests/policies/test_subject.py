@@ -372,3 +372,34 @@ def test_one_opening_word_never_makes_two_people_one_subject(
     assert before is None or after is None or not before.same_as(after), (old, new)
     assert not judge(_entry(old), new, None).allowed, (old, new)
     assert not likely_conflict(_entry(old), new, None), (old, new)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # An infinitive "to lead" puts the project after it, as "leads" does.
+        ("Tom Costa stepped in to lead Lumen.", "Lumen is led by Omar Ruiz as of this quarter."),
+        ("The Atlas project lead is now Omar Ruiz.", "Pablo Silva was asked to head Atlas."),
+        # Having a home somewhere is living there.
+        ("Tom Lund lives in Porto.", "Tom Lund has a flat in Lisbon now."),
+        ("Tom Lund moved to Porto.", "Tom Lund bought a house in Graz."),
+        # An offer accepted, a job landed, a place on the payroll: an employer.
+        ("Eva Novak accepted an offer from Ambertide.", "Eva Novak landed at Corvid Systems."),
+        ("Kenji Novak works at Vexa.", "Kenji Novak is on the payroll at Ambertide these days."),
+        # Getting around in a car is driving it.
+        ("Raj Rossi drives a Skoda Octavia.", "These days Raj Rossi commutes in a Kia Niro."),
+    ],
+)
+def test_everyday_wordings_of_a_change_name_its_attribute(old, new):
+    verdict = judge(_entry(old), new, None)
+    assert verdict.allowed, verdict
+
+
+def test_to_lead_is_the_verb_and_a_lead_stays_a_noun():
+    assert subject_of("Mila Costa's lead is Omar Ruiz.").entity.words == ("mila", "costa")
+    found = subject_of("Zoe Lund stepped in to lead Juniper.")
+    assert found.entity.words == ("juniper",) and found.attribute == "lead"
+    # Running a marathon is no project's lead.
+    assert not judge(
+        _entry("Tom Lund runs Atlas."), "Tom Lund wants to run a marathon.", None
+    ).allowed
