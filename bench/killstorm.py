@@ -35,7 +35,8 @@ retried the way a careful caller would (same content; the same entry id too when
 `save_memory` returned an id.
 
 After the last kill it waits (at most `--drain-cap` seconds) until no workflow is
-running, then audits every agent's store (`tests.harness.audit`: from disk, or through
+running — answering, as an operator would, a consolidation that holds changes for
+approval (the weekly prune cap: rejected, so never applied, and reported) — then audits every agent's store (`tests.harness.audit`: from disk, or through
 the store contract from the database) and the workflow list (`audit_workflows`), and
 prints one table: acknowledged saves; those with no live copy covering them; duplicate
 live entries; files (rows) without a journal (change-feed) record, and those whose
@@ -72,10 +73,12 @@ from pathlib import Path
 
 import _repo_root  # noqa: F401  (puts the repo root on sys.path for tests.harness)
 from chaos_llm import ChaosLLM
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 
 from dreamkeeper.agent.client import MemoryClient
+from dreamkeeper.core.dream_plan import ApprovalDecision, ApprovalState
 from dreamkeeper.core.settings import StoreSettings
 from dreamkeeper.core.validation import new_entry_id
 from tests.harness.adversary import CHATTER, Fact, new_fact, variant
@@ -299,6 +302,7 @@ class Storm:
     first_error: dict[str, str] = field(default_factory=dict)
     dream_runs: set[tuple[str, str]] = field(default_factory=set)  # (workflow id, run id)
     dream_errors: Counter = field(default_factory=Counter)
+    held_for_operator: Counter = field(default_factory=Counter)  # workflow id -> items
     saves_done: asyncio.Event = field(default_factory=asyncio.Event)
     over: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -646,19 +650,38 @@ async def dream_loop(memory: MemoryClient, agent: str, storm: Storm, every: floa
             await asyncio.wait_for(storm.over.wait(), timeout=every)
 
 
-async def drain(client: Client, since: float, cap: float) -> tuple[float | None, list[str]]:
-    """Seconds from `since` until no workflow runs (None past `cap`), and what still ran."""
+async def drain(
+    client: Client, since: float, cap: float, storm: Storm
+) -> tuple[float | None, list[str]]:
+    """Seconds from `since` until no workflow runs (None past `cap`), and what still ran.
+    A consolidation that holds changes for an operator (the weekly prune cap, or
+    approval) waits up to an hour by design: the bench answers for the operator and
+    rejects them (never applied; the next cycle proposes them again), counted in
+    `storm.held_for_operator`, so a held cycle is told apart from a stuck one."""
     running: list[str] = []
     while True:
-        running = [
-            f"{wf.workflow_type} {wf.id}"
-            async for wf in client.list_workflows("ExecutionStatus = 'Running'")
-        ]
+        running = []
+        async for wf in client.list_workflows("ExecutionStatus = 'Running'"):
+            running.append(f"{wf.workflow_type} {wf.id}")
+            if wf.workflow_type == "Consolidation":
+                await reject_held(client, wf.id, storm)
         if not running:
             return time.monotonic() - since, []
         if time.monotonic() - since > cap:
             return None, running
         await asyncio.sleep(1.0)
+
+
+async def reject_held(client: Client, workflow_id: str, storm: Storm) -> None:
+    """Reject what the consolidation `workflow_id` holds for an operator, if anything."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        state = await handle.query("pending", result_type=ApprovalState)
+        if state.pending:
+            await handle.execute_update("reject", ApprovalDecision(), result_type=ApprovalState)
+            storm.held_for_operator[workflow_id] += len(state.pending)
+    except (RPCError, WorkflowQueryFailedError, WorkflowUpdateFailedError):
+        pass  # a worker is starting, or the run just ended: asked again next round
 
 
 # -- the report ------------------------------------------------------------------------
@@ -825,6 +848,12 @@ def print_report(
     print(
         f"  dreams: {len(storm.dream_runs)} runs started or joined, errors "
         f"{dict(storm.dream_errors) or 'none'}"
+    )
+    held = storm.held_for_operator
+    print(
+        f"  held for an operator at the drain (rejected by the bench): {sum(held.values())} "
+        f"changes in {len(held)} consolidations"
+        + (f" ({', '.join(f'{w} {n}' for w, n in sorted(held.items()))})" if held else "")
     )
     print(
         "  workflows: "
@@ -1014,7 +1043,7 @@ async def run(args) -> int:
             f"storm over after {storm.kills} kills; draining (cap {args.drain_cap:.0f} s)",
             flush=True,
         )
-        drain_s, still_running = await drain(client, since, args.drain_cap)
+        drain_s, still_running = await drain(client, since, args.drain_cap, storm)
         audits = audit_agents(args, data, database_url, agents, storm.acked)
         flows = await audit_workflows(client, agents)
         split = await worker_split(client, agents)
