@@ -12,6 +12,7 @@ import pytest
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
 from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.longterm.supersede import supersede
 from tests.harness.audit import AckedSave, StoreAudit, audit_memory_store, audit_store
 
 AGENT = "audit"
@@ -114,6 +115,20 @@ def test_duplicate_live_entries_and_retry_copies(audited):
     second = store.create(WORK, category="people/work")
     audit = audited.audit([_acked(first.id, WORK)])
     assert audit.retry_copies and second.id in audit.retry_copies[0]
+
+
+def test_a_fact_true_again_after_its_change_is_no_duplicate(audited):
+    # A, then B, then A again: the first A is history (superseded), the last is current.
+    store = audited.store
+    home = "Trish Roberts lives in Porto."
+    first = store.create(home, category="people")
+    moved = store.create("Trish Roberts lives in Lisbon.", category="people")
+    assert supersede(store, first.id, moved.id).applied
+    back = store.create(home, category="people")
+    assert supersede(store, moved.id, back.id).applied
+    assert audited.audit([_acked(first.id, home)]).duplicates == 0
+    store.create(home, category="people")  # a second current copy is one
+    assert audited.audit([_acked(first.id, home)]).duplicates == 1
 
 
 def test_files_the_journal_does_not_know(tmp_path):

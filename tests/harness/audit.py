@@ -17,8 +17,10 @@ What it checks, per agent:
   — unless the way there had a dead end or a retirement into an entry that was
   already archived. That last is also reported for every entry of the store
   (invariant 13: retire only into something live), covered or not.
-- duplicate live entries: live entries of one category with the same
-  whitespace-collapsed content (the ones beyond the first of each group are counted).
+- duplicate live entries: current entries (neither archived nor superseded) of one
+  category with the same whitespace-collapsed content (the ones beyond the first of each
+  group are counted). A superseded entry is history: a later save of the same words is
+  the fact true again (A, then B, then A), not a copy of it.
 - files (rows) without a journal (feed) record: a stored entry whose id no record of the
   change feed names (or, when records carry `rev` and entries `revision`, whose revision
   none does); and, beyond that, entries whose current state the feed never recorded: the
@@ -310,7 +312,7 @@ def check_coverage(
 def duplicate_groups(entries: Iterable[MemoryEntry]) -> list[list[str]]:
     groups: dict[tuple[str | None, str], list[str]] = defaultdict(list)
     for entry in entries:
-        if not entry.is_archived:
+        if entry.is_current:
             groups[(entry.category, " ".join(entry.content.split()))].append(entry.id)
     return [sorted(ids) for ids in groups.values() if len(ids) > 1]
 
