@@ -174,7 +174,7 @@ def _has_vector(working, key: str) -> bool:
     from dreamkeeper.stores.vectors.working_vectors import vector_name
 
     if hasattr(working, "db"):
-        stored = working.stored_key(working.tier_key(), key)  # a tag, when sealed
+        stored = working.storage.stored_key(working.storage.tier_key(), key)  # a tag, if sealed
         with working.db.transaction() as conn:
             row = conn.execute(
                 "SELECT 1 FROM dreamkeeper_working_vectors WHERE key = %s", (stored,)
