@@ -16,13 +16,14 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
+from typing import Unpack
 
 from pydantic import ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.files.agent_files import (
     atomic_write_bytes,
@@ -31,7 +32,6 @@ from dreamkeeper.stores.files.agent_files import (
     unlink_within,
 )
 from dreamkeeper.stores.files.working_vectors import VectorFiles
-from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.working_vectors import vector_name
 from dreamkeeper.stores.working.working_memory import (
     Segments,
@@ -53,17 +53,10 @@ class FileWorkingMemoryStore(WorkingMemory):
     """Working memory in `working-memory/{segment}.json` files (this module's docstring):
     the shared rules over `WorkingFiles`."""
 
-    def __init__(
-        self,
-        data_dir: Path | str,
-        agent_id: str,
-        *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-    ) -> None:
+    def __init__(self, data_dir: Path | str, agent_id: str, **options: Unpack[TierOptions]) -> None:
         storage = WorkingFiles(Path(data_dir), validate_agent_id(agent_id))
         vectors = VectorFiles(storage.root / ".embeddings", within=storage.agent_root)
-        super().__init__(agent_id, storage, clock=clock, embeddings=embeddings, vectors=vectors)
+        super().__init__(agent_id, storage, vectors, **options)
         self.root = storage.root
 
 

@@ -26,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from typing import Unpack
 
 import numpy as np
 import psycopg
@@ -33,9 +34,9 @@ from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import WORKING_TIER
@@ -47,7 +48,6 @@ from dreamkeeper.stores.postgres.sealing import (
     Sealing,
     without_key,
 )
-from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import decode_vector, encode_vector
 from dreamkeeper.stores.working.working_memory import (
     Segments,
@@ -68,14 +68,11 @@ class PostgresWorkingMemoryStore(WorkingMemory):
         db: Database,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
         sealing: Sealing | None = None,
+        **options: Unpack[TierOptions],
     ) -> None:
         rows = WorkingRows(db, validate_agent_id(agent_id), sealing)
-        super().__init__(
-            agent_id, rows, clock=clock, embeddings=embeddings, vectors=VectorRows(rows)
-        )
+        super().__init__(agent_id, rows, VectorRows(rows), **options)
         self.db = db
         self.sealing = sealing
 

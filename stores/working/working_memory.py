@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, Unpack
 
 import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import as_utc
+from dreamkeeper.core.models import as_utc, utc_now
 from dreamkeeper.core.validation import (
     STASH_ROOT,
     category_matches,
@@ -44,10 +44,10 @@ from dreamkeeper.core.validation import (
     validate_agent_id,
     validate_tags,
 )
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import Listing, WorkingEntry, namespace_of
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.fusion import fuse
-from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.working_vectors import VectorStorage, WorkingVectors
 
 log = logging.getLogger(__name__)
@@ -177,18 +177,15 @@ class WorkingMemory:
         self,
         agent_id: str,
         storage: WorkingStorage,
-        *,
-        clock: Callable[[], datetime],
-        embeddings: Embedder | None,
-        vectors: VectorStorage | None,
+        vectors: VectorStorage,
+        **options: Unpack[TierOptions],
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.storage = storage
-        self.embeddings = embeddings
-        self._vectors = (
-            WorkingVectors(embeddings, vectors) if embeddings and vectors is not None else None
-        )
-        self._clock = clock
+        self.embeddings = embeddings = options.get("embeddings")
+        # Vectors are made, kept (in `vectors`) and ranked only with an embedding model.
+        self._vectors = WorkingVectors(embeddings, vectors) if embeddings else None
+        self._clock = options.get("clock", utc_now)
         # One thread at a time reads the storage and installs what it read into the copy
         # (taken before the storage's own exclusion, never after it).
         self._copy_lock = threading.RLock()
