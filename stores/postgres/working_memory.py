@@ -231,9 +231,6 @@ class WorkingRows:
     @contextlib.contextmanager
     def writing(self) -> Iterator[psycopg.Connection]:
         with self._thread_lock:
-            if self._conn is not None:  # re-entrant: already inside this write
-                yield self._conn
-                return
             try:
                 with self.db.transaction() as conn:
                     # The agent's row is every writer's lock until this transaction ends.

@@ -97,6 +97,12 @@ class WorkingVectors:
         self._cache.pop(key, None)
         self.storage.remove(key)
 
+    def forget_cached(self, keys: Iterable[str]) -> None:
+        """Drop what is cached of keys whose stored vectors the storage deleted itself
+        (in a transaction of its own, which a `forget` here would wait on)."""
+        for key in keys:
+            self._cache.pop(key, None)
+
     def prune(self, live_keys: Iterable[str]) -> int:
         """Delete stored vectors of keys no longer live (an entry that left while its
         vector was still being made leaves one behind); returns how many went."""

@@ -462,8 +462,8 @@ class WorkingMemory:
             )
             for segment, stored in rewritten.items():
                 self._install(segment, stored.entries, stored.signature)
-            if removed:
-                self._prune_vectors()
+            if self._vectors is not None:
+                self._vectors.forget_cached(removed)
         return removed
 
     def _segments_under(self, prefix: str | None) -> builtins.list[str]:

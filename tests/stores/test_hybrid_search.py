@@ -201,6 +201,22 @@ def test_working_memory_search_is_hybrid_and_vectors_follow_their_entries(
     assert [e.key for e, _ in working.search("contoso statement")] == ["session/s1/bills"]
 
 
+def test_a_forget_erases_a_working_entry_with_its_vector_and_keeps_the_others(
+    make_working, embedding_client
+):
+    working = make_working("agent-1", embeddings=embedding_client)
+    working.save("session/s1", "pets", "Biscuit the puppy needs a vet visit on Tuesday")
+    working.save("session/s1", "bills", "Contoso quarterly statement, 4 pages")
+    working.wait_for_embeddings(timeout=10)
+    # On PostgreSQL the entry's vector row goes in the erase's own transaction: nothing
+    # else may wait on that row while the transaction is open.
+    assert working.erase_matching(lambda text: "Biscuit" in text) == ["session/s1/pets"]
+    assert not _has_vector(working, "session/s1/pets")
+    assert _has_vector(working, "session/s1/bills")
+    assert [e.key for e, _ in working.search("canine")] == []
+    assert [e.key for e, _ in working.search("contoso")] == ["session/s1/bills"]
+
+
 def test_entries_with_a_current_vector_are_not_embedded_again(hybrid, embedder):
     first = hybrid.create("Our puppy is called Rex", category="pets")
     assert embed_entries(hybrid, hybrid.embeddings).embedded == [first.id]
