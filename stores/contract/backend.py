@@ -10,10 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from dreamkeeper.client.agent_keys import AgentKeyStore, WrappedKey, Wrapping
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores.contract.conversation import ConversationStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.forgetting import Forgetter, HistoryKeys
@@ -28,6 +27,15 @@ FILES = "files"
 POSTGRESQL = "postgresql"
 
 
+class TierOptions(TypedDict, total=False):
+    """What an agent's long-term or working store is opened with, besides the agent:
+    `embeddings`, the embedding model (none: keyword search only), and `clock`, the time
+    the store goes by (`core.models.utc_now` unless a test holds it)."""
+
+    embeddings: Embedder | None
+    clock: Callable[[], datetime]
+
+
 class StoreBackend(Protocol):
     """Every tier of every agent on one backend, and the store as a whole."""
 
@@ -36,21 +44,9 @@ class StoreBackend(Protocol):
 
     # -- one agent's tiers -------------------------------------------------------------
 
-    def memory(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> MemoryStore: ...
+    def memory(self, agent_id: str, **options: Unpack[TierOptions]) -> MemoryStore: ...
 
-    def working(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> WorkingMemoryStore: ...
+    def working(self, agent_id: str, **options: Unpack[TierOptions]) -> WorkingMemoryStore: ...
 
     def conversations(self, agent_id: str, **options: Any) -> ConversationStore: ...
 

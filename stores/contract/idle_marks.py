@@ -9,13 +9,15 @@ from typing import Protocol
 
 from dreamkeeper.core.dream_payloads import DreamWork
 
+# One agent's answer to `IdleMarks.check`: the state key now (None: no mark can be
+# made) and the agent's work (none) when its mark holds, else None.
+IdleCheck = tuple[str | None, DreamWork | None]
+
 
 class IdleMarks(Protocol):
     """Where a backend keeps its idle marks."""
 
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
+    def check(self, agent_ids: Sequence[str], as_of: datetime, settings: str) -> list[IdleCheck]:
         """Per agent, in order: the state key now, taken before anything of the store is
         read (None: no mark can be made, the store has no state yet), and the agent's
         work (none) when its mark holds as of `as_of`, else None."""

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypedDict, Unpack
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import as_utc
+from dreamkeeper.core.models import as_utc, utc_now
 from dreamkeeper.core.validation import (
     require_unicode,
     validate_agent_id,
@@ -65,6 +66,18 @@ def check_turn(session_id: str, role: str, content: str) -> None:
         raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
 
 
+class ConversationOptions(TypedDict, total=False):
+    """What a conversation store is opened with besides its place and agent, the same
+    for every backend: the clock (`utc_now`), the idle timeout that ends a session
+    (`SESSION_IDLE`), the turns a session keeps (`MAX_RETAINED`) and the archived ones
+    kept beyond them (`MAX_ARCHIVED`)."""
+
+    clock: Callable[[], datetime]
+    idle: timedelta
+    max_retained: int
+    max_archived: int
+
+
 class ConversationBase:
     """What every conversation backend shares: turn validation, the idle rule, the
     session listing and the conversation log. A backend provides `_add` (append a turn
@@ -74,20 +87,12 @@ class ConversationBase:
 
     log: ConversationLog
 
-    def __init__(
-        self,
-        agent_id: str,
-        *,
-        clock: Callable[[], datetime],
-        idle: timedelta,
-        max_retained: int,
-        max_archived: int,
-    ) -> None:
+    def __init__(self, agent_id: str, **options: Unpack[ConversationOptions]) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        self._clock = clock
-        self._idle = idle
-        self._max_retained = max_retained
-        self._max_archived = max_archived
+        self._clock = options.get("clock", utc_now)
+        self._idle = options.get("idle", SESSION_IDLE)
+        self._max_retained = options.get("max_retained", MAX_RETAINED)
+        self._max_archived = options.get("max_archived", MAX_ARCHIVED)
 
     def now(self) -> datetime:
         return as_utc(self._clock())

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from dreamkeeper.client.agent_keys import AgentKeyError, AgentKeyStore, Wrapping
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.contract.backend import FILES, AgentKeyExport
+from dreamkeeper.stores.contract.backend import FILES, AgentKeyExport, TierOptions
 from dreamkeeper.stores.contract.conversation import ConversationStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.forgetting import Forgetter, HistoryKeys
@@ -45,7 +42,6 @@ from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.files.tokens import FileTokenStore
 from dreamkeeper.stores.files.working_memory import FileWorkingMemoryStore
 from dreamkeeper.stores.forget import Forgetting, stores_of
-from dreamkeeper.stores.vectors.embedder import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +55,11 @@ class FileBackend:
 
     # -- one agent's tiers -------------------------------------------------------------
 
-    def memory(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> MemoryStore:
-        return FileMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+    def memory(self, agent_id: str, **options: Unpack[TierOptions]) -> MemoryStore:
+        return FileMemoryStore(self.data_dir, agent_id, **options)
 
-    def working(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> WorkingMemoryStore:
-        return FileWorkingMemoryStore(self.data_dir, agent_id, embeddings=embeddings, clock=clock)
+    def working(self, agent_id: str, **options: Unpack[TierOptions]) -> WorkingMemoryStore:
+        return FileWorkingMemoryStore(self.data_dir, agent_id, **options)
 
     def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
         return FileConversationStore(self.data_dir, agent_id, **options)

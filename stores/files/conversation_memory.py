@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+from typing import Unpack
 
 from pydantic import BaseModel, ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import UtcDatetime, utc_now
+from dreamkeeper.core.models import UtcDatetime
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Turn
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
-    MAX_ARCHIVED,
-    MAX_RETAINED,
-    SESSION_IDLE,
     ConversationBase,
+    ConversationOptions,
     validate_session_id,
 )
 from dreamkeeper.stores.files.agent_files import (
@@ -64,22 +63,9 @@ class _ArchiveCache:
 
 class FileConversationStore(ConversationBase):
     def __init__(
-        self,
-        data_dir: Path | str,
-        agent_id: str,
-        *,
-        clock: Callable[[], datetime] = utc_now,
-        idle: timedelta = SESSION_IDLE,
-        max_retained: int = MAX_RETAINED,
-        max_archived: int = MAX_ARCHIVED,
+        self, data_dir: Path | str, agent_id: str, **options: Unpack[ConversationOptions]
     ) -> None:
-        super().__init__(
-            agent_id,
-            clock=clock,
-            idle=idle,
-            max_retained=max_retained,
-            max_archived=max_archived,
-        )
+        super().__init__(agent_id, **options)
         agent_root = Path(data_dir) / "agents" / self.agent_id
         self.agent_root = agent_root
         self.root = agent_root / "conversations"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dreamkeeper.core.dream_payloads import DreamWork
 from dreamkeeper.core.models import as_utc
+from dreamkeeper.stores.contract.idle_marks import IdleCheck
 from dreamkeeper.stores.dream_state.dream_ledger import DIR as LEDGERS
 from dreamkeeper.stores.dream_state.workload import conversation_waiting
 from dreamkeeper.stores.files.agent_files import AgentFiles, atomic_write_text
@@ -65,10 +66,8 @@ class FileIdleMarks:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
 
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
-        found: list[tuple[str | None, DreamWork | None]] = []
+    def check(self, agent_ids: Sequence[str], as_of: datetime, settings: str) -> list[IdleCheck]:
+        found: list[IdleCheck] = []
         for agent in agent_ids:
             files = AgentFiles(self.data_dir, agent)
             held = idle_by_mark(files, as_of, settings)

@@ -9,20 +9,21 @@ of `working-memory/.embeddings/` (`stores.files.working_vectors`)."""
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
+from typing import Unpack
 
 from pydantic import ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import safe_json
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.files.agent_files import (
     atomic_write_bytes,
@@ -30,10 +31,12 @@ from dreamkeeper.stores.files.agent_files import (
     real_directory,
     unlink_within,
 )
-from dreamkeeper.stores.files.working_vectors import WorkingVectors, vector_name
-from dreamkeeper.stores.vectors.embedder import Embedder
+from dreamkeeper.stores.files.working_vectors import VectorFiles
+from dreamkeeper.stores.vectors.working_vectors import vector_name
 from dreamkeeper.stores.working.working_memory import (
-    WorkingMemoryBase,
+    Segments,
+    StoredSegment,
+    WorkingMemory,
     WorkingMemoryFull,
     check_stored_entry,
 )
@@ -46,53 +49,41 @@ MAX_SEGMENT_FILE_BYTES = 64 * 1_048_576
 MAX_FILE_DEPTH = 4  # {"entries": [{"tags": [...]}]}
 
 
-class FileWorkingMemoryStore(WorkingMemoryBase):
-    """Working memory in `working-memory/{segment}.json` files (this module's docstring)."""
+class FileWorkingMemoryStore(WorkingMemory):
+    """Working memory in `working-memory/{segment}.json` files (this module's docstring):
+    the shared rules over `WorkingFiles`."""
 
-    def __init__(
-        self,
-        data_dir: Path | str,
-        agent_id: str,
-        *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-    ) -> None:
-        agent_root = Path(data_dir) / "agents" / validate_agent_id(agent_id)
-        root = agent_root / "working-memory"
-        super().__init__(
-            agent_id,
-            clock=clock,
-            embeddings=embeddings,
-            vectors=WorkingVectors(root / ".embeddings", embeddings, within=agent_root)
-            if embeddings
-            else None,
-        )
-        self.agent_root = agent_root
-        self.root = root
+    def __init__(self, data_dir: Path | str, agent_id: str, **options: Unpack[TierOptions]) -> None:
+        storage = WorkingFiles(Path(data_dir), validate_agent_id(agent_id))
+        vectors = VectorFiles(storage.root / ".embeddings", within=storage.agent_root)
+        super().__init__(agent_id, storage, vectors, **options)
+        self.root = storage.root
+
+
+class WorkingFiles:
+    """An agent's working memory as `working-memory/{segment}.json` files under one lock
+    file (`stores.working.working_memory.WorkingStorage`); a segment's signature is its
+    file's stat."""
+
+    def __init__(self, data_dir: Path, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self.agent_root = data_dir / "agents" / agent_id
+        self.root = self.agent_root / "working-memory"
         self._lock = path_lock(self.root / ".lock", within=self.agent_root)
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[object]:
-        with self._lock.hold():
-            self._refresh()
-            yield None
+    def writing(self) -> AbstractContextManager[bool]:
+        return self._lock.hold()
 
     def _path(self, segment: str) -> Path:
         return self.root / f"{segment}.json"
 
-    def _refresh(self) -> None:
-        """Reload the segment files that changed on disk (stat only when none did)."""
+    def changed(
+        self, known: Mapping[str, object], now: datetime
+    ) -> dict[str, StoredSegment | None]:
+        """The segment files that changed on disk (stat only when none did)."""
+        changes: dict[str, StoredSegment | None] = {}
         seen: set[str] = set()
-        try:
-            if not real_directory(self.agent_root, self.root, create=False):
-                raise FileNotFoundError(self.root)
-            listing = [item for item in os.scandir(self.root) if not item.is_symlink()]
-        except FileNotFoundError:
-            listing = []
-        except OSError as exc:  # a file or a dangling link where the directory should be
-            log.warning("working memory %s: cannot list %s (%s)", self.agent_id, self.root, exc)
-            listing = []
-        for item in listing:
+        for item in self._listing():
             if not item.name.endswith(".json") or item.name.startswith("."):
                 continue
             segment = item.name[: -len(".json")]
@@ -102,15 +93,27 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
             except FileNotFoundError:
                 continue
             signature = (st.st_mtime_ns, st.st_size, st.st_ino)
-            cached = self._segments.get(segment)
-            if cached is None or cached.signature != signature:
-                self._load(segment, signature)
-        for gone in set(self._segments) - seen:
-            self._install(gone, {}, None)
+            if known.get(segment) != signature:
+                changes[segment] = StoredSegment(signature, self._load(segment, now))
+        for gone in known.keys() - seen:
+            changes[gone] = None
+        return changes
 
-    def _load(self, segment: str, signature: tuple[int, int, int]) -> None:
+    def _listing(self) -> builtins.list[os.DirEntry[str]]:
+        try:
+            if not real_directory(self.agent_root, self.root, create=False):
+                raise FileNotFoundError(self.root)
+            return [item for item in os.scandir(self.root) if not item.is_symlink()]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:  # a file or a dangling link where the directory should be
+            log.warning("working memory %s: cannot list %s (%s)", self.agent_id, self.root, exc)
+            return []
+
+    def _load(self, segment: str, now: datetime) -> dict[str, WorkingEntry]:
+        """A segment file's well-formed live entries (an unreadable file reads as none;
+        expired entries are dropped on load)."""
         path = self._path(segment)
-        now = self.now()
         entries: dict[str, WorkingEntry] = {}
         skipped = 0
         try:
@@ -127,7 +130,7 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
                 except (ValidationError, InvalidInput):
                     skipped += 1
                     continue
-                if not entry.expired(now):  # expired entries are dropped on load
+                if not entry.expired(now):
                     entries[entry.key] = entry
             if skipped:
                 log.warning(
@@ -140,62 +143,12 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
             pass
         except (OSError, ValueError) as exc:
             log.warning("working memory %s: skipped unreadable %s (%s)", self.agent_id, path, exc)
-        self._install(segment, entries, signature)
+        return entries
 
-    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
-        """Delete every entry, live or expired but not yet swept, whose key or value
-        `mentions` the forgotten text (`stores.forget`), with its vector; returns the
-        keys removed. Expired entries still lie in the files until a sweep, so the files
-        are read raw, not through the live view."""
-        removed: builtins.list[str] = []
-        with self._lock.hold():
-            self._refresh()
-            now = self.now()
-            for segment in builtins.list(self._segments):
-                raw = _raw_items(self._path(segment))
-                hits = [k for k, v in raw if mentions(v) or mentions(k)]
-                if not hits:
-                    continue
-                kept = {
-                    k: e
-                    for k, e in self._segments[segment].entries.items()
-                    if k not in hits and not e.expired(now)
-                }
-                self._write(segment, kept)
-                removed.extend(hits)
-            if self._vectors is not None and removed:
-                self._vectors.prune(
-                    e.key for seg in self._segments.values() for e in seg.entries.values()
-                )
-            for key in removed:  # made by a process that had an embedding model
-                unlink_within(
-                    self.root / ".embeddings" / f"{vector_name(key)}.bin", self.agent_root
-                )
-        return removed
-
-    def sweep(self) -> int:
-        """Drop expired entries from the files; returns how many went."""
-        removed = 0
-        with self._lock.hold():
-            self._refresh()
-            now = self.now()
-            for segment, seg in list(self._segments.items()):
-                on_disk = _read_keys(self._path(segment))
-                live = {k: e for k, e in seg.entries.items() if not e.expired(now)}
-                if on_disk != set(live):
-                    removed += len(on_disk - set(live))
-                    self._write(segment, live)
-            if self._vectors is not None:
-                self._vectors.prune(
-                    e.key for seg in self._segments.values() for e in seg.entries.values()
-                )
-            self._last_sweep = now
-        return removed
-
-    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
-        """Replace a segment file (lock held), install what was written, and delete the
-        vectors of entries that left it."""
-        self._forget_vectors(segment, entries)
+    def write(
+        self, segment: str, entries: dict[str, WorkingEntry], old: Mapping[str, WorkingEntry]
+    ) -> object:
+        """Replace a segment file (lock held); its new stat."""
         path = self._path(segment)
         body = {"entries": [e.model_dump(mode="json", by_alias=True) for e in entries.values()]}
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -206,7 +159,37 @@ class FileWorkingMemoryStore(WorkingMemoryBase):
             )
         atomic_write_bytes(path, data, within=self.agent_root)
         st = path.stat()
-        self._install(segment, entries, (st.st_mtime_ns, st.st_size, st.st_ino))
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def sweep(self, now: datetime, live: Segments) -> tuple[int, dict[str, object]]:
+        """Rewrite the segment files that hold more than their live entries."""
+        removed = 0
+        rewritten: dict[str, object] = {}
+        for segment, entries in live.items():
+            on_disk = _read_keys(self._path(segment))
+            if on_disk != set(entries):
+                removed += len(on_disk - set(entries))
+                rewritten[segment] = self.write(segment, entries, {})
+        return removed, rewritten
+
+    def erase_matching(
+        self, mentions: Callable[[str], bool], live: Segments
+    ) -> tuple[builtins.list[str], dict[str, StoredSegment]]:
+        """Expired entries still lie in the files until a sweep, so the files are read
+        raw; a segment with a match is written again with its other live entries."""
+        removed: builtins.list[str] = []
+        rewritten: dict[str, StoredSegment] = {}
+        for segment, entries in live.items():
+            raw = _raw_items(self._path(segment))
+            hits = [k for k, v in raw if mentions(v) or mentions(k)]
+            if not hits:
+                continue
+            kept = {k: e for k, e in entries.items() if k not in hits}
+            rewritten[segment] = StoredSegment(self.write(segment, kept, {}), kept)
+            removed.extend(hits)
+        for key in removed:  # made by a process that had an embedding model
+            unlink_within(self.root / ".embeddings" / f"{vector_name(key)}.bin", self.agent_root)
+        return removed, rewritten
 
 
 def _raw_items(path: Path) -> builtins.list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Working-memory vectors as files: `working-memory/.embeddings/{hash of key}.bin`,
 keyed to the value's fingerprint (`stores.vectors.working_vectors` makes and caches
-them)."""
+them; this is its `VectorStorage` on files)."""
 
 from __future__ import annotations
 
@@ -11,37 +11,28 @@ import numpy as np
 
 from dreamkeeper.stores.files.agent_files import unlink_within
 from dreamkeeper.stores.files.vector_files import read_vector, vector_path, write_vector
-from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.working_vectors import WorkingVectorsBase, vector_name
+from dreamkeeper.stores.vectors.working_vectors import vector_name
 
 
-class WorkingVectors(WorkingVectorsBase):
+class VectorFiles:
     """Vectors in `working-memory/.embeddings/{hash of key}.bin`."""
 
-    def __init__(self, directory: Path, client: Embedder, *, within: Path | None = None) -> None:
-        super().__init__(client)
+    def __init__(self, directory: Path, *, within: Path | None = None) -> None:
         self.directory = directory
         self.within = within  # the agent's directory: no link below it is followed
 
-    def _read_stored(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
-        return read_vector(
-            self.directory, vector_name(key), fingerprint, self.client.model_key, dim
-        )
+    def read(self, key: str, fingerprint: str, model_key: bytes, dim: int) -> np.ndarray | None:
+        return read_vector(self.directory, vector_name(key), fingerprint, model_key, dim)
 
-    def _write_stored(self, key: str, vector: np.ndarray, fingerprint: str) -> None:
+    def write(self, key: str, vector: np.ndarray, fingerprint: str, model_key: bytes) -> None:
         write_vector(
-            self.directory,
-            vector_name(key),
-            vector,
-            fingerprint,
-            self.client.model_key,
-            within=self.within,
+            self.directory, vector_name(key), vector, fingerprint, model_key, within=self.within
         )
 
-    def _remove_stored(self, key: str) -> None:
+    def remove(self, key: str) -> None:
         self._unlink(vector_path(self.directory, vector_name(key)))
 
-    def _prune_stored(self, live: set[str]) -> int:
+    def prune(self, live: set[str]) -> int:
         keep = {f"{vector_name(k)}.bin" for k in live}
         try:
             names = [n for n in os.listdir(self.directory) if n.endswith(".bin")]

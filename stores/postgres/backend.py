@@ -8,16 +8,13 @@ database is configured."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from dreamkeeper.client.agent_keys import AgentKeyStore, WrappedKey, Wrapping
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.core.validation import validate_agent_id
-from dreamkeeper.stores.contract.backend import POSTGRESQL
+from dreamkeeper.stores.contract.backend import POSTGRESQL, TierOptions
 from dreamkeeper.stores.contract.conversation import ConversationStore
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.forgetting import Forgetter, HistoryKeys
@@ -44,7 +41,6 @@ from dreamkeeper.stores.postgres.migrations import check_schema
 from dreamkeeper.stores.postgres.sealing import Sealing, sealing_for
 from dreamkeeper.stores.postgres.tokens import PostgresTokenStore
 from dreamkeeper.stores.postgres.working_memory import PostgresWorkingMemoryStore
-from dreamkeeper.stores.vectors.embedder import Embedder
 
 
 class PostgresBackend:
@@ -70,27 +66,11 @@ class PostgresBackend:
 
     # -- one agent's tiers -------------------------------------------------------------
 
-    def memory(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> MemoryStore:
-        return PostgresMemoryStore(
-            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
-        )
+    def memory(self, agent_id: str, **options: Unpack[TierOptions]) -> MemoryStore:
+        return PostgresMemoryStore(self.db, agent_id, **options, sealing=self.sealing)
 
-    def working(
-        self,
-        agent_id: str,
-        *,
-        embeddings: Embedder | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> WorkingMemoryStore:
-        return PostgresWorkingMemoryStore(
-            self.db, agent_id, embeddings=embeddings, clock=clock, sealing=self.sealing
-        )
+    def working(self, agent_id: str, **options: Unpack[TierOptions]) -> WorkingMemoryStore:
+        return PostgresWorkingMemoryStore(self.db, agent_id, **options, sealing=self.sealing)
 
     def conversations(self, agent_id: str, **options: Any) -> ConversationStore:
         return PostgresConversationStore(self.db, agent_id, sealing=self.sealing, **options)

@@ -22,22 +22,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, Unpack
 
 import psycopg
 from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
-from dreamkeeper.core.models import utc_now
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.conversation import Turn
 from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
-    MAX_ARCHIVED,
-    MAX_RETAINED,
-    SESSION_IDLE,
     ConversationBase,
+    ConversationOptions,
     validate_session_id,
 )
 from dreamkeeper.stores.postgres import change_watch
@@ -55,19 +52,10 @@ class PostgresConversationStore(ConversationBase):
         db: Database,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        idle: timedelta = SESSION_IDLE,
-        max_retained: int = MAX_RETAINED,
-        max_archived: int = MAX_ARCHIVED,
         sealing: Sealing | None = None,
+        **options: Unpack[ConversationOptions],
     ) -> None:
-        super().__init__(
-            agent_id,
-            clock=clock,
-            idle=idle,
-            max_retained=max_retained,
-            max_archived=max_archived,
-        )
+        super().__init__(agent_id, **options)
         self.db = db
         self.sealing = sealing
         self.log = ConversationLog(PostgresDocuments(db, self.agent_id, sealing=sealing))

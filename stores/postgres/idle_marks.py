@@ -28,6 +28,7 @@ import psycopg
 
 from dreamkeeper.core.dream_payloads import DreamWork
 from dreamkeeper.core.models import as_utc
+from dreamkeeper.stores.contract.idle_marks import IdleCheck
 from dreamkeeper.stores.conversation.conversation_log import LOG
 from dreamkeeper.stores.postgres.database import Database
 
@@ -64,13 +65,11 @@ class PostgresIdleMarks:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def check(
-        self, agent_ids: Sequence[str], as_of: datetime, settings: str
-    ) -> list[tuple[str | None, DreamWork | None]]:
+    def check(self, agent_ids: Sequence[str], as_of: datetime, settings: str) -> list[IdleCheck]:
         """Per agent, in order: the state key now (None: the agent has no store yet, so
         no mark) and its work (none) when its mark holds as of `as_of`, else None."""
         rows = self.db.fetch(_CHECK, {"agents": list(agent_ids), "log": LOG})
-        found: list[tuple[str | None, DreamWork | None]] = []
+        found: list[IdleCheck] = []
         for agent_id, seq, xmin, docs, waiting, state, until, live, held_back in rows:
             if seq is None:
                 found.append((None, None))

@@ -1,5 +1,5 @@
 """Working memory in PostgreSQL: the `WorkingMemoryStore` contract with the file
-backend's rules (`stores.working.working_memory.WorkingMemoryBase`: namespaces and their
+backend's rules (`stores.working.working_memory.WorkingMemory`: namespaces and their
 cap, the stash rule, TTL, listing and ranking), over rows of `dreamkeeper_working`.
 
 Every write is one transaction that first bumps the agent's row in
@@ -24,8 +24,9 @@ import builtins
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from typing import Unpack
 
 import numpy as np
 import psycopg
@@ -33,8 +34,9 @@ from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import utc_now
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import WorkingEntry
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import WORKING_TIER
@@ -46,96 +48,44 @@ from dreamkeeper.stores.postgres.sealing import (
     Sealing,
     without_key,
 )
-from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import decode_vector, encode_vector
-from dreamkeeper.stores.vectors.working_vectors import WorkingVectorsBase
-from dreamkeeper.stores.working.working_memory import WorkingMemoryBase, check_stored_entry
+from dreamkeeper.stores.working.working_memory import (
+    Segments,
+    StoredSegment,
+    WorkingMemory,
+    check_stored_entry,
+)
 
 log = logging.getLogger(__name__)
 
 
-class PostgresWorkingVectors(WorkingVectorsBase):
-    def __init__(self, store: PostgresWorkingMemoryStore, client: Embedder) -> None:
-        super().__init__(client)
-        self.store = store
-        self.db = store.db
-        self.agent_id = store.agent_id
+class PostgresWorkingMemoryStore(WorkingMemory):
+    """Working memory in PostgreSQL (this module's docstring): the shared rules over
+    `WorkingRows`."""
 
-    def _read_stored(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
-        tier = self.store.tier_key()
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT vector, key_id FROM dreamkeeper_working_vectors "
-                "WHERE agent_id = %s AND key = %s",
-                (self.agent_id, self.store.stored_key(tier, key)),
-            ).fetchone()
-        if row is None:
-            return None
-        data = bytes(row[0])
-        if row[1] is not None:
-            try:
-                data = self.store.open(str(row[1]), WORKING_VECTOR, data)
-            except SealBroken:
-                return None  # a cache: made again
-        return decode_vector(data, fingerprint, self.client.model_key, dim)
-
-    def _write_stored(self, key: str, vector: np.ndarray, fingerprint: str) -> None:
-        data = encode_vector(vector, fingerprint, self.client.model_key)
-        with self.db.transaction() as conn:
-            # The store's key, held (a re-key waits) until this row is in.
-            row = conn.execute(
-                "SELECT key_id FROM dreamkeeper_working_agents WHERE agent_id = %s FOR SHARE",
-                (self.agent_id,),
-            ).fetchone()
-            tier = self.store.key_of(None if row is None else row[0])
-            if tier is not None and self.store.sealing is not None:
-                data = self.store.sealing.seal(self.agent_id, tier, WORKING_VECTOR, data)
-            conn.execute(
-                "INSERT INTO dreamkeeper_working_vectors (agent_id, key, vector, key_id) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, key) DO UPDATE SET vector = "
-                "excluded.vector, key_id = excluded.key_id",
-                (
-                    self.agent_id,
-                    self.store.stored_key(tier, key),
-                    data,
-                    None if tier is None else tier.key_id,
-                ),
-            )
-
-    def _remove_stored(self, key: str) -> None:
-        tier = self.store.tier_key()
-        with self.db.transaction() as conn:
-            conn.execute(
-                "DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s AND key = %s",
-                (self.agent_id, self.store.stored_key(tier, key)),
-            )
-
-    def _prune_stored(self, live: set[str]) -> int:
-        tier = self.store.tier_key()
-        with self.db.transaction() as conn:
-            cur = conn.execute(
-                "DELETE FROM dreamkeeper_working_vectors "
-                "WHERE agent_id = %s AND NOT (key = ANY(%s))",
-                (self.agent_id, sorted(self.store.stored_key(tier, k) for k in live)),
-            )
-            return cur.rowcount
-
-
-class PostgresWorkingMemoryStore(WorkingMemoryBase):
     def __init__(
         self,
         db: Database,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
         sealing: Sealing | None = None,
+        **options: Unpack[TierOptions],
     ) -> None:
-        super().__init__(agent_id, clock=clock, embeddings=embeddings, vectors=None)
+        rows = WorkingRows(db, validate_agent_id(agent_id), sealing)
+        super().__init__(agent_id, rows, VectorRows(rows), **options)
         self.db = db
         self.sealing = sealing
-        if embeddings:
-            self._vectors = PostgresWorkingVectors(self, embeddings)
+
+
+class WorkingRows:
+    """An agent's working memory as rows of `dreamkeeper_working`, sealed with the key
+    the agent row names (`stores.working.working_memory.WorkingStorage`): the agent row's
+    version is every segment's signature, and its lock every writer's exclusion."""
+
+    def __init__(self, db: Database, agent_id: str, sealing: Sealing | None) -> None:
+        self.db = db
+        self.agent_id = agent_id
+        self.sealing = sealing
         self._version: int | None = None  # the agent's version the copy in memory is at
         self._key_id: str | None = None  # the key its rows are sealed with, as last seen
         self._conn: psycopg.Connection | None = None  # the write transaction, while held
@@ -156,9 +106,14 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
     def tier_key(self) -> DataKey | None:
         """The store's key as this instance last read it (a vector cache lookup may miss
         after another process re-keyed: the vector is made again)."""
-        if self._key_id is None and self._version is None:
-            self._refresh()
-        return self.key_of(self._key_id)
+        with self._thread_lock:
+            if self._key_id is None and self._version is None:
+                rows = self.db.fetch(
+                    "SELECT key_id FROM dreamkeeper_working_agents WHERE agent_id = %s",
+                    (self.agent_id,),
+                )
+                self._key_id = rows[0][0] if rows else None
+            return self.key_of(self._key_id)
 
     def open(self, key_id: str, purpose: str, data: bytes) -> bytes:
         if self.sealing is None:
@@ -210,33 +165,37 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
 
     # -- loading -----------------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def changed(
+        self, known: Mapping[str, object], now: datetime
+    ) -> dict[str, StoredSegment | None]:
         with self._thread_lock:
             if self._conn is not None:
-                self._load(self._conn)
-                return
+                return self._load(self._conn, known, now)
             # No round trip while the change watch knows the agent unchanged since the
             # last real load (expiry is applied at read time, so nothing else can change).
             if self._version is not None and self._watch.unchanged(
                 WORKING_TIER, self.agent_id, self._watch_token
             ):
-                return
+                return {}
             token = self._watch.token()
             self._watch_token = None
             with self.db.transaction() as conn:
-                self._load(conn)
+                changes = self._load(conn, known, now)
             self._watch_token = token
+            return changes
 
-    def _load(self, conn: psycopg.Connection) -> None:
+    def _load(
+        self, conn: psycopg.Connection, known: Mapping[str, object], now: datetime
+    ) -> dict[str, StoredSegment | None]:
+        """Every segment of the agent, when its version is not the one last loaded."""
         row = conn.execute(
             "SELECT version, key_id FROM dreamkeeper_working_agents WHERE agent_id = %s",
             (self.agent_id,),
         ).fetchone()
         version = 0 if row is None else int(row[0])
         if version == self._version:
-            return
+            return {}
         self._key_id = None if row is None else row[1]
-        now = self.now()
         by_segment: dict[str, dict[str, WorkingEntry]] = {}
         rows = conn.execute(
             "SELECT key, entry, sealed, key_id FROM dreamkeeper_working "
@@ -262,20 +221,16 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
                 skipped,
                 self.db.location,
             )
-        for gone in set(self._segments) - set(by_segment):
-            self._install(gone, {}, None)
-        for segment, entries in by_segment.items():
-            self._install(segment, entries, version)
         self._version = version
+        changes: dict[str, StoredSegment | None] = dict.fromkeys(known.keys() - by_segment)
+        changes.update({name: StoredSegment(version, e) for name, e in by_segment.items()})
+        return changes
 
     # -- writes ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[object]:
+    def writing(self) -> Iterator[psycopg.Connection]:
         with self._thread_lock:
-            if self._conn is not None:  # re-entrant: already inside this write
-                yield self._conn
-                return
             try:
                 with self.db.transaction() as conn:
                     # The agent's row is every writer's lock until this transaction ends.
@@ -284,8 +239,7 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
                     if self._version is not None and self._version == version - 1:
                         self._version = version  # no one else wrote: the copy is current
                         self._key_id = key_id
-                    else:
-                        self._load(conn)
+                    # else the copy is read again (`changed`) before anything is written
                     if self.sealing is not None and key_id is None:
                         # A store in plaintext so far: sealed now, whole, before this write.
                         self._key_id = reseal(
@@ -335,12 +289,15 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
             raise without_key(self.db, "no payload key is configured")
         return int(row[0]), row[1]
 
-    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
-        conn = self._conn
-        assert conn is not None and self._version is not None, "_write outside _writing"
-        old = self._segments.get(segment)
-        old_entries = old.entries if old else {}
-        self._forget_vectors(segment, entries)
+    def _held(self) -> psycopg.Connection:
+        """The write transaction: every write step runs inside `writing()`."""
+        assert self._conn is not None and self._version is not None, "a write outside writing"
+        return self._conn
+
+    def write(
+        self, segment: str, entries: dict[str, WorkingEntry], old: Mapping[str, WorkingEntry]
+    ) -> object:
+        conn = self._held()
         tier = self.key_of(self._key_id)
         if tier is None:
             conn.execute(
@@ -359,7 +316,7 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
                 ),
             )
         faults.crash_point(faults.ROWS_HALF_WRITTEN)
-        changed = [e for k, e in entries.items() if old_entries.get(k) != e]
+        changed = [e for k, e in entries.items() if old.get(k) != e]
         if changed:
             with conn.cursor() as cur:
                 cur.executemany(
@@ -370,64 +327,127 @@ class PostgresWorkingMemoryStore(WorkingMemoryBase):
                     "segment = excluded.segment, key_id = excluded.key_id",
                     [self._row(tier, e) for e in changed],
                 )
-        self._install(segment, entries, self._version)
+        return self._version
 
-    def sweep(self) -> int:
-        """Delete expired rows (and vectors whose entry is gone); returns how many went."""
-        with self._writing() as conn:
-            assert isinstance(conn, psycopg.Connection)
-            now = self.now()
-            removed = conn.execute(
+    def sweep(self, now: datetime, live: Segments) -> tuple[int, dict[str, object]]:
+        """Delete the expired rows (the version, every segment's signature, stays)."""
+        removed = (
+            self._held()
+            .execute(
                 "DELETE FROM dreamkeeper_working WHERE agent_id = %s AND expires_at <= %s",
                 (self.agent_id, now),
-            ).rowcount
-            for segment, seg in list(self._segments.items()):
-                live = {k: e for k, e in seg.entries.items() if not e.expired(now)}
-                if len(live) < len(seg.entries):
-                    self._install(segment, live, self._version)
-            if self._vectors is not None:
-                self._vectors.prune(
-                    e.key for seg in self._segments.values() for e in seg.entries.values()
-                )
-            self._last_sweep = now
-        return removed
+            )
+            .rowcount
+        )
+        return removed, {}
 
-    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
-        """Delete every row, live or expired but not yet swept, whose key or value
-        `mentions` the forgotten text (`stores.forget`), with its vector, in one
-        transaction; returns the keys removed."""
-        with self._writing() as conn:
-            assert isinstance(conn, psycopg.Connection)
-            rows = conn.execute(
-                "SELECT key, entry, sealed, key_id FROM dreamkeeper_working WHERE agent_id = %s",
+    def erase_matching(
+        self, mentions: Callable[[str], bool], live: Segments
+    ) -> tuple[builtins.list[str], dict[str, StoredSegment]]:
+        """In the write transaction; a row that does not read is matched on its raw text."""
+        conn = self._held()
+        rows = conn.execute(
+            "SELECT key, entry, sealed, key_id FROM dreamkeeper_working WHERE agent_id = %s",
+            (self.agent_id,),
+        ).fetchall()
+        found, _ = self._entries_of(rows)
+        hits: builtins.list[str] = []
+        stored: builtins.list[str] = []
+        for column, entry, raw in found:
+            key = entry.key if entry is not None else str(column)
+            value = entry.value if entry is not None else str(raw)  # unreadable: raw text
+            if mentions(key) or mentions(value) or mentions(str(raw)):
+                hits.append(key)
+                stored.append(str(column))
+        if not hits:
+            return [], {}
+        conn.execute(
+            "DELETE FROM dreamkeeper_working WHERE agent_id = %s AND key = ANY(%s)",
+            (self.agent_id, stored),
+        )
+        # Made by a process that had an embedding model, whether this one has or not.
+        conn.execute(
+            "DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s AND key = ANY(%s)",
+            (self.agent_id, stored),
+        )
+        gone = set(hits)
+        rewritten = {
+            segment: StoredSegment(
+                self._version, {k: e for k, e in entries.items() if k not in gone}
+            )
+            for segment, entries in live.items()
+            if gone & entries.keys()
+        }
+        return hits, rewritten
+
+
+class VectorRows:
+    """Working-memory vectors as rows of `dreamkeeper_working_vectors`, sealed with the
+    store's key (`stores.vectors.working_vectors.VectorStorage`)."""
+
+    def __init__(self, rows: WorkingRows) -> None:
+        self.rows = rows
+        self.db = rows.db
+        self.agent_id = rows.agent_id
+
+    def read(self, key: str, fingerprint: str, model_key: bytes, dim: int) -> np.ndarray | None:
+        tier = self.rows.tier_key()
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT vector, key_id FROM dreamkeeper_working_vectors "
+                "WHERE agent_id = %s AND key = %s",
+                (self.agent_id, self.rows.stored_key(tier, key)),
+            ).fetchone()
+        if row is None:
+            return None
+        data = bytes(row[0])
+        if row[1] is not None:
+            try:
+                data = self.rows.open(str(row[1]), WORKING_VECTOR, data)
+            except SealBroken:
+                return None  # a cache: made again
+        return decode_vector(data, fingerprint, model_key, dim)
+
+    def write(self, key: str, vector: np.ndarray, fingerprint: str, model_key: bytes) -> None:
+        data = encode_vector(vector, fingerprint, model_key)
+        with self.db.transaction() as conn:
+            # The store's key, held (a re-key waits) until this row is in.
+            row = conn.execute(
+                "SELECT key_id FROM dreamkeeper_working_agents WHERE agent_id = %s FOR SHARE",
                 (self.agent_id,),
-            ).fetchall()
-            found, _ = self._entries_of(rows)
-            hits: builtins.list[str] = []
-            stored: builtins.list[str] = []
-            for column, entry, raw in found:
-                key = entry.key if entry is not None else str(column)
-                value = entry.value if entry is not None else str(raw)  # unreadable: raw text
-                if mentions(key) or mentions(value) or mentions(str(raw)):
-                    hits.append(key)
-                    stored.append(str(column))
-            if not hits:
-                return []
+            ).fetchone()
+            tier = self.rows.key_of(None if row is None else row[0])
+            if tier is not None and self.rows.sealing is not None:
+                data = self.rows.sealing.seal(self.agent_id, tier, WORKING_VECTOR, data)
             conn.execute(
-                "DELETE FROM dreamkeeper_working WHERE agent_id = %s AND key = ANY(%s)",
-                (self.agent_id, stored),
+                "INSERT INTO dreamkeeper_working_vectors (agent_id, key, vector, key_id) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, key) DO UPDATE SET vector = "
+                "excluded.vector, key_id = excluded.key_id",
+                (
+                    self.agent_id,
+                    self.rows.stored_key(tier, key),
+                    data,
+                    None if tier is None else tier.key_id,
+                ),
             )
-            # Made by a process that had an embedding model, whether this one has or not.
+
+    def remove(self, key: str) -> None:
+        tier = self.rows.tier_key()
+        with self.db.transaction() as conn:
             conn.execute(
-                "DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s AND key = ANY(%s)",
-                (self.agent_id, stored),
+                "DELETE FROM dreamkeeper_working_vectors WHERE agent_id = %s AND key = %s",
+                (self.agent_id, self.rows.stored_key(tier, key)),
             )
-            gone = set(hits)
-            for segment, seg in list(self._segments.items()):
-                kept = {k: e for k, e in seg.entries.items() if k not in gone}
-                if len(kept) < len(seg.entries):
-                    self._install(segment, kept, self._version)
-        return hits
+
+    def prune(self, live: set[str]) -> int:
+        tier = self.rows.tier_key()
+        with self.db.transaction() as conn:
+            cur = conn.execute(
+                "DELETE FROM dreamkeeper_working_vectors "
+                "WHERE agent_id = %s AND NOT (key = ANY(%s))",
+                (self.agent_id, sorted(self.rows.stored_key(tier, k) for k in live)),
+            )
+            return cur.rowcount
 
 
 def reseal(
@@ -443,7 +463,7 @@ def reseal(
     conn.execute(
         "SELECT 1 FROM dreamkeeper_working_agents WHERE agent_id = %s FOR UPDATE", (agent_id,)
     )
-    store = PostgresWorkingMemoryStore(db, agent_id, sealing=sealing)
+    store = WorkingRows(db, agent_id, sealing)
     rows = conn.execute(
         "SELECT key, entry, sealed, key_id FROM dreamkeeper_working WHERE agent_id = %s",
         (agent_id,),
@@ -481,7 +501,7 @@ def reseal(
 
 def _vectors_resealed(
     conn: psycopg.Connection,
-    store: PostgresWorkingMemoryStore,
+    store: WorkingRows,
     sealing: Sealing,
     key: DataKey,
     real: dict[str, WorkingEntry],

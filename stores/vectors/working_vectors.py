@@ -1,6 +1,7 @@
 """Vectors for working memory: made on a background thread after a save (a save never
-waits), stored keyed to the value's fingerprint (files of `stores.files.working_vectors`,
-or rows), read through a cache, and deleted when their entry leaves."""
+waits), stored keyed to the value's fingerprint by a backend's `VectorStorage` (files of
+`stores.files.working_vectors`, or rows of `stores.postgres.working_memory`), read
+through a cache, and deleted when their entry leaves."""
 
 from __future__ import annotations
 
@@ -26,13 +27,29 @@ def vector_name(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
-class WorkingVectorsBase:
-    """The vectors of working-memory entries, made in the background and read through a
-    cache; a backend stores them (`_read_stored`, `_write_stored`, `_remove_stored`,
-    `_prune_stored`)."""
+class VectorStorage(Protocol):
+    """Where a backend keeps working-memory vectors, one per entry key."""
 
-    def __init__(self, client: Embedder) -> None:
+    def read(self, key: str, fingerprint: str, model_key: bytes, dim: int) -> np.ndarray | None:
+        """The key's vector if one is stored for this value fingerprint and model."""
+        ...
+
+    def write(self, key: str, vector: np.ndarray, fingerprint: str, model_key: bytes) -> None: ...
+
+    def remove(self, key: str) -> None: ...
+
+    def prune(self, live: set[str]) -> int:
+        """Delete the vectors of keys not in `live`; returns how many went."""
+        ...
+
+
+class WorkingVectors:
+    """The vectors of working-memory entries, made in the background and read through a
+    cache, kept by `storage`."""
+
+    def __init__(self, client: Embedder, storage: VectorStorage) -> None:
         self.client = client
+        self.storage = storage
         self._executor: ThreadPoolExecutor | None = None
         self._pending: set[Future] = set()
         self._lock = threading.Lock()
@@ -62,7 +79,7 @@ class WorkingVectorsBase:
         cached = self._cache.get(key)
         if cached is not None and cached[0] == fingerprint and cached[1].size == dim:
             return cached[1]
-        vector = self._read_stored(key, fingerprint, dim)
+        vector = self.storage.read(key, fingerprint, self.client.model_key, dim)
         if vector is None:
             return None
         self._cache[key] = (fingerprint, unit(vector))
@@ -78,14 +95,20 @@ class WorkingVectorsBase:
 
     def forget(self, key: str) -> None:
         self._cache.pop(key, None)
-        self._remove_stored(key)
+        self.storage.remove(key)
+
+    def forget_cached(self, keys: Iterable[str]) -> None:
+        """Drop what is cached of keys whose stored vectors the storage deleted itself
+        (in a transaction of its own, which a `forget` here would wait on)."""
+        for key in keys:
+            self._cache.pop(key, None)
 
     def prune(self, live_keys: Iterable[str]) -> int:
         """Delete stored vectors of keys no longer live (an entry that left while its
         vector was still being made leaves one behind); returns how many went."""
         live = set(live_keys)
         self._cache = {k: v for k, v in self._cache.items() if k in live}
-        return self._prune_stored(live)
+        return self.storage.prune(live)
 
     def wait(self, timeout: float | None = None) -> None:
         with self._lock:
@@ -99,16 +122,4 @@ class WorkingVectorsBase:
     def _embed(self, key: str, value: str) -> None:
         vector = self.client.embed([value])[0]
         if vector is not None:
-            self._write_stored(key, vector, content_fingerprint(value))
-
-    def _read_stored(self, key: str, fingerprint: str, dim: int) -> np.ndarray | None:
-        raise NotImplementedError
-
-    def _write_stored(self, key: str, vector: np.ndarray, fingerprint: str) -> None:
-        raise NotImplementedError
-
-    def _remove_stored(self, key: str) -> None:
-        raise NotImplementedError
-
-    def _prune_stored(self, live: set[str]) -> int:
-        raise NotImplementedError
+            self.storage.write(key, vector, content_fingerprint(value), self.client.model_key)

@@ -6,12 +6,13 @@ any namespace by full key, and never write under `stash/` — that prefix is the
 loop's tool-result stash (`put_stash`), so every key there was written by the loop.
 Prefixes (listing, search, `clear`) and the category filter match whole segments.
 
-These rules are written once here for every backend, over an in-memory copy of the
-entries grouped by top-level segment; a backend keeps the segments (files of
-`stores.files.working_memory`, rows of `stores.postgres.working_memory`) and refreshes
-the copy on every read, so a write by another process is seen on the next one. Expired
-entries are invisible at once and swept from the storage hourly (by the next write
-after the hour).
+These rules are written once here (`WorkingMemory`) for every backend, over an
+in-memory copy of the entries grouped by top-level segment. A backend is a
+`WorkingStorage` object handed in, not a subclass: it keeps the segments (files of
+`stores.files.working_memory`, rows of `stores.postgres.working_memory`) and its own
+state, and tells which segments changed, so the copy is refreshed on every read and a
+write by another process is seen on the next one. Expired entries are invisible at once
+and swept from the storage hourly (by the next write after the hour).
 
 With an embedding model, a saved value is embedded on a background thread (a save never
 waits), keyed to the value's fingerprint (`stores.vectors.working_vectors`), and search
@@ -22,17 +23,20 @@ on the stored time; there is no importance).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol, Unpack
 
 import numpy as np
 
 from dreamkeeper.core.errors import InvalidInput
-from dreamkeeper.core.models import as_utc
+from dreamkeeper.core.models import as_utc, utc_now
 from dreamkeeper.core.validation import (
     STASH_ROOT,
     category_matches,
@@ -40,13 +44,11 @@ from dreamkeeper.core.validation import (
     validate_agent_id,
     validate_tags,
 )
+from dreamkeeper.stores.contract.backend import TierOptions
 from dreamkeeper.stores.contract.working import Listing, WorkingEntry, namespace_of
 from dreamkeeper.stores.search.bm25 import BM25Index, query_terms, tokenize
 from dreamkeeper.stores.search.fusion import fuse
-from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.working_vectors import (
-    WorkingVectorsBase,
-)
+from dreamkeeper.stores.vectors.working_vectors import VectorStorage, WorkingVectors
 
 log = logging.getLogger(__name__)
 
@@ -116,62 +118,103 @@ def _document(entry: WorkingEntry) -> list[str]:
 
 
 @dataclass
-class _Segment:
-    signature: object  # what the backend compares to see a change (file stat, version)
+class StoredSegment:
+    """One top-level segment's entries as a backend stores them, and its signature:
+    what the backend compares to see a change (a file's stat, the agent's version)."""
+
+    signature: object
     entries: dict[str, WorkingEntry] = field(default_factory=dict)
 
 
-class WorkingMemoryBase:
-    """What every working-memory backend shares: validation, the namespace rules and
-    cap, the stash rule, expiry, listing and ranking, over an in-memory copy of the
-    entries grouped by top-level segment. A backend provides `_refresh` (bring the copy
-    up to date with the shared storage), `_writing` (hold the agent's writer exclusion
-    across a refresh and the writes that depend on it), `_write` (replace a segment's
-    entries, inside `_writing`) and `sweep`."""
+Segments = dict[str, dict[str, WorkingEntry]]  # top-level segment -> key -> entry
+
+
+class WorkingStorage(Protocol):
+    """A backend's steps under the shared working-memory rules (`WorkingMemory`): where
+    the entries of an agent lie, grouped by top-level segment, and its writer exclusion.
+    Every write step runs inside `writing()`."""
+
+    def changed(
+        self, known: Mapping[str, object], now: datetime
+    ) -> dict[str, StoredSegment | None]:
+        """The segments stored now whose signature is not the one in `known` (segment ->
+        signature of the copy in memory), with their entries live at `now`; None for a
+        segment of `known` that is gone."""
+        ...
+
+    def writing(self) -> AbstractContextManager[object]:
+        """Hold the agent's writer exclusion (across processes) for a refresh and the
+        writes that depend on it."""
+        ...
+
+    def write(
+        self, segment: str, entries: dict[str, WorkingEntry], old: Mapping[str, WorkingEntry]
+    ) -> object:
+        """Replace a segment's stored entries (`old` as last read) with `entries`;
+        returns the signature of what is stored now."""
+        ...
+
+    def sweep(self, now: datetime, live: Segments) -> tuple[int, dict[str, object]]:
+        """Delete what is stored beyond the `live` entries of each segment (the expired
+        ones); how many went, and the new signature of each segment rewritten."""
+        ...
+
+    def erase_matching(
+        self, mentions: Callable[[str], bool], live: Segments
+    ) -> tuple[builtins.list[str], dict[str, StoredSegment]]:
+        """Delete every stored entry, live or expired but not yet swept, whose key or
+        value `mentions` the forgotten text, with its stored vector (whichever process
+        made it); the keys removed and the segments as now stored."""
+        ...
+
+
+class WorkingMemory:
+    """The working-memory store: validation, the namespace rules and cap, the stash
+    rule, expiry, listing and ranking, over an in-memory copy of the entries grouped by
+    top-level segment (with its search index), refreshed from `storage` on every read."""
 
     def __init__(
         self,
         agent_id: str,
-        *,
-        clock: Callable[[], datetime],
-        embeddings: Embedder | None,
-        vectors: WorkingVectorsBase | None,
+        storage: WorkingStorage,
+        vectors: VectorStorage,
+        **options: Unpack[TierOptions],
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        self.embeddings = embeddings
-        self._vectors = vectors
-        self._clock = clock
-        self._segments: dict[str, _Segment] = {}
+        self.storage = storage
+        self.embeddings = embeddings = options.get("embeddings")
+        # Vectors are made, kept (in `vectors`) and ranked only with an embedding model.
+        self._vectors = WorkingVectors(embeddings, vectors) if embeddings else None
+        self._clock = options.get("clock", utc_now)
+        # One thread at a time reads the storage and installs what it read into the copy
+        # (taken before the storage's own exclusion, never after it).
+        self._copy_lock = threading.RLock()
+        self._segments: dict[str, StoredSegment] = {}
         self._index = BM25Index()
         self._namespace_ids: dict[str, int] = {}
         self._last_sweep: datetime | None = None
 
-    # -- what a backend provides -------------------------------------------------------
-
-    def _refresh(self) -> None:
-        raise NotImplementedError
-
-    def _writing(self) -> AbstractContextManager[object]:
-        raise NotImplementedError
-
-    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
-        raise NotImplementedError
-
-    def sweep(self) -> int:
-        """Drop expired entries from the storage; returns how many went."""
-        raise NotImplementedError
-
     def now(self) -> datetime:
         return as_utc(self._clock())
 
-    # -- loading -----------------------------------------------------------------------
+    # -- the copy in memory ------------------------------------------------------------
 
-    def _forget_vectors(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
-        """Delete the vectors of the entries leaving `segment` (a write is replacing it)."""
-        old = self._segments.get(segment)
-        if self._vectors is not None and old is not None:
-            for gone in old.entries.keys() - entries.keys():
-                self._vectors.forget(gone)
+    def _refresh(self) -> None:
+        """Bring the copy up to date with the storage (a write of another process is
+        seen on the next read)."""
+        with self._copy_lock:
+            known = {name: seg.signature for name, seg in self._segments.items()}
+            for segment, stored in self.storage.changed(known, self.now()).items():
+                if stored is None:
+                    self._install(segment, {}, None)
+                else:
+                    self._install(segment, stored.entries, stored.signature)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._copy_lock, self.storage.writing():
+            self._refresh()
+            yield
 
     def _install(
         self, segment: str, entries: dict[str, WorkingEntry], signature: object | None
@@ -189,7 +232,18 @@ class WorkingMemoryBase:
         if signature is None:
             self._segments.pop(segment, None)
         else:
-            self._segments[segment] = _Segment(signature, entries)
+            self._segments[segment] = StoredSegment(signature, entries)
+
+    def _write(self, segment: str, entries: dict[str, WorkingEntry]) -> None:
+        """Replace a segment (inside `_writing`), install what was written, and delete
+        the vectors of entries that left it."""
+        old = self._segments.get(segment)
+        old_entries = old.entries if old else {}
+        signature = self.storage.write(segment, entries, old_entries)
+        if self._vectors is not None:
+            for gone in old_entries.keys() - entries.keys():
+                self._vectors.forget(gone)
+        self._install(segment, entries, signature)
 
     def _namespace_id(self, namespace: str) -> int:
         return self._namespace_ids.setdefault(namespace, len(self._namespace_ids))
@@ -200,6 +254,20 @@ class WorkingMemoryBase:
             for entry in seg.entries.values():
                 if not entry.expired(now) and (prefix is None or is_under(entry.key, prefix)):
                     yield entry
+
+    def _live_by_segment(self, now: datetime) -> Segments:
+        return {
+            name: {k: e for k, e in seg.entries.items() if not e.expired(now)}
+            for name, seg in self._segments.items()
+        }
+
+    def _prune_vectors(self) -> None:
+        """Delete the vectors whose entry is gone (one that left while its vector was
+        still being made leaves one behind)."""
+        if self._vectors is not None:
+            self._vectors.prune(
+                e.key for seg in self._segments.values() for e in seg.entries.values()
+            )
 
     # -- reads -------------------------------------------------------------------------
 
@@ -365,6 +433,39 @@ class WorkingMemoryBase:
                     self._write(segment, kept)
         return removed
 
+    def sweep(self) -> int:
+        """Drop expired entries from the storage; returns how many went."""
+        with self._writing():
+            return self._sweep_held()
+
+    def _sweep_held(self) -> int:
+        """The sweep, inside `_writing` (a save's hourly one runs in the save's)."""
+        now = self.now()
+        live = self._live_by_segment(now)
+        removed, rewritten = self.storage.sweep(now, live)
+        for segment, entries in live.items():
+            self._install(
+                segment, entries, rewritten.get(segment, self._segments[segment].signature)
+            )
+        self._prune_vectors()
+        self._last_sweep = now
+        return removed
+
+    def erase_matching(self, mentions: Callable[[str], bool]) -> builtins.list[str]:
+        """Delete every entry, live or expired but not yet swept, whose key or value
+        `mentions` the forgotten text (`stores.forget`), with its vector; returns the
+        keys removed. Expired entries still lie in the storage until a sweep, so the
+        storage is searched, not the live view."""
+        with self._writing():
+            removed, rewritten = self.storage.erase_matching(
+                mentions, self._live_by_segment(self.now())
+            )
+            for segment, stored in rewritten.items():
+                self._install(segment, stored.entries, stored.signature)
+            if self._vectors is not None:
+                self._vectors.forget_cached(removed)
+        return removed
+
     def _segments_under(self, prefix: str | None) -> builtins.list[str]:
         if prefix is None:
             return list(self._segments)
@@ -393,7 +494,7 @@ class WorkingMemoryBase:
         with self._writing():
             now = self.now()
             if self._last_sweep is None or now - self._last_sweep >= SWEEP_EVERY:
-                self.sweep()
+                self._sweep_held()
             namespace = namespace_of(key)
             others = sorted(
                 (e for e in self._live(namespace) if e.key != key), key=lambda e: e.stored_at

@@ -174,7 +174,7 @@ def _has_vector(working, key: str) -> bool:
     from dreamkeeper.stores.vectors.working_vectors import vector_name
 
     if hasattr(working, "db"):
-        stored = working.stored_key(working.tier_key(), key)  # a tag, when sealed
+        stored = working.storage.stored_key(working.storage.tier_key(), key)  # a tag, if sealed
         with working.db.transaction() as conn:
             row = conn.execute(
                 "SELECT 1 FROM dreamkeeper_working_vectors WHERE key = %s", (stored,)
@@ -199,6 +199,22 @@ def test_working_memory_search_is_hybrid_and_vectors_follow_their_entries(
     assert not _has_vector(working, "session/s1/pets")  # deleted with its entry
     embedder.down = True
     assert [e.key for e, _ in working.search("contoso statement")] == ["session/s1/bills"]
+
+
+def test_a_forget_erases_a_working_entry_with_its_vector_and_keeps_the_others(
+    make_working, embedding_client
+):
+    working = make_working("agent-1", embeddings=embedding_client)
+    working.save("session/s1", "pets", "Biscuit the puppy needs a vet visit on Tuesday")
+    working.save("session/s1", "bills", "Contoso quarterly statement, 4 pages")
+    working.wait_for_embeddings(timeout=10)
+    # On PostgreSQL the entry's vector row goes in the erase's own transaction: nothing
+    # else may wait on that row while the transaction is open.
+    assert working.erase_matching(lambda text: "Biscuit" in text) == ["session/s1/pets"]
+    assert not _has_vector(working, "session/s1/pets")
+    assert _has_vector(working, "session/s1/bills")
+    assert [e.key for e, _ in working.search("canine")] == []
+    assert [e.key for e, _ in working.search("contoso")] == ["session/s1/bills"]
 
 
 def test_entries_with_a_current_vector_are_not_embedded_again(hybrid, embedder):

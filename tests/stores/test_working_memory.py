@@ -142,7 +142,8 @@ def test_expired_entries_are_dropped_on_load_and_swept_from_the_database_hourly(
         return {r[0] for r in rows}
 
     def keys(*names: str) -> set[str]:
-        return {restarted.stored_key(restarted.tier_key(), n) for n in names}  # tags if sealed
+        rows = restarted.storage
+        return {rows.stored_key(rows.tier_key(), n) for n in names}  # tags if sealed
 
     assert stored() == keys("session/s1/short", "session/s1/long")  # not yet swept
     clock.advance(hours=1)
