@@ -57,9 +57,6 @@ from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
-from dreamkeeper.stores.contract.records import (
-    AppliedOp,
-)
 from dreamkeeper.stores.files import snapshot_file, vector_pack
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
@@ -74,10 +71,9 @@ from dreamkeeper.stores.files.entry_files import (
 from dreamkeeper.stores.files.journal import JOURNAL, NEXT_GENERATION, Journal, epoch_of
 from dreamkeeper.stores.files.vector_files import file_reader, vector_path
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import StoreOperations
 from dreamkeeper.stores.longterm.records import entry_version
-from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
 
@@ -140,17 +136,18 @@ class FileMemoryStore(StoreOperations):
         self.journal = Journal(self.files)
         self._lock = self.files.lock((".lock",))
         self._clock = clock
-        # An entry's file is where its id and category say (a file is loaded only from
-        # there): no path is kept per entry (`_parts_of`).
-        self._entries: EntryTable = EntryTable()
-        self._problems: dict[Path, str] = {}
+        self.embeddings = embeddings
+        # The entries, the index, the skipped files and the journal offset. An entry's
+        # file is where its id and category say (a file is loaded only from there): no
+        # path is kept per entry (`_parts_of`).
+        self.state = EntryState(
+            vectors=EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
+            if embeddings
+            else None
+        )
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
         # id -> the latest revision journaled by a write that never landed (`_note_dead`)
         self._dead_revisions: dict[str, int] = {}
-        self._ops: dict[str, AppliedOp] | None = None  # lazily built from entries
-        self._index = BM25Index()
-        self._category_ids: dict[str | None, int] = {}
-        self._offset = 0
         # The journal read (store epochs, docs/storage.md); None: there was none.
         self._journal_held: _HeldJournal | None = None
         self._loaded = False
@@ -158,12 +155,6 @@ class FileMemoryStore(StoreOperations):
         self._erased_seen = False  # a record of `erase` applied since the index was built
         self._snapshots = snapshots  # open from, and write, the index snapshot (a cache)
         self.opened_from_snapshot = False
-        self.embeddings = embeddings
-        self._vectors = (
-            EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
-            if embeddings
-            else None
-        )
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return self.files.path(*entry_parts(entry_id, category))
@@ -177,15 +168,10 @@ class FileMemoryStore(StoreOperations):
     def _parts_of(self, entry_id: str) -> Parts | None:
         """The file of the entry as held (None: not held), without reading the entry."""
         try:
-            category = self._entries.category(entry_id)
+            category = self.state.entries.category(entry_id)
         except KeyError:
             return None
         return entry_parts(entry_id, category)
-
-    @property
-    def feed_offset(self) -> int:
-        """How far this instance has read the journal (its change feed), in bytes."""
-        return self._offset
 
     @property
     def loaded(self) -> bool:
@@ -207,25 +193,14 @@ class FileMemoryStore(StoreOperations):
     def _full_load(self, *, use_snapshot: bool = True) -> None:
         self._take_journal()  # before anything is read: what follows belongs to it
         self._erased_seen = False  # a fresh index; records replayed below may set it
-        self._adopt_state(
-            snapshot.SnapshotState(
-                entries=EntryTable(),
-                problems={},
-                ops=None,
-                index=BM25Index(),
-                category_ids={},
-                offset=0,
-            )
-        )
+        self.state.clear()
         self._pending.clear()
-        if self._vectors is not None:
-            self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
             state = snapshot_file.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
-                self._adopt_state(state)
+                self.state.adopt(state)
                 self.opened_from_snapshot = True
                 self._loaded = True
                 self._refresh()
@@ -239,10 +214,10 @@ class FileMemoryStore(StoreOperations):
                 self._report(parts, "a symlink: refused (entries and categories are plain)")
             else:
                 self._load(parts, scanning=True)
-        self._offset = replay_from
+        self.state.offset = replay_from
         self._loaded = True
         self._refresh()
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
     @property
@@ -277,26 +252,6 @@ class FileMemoryStore(StoreOperations):
             return True
         return (st.st_dev, st.st_ino) != held.identity
 
-    def _adopt_state(self, state: snapshot.SnapshotState) -> None:
-        assert isinstance(state.entries, EntryTable)
-        self._entries = state.entries
-        self._problems = state.problems
-        self._ops = state.ops
-        self._index = state.index
-        self._category_ids = state.category_ids
-        self._offset = state.offset
-
-    def _state(self) -> snapshot.SnapshotState:
-        return snapshot.SnapshotState(
-            entries=self._entries,
-            problems=self._problems,
-            ops=self._ops,
-            index=self._index,
-            category_ids=self._category_ids,
-            offset=self._offset,
-            epoch=self._epoch,
-        )
-
     def save_snapshot(self) -> bool:
         """Write the index snapshot (`stores.files.snapshot_file`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
@@ -311,9 +266,9 @@ class FileMemoryStore(StoreOperations):
                 # Erased entries' terms are still in this index's vocabulary: a
                 # snapshot of it would carry them (a forgotten name) to disk again.
                 self._rebuild_index(snapshot_after=False)
-            snapshot_file.write(self.files, self.agent_id, self._state(), self.journal)
-            current = self._vectors.current if self._vectors is not None else None
-            if current is not None and self._vectors is not None:
+            snapshot_file.write(self.files, self.agent_id, self.state, self.journal, self._epoch)
+            current = self.state.vectors.current if self.state.vectors is not None else None
+            if current is not None and self.state.vectors is not None:
                 index = self.vectors(current.dim)
                 if index is not None:
                     self._write_pack(index)
@@ -323,14 +278,14 @@ class FileMemoryStore(StoreOperations):
             return False
 
     def _write_pack(self, index: VectorIndex) -> bool:
-        if self._pending or self._vectors is None:
+        if self._pending or self.state.vectors is None:
             return False
         return vector_pack.write(
             self.files,
             self.agent_id,
             index,
-            self._vectors.model_key,
-            self._offset,
+            self.state.vectors.model_key,
+            self.state.offset,
             self.journal,
             self._epoch,
         )
@@ -346,19 +301,19 @@ class FileMemoryStore(StoreOperations):
         if scanning and known is not None and known != parts:
             # Two files for one id: a category move interrupted between writing the new
             # file and removing the old. The later revision wins; the other is reported.
-            if entry_version(entry) < entry_version(self._entries[entry.id]):
+            if entry_version(entry) < entry_version(self.state.entries[entry.id]):
                 self._report(parts, f"stale duplicate of {entry.id} at {'/'.join(known)}")
                 return None
             self._report(known, f"stale duplicate of {entry.id} at {'/'.join(parts)}")
-        self._problems.pop(self.files.path(*parts), None)
-        self._install(entry)
+        self.state.problems.pop(self.files.path(*parts), None)
+        self.state.install(entry)
         return entry
 
     def _report(self, parts: Parts, reason: str) -> None:
         key = self.files.path(*parts)
-        if self._problems.get(key) != reason:
+        if self.state.problems.get(key) != reason:
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
-        self._problems[key] = reason
+        self.state.problems[key] = reason
 
     # -- the change feed ---------------------------------------------------------------
 
@@ -373,15 +328,15 @@ class FileMemoryStore(StoreOperations):
             self._full_load()
             return
         size = 0 if st is None else st.st_size
-        if size < self._offset:  # journal replaced or truncated: trust nothing cached
+        if size < self.state.offset:  # journal replaced or truncated: trust nothing cached
             self._full_load()
             return
-        if size > self._offset:
+        if size > self.state.offset:
             # Through the descriptor held: a compaction renaming the next generation in
             # now must not have this offset read in it (the next catch-up sees the swap).
             held = self._journal_held
-            records, self._offset = self.journal.read_from(
-                self._offset, None if held is None else held.fd
+            records, self.state.offset = self.journal.read_from(
+                self.state.offset, None if held is None else held.fd
             )
             for record in records:
                 self._apply_record(record)
@@ -390,8 +345,8 @@ class FileMemoryStore(StoreOperations):
 
     def _apply_record(self, record: JournalRecord) -> None:
         if record.action is JournalAction.EMBEDDED:
-            if self._vectors is not None:
-                self._vectors.mark(record.id)  # only the vector file changed
+            if self.state.vectors is not None:
+                self.state.vectors.mark(record.id)  # only the vector file changed
             return
         try:
             parts = entry_parts(record.id, record.category)
@@ -413,7 +368,7 @@ class FileMemoryStore(StoreOperations):
                 self._pending[record.id] = (record.rev or 0, known)
             else:
                 self._pending.pop(record.id, None)
-                self._forget(record.id)
+                self.state.forget(record.id)
             return
         entry = self._load(parts)
         if record.rev is None:  # a legacy record: the file is all there is
@@ -435,7 +390,7 @@ class FileMemoryStore(StoreOperations):
         known = self._parts_of(entry_id)
         if known is not None and known != parts and self._load(known) is not None:
             return
-        self._forget(entry_id)
+        self.state.forget(entry_id)
 
     def _settle(self) -> None:
         """Resolve pending records: landed files are taken; when no write can be in
@@ -480,7 +435,7 @@ class FileMemoryStore(StoreOperations):
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)
             self._note_dead(entry_id, rev)
-            current = self._entries.get(entry_id)
+            current = self.state.entries.get(entry_id)
             # `rev` names the revision that never landed (the disk keeps the one before).
             records.append(
                 self._record(
@@ -514,7 +469,7 @@ class FileMemoryStore(StoreOperations):
         """Files skipped (unreadable, misplaced, symlinked) and links where the store's
         own files should be, with the reason."""
         self._ensure_loaded()
-        found = dict(self._problems)
+        found = dict(self.state.problems)
         for name in (".lock", "journal.jsonl", MEMORY, f"{MEMORY}/{EMBEDDINGS_DIR}"):
             path = self.root / name
             if path.is_symlink():
@@ -524,24 +479,24 @@ class FileMemoryStore(StoreOperations):
     def vectors(self, dim: int) -> VectorIndex | None:
         """The in-memory vectors of `dim` components (current with every write), or None
         with no embedding model configured."""
-        if self._vectors is None:
+        if self.state.vectors is None:
             return None
         self._ensure_loaded()
-        full = self._vectors.needs_full(dim)
+        full = self.state.vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
                 self.files,
                 self.agent_id,
                 self.journal,
-                self._vectors.model_key,
+                self.state.vectors.model_key,
                 dim,
-                self._offset,
+                self.state.offset,
                 self._epoch,
             )
             if packed is not None:
-                self._vectors.adopt(*packed)
+                self.state.vectors.adopt(*packed)
                 full = False
-        index = self._vectors.index(dim, lambda: self._entries)
+        index = self.state.vectors.index(dim, lambda: self.state.entries)
         if full and self._snapshots and len(index) >= snapshot.MIN_ENTRIES:
             self._write_pack(index)
         return index
@@ -576,7 +531,7 @@ class FileMemoryStore(StoreOperations):
                 self._hold_appended = False
                 self._ensure_loaded()
             yield
-            if outermost and self._offset >= self._compact_at():
+            if outermost and self.state.offset >= self._compact_at():
                 self._compact_after_writes()
 
     # -- compaction --------------------------------------------------------------------
@@ -585,7 +540,7 @@ class FileMemoryStore(StoreOperations):
         """The journal size at which the writer compacts (docs/storage.md, "Compacting
         the file journal"): COMPACT_BYTES, or more for a large store, whose snapshot (an
         O(entries) write) must stay a small share of the writes between compactions."""
-        return max(COMPACT_BYTES, COMPACT_BYTES_PER_ENTRY * len(self._entries))
+        return max(COMPACT_BYTES, COMPACT_BYTES_PER_ENTRY * len(self.state.entries))
 
     def _compact_after_writes(self) -> None:
         """The hold's writes are durable already: a compaction that fails is logged, never
@@ -619,7 +574,7 @@ class FileMemoryStore(StoreOperations):
                 id=f"generation-{generation}",
                 category=None,
                 fingerprint=None,
-                reason=f"{self._offset} bytes of records before this line compacted",
+                reason=f"{self.state.offset} bytes of records before this line compacted",
                 rev=generation,
             )
             data = self.journal.next_generation(marker)
@@ -627,10 +582,10 @@ class FileMemoryStore(StoreOperations):
             faults.crash_point(faults.JOURNAL_COMPACTING)
             self.files.rename(NEXT_GENERATION, JOURNAL)
             self._take_journal()  # the lock is held: the file at the path is the one written
-            self._offset = len(data)
+            self.state.offset = len(data)
             self._hold_appended = False  # the new generation has no hold marker yet
             faults.crash_point(faults.JOURNAL_COMPACTED)
-            if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
                 self.save_snapshot()
             else:
                 # Taken from the old generation, it is refused from now on: not kept.
@@ -649,15 +604,15 @@ class FileMemoryStore(StoreOperations):
         loaded = load_entry(self.files, parts)
         if loaded.entry is None:
             self._report(parts, loaded.problem or "vanished outside the journal")
-            self._forget(entry_id)
+            self.state.forget(entry_id)
             return None
-        if loaded.entry != self._entries.get(entry_id):
+        if loaded.entry != self.state.entries.get(entry_id):
             log.warning(
                 "memory store %s: %s changed on disk outside the journal; using the file",
                 self.agent_id,
                 entry_id,
             )
-            self._install(loaded.entry)
+            self.state.install(loaded.entry)
         return loaded.entry
 
     def _record(
@@ -688,7 +643,7 @@ class FileMemoryStore(StoreOperations):
             return
         if not self._hold_appended:
             records[0] = dataclasses.replace(records[0], first=True)
-        self._offset = self.journal.append(records)
+        self.state.offset = self.journal.append(records)
         self._hold_appended = True
         if self._journal_held is None:
             # The journal this write started (the lock is held: it is the one at the path).
@@ -718,7 +673,7 @@ class FileMemoryStore(StoreOperations):
                 if c.old_parts is not None and c.old_parts != c.parts:
                     faults.crash_point(faults.FILE_REPLACED)
                     self.files.unlink(c.old_parts)
-                self._install(c.entry)
+                self.state.install(c.entry)
         if batch:
             self.files.sync_filesystem()
         for c in changes:
@@ -762,7 +717,7 @@ class FileMemoryStore(StoreOperations):
         the entry is gone or its content changed since. The vector file goes first: it is
         keyed to the content, so a crash before its record costs at most a long-lived
         reader's noticing it before its next reload."""
-        if self._vectors is None:
+        if self.state.vectors is None:
             raise Conflict("no embedding model configured for this store")
         with self.writing():
             entry = self._fresh(entry_id)
@@ -770,9 +725,9 @@ class FileMemoryStore(StoreOperations):
                 return False
             self.files.write(
                 (MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"),
-                encode_vector(vector, fingerprint, self._vectors.model_key),
+                encode_vector(vector, fingerprint, self.state.vectors.model_key),
             )
-            self._vectors.mark(entry_id)
+            self.state.vectors.mark(entry_id)
             self._append(
                 [self._record(JournalAction.EMBEDDED, entry_id, self._held(entry_id), entry)]
             )
@@ -803,7 +758,7 @@ class FileMemoryStore(StoreOperations):
         for done, entry in enumerate(doomed, start=1):
             self.files.unlink(self._held(entry.id))
             self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-            self._forget(entry.id)
+            self.state.forget(entry.id)
             self._pending.pop(entry.id, None)
             if on_progress is not None:
                 on_progress(done, len(doomed))
@@ -839,12 +794,12 @@ class FileMemoryStore(StoreOperations):
             for entry in doomed:
                 self.files.unlink(self._held(entry.id))
                 self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-                self._forget(entry.id)
+                self.state.forget(entry.id)
                 self._pending.pop(entry.id, None)
             if doomed:
                 # The index is rebuilt from the entries below: read those still in the
                 # snapshot in one go first, not each from its own file once it is gone.
-                self._entries.hold_in_memory()
+                self.state.entries.hold_in_memory()
             self.files.unlink(snapshot.SNAPSHOT)
             try:
                 names = os.listdir(self.embeddings_dir)
@@ -858,9 +813,9 @@ class FileMemoryStore(StoreOperations):
         return [e.id for e in doomed]
 
     def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
-        """The index rebuilt without the erased text's terms (`_reindex`), so no
+        """The index rebuilt without the erased text's terms (`EntryState.reindex`), so no
         snapshot written later can carry them."""
-        self._reindex(EntryTable())
+        self.state.reindex()
         self._erased_seen = False
-        if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        if snapshot_after and self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()

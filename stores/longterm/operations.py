@@ -14,13 +14,13 @@ primitives each backend provides:
 - `_delete(doomed, on_progress)`: hard-delete purged entries (and their vectors).
 
 The in-memory state every backend keeps current from its feed — the entries by id, the
-applied-operation map, the BM25 index and its category groups — lives here too, with
-`_track`/`_untrack` to keep the three in step.
+applied-operation map, the BM25 index and its category groups, the feed offset — is one
+`EntryState` (`stores.longterm.entry_state`), `self.state`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 
@@ -48,18 +48,17 @@ from dreamkeeper.stores.contract.records import (
     Retirement,
     StoredVector,
 )
-from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.records import (
     checked_entry,
     checked_valid_from,
-    document_text,
     imported_entry,
     new_entry,
     retired_into,
     screened,
 )
-from dreamkeeper.stores.search.bm25 import BM25Index, tokenize
-from dreamkeeper.stores.vectors.vectors import EntryVectors, decode_any_model, decode_vector
+from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.vectors.vectors import decode_any_model, decode_vector
 
 BULK_CHUNK = 1_000  # entries per bulk batch (a journal batch, or a transaction)
 
@@ -69,12 +68,8 @@ class StoreOperations:
 
     agent_id: str
     _clock: Callable[[], datetime]
-    _entries: MutableMapping[str, MemoryEntry]
-    _ops: dict[str, AppliedOp] | None
-    _index: BM25Index
-    _category_ids: dict[str | None, int]
     _loaded: bool
-    _vectors: EntryVectors | None
+    state: EntryState
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -124,66 +119,10 @@ class StoreOperations:
     def now(self) -> datetime:
         return as_utc(self._clock())
 
-    def _category_id(self, category: str | None) -> int:
-        cid = self._category_ids.get(category)
-        if cid is None:
-            cid = len(self._category_ids)
-            self._category_ids[category] = cid
-        return cid
-
-    def _track(self, entry: MemoryEntry, previous: MemoryEntry | None) -> None:
-        """Hold `entry` (replacing `previous`) in the entries, the op map and the index."""
-        self._entries[entry.id] = entry
-        if self._ops is not None:
-            if previous is not None:
-                for op in previous.applied_ops:
-                    self._ops.pop(op, None)
-            for op, value in entry.applied_ops.items():
-                self._ops[op] = AppliedOp.parse(entry.id, value)
-        self._index.put(
-            entry.id,
-            tokenize(document_text(entry)),
-            # The index's default scope is what default recall returns: current facts.
-            archived=not entry.is_current,
-            weight=0.5 + 0.5 * entry.importance_score,
-            group=self._category_id(entry.category),
-            importance=entry.importance_score,
-            stamp=entry.last_seen_at.timestamp(),
-        )
-
-    def _untrack(self, entry_id: str) -> MemoryEntry | None:
-        previous = self._entries.pop(entry_id, None)
-        if self._ops is not None and previous is not None:
-            for op in previous.applied_ops:
-                self._ops.pop(op, None)
-        self._index.remove(entry_id)
-        return previous
-
-    def _install(self, entry: MemoryEntry) -> None:
-        """Hold `entry` as read from the store, and mark its vector to be checked."""
-        previous = self._entries.get(entry.id)
-        if previous == entry:  # the same id and category: the same file or row too
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
-
-    def _forget(self, entry_id: str) -> None:
-        """Let go of an entry that is gone from the store, and of its vector."""
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
-
-    def _reindex(self, fresh: MutableMapping[str, MemoryEntry]) -> None:
-        """The index built again from the entries held now, into `fresh` (the backend's
-        empty table), none read again. Why after an erase: the index keeps every term it
-        has seen, postings or not, so it would still hold the erased text's terms."""
-        held = list(self._entries.values())
-        self._entries, self._ops = fresh, None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+    @property
+    def feed_offset(self) -> int:
+        """How far this instance has read its change feed (journal bytes, or a feed seq)."""
+        return self.state.offset
 
     # -- reads -------------------------------------------------------------------------
 
@@ -191,12 +130,12 @@ class StoreOperations:
         """The entry, live or archived, or None."""
         validate_entry_id(entry_id)
         self._ensure_loaded()
-        return self._entries.get(entry_id)
+        return self.state.entries.get(entry_id)
 
     def cached(self, entry_id: str) -> MemoryEntry | None:
         """The entry as last loaded, without checking for other processes' writes: for a
         caller that has just refreshed (a search walking its hits)."""
-        return self._entries.get(entry_id)
+        return self.state.entries.get(entry_id)
 
     def require(self, entry_id: str) -> MemoryEntry:
         entry = self.get(entry_id)
@@ -206,12 +145,12 @@ class StoreOperations:
 
     def entries(self, *, include_archived: bool = False) -> list[MemoryEntry]:
         self._ensure_loaded()
-        return [e for e in self._entries.values() if include_archived or not e.is_archived]
+        return [e for e in self.state.entries.values() if include_archived or not e.is_archived]
 
     def archived(self) -> list[MemoryEntry]:
         self._ensure_loaded()
         return sorted(
-            (e for e in self._entries.values() if e.is_archived),
+            (e for e in self.state.entries.values() if e.is_archived),
             key=lambda e: e.archived_at or e.created_at,
             reverse=True,
         )
@@ -238,21 +177,15 @@ class StoreOperations:
         """The write that applied operation `op`, or None. Ask it under `writing()` so
         no other writer can apply it in between."""
         self._ensure_loaded()
-        if self._ops is None:
-            self._ops = {
-                o: AppliedOp.parse(e.id, v)
-                for e in self._entries.values()
-                for o, v in e.applied_ops.items()
-            }
-        return self._ops.get(op)
+        return self.state.applied_ops().get(op)
 
     def index(self) -> BM25Index:
         """The live search index (kept current by every read)."""
         self._ensure_loaded()
-        return self._index
+        return self.state.index
 
     def categories_by_group(self) -> dict[int, str | None]:
-        return {cid: cat for cat, cid in self._category_ids.items()}
+        return self.state.categories_by_group()
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -276,14 +209,13 @@ class StoreOperations:
         entry its index share and its entry (parsed or still JSON), plus the vectors."""
         if not self._loaded:
             return 4_096
-        entries = self._entries
+        entries = self.state.entries
         # Per entry its index share (~600 B at 100k, measured), per parsed entry ~2 KB
         # more; an entry still a snapshot row costs its row (in the share), or its JSON
         # (compressed) when the snapshot's entries are held in memory.
-        parsed, held = len(entries), 0
-        if isinstance(entries, EntryTable):
-            parsed, held = entries.parsed, entries.held_bytes
-        vectors = self._vectors.current if self._vectors is not None else None
+        parsed, held = entries.parsed, entries.held_bytes
+        tracker = self.state.vectors
+        vectors = tracker.current if tracker is not None else None
         matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
         return 4_096 + 600 * len(entries) + 2_000 * parsed + held + matrix
 
@@ -337,7 +269,7 @@ class StoreOperations:
         with self.writing():
             if entry_id is None:
                 entry_id = new_entry_id()
-                while entry_id in self._entries:
+                while entry_id in self.state.entries:
                     entry_id = new_entry_id()
             existing = self._fresh(entry_id)
             if existing is not None:
@@ -407,7 +339,7 @@ class StoreOperations:
                 chunk: list[MemoryEntry] = []
                 for entry in wanted[start : start + BULK_CHUNK]:
                     if entry.id in redraw:
-                        while entry.id in self._entries or entry.id in taken:
+                        while entry.id in self.state.entries or entry.id in taken:
                             entry = entry.model_copy(update={"id": new_entry_id()})
                     if entry.id in taken:
                         raise Conflict(f"memory {entry.id} is given twice")
@@ -703,7 +635,9 @@ class StoreOperations:
         with self.writing() if not dry_run else self._reading():
             cutoff = (as_utc(now) if now is not None else self.now()) - retention
             archived = [
-                e for e in self._entries.values() if e.is_archived and (only is None or only(e))
+                e
+                for e in self.state.entries.values()
+                if e.is_archived and (only is None or only(e))
             ]
             report.considered = len(archived)
             doomed = []

@@ -51,7 +51,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +69,7 @@ from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
@@ -83,7 +84,6 @@ from dreamkeeper.stores.postgres.sealing import (
     Sealing,
     without_key,
 )
-from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
@@ -176,12 +176,10 @@ class PostgresMemoryStore(StoreOperations):
         self._clock = clock
         self.embeddings = embeddings
         self._snapshots = snapshots
-        self._entries: MutableMapping[str, MemoryEntry] = {}
-        self._ops = None
-        self._index = BM25Index()
-        self._category_ids: dict[str | None, int] = {}
-        self._problems: dict[Path, str] = {}
-        self._offset = 0
+        # The entries, the index, the unreadable rows and the feed seq read up to.
+        self.state = EntryState(
+            vectors=EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
+        )
         # The store's epoch (docs/storage.md, store epochs) the state held was read at;
         # None: the agent had no counter row then (nothing is held).
         self._epoch: str | None = None
@@ -202,9 +200,6 @@ class PostgresMemoryStore(StoreOperations):
         # The agent's other documents (dream ledger, cluster state, settings, the
         # conversation log) live in the same database.
         self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id, sealing=sealing)
-        self._vectors = (
-            EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
-        )
 
     @property
     def location(self) -> str:
@@ -233,11 +228,6 @@ class PostgresMemoryStore(StoreOperations):
             )
             for at, action, entry_id, category, fingerprint, reason, rev, op in rows
         ]
-
-    @property
-    def feed_offset(self) -> int:
-        """The feed seq this instance has read up to."""
-        return self._offset
 
     @property
     def loaded(self) -> bool:
@@ -271,9 +261,9 @@ class PostgresMemoryStore(StoreOperations):
                 self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
                     self._ensure_loaded()
-                    began = self._offset
+                    began = self.state.offset
                     yield
-                    if self._offset // COMPACT_EVERY > began // COMPACT_EVERY:
+                    if self.state.offset // COMPACT_EVERY > began // COMPACT_EVERY:
                         self._compact_after_writes()
                 finally:
                     self._hold, self._depth = None, 0
@@ -346,15 +336,8 @@ class PostgresMemoryStore(StoreOperations):
     def _reset(self) -> None:
         self._removed_since_build = False
         self._watch_token = None
-        self._entries = {}
-        self._ops = None
-        self._index = BM25Index()
-        self._category_ids = {}
-        self._problems = {}
-        self._offset = 0
+        self.state.clear()
         self._epoch = None
-        if self._vectors is not None:
-            self._vectors.reset()
         self.opened_from_snapshot = False
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
@@ -379,10 +362,10 @@ class PostgresMemoryStore(StoreOperations):
             )
             for entry_id, doc, sealed, key_id in cursor:
                 self._install_doc(entry_id, doc, sealed, key_id)
-        self._offset = offset
+        self.state.offset = offset
         self._loaded = True
         self._catch_up()
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
     def _install_doc(
@@ -395,13 +378,13 @@ class PostgresMemoryStore(StoreOperations):
         except (ValidationError, ValueError) as exc:
             key = Path("dk_memory", self.agent_id, entry_id)
             reason = f"not a memory entry ({str(exc).splitlines()[0][:200]})"
-            if self._problems.get(key) != reason:
+            if self.state.problems.get(key) != reason:
                 log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
-            self._problems[key] = reason
-            self._forget(entry_id)
+            self.state.problems[key] = reason
+            self.state.forget(entry_id)
             return
-        self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
-        self._install(entry)
+        self.state.problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
+        self.state.install(entry)
 
     def _open(
         self, key_id: str | None, purpose: str, sealed: bytes | bytearray | memoryview
@@ -429,7 +412,7 @@ class PostgresMemoryStore(StoreOperations):
             return
         token = self._watch.token()
         self._watch_token = None  # until this catch-up has applied what it read
-        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
+        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self.state.offset})
         top, epoch, gap = 0, None, None
         changes = []
         for entry_id, seq, doc, sealed, key_id in rows:
@@ -438,7 +421,7 @@ class PostgresMemoryStore(StoreOperations):
             else:
                 changes.append((int(seq), entry_id, doc, sealed, key_id))
         if epoch != self._epoch:
-            if self._epoch is not None or self._offset or self._entries:
+            if self._epoch is not None or self.state.offset or self.state.entries:
                 # Another store under this agent id: the one held was erased (a whole-
                 # agent forget) and perhaps written again, up to any seq. Nothing held
                 # belongs to it.
@@ -446,14 +429,14 @@ class PostgresMemoryStore(StoreOperations):
                 self._full_load(use_snapshot=False)
                 return
             self._epoch = epoch  # nothing held: this is the store's first epoch seen
-        if top < self._offset:
+        if top < self.state.offset:
             # The feed is behind what this instance read: another database, or one
             # restored from an older backup. Trust nothing held in memory.
             log.warning(
                 "memory store %s: the change feed is at %d, behind this reader's %d; reloading",
                 self.agent_id,
                 top,
-                self._offset,
+                self.state.offset,
             )
             self._full_load(use_snapshot=False)
             return
@@ -468,13 +451,13 @@ class PostgresMemoryStore(StoreOperations):
             return
         for _, entry_id, doc, sealed, key_id in sorted(changes, key=lambda c: c[0]):
             if doc is None and sealed is None:
-                self._forget(entry_id)
+                self.state.forget(entry_id)
                 self._removed_since_build = True
             else:
                 self._install_doc(entry_id, doc, sealed, key_id)
-                if self._vectors is not None:
-                    self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
-        self._offset = max(self._offset, top)
+                if self.state.vectors is not None:
+                    self.state.vectors.mark(entry_id)  # an EMBEDDED record changes no document
+        self.state.offset = max(self.state.offset, top)
         self._watch_token = token
 
     # -- the index snapshot ------------------------------------------------------------
@@ -562,28 +545,16 @@ class PostgresMemoryStore(StoreOperations):
                     exc,
                 )
                 return False
-        self._entries = state.entries
-        self._ops = state.ops
-        self._index = state.index
-        self._category_ids = state.category_ids
-        self._problems = state.problems
-        self._offset = state.offset
+        self.state.adopt(state)
         self._epoch = epoch
         return True
 
-    def _snapshot_state(self) -> snapshot.SnapshotState:
+    def _snapshot_state(self) -> EntryState:
         """The state as it is now (caught up), its index free of any erased term."""
         self._ensure_loaded()
         if self._removed_since_build:
             self._rebuild_index()
-        return snapshot.SnapshotState(
-            entries=self._entries,
-            problems=self._problems,
-            ops=self._ops,
-            index=self._index,
-            category_ids=self._category_ids,
-            offset=self._offset,
-        )
+        return self.state
 
     def save_snapshot(self) -> bool:
         """Write the index snapshot of the state as it is now (caught up with the feed)
@@ -608,7 +579,7 @@ class PostgresMemoryStore(StoreOperations):
                         self.agent_id,
                     )
                     return False
-                marks = self._marks(conn, self._offset, self._epoch)
+                marks = self._marks(conn, self.state.offset, self._epoch)
                 if not marks["row"]:
                     return False  # its feed row was compacted meanwhile: useless to anyone
                 data = snapshot.encode(self.agent_id, state, marks)
@@ -627,7 +598,7 @@ class PostgresMemoryStore(StoreOperations):
                     (
                         self.agent_id,
                         SNAPSHOT_NAME,
-                        self._offset,
+                        self.state.offset,
                         data,
                         None if key is None else key.key_id,
                     ),
@@ -648,11 +619,15 @@ class PostgresMemoryStore(StoreOperations):
             conn = self._hold
             assert conn is not None
             cached = self._cached_seq(conn)
-            if cached is not None and self._offset - cached > SNAPSHOT_LAG and self.save_snapshot():
+            if (
+                cached is not None
+                and self.state.offset - cached > SNAPSHOT_LAG
+                and self.save_snapshot()
+            ):
                 cached = self._cached_seq(conn)
             # Keep seqs >= point, and always the top: an empty feed would hide from a
             # reader that rows it never read are gone.
-            point = min(self._offset - FEED_KEEP + 1, self._offset)
+            point = min(self.state.offset - FEED_KEEP + 1, self.state.offset)
             if cached is not None:
                 point = min(point, cached)
             if point <= 1:
@@ -688,7 +663,7 @@ class PostgresMemoryStore(StoreOperations):
     def problems(self) -> dict[Path, str]:
         """Rows whose document could not be read as an entry, with the reason."""
         self._ensure_loaded()
-        return dict(self._problems)
+        return dict(self.state.problems)
 
     def _read_vectors(self, ids: list[str]) -> Mapping[str, bytes]:
         found: dict[str, bytes] = {}
@@ -713,10 +688,10 @@ class PostgresMemoryStore(StoreOperations):
     def vectors(self, dim: int) -> VectorIndex | None:
         """The in-memory vectors of `dim` components (current with the feed), or None
         with no embedding model configured."""
-        if self._vectors is None:
+        if self.state.vectors is None:
             return None
         self._ensure_loaded()
-        return self._vectors.index(dim, lambda: self._entries)
+        return self.state.vectors.index(dim, lambda: self.state.entries)
 
     def unembedded(self) -> int:
         """How many live entries have no stored vector (the backfill's backlog)."""
@@ -737,7 +712,7 @@ class PostgresMemoryStore(StoreOperations):
     def _fresh(self, entry_id: str) -> MemoryEntry | None:
         # The hold caught up when it began, and only its own writes (installed as they
         # commit) can have happened since; each write still compares revisions in SQL.
-        return self._entries.get(entry_id)
+        return self.state.entries.get(entry_id)
 
     def _feed_row(
         self,
@@ -864,8 +839,8 @@ class PostgresMemoryStore(StoreOperations):
             return seq
 
         seq = self._transaction(body)
-        self._install(written)
-        self._offset = max(self._offset, seq)
+        self.state.install(written)
+        self.state.offset = max(self.state.offset, seq)
         return written
 
     def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
@@ -898,8 +873,8 @@ class PostgresMemoryStore(StoreOperations):
         except psycopg.errors.UniqueViolation:
             raise Conflict("an entry of the batch was created meanwhile; nothing written") from None
         for entry in entries:
-            self._install(entry)
-        self._offset = max(self._offset, top)
+            self.state.install(entry)
+        self.state.offset = max(self.state.offset, top)
 
     def _delete(
         self,
@@ -946,9 +921,9 @@ class PostgresMemoryStore(StoreOperations):
                 return first + len(chunk) - 1
 
             top = self._transaction(body)
-            self._offset = max(self._offset, top)
+            self.state.offset = max(self.state.offset, top)
             for entry in chunk:
-                self._forget(entry.id)
+                self.state.forget(entry.id)
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(doomed))
@@ -995,23 +970,23 @@ class PostgresMemoryStore(StoreOperations):
             if not doomed:
                 return []
             top = self._transaction(body)
-            self._offset = max(self._offset, top)
+            self.state.offset = max(self.state.offset, top)
             for entry in doomed:
-                self._forget(entry.id)
+                self.state.forget(entry.id)
             self._rebuild_index()
         return [e.id for e in doomed]
 
     def _rebuild_index(self) -> None:
-        """The index rebuilt without the erased text's terms (`_reindex`)."""
-        self._reindex({})
+        """The index rebuilt without the erased text's terms (`EntryState.reindex`)."""
+        self.state.reindex()
         self._removed_since_build = False
 
     def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
         """Store the vector made from `fingerprint`'s content; False (nothing written) when
         the entry is gone or its content changed since."""
-        if self._vectors is None:
+        if self.state.vectors is None:
             raise Conflict("no embedding model configured for this store")
-        model_key = self._vectors.model_key
+        model_key = self.state.vectors.model_key
         with self.writing():
             entry = self._fresh(entry_id)
             if entry is None or entry.fingerprint != fingerprint:
@@ -1056,6 +1031,6 @@ class PostgresMemoryStore(StoreOperations):
             seq = self._transaction(body)
             if seq is None:
                 return False
-            self._vectors.mark(entry_id)
-            self._offset = max(self._offset, seq)
+            self.state.vectors.mark(entry_id)
+            self.state.offset = max(self.state.offset, seq)
             return True

@@ -174,7 +174,7 @@ def test_a_store_opens_from_the_snapshot_row_and_catches_up_with_the_feed(db):
     opened = PostgresMemoryStore(db, AGENT)
     assert opened.get(late.id) == late  # the feed after the snapshot was replayed
     assert opened.opened_from_snapshot
-    assert opened._entries.parsed < len(opened._entries)  # entries stay JSON until read
+    assert opened.state.entries.parsed < len(opened.state.entries)  # entries stay JSON until read
     assert opened.get(made[0].id).is_archived
     scratch = PostgresMemoryStore(db, AGENT, snapshots=False)
     for query in ("zebra", "Orion7 project", "bulk note"):
@@ -198,7 +198,7 @@ def test_a_store_opened_from_the_snapshot_row_holds_its_entries_json_compressed(
     opened = PostgresMemoryStore(db, AGENT)
     opened.index()
     assert opened.opened_from_snapshot
-    table = opened._entries
+    table = opened.state.entries
     assert isinstance(table, EntryTable) and table.parsed == 0
     assert all(isinstance(value, int) for value in table._items.values())
     rows = table._rows
