@@ -23,11 +23,11 @@ is seen free — then the disk wins. Opening a store scans the files and replays
 journal from the start of the write that may have been in flight at that moment.
 
 The operations themselves (create, put, archive, retire-into, fold, restore, purge, the
-bulk path) are written once for every backend in `stores.longterm.operations`, in terms
-of this class's primitives: the writer lock (`writing`), catching up (`_ensure_loaded`),
-the entry as its file is now (`_fresh`) and the journaled write (`_write`). Loading, the
-change feed and the writes share one state (the entries, their files, the pending
-records, the index), owned by this class. The index snapshot and the vector pack are
+bulk path) are written once for every backend in `stores.longterm.operations`;
+`FileMemoryStore` is them over a `FileEntryStorage`, this backend's steps: the writer
+lock (`writing`), catching up (`catch_up`), the entry as its file is now (`fresh`) and
+the journaled write (`write`). Loading, the change feed and the writes share one state
+(the shared `EntryState`, and the pending records), owned by the storage. The index snapshot and the vector pack are
 caches written and read with explicit arguments (`stores.files.snapshot_file`,
 `stores.files.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
 
@@ -74,12 +74,12 @@ from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import StoreOperations
 from dreamkeeper.stores.longterm.records import entry_version
+from dreamkeeper.stores.longterm.storage import ERASED
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
 
 log = logging.getLogger(__name__)
 
-ERASED = "forgotten"  # the reason `erase` journals its purges with
 # Journal compaction (`compact_journal`, docs/storage.md "Compacting the file journal"):
 # the writer compacts at the end of a hold when the journal has reached COMPACT_BYTES
 # (about 5,000 records), or COMPACT_BYTES_PER_ENTRY per entry held when that is more.
@@ -115,15 +115,18 @@ class Change:
     old_parts: Parts | None = None  # a category move: the file to remove afterwards
 
 
-class FileMemoryStore(StoreOperations):
+class FileEntryStorage:
+    """One agent's entry files, journal and writer lock: the file backend's steps for the
+    long-term operations (`EntryStorage`). `now` is the store's clock (journal times)."""
+
     def __init__(
         self,
         data_dir: Path | str,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-        snapshots: bool = True,
+        now: Callable[[], datetime],
+        embeddings: Embedder | None,
+        snapshots: bool,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.files = AgentFiles(data_dir, agent_id)
@@ -135,7 +138,7 @@ class FileMemoryStore(StoreOperations):
         self.embeddings_dir = self.files.path(MEMORY, EMBEDDINGS_DIR)
         self.journal = Journal(self.files)
         self._lock = self.files.lock((".lock",))
-        self._clock = clock
+        self._now = now
         self.embeddings = embeddings
         # The entries, the index, the skipped files and the journal offset. An entry's
         # file is where its id and category say (a file is loaded only from there): no
@@ -180,7 +183,7 @@ class FileMemoryStore(StoreOperations):
 
     # -- loading -----------------------------------------------------------------------
 
-    def _ensure_loaded(self) -> None:
+    def catch_up(self) -> None:
         if not self._loaded:
             self._full_load()
         else:
@@ -256,7 +259,7 @@ class FileMemoryStore(StoreOperations):
         """Write the index snapshot (`stores.files.snapshot_file`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
         the directory is not writable — logged: it is only a cache)."""
-        self._ensure_loaded()
+        self.catch_up()
         try:
             # Only a state with no pending record is exactly what the journal says up to
             # the offset.
@@ -468,7 +471,7 @@ class FileMemoryStore(StoreOperations):
     def problems(self) -> dict[Path, str]:
         """Files skipped (unreadable, misplaced, symlinked) and links where the store's
         own files should be, with the reason."""
-        self._ensure_loaded()
+        self.catch_up()
         found = dict(self.state.problems)
         for name in (".lock", "journal.jsonl", MEMORY, f"{MEMORY}/{EMBEDDINGS_DIR}"):
             path = self.root / name
@@ -481,7 +484,7 @@ class FileMemoryStore(StoreOperations):
         with no embedding model configured."""
         if self.state.vectors is None:
             return None
-        self._ensure_loaded()
+        self.catch_up()
         full = self.state.vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
@@ -508,9 +511,11 @@ class FileMemoryStore(StoreOperations):
         except OSError:
             names = []
         have = {n[:-4] for n in names if n.endswith(".bin")}
-        return sum(1 for e in self.entries() if e.id not in have)
+        self.catch_up()
+        live = (e for e in self.state.entries.values() if not e.is_archived)
+        return sum(1 for e in live if e.id not in have)
 
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
+    def vector_bytes(self, entry_id: str) -> bytes | None:
         try:
             return vector_path(self.embeddings_dir, entry_id).read_bytes()
         except OSError:
@@ -529,7 +534,7 @@ class FileMemoryStore(StoreOperations):
         with self._lock.hold() as outermost:
             if outermost:
                 self._hold_appended = False
-                self._ensure_loaded()
+                self.catch_up()
             yield
             if outermost and self.state.offset >= self._compact_at():
                 self._compact_after_writes()
@@ -569,7 +574,7 @@ class FileMemoryStore(StoreOperations):
                 return False  # (no journal: nothing to compact, and no epoch to keep)
             generation = self.journal.generation() + 1
             marker = JournalRecord(
-                at=self.now(),
+                at=self._now(),
                 action=JournalAction.COMPACTED,
                 id=f"generation-{generation}",
                 category=None,
@@ -595,7 +600,7 @@ class FileMemoryStore(StoreOperations):
             )
             return True
 
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
+    def fresh(self, entry_id: str) -> MemoryEntry | None:
         """Under the lock: the entry as its file is now. A file changed behind the
         journal's back (a hand edit) is taken as it is, with a warning."""
         parts = self._parts_of(entry_id)
@@ -628,7 +633,7 @@ class FileMemoryStore(StoreOperations):
     ) -> JournalRecord:
         category = "/".join(parts[1:-1]) or None
         return JournalRecord(
-            at=self.now(),
+            at=self._now(),
             action=action,
             id=entry_id,
             category=category,
@@ -679,32 +684,30 @@ class FileMemoryStore(StoreOperations):
         for c in changes:
             self._pending.pop(c.entry.id, None)
 
-    def _write(
+    def write(
         self,
         entry: MemoryEntry,
         base: MemoryEntry | None,
         action: JournalAction,
         reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
+        op: str | None,
     ) -> MemoryEntry:
-        """Write `entry` as the next revision after `base` (None: a new entry)."""
-        written = self._next_revision(entry, base, action, op, op_detail)
-        dead = self._dead_revisions.pop(written.id, 0)
-        if written.revision <= dead:  # a write that died journaled that number
-            written = written.model_copy(update={"revision": dead + 1})
-        parts = entry_parts(written.id, written.category)
-        old = self._parts_of(written.id) if base is not None else None
-        self._commit([Change(written, action, reason, op, parts, old)])
-        return written
+        """Journal `entry`, then replace its file (over `base`'s; None: a new entry)."""
+        dead = self._dead_revisions.pop(entry.id, 0)
+        if entry.revision <= dead:  # a write that died journaled that number
+            entry = entry.model_copy(update={"revision": dead + 1})
+        parts = entry_parts(entry.id, entry.category)
+        old = self._parts_of(entry.id) if base is not None else None
+        self._commit([Change(entry, action, reason, op, parts, old)])
+        return entry
 
     # -- writes ------------------------------------------------------------------------
 
-    def _unreadable(self, entry_id: str, category: str | None) -> str | None:
+    def unreadable(self, entry_id: str, category: str | None) -> str | None:
         path = self.path_for(entry_id, category)
         return str(path) if path.exists() or path.is_symlink() else None
 
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
+    def insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
         self._commit(
             [
                 Change(e, JournalAction.CREATED, reason, None, entry_parts(e.id, e.category))
@@ -720,7 +723,7 @@ class FileMemoryStore(StoreOperations):
         if self.state.vectors is None:
             raise Conflict("no embedding model configured for this store")
         with self.writing():
-            entry = self._fresh(entry_id)
+            entry = self.fresh(entry_id)
             if entry is None or entry.fingerprint != fingerprint:
                 return False
             self.files.write(
@@ -733,7 +736,7 @@ class FileMemoryStore(StoreOperations):
             )
             return True
 
-    def _delete(
+    def delete(
         self,
         doomed: list[MemoryEntry],
         on_progress: Callable[[int, int], None] | None,
@@ -774,7 +777,7 @@ class FileMemoryStore(StoreOperations):
         in its vocabulary. Returns the ids erased now."""
         ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
         with self.writing():
-            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+            doomed = [e for i in ids if (e := self.fresh(i)) is not None]
             records = []
             for entry in doomed:
                 parts = self._held(entry.id)
@@ -819,3 +822,33 @@ class FileMemoryStore(StoreOperations):
         self._erased_seen = False
         if snapshot_after and self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
+
+
+class FileMemoryStore(StoreOperations):
+    """One agent's long-term memory in a data directory: the shared operations over its
+    `FileEntryStorage` (the module docstring has the layout and the write protocol)."""
+
+    storage: FileEntryStorage
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+        snapshots: bool = True,
+    ) -> None:
+        storage = FileEntryStorage(
+            data_dir, agent_id, now=self.now, embeddings=embeddings, snapshots=snapshots
+        )
+        super().__init__(storage, clock=clock)
+        self.files, self.root, self.journal = storage.files, storage.root, storage.journal
+        self.memory_dir, self.embeddings_dir = storage.memory_dir, storage.embeddings_dir
+
+    def path_for(self, entry_id: str, category: str | None) -> Path:
+        return self.storage.path_for(entry_id, category)
+
+    def compact_journal(self) -> bool:
+        """Replace the journal with its next generation (`FileEntryStorage.compact_journal`)."""
+        return self.storage.compact_journal()

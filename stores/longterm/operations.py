@@ -1,21 +1,23 @@
-"""`StoreOperations`: the long-term store's operations written once for every backend.
+"""`StoreOperations`: the long-term store, written once for every backend.
 
 Everything a `MemoryStore` does above its storage — validation, compare-and-set, the
 op-id bookkeeping, archive, retire-into's live and coverage check, fold, restore's
-refusal, purge's selection, the bulk path's per-entry rules — is here, in terms of a few
-primitives each backend provides:
+refusal, purge's selection, the bulk path's per-entry rules — is here, in terms of the
+steps the backend's storage object takes (`stores.longterm.storage.EntrySteps`: the
+writer lock, catching up, the entry as stored now, the compare-and-set write, the bulk
+insert, the purge's delete). What the contract asks of the store that only the storage
+can answer (problems, vectors, erase, the snapshot, the feed) is passed through to it.
 
-- `writing()`: the agent's writer lock (re-entrant), across processes;
-- `_ensure_loaded()`: catch up with the change feed (the in-memory state below);
-- `_fresh(id)`: under the lock, the entry as stored now;
-- `_write(entry, base, ...)`: store `entry` as the next revision after `base`, atomically
-  with its feed record, refusing (`Conflict`) when the stored one is no longer `base`;
-- `_insert_batch(entries, reason)`: store new entries (revision 1) on the bulk path;
-- `_delete(doomed, on_progress)`: hard-delete purged entries (and their vectors).
-
-The in-memory state every backend keeps current from its feed — the entries by id, the
-applied-operation map, the BM25 index and its category groups, the feed offset — is one
-`EntryState` (`stores.longterm.entry_state`), `self.state`.
+The shape, and why: composition, not inherited private state. The storage is a
+separate object (`FileEntryStorage`, `PostgresEntryStorage`) that `StoreOperations`
+receives at construction and calls through a Protocol, with the one `EntryState` the
+storage keeps current from its feed. Nothing here is a hook for a subclass to override
+and no field is one for a subclass to fill in, so the Protocol is the whole seam. Each
+backend's `MemoryStore` (`FileMemoryStore`, `PostgresMemoryStore`) is this class built
+over its storage, plus the few calls only that backend has (`compact_journal`,
+`compact_feed`, its paths or database): it subclasses this class only to be the public
+store, so the operations are the store's own methods — not a wall of forwarding methods
+written again in each backend.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
 
 from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound
 from dreamkeeper.core.models import MAX_APPLIED_OPS, MemoryEntry, as_utc
@@ -39,7 +44,7 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.contract import IntentLog
-from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.contract.records import (
     AppliedOp,
     BulkReport,
@@ -48,7 +53,6 @@ from dreamkeeper.stores.contract.records import (
     Retirement,
     StoredVector,
 )
-from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.records import (
     checked_entry,
     checked_valid_from,
@@ -57,79 +61,78 @@ from dreamkeeper.stores.longterm.records import (
     retired_into,
     screened,
 )
+from dreamkeeper.stores.longterm.storage import ERASED, EntryStorage
 from dreamkeeper.stores.search.bm25 import BM25Index
-from dreamkeeper.stores.vectors.vectors import decode_any_model, decode_vector
+from dreamkeeper.stores.vectors.vectors import VectorIndex, decode_any_model, decode_vector
 
 BULK_CHUNK = 1_000  # entries per bulk batch (a journal batch, or a transaction)
 
 
 class StoreOperations:
-    """The backend-neutral half of a long-term store (see the module docstring)."""
+    """A long-term store over a backend's storage (see the module docstring)."""
 
-    agent_id: str
-    _clock: Callable[[], datetime]
-    _loaded: bool
-    state: EntryState
-
-    # -- what a backend provides -------------------------------------------------------
-
-    def writing(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _ensure_loaded(self) -> None:
-        raise NotImplementedError
-
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
-        raise NotImplementedError
-
-    def _write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
-    ) -> MemoryEntry:
-        raise NotImplementedError
-
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
-        raise NotImplementedError
-
-    def _delete(
-        self, doomed: list[MemoryEntry], on_progress: Callable[[int, int], None] | None
-    ) -> None:
-        raise NotImplementedError
-
-    def _unreadable(self, entry_id: str, category: str | None) -> str | None:
-        """Where something the store could not read sits in an entry's place (so it is
-        never overwritten), or None."""
-        return None
-
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
-        """The entry's stored vector, encoded (`stores.vectors.vectors`), or None."""
-        raise NotImplementedError
-
-    def _fresh_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
-        """Under the lock: the entries as stored now, of those that exist."""
-        return {i: e for i in entry_ids if (e := self._fresh(i)) is not None}
-
-    # -- the in-memory state -----------------------------------------------------------
+    def __init__(self, storage: EntryStorage, *, clock: Callable[[], datetime]) -> None:
+        self.storage = storage
+        self.state = storage.state
+        self.agent_id = storage.agent_id
+        self.embeddings = storage.embeddings
+        self.documents = storage.documents
+        self._clock = clock
 
     def now(self) -> datetime:
         return as_utc(self._clock())
+
+    def writing(self) -> AbstractContextManager[None]:
+        """The agent's writer lock (re-entrant): for a lookup and a write that must see
+        no other writer in between. The outermost hold catches up."""
+        return self.storage.writing()
+
+    # -- what the storage answers ------------------------------------------------------
 
     @property
     def feed_offset(self) -> int:
         """How far this instance has read its change feed (journal bytes, or a feed seq)."""
         return self.state.offset
 
+    @property
+    def loaded(self) -> bool:
+        """Whether anything has been read yet (a store opens on first use)."""
+        return self.storage.loaded
+
+    @property
+    def opened_from_snapshot(self) -> bool:
+        return self.storage.opened_from_snapshot
+
+    def problems(self) -> dict[Path, str]:
+        return self.storage.problems()
+
+    def vectors(self, dim: int) -> VectorIndex | None:
+        return self.storage.vectors(dim)
+
+    def unembedded(self) -> int:
+        return self.storage.unembedded()
+
+    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
+        return self.storage.write_vector(entry_id, vector, fingerprint)
+
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
+        return self.storage.erase(entry_ids, reason=reason)
+
+    def reload(self) -> None:
+        self.storage.reload()
+
+    def save_snapshot(self) -> bool:
+        return self.storage.save_snapshot()
+
+    def changes(self) -> list[JournalRecord]:
+        return self.storage.changes()
+
     # -- reads -------------------------------------------------------------------------
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         """The entry, live or archived, or None."""
         validate_entry_id(entry_id)
-        self._ensure_loaded()
+        self.storage.catch_up()
         return self.state.entries.get(entry_id)
 
     def cached(self, entry_id: str) -> MemoryEntry | None:
@@ -144,11 +147,11 @@ class StoreOperations:
         return entry
 
     def entries(self, *, include_archived: bool = False) -> list[MemoryEntry]:
-        self._ensure_loaded()
+        self.storage.catch_up()
         return [e for e in self.state.entries.values() if include_archived or not e.is_archived]
 
     def archived(self) -> list[MemoryEntry]:
-        self._ensure_loaded()
+        self.storage.catch_up()
         return sorted(
             (e for e in self.state.entries.values() if e.is_archived),
             key=lambda e: e.archived_at or e.created_at,
@@ -176,12 +179,12 @@ class StoreOperations:
     def applied(self, op: str) -> AppliedOp | None:
         """The write that applied operation `op`, or None. Ask it under `writing()` so
         no other writer can apply it in between."""
-        self._ensure_loaded()
+        self.storage.catch_up()
         return self.state.applied_ops().get(op)
 
     def index(self) -> BM25Index:
         """The live search index (kept current by every read)."""
-        self._ensure_loaded()
+        self.storage.catch_up()
         return self.state.index
 
     def categories_by_group(self) -> dict[int, str | None]:
@@ -195,7 +198,7 @@ class StoreOperations:
     ) -> StoredVector | None:
         """The entry's stored vector if it was made from its current content (by
         `model_key` and of `dim` components, when given), or None."""
-        data = self._vector_bytes(entry.id)
+        data = self.storage.vector_bytes(entry.id)
         if data is None:
             return None
         if model_key is not None:
@@ -207,7 +210,7 @@ class StoreOperations:
     def approx_bytes(self) -> int:
         """Roughly what this store holds in memory (for the worker's store cache): per
         entry its index share and its entry (parsed or still JSON), plus the vectors."""
-        if not self._loaded:
+        if not self.storage.loaded:
             return 4_096
         entries = self.state.entries
         # Per entry its index share (~600 B at 100k, measured), per parsed entry ~2 KB
@@ -243,6 +246,19 @@ class StoreOperations:
             }
         )
 
+    def _write(
+        self,
+        entry: MemoryEntry,
+        base: MemoryEntry | None,
+        action: JournalAction,
+        reason: str | None,
+        op: str | None = None,
+        op_detail: str = "",
+    ) -> MemoryEntry:
+        """Store `entry` as the revision after `base` (None: a new entry), `op` in it."""
+        written = self._next_revision(entry, base, action, op, op_detail)
+        return self.storage.write(written, base, action, reason, op)
+
     def create(
         self,
         content: str,
@@ -271,12 +287,12 @@ class StoreOperations:
                 entry_id = new_entry_id()
                 while entry_id in self.state.entries:
                     entry_id = new_entry_id()
-            existing = self._fresh(entry_id)
+            existing = self.storage.fresh(entry_id)
             if existing is not None:
                 if existing.content == content:
                     return existing
                 raise Conflict(f"memory {entry_id} already exists with other content")
-            unreadable = self._unreadable(entry_id, category)
+            unreadable = self.storage.unreadable(entry_id, category)
             if unreadable is not None:
                 raise Conflict(f"{unreadable} exists but could not be read; not overwriting it")
             at = as_utc(now) if now is not None else self.now()
@@ -322,6 +338,10 @@ class StoreOperations:
         wanted = [imported_entry(entry, clock=clock) for entry in entries]
         return self._bulk_write(wanted, reason="imported", redraw=set(), strict=False)
 
+    def _fresh_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
+        """Under the lock: the entries as stored now, of those that exist."""
+        return {i: e for i in entry_ids if (e := self.storage.fresh(i)) is not None}
+
     def _bulk_write(
         self,
         wanted: list[MemoryEntry],
@@ -363,7 +383,7 @@ class StoreOperations:
                     report.entries.append(written)
                     report.created.append(written.id)
                 if created:
-                    self._insert_batch(created, reason)
+                    self.storage.insert_batch(created, reason)
         return report
 
     def put(
@@ -380,11 +400,11 @@ class StoreOperations:
         `op` (with `op_detail`) is recorded in the entry, for `applied()`."""
         entry = checked_entry(entry)
         with self.writing():
-            current = self._fresh(entry.id)
+            current = self.storage.fresh(entry.id)
             if current is None:
                 if entry.revision != 0:
                     raise Conflict(f"memory {entry.id} no longer exists; not recreating it")
-                unreadable = self._unreadable(entry.id, entry.category)
+                unreadable = self.storage.unreadable(entry.id, entry.category)
                 if unreadable is not None:
                     raise Conflict(f"{unreadable} exists but could not be read; not overwriting")
             elif entry.revision != current.revision:
@@ -425,7 +445,7 @@ class StoreOperations:
         including every other process's writes, and returns the new one."""
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             updated = change(current)
@@ -458,7 +478,7 @@ class StoreOperations:
             raise InvalidInput("an archive needs a reason")
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             if current.is_archived:
@@ -511,7 +531,7 @@ class StoreOperations:
         if not targets or entry_id in targets:
             raise InvalidInput("an entry retires into one or more other entries")
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 return Retirement(False, f"{entry_id} does not exist")
             if current.is_archived:
@@ -522,7 +542,7 @@ class StoreOperations:
                 return Retirement(False, f"{entry_id} changed since it was shown")
             replacements = []
             for target in targets:
-                replacement = self._fresh(target)
+                replacement = self.storage.fresh(target)
                 if replacement is None or replacement.is_archived:
                     return Retirement(False, f"replacement {target} is not live")
                 replacements.append(replacement)
@@ -591,13 +611,13 @@ class StoreOperations:
         them twice) unless `force`."""
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             if not current.is_archived:
                 return current
             if not force:
-                _refuse_restore(current, self._fresh)
+                _refuse_restore(current, self.storage.fresh)
             restored = current.model_copy(
                 update={"archived_at": None, "archive_reason": None, "retired_into": []}
             )
@@ -613,7 +633,7 @@ class StoreOperations:
     @contextmanager
     def _reading(self) -> Iterator[None]:
         """A dry run's view: caught up with the feed, no writer lock taken."""
-        self._ensure_loaded()
+        self.storage.catch_up()
         yield
 
     def purge(
@@ -650,7 +670,7 @@ class StoreOperations:
                 else:
                     doomed.append(entry)
             if not dry_run:
-                self._delete(doomed, on_progress)
+                self.storage.delete(doomed, on_progress)
             report.purged = [e.id for e in doomed]
         return report
 

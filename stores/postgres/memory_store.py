@@ -28,7 +28,7 @@ shared `stores.longterm.operations` state) and catches up on every read with one
 the ids changed after its offset, joined to their current documents (a purged one comes
 back without a document and is forgotten). When nothing changed that is one index probe.
 A hold catches up when it starts; inside it, only its own writes can change anything, so
-`_fresh` is the in-memory entry and each write installs what it committed.
+`fresh` is the in-memory entry and each write installs what it committed.
 
 Opening. A store that finds a snapshot row loads it (entries stay JSON until read), checks
 that the feed row at its seq is the one it was taken after, and catches up from there: a
@@ -38,7 +38,7 @@ table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
 the writer deletes the feed's rows below the last FEED_KEEP and below the cached
 snapshot's seq (`compact_feed`). A reader that finds the row after its offset gone
-missed rows it can no longer read, and loads again (`_catch_up`).
+missed rows it can no longer read, and loads again (`_take_changes`).
 
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
 a crash rolls it all back), `COMMITTED` (committed, the caller not told: its retry finds
@@ -71,6 +71,7 @@ from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
+from dreamkeeper.stores.longterm.storage import ERASED
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
@@ -95,7 +96,6 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
 SNAPSHOT_READ_CHUNK = 4 << 20  # bytes a statement reads of a snapshot row
-ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top, the store's epoch and
 # whether the row right after the reader's offset is gone (compaction deletes a prefix and
@@ -157,23 +157,26 @@ def _doc(entry: MemoryEntry) -> str:
     return entry.model_dump_json(by_alias=True)
 
 
-class PostgresMemoryStore(StoreOperations):
+class PostgresEntryStorage:
+    """One agent's entry rows, change feed and advisory lock: the PostgreSQL backend's
+    steps for the long-term operations (`EntryStorage`). `now` is the store's clock."""
+
     def __init__(
         self,
         db: Database,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-        snapshots: bool = True,
-        sealing: Sealing | None = None,
+        now: Callable[[], datetime],
+        embeddings: Embedder | None,
+        snapshots: bool,
+        sealing: Sealing | None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.db = db
         # Seals what is written, opens what is read (`stores.postgres.sealing`); None: no
         # payload key, content in plaintext.
         self.sealing = sealing
-        self._clock = clock
+        self._now = now
         self.embeddings = embeddings
         self._snapshots = snapshots
         # The entries, the index, the unreadable rows and the feed seq read up to.
@@ -204,6 +207,11 @@ class PostgresMemoryStore(StoreOperations):
     @property
     def location(self) -> str:
         return f"{self.db.location} (agent {self.agent_id})"
+
+    def unreadable(self, entry_id: str, category: str | None) -> str | None:
+        # A row that cannot be read is still its entry's row: the insert meets it and is
+        # refused (`write`), so nothing else needs to say where it is.
+        return None
 
     def changes(self) -> list[JournalRecord]:
         """The change feed as kept, oldest first (read straight from the table): every
@@ -260,7 +268,7 @@ class PostgresMemoryStore(StoreOperations):
             with self._locked_connection() as conn:
                 self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
-                    self._ensure_loaded()
+                    self.catch_up()
                     began = self.state.offset
                     yield
                     if self.state.offset // COMPACT_EVERY > began // COMPACT_EVERY:
@@ -323,11 +331,11 @@ class PostgresMemoryStore(StoreOperations):
 
     # -- loading and the change feed ---------------------------------------------------
 
-    def _ensure_loaded(self) -> None:
+    def catch_up(self) -> None:
         if not self._loaded:
             self._full_load()
         else:
-            self._catch_up()
+            self._take_changes()
 
     def reload(self) -> None:
         """Forget everything in memory and read the table again (not the snapshot)."""
@@ -345,7 +353,7 @@ class PostgresMemoryStore(StoreOperations):
         if use_snapshot and self._snapshots and self._load_snapshot():
             self.opened_from_snapshot = True
             self._loaded = True
-            self._catch_up()
+            self._take_changes()
             return
         with self._connection() as conn:
             # The counter first, the rows after: a row newer than the counter is read
@@ -364,7 +372,7 @@ class PostgresMemoryStore(StoreOperations):
                 self._install_doc(entry_id, doc, sealed, key_id)
         self.state.offset = offset
         self._loaded = True
-        self._catch_up()
+        self._take_changes()
         if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
@@ -403,7 +411,7 @@ class PostgresMemoryStore(StoreOperations):
             raise without_key(self.db, "no payload key is configured")
         return self.sealing.key(self.agent_id, key_id)
 
-    def _catch_up(self) -> None:
+    def _take_changes(self) -> None:
         """Take every write after this instance's offset, in one round trip (`_CATCH_UP`);
         none when the change watch knows the agent unchanged since the last one. Inside a
         hold the round trip is always made: a writer's view must be exact."""
@@ -551,7 +559,7 @@ class PostgresMemoryStore(StoreOperations):
 
     def _snapshot_state(self) -> EntryState:
         """The state as it is now (caught up), its index free of any erased term."""
-        self._ensure_loaded()
+        self.catch_up()
         if self._removed_since_build:
             self._rebuild_index()
         return self.state
@@ -614,7 +622,7 @@ class PostgresMemoryStore(StoreOperations):
         seq (its row ties the snapshot to the feed; the rows after it are a cold open's
         catch-up). A snapshot SNAPSHOT_LAG behind is written again first. Returns how many
         rows went. One transaction deleting a prefix: a crash leaves the feed whole, and
-        a reader behind the new lowest seq sees the gap and loads again (`_catch_up`)."""
+        a reader behind the new lowest seq sees the gap and loads again (`_take_changes`)."""
         with self.writing():
             conn = self._hold
             assert conn is not None
@@ -662,7 +670,7 @@ class PostgresMemoryStore(StoreOperations):
 
     def problems(self) -> dict[Path, str]:
         """Rows whose document could not be read as an entry, with the reason."""
-        self._ensure_loaded()
+        self.catch_up()
         return dict(self.state.problems)
 
     def _read_vectors(self, ids: list[str]) -> Mapping[str, bytes]:
@@ -690,7 +698,7 @@ class PostgresMemoryStore(StoreOperations):
         with no embedding model configured."""
         if self.state.vectors is None:
             return None
-        self._ensure_loaded()
+        self.catch_up()
         return self.state.vectors.index(dim, lambda: self.state.entries)
 
     def unembedded(self) -> int:
@@ -704,12 +712,12 @@ class PostgresMemoryStore(StoreOperations):
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
+    def vector_bytes(self, entry_id: str) -> bytes | None:
         return self._read_vectors([entry_id]).get(entry_id)
 
     # -- the write primitives ----------------------------------------------------------
 
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
+    def fresh(self, entry_id: str) -> MemoryEntry | None:
         # The hold caught up when it began, and only its own writes (installed as they
         # commit) can have happened since; each write still compares revisions in SQL.
         return self.state.entries.get(entry_id)
@@ -732,7 +740,7 @@ class PostgresMemoryStore(StoreOperations):
         return (
             self.agent_id,
             seq,
-            self.now(),
+            self._now(),
             str(action),
             entry_id,
             shown.category if shown else None,
@@ -788,22 +796,20 @@ class PostgresMemoryStore(StoreOperations):
         self._epoch = epoch
         return top - n + 1, self._key(row[2])
 
-    def _write(
+    def write(
         self,
         entry: MemoryEntry,
         base: MemoryEntry | None,
         action: JournalAction,
         reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
+        op: str | None,
     ) -> MemoryEntry:
-        """Write `entry` as the next revision after `base` (None: a new entry), in one
-        transaction with its feed row, refusing if the row is not at `base` any more."""
-        written = self._next_revision(entry, base, action, op, op_detail)
+        """Write `entry` over `base` (None: a new entry), in one transaction with its
+        feed row, refusing if the row is not at `base` any more."""
 
         def body(conn: psycopg.Connection) -> int:
             seq, key = self._allocate(conn, 1)
-            row = self._entry_row(written, seq, key)
+            row = self._entry_row(entry, seq, key)
             if base is None:
                 cursor = conn.execute(
                     f"INSERT INTO dk_memory ({_ENTRY_COLUMNS}) "
@@ -815,11 +821,11 @@ class PostgresMemoryStore(StoreOperations):
                     "UPDATE dk_memory SET revision = %s, category = %s, archived_at = %s, "
                     "fingerprint = %s, seq = %s, doc = %s, sealed = %s, key_id = %s "
                     "WHERE agent_id = %s AND id = %s AND revision = %s",
-                    (*row[2:], self.agent_id, written.id, base.revision),
+                    (*row[2:], self.agent_id, entry.id, base.revision),
                 )
             if cursor.rowcount != 1:
                 raise Conflict(
-                    f"memory {written.id} changed since it was read (expected revision "
+                    f"memory {entry.id} changed since it was read (expected revision "
                     f"{base.revision if base else 'none'}); not overwriting newer state"
                 )
             conn.execute(
@@ -828,22 +834,22 @@ class PostgresMemoryStore(StoreOperations):
                 self._feed_row(
                     seq,
                     action,
-                    written.id,
-                    written,
+                    entry.id,
+                    entry,
                     key,
                     reason=reason,
-                    rev=written.revision,
+                    rev=entry.revision,
                     op=op,
                 ),
             )
             return seq
 
         seq = self._transaction(body)
-        self.state.install(written)
+        self.state.install(entry)
         self.state.offset = max(self.state.offset, seq)
-        return written
+        return entry
 
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
+    def insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
         """New entries (revision 1) in one transaction: COPY into the table and the feed."""
 
         def body(conn: psycopg.Connection) -> int:
@@ -876,7 +882,7 @@ class PostgresMemoryStore(StoreOperations):
             self.state.install(entry)
         self.state.offset = max(self.state.offset, top)
 
-    def _delete(
+    def delete(
         self,
         doomed: list[MemoryEntry],
         on_progress: Callable[[int, int], None] | None,
@@ -936,7 +942,7 @@ class PostgresMemoryStore(StoreOperations):
         erased text stays in its vocabulary. Returns the ids erased now."""
         ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
         with self.writing():
-            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+            doomed = [e for i in ids if (e := self.fresh(i)) is not None]
 
             def body(conn: psycopg.Connection) -> int:
                 first, _ = self._allocate(conn, max(len(doomed), 1))
@@ -988,7 +994,7 @@ class PostgresMemoryStore(StoreOperations):
             raise Conflict("no embedding model configured for this store")
         model_key = self.state.vectors.model_key
         with self.writing():
-            entry = self._fresh(entry_id)
+            entry = self.fresh(entry_id)
             if entry is None or entry.fingerprint != fingerprint:
                 return False
 
@@ -1034,3 +1040,34 @@ class PostgresMemoryStore(StoreOperations):
             self.state.vectors.mark(entry_id)
             self.state.offset = max(self.state.offset, seq)
             return True
+
+
+class PostgresMemoryStore(StoreOperations):
+    """One agent's long-term memory in PostgreSQL: the shared operations over its
+    `PostgresEntryStorage` (the module docstring has the tables and the protocol)."""
+
+    storage: PostgresEntryStorage
+
+    def __init__(
+        self,
+        db: Database,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+        snapshots: bool = True,
+        sealing: Sealing | None = None,
+    ) -> None:
+        storage = PostgresEntryStorage(
+            db, agent_id, now=self.now, embeddings=embeddings, snapshots=snapshots, sealing=sealing
+        )
+        super().__init__(storage, clock=clock)
+        self.db, self.sealing = db, sealing
+
+    @property
+    def location(self) -> str:
+        return self.storage.location
+
+    def compact_feed(self) -> int:
+        """Delete the feed rows no reader needs (`PostgresEntryStorage.compact_feed`)."""
+        return self.storage.compact_feed()

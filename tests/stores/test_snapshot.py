@@ -281,9 +281,9 @@ def test_no_snapshot_is_written_while_another_write_is_in_flight(tmp_path, snapp
     reader.index()
     with pytest.raises(faults.SimulatedCrash), faults.armed(faults.JOURNAL_APPENDED):
         writer.create("a write that never lands")
-    with writer._lock.hold():  # the crashed writer's lock is held again: a write in flight
+    with writer.storage._lock.hold():  # the crashed writer's lock is held again: a write in flight
         assert not reader.save_snapshot()
-        assert reader._pending  # it saw the record whose file has not landed
+        assert reader.storage._pending  # it saw the record whose file has not landed
 
 
 def test_a_full_open_of_a_large_store_writes_the_snapshot(tmp_path, monkeypatch):

@@ -119,8 +119,8 @@ def test_a_connection_dropped_mid_hold_commits_nothing_more_and_the_retry_applie
     reader = PostgresMemoryStore(db, AGENT)
     with pytest.raises(psycopg.OperationalError), store.writing():
         first = store.create(NOTE, entry_id="aaaaaaaaaaaa")
-        assert store._hold is not None
-        pid = store._hold.info.backend_pid
+        assert store.storage._hold is not None
+        pid = store.storage._hold.info.backend_pid
         with db.transaction() as conn:  # an operator (or a failover) kills the session
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         store.create(SIMILAR, entry_id="bbbbbbbbbbbb")
@@ -240,7 +240,7 @@ def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -
     """The statements the store's snapshot read sends; `during(n)` runs before the n-th
     slice is read (1 for the second), as another process would act between two."""
     sent: list[str] = []
-    real = store._connection
+    real = store.storage._connection
 
     @contextlib.contextmanager
     def watched():
@@ -259,7 +259,7 @@ def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -
 
             yield Watched()
 
-    monkeypatch.setattr(store, "_connection", watched)
+    monkeypatch.setattr(store.storage, "_connection", watched)
     return sent
 
 
