@@ -43,17 +43,15 @@ import logging
 import os
 import stat
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-
-from dreamkeeper.core.errors import Conflict, InvalidInput
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
@@ -74,9 +72,9 @@ from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import StoreOperations
 from dreamkeeper.stores.longterm.records import entry_version
-from dreamkeeper.stores.longterm.storage import ERASED
+from dreamkeeper.stores.longterm.storage import ERASED, EntryWrite
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
+from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -183,12 +181,6 @@ class FileEntryStorage:
 
     # -- loading -----------------------------------------------------------------------
 
-    def catch_up(self) -> None:
-        if not self._loaded:
-            self._full_load()
-        else:
-            self._refresh()
-
     def reload(self) -> None:
         """Forget everything in memory and rescan the directory (not the snapshot)."""
         self._full_load(use_snapshot=False)
@@ -206,7 +198,7 @@ class FileEntryStorage:
                 self.state.adopt(state)
                 self.opened_from_snapshot = True
                 self._loaded = True
-                self._refresh()
+                self.catch_up()
                 return
         # Records appended from here on name every file that changes during the scan;
         # the write in flight right now began at the last hold marker: replay from there.
@@ -219,7 +211,7 @@ class FileEntryStorage:
                 self._load(parts, scanning=True)
         self.state.offset = replay_from
         self._loaded = True
-        self._refresh()
+        self.catch_up()
         if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
@@ -271,10 +263,8 @@ class FileEntryStorage:
                 self._rebuild_index(snapshot_after=False)
             snapshot_file.write(self.files, self.agent_id, self.state, self.journal, self._epoch)
             current = self.state.vectors.current if self.state.vectors is not None else None
-            if current is not None and self.state.vectors is not None:
-                index = self.vectors(current.dim)
-                if index is not None:
-                    self._write_pack(index)
+            if current is not None:
+                self._write_pack(self.vector_index(current.dim))
             return True
         except OSError as exc:
             log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
@@ -320,7 +310,11 @@ class FileEntryStorage:
 
     # -- the change feed ---------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def catch_up(self) -> None:
+        """Load the store on first use; after that, apply the journal's new records."""
+        if not self._loaded:
+            self._full_load()
+            return
         try:
             st: os.stat_result | None = os.lstat(self.journal.path)
         except FileNotFoundError:
@@ -424,7 +418,7 @@ class FileEntryStorage:
             with self._lock.hold_if_free() as held:
                 if held:
                     self._hold_appended = False
-                    self._refresh()  # under the lock: ends in _repair
+                    self.catch_up()  # under the lock: ends in _repair
                 return True
         except OSError as exc:
             log.debug("memory store %s: cannot journal a repair here (%s)", self.agent_id, exc)
@@ -479,12 +473,10 @@ class FileEntryStorage:
                 found[path] = "a symlink: refused (the store never follows links)"
         return found
 
-    def vectors(self, dim: int) -> VectorIndex | None:
-        """The in-memory vectors of `dim` components (current with every write), or None
-        with no embedding model configured."""
-        if self.state.vectors is None:
-            return None
-        self.catch_up()
+    def vector_index(self, dim: int) -> VectorIndex:
+        """The in-memory vectors of `dim` components, current with every write: from the
+        vector pack when every one would have to be read."""
+        assert self.state.vectors is not None
         full = self.state.vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
@@ -684,21 +676,16 @@ class FileEntryStorage:
         for c in changes:
             self._pending.pop(c.entry.id, None)
 
-    def write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None,
-    ) -> MemoryEntry:
-        """Journal `entry`, then replace its file (over `base`'s; None: a new entry)."""
+    def write(self, change: EntryWrite) -> MemoryEntry:
+        """Journal the entry, then replace its file (and remove its base's, when the
+        write moves it to another category)."""
+        entry = change.entry
         dead = self._dead_revisions.pop(entry.id, 0)
         if entry.revision <= dead:  # a write that died journaled that number
             entry = entry.model_copy(update={"revision": dead + 1})
         parts = entry_parts(entry.id, entry.category)
-        old = self._parts_of(entry.id) if base is not None else None
-        self._commit([Change(entry, action, reason, op, parts, old)])
+        old = self._parts_of(entry.id) if change.base is not None else None
+        self._commit([Change(entry, change.action, change.reason, change.op, parts, old)])
         return entry
 
     # -- writes ------------------------------------------------------------------------
@@ -715,26 +702,15 @@ class FileEntryStorage:
             ]
         )
 
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
-        """Store the vector made from `fingerprint`'s content; False (nothing written) when
-        the entry is gone or its content changed since. The vector file goes first: it is
-        keyed to the content, so a crash before its record costs at most a long-lived
-        reader's noticing it before its next reload."""
-        if self.state.vectors is None:
-            raise Conflict("no embedding model configured for this store")
-        with self.writing():
-            entry = self.fresh(entry_id)
-            if entry is None or entry.fingerprint != fingerprint:
-                return False
-            self.files.write(
-                (MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"),
-                encode_vector(vector, fingerprint, self.state.vectors.model_key),
-            )
-            self.state.vectors.mark(entry_id)
-            self._append(
-                [self._record(JournalAction.EMBEDDED, entry_id, self._held(entry_id), entry)]
-            )
-            return True
+    def store_vector(self, entry: MemoryEntry, data: bytes) -> bool:
+        """The vector file first, then its record: the file is keyed to the content, so a
+        crash before the record costs at most a long-lived reader's noticing it before
+        its next reload."""
+        assert self.state.vectors is not None
+        self.files.write((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"), data)
+        self.state.vectors.mark(entry.id)
+        self._append([self._record(JournalAction.EMBEDDED, entry.id, self._held(entry.id), entry)])
+        return True
 
     def delete(
         self,
@@ -743,21 +719,28 @@ class FileEntryStorage:
     ) -> None:
         """Journal the purges first, then remove the files: a crash in between leaves
         pending purges that the next writer repairs (the files stand; purge runs again)."""
+        self._journal_purges(doomed, None)
+        self._remove(doomed, on_progress)
+
+    def _journal_purges(self, doomed: list[MemoryEntry], erased: str | None) -> None:
+        """Journal each entry's purge, pending until its file is gone. `erased`: the
+        reason of an erase, whose records name no fingerprint (nothing of the content);
+        None: a purge's, each with its entry's archive reason."""
         records = []
         for entry in doomed:
             parts = self._held(entry.id)
+            shown, reason = (entry, entry.archive_reason) if erased is None else (None, erased)
+            rev = entry.revision + 1
             records.append(
-                self._record(
-                    JournalAction.PURGED,
-                    entry.id,
-                    parts,
-                    entry,
-                    reason=entry.archive_reason,
-                    rev=entry.revision + 1,
-                )
+                self._record(JournalAction.PURGED, entry.id, parts, shown, reason=reason, rev=rev)
             )
-            self._pending[entry.id] = (entry.revision + 1, parts)
+            self._pending[entry.id] = (rev, parts)
         self._append(records)
+
+    def _remove(
+        self, doomed: list[MemoryEntry], on_progress: Callable[[int, int], None] | None = None
+    ) -> None:
+        """Remove the journaled purges' files and vectors, and let go of the entries."""
         for done, entry in enumerate(doomed, start=1):
             self.files.unlink(self._held(entry.id))
             self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
@@ -766,54 +749,28 @@ class FileEntryStorage:
             if on_progress is not None:
                 on_progress(done, len(doomed))
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
-        """Hard-delete entries now, live or archived, with their vectors: the one deletion
-        outside purge's retention, for a person's request to be forgotten
-        (`stores.forget`). Journaled first as purges (ids and `reason`, never content);
-        a crash before the files go leaves them standing, and the forget request's own
-        journal makes the next writer erase them again. Then the index snapshot and the
-        vector packs, which quote every entry, are deleted (caches: the next open rebuilds
-        them) and this instance rebuilds its index, so no term of the erased text stays
-        in its vocabulary. Returns the ids erased now."""
-        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
-        with self.writing():
-            doomed = [e for i in ids if (e := self.fresh(i)) is not None]
-            records = []
-            for entry in doomed:
-                parts = self._held(entry.id)
-                records.append(
-                    self._record(
-                        JournalAction.PURGED,
-                        entry.id,
-                        parts,
-                        None,
-                        reason=reason,
-                        rev=entry.revision + 1,
-                    )
-                )
-                self._pending[entry.id] = (entry.revision + 1, parts)
-            self._append(records)
-            faults.crash_point(faults.ERASE_JOURNALED)
-            for entry in doomed:
-                self.files.unlink(self._held(entry.id))
-                self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-                self.state.forget(entry.id)
-                self._pending.pop(entry.id, None)
-            if doomed:
-                # The index is rebuilt from the entries below: read those still in the
-                # snapshot in one go first, not each from its own file once it is gone.
-                self.state.entries.hold_in_memory()
-            self.files.unlink(snapshot.SNAPSHOT)
-            try:
-                names = os.listdir(self.embeddings_dir)
-            except OSError:
-                names = []
-            for name in names:
-                if name.startswith("pack-") and name.endswith(".vectors"):
-                    self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
-            if doomed:
-                self._rebuild_index()
-        return [e.id for e in doomed]
+    def erase(self, doomed: list[MemoryEntry], reason: str) -> None:
+        """Journaled first as purges (ids and `reason`, never content); a crash before
+        the files go leaves them standing, and the forget request's own journal makes
+        the next writer erase them again. Then the index snapshot and the vector packs,
+        which quote every entry, are deleted (caches: the next open rebuilds them)."""
+        self._journal_purges(doomed, reason)
+        faults.crash_point(faults.ERASE_JOURNALED)
+        self._remove(doomed)
+        if doomed:
+            # The index is rebuilt from the entries below: read those still in the
+            # snapshot in one go first, not each from its own file once it is gone.
+            self.state.entries.hold_in_memory()
+        self.files.unlink(snapshot.SNAPSHOT)
+        try:
+            names = os.listdir(self.embeddings_dir)
+        except OSError:
+            names = []
+        for name in names:
+            if name.startswith("pack-") and name.endswith(".vectors"):
+                self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
+        if doomed:
+            self._rebuild_index()
 
     def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
         """The index rebuilt without the erased text's terms (`EntryState.reindex`), so no

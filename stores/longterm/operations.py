@@ -2,11 +2,12 @@
 
 Everything a `MemoryStore` does above its storage — validation, compare-and-set, the
 op-id bookkeeping, archive, retire-into's live and coverage check, fold, restore's
-refusal, purge's selection, the bulk path's per-entry rules — is here, in terms of the
-steps the backend's storage object takes (`stores.longterm.storage.EntrySteps`: the
-writer lock, catching up, the entry as stored now, the compare-and-set write, the bulk
-insert, the purge's delete). What the contract asks of the store that only the storage
-can answer (problems, vectors, erase, the snapshot, the feed) is passed through to it.
+refusal, purge's selection, erase's and write_vector's checks, the bulk path's
+per-entry rules — is here, in terms of the steps the backend's storage object takes
+(`stores.longterm.storage.EntrySteps`: the writer lock, catching up, the entry as stored
+now, the compare-and-set write, the bulk insert, the purge's delete). What the contract
+asks that only the storage can answer (problems, the vector index, reload, the snapshot,
+the feed) is passed through to it.
 
 The shape, and why: composition, not inherited private state. The storage is a
 separate object (`FileEntryStorage`, `PostgresEntryStorage`) that `StoreOperations`
@@ -61,9 +62,14 @@ from dreamkeeper.stores.longterm.records import (
     retired_into,
     screened,
 )
-from dreamkeeper.stores.longterm.storage import ERASED, EntryStorage
+from dreamkeeper.stores.longterm.storage import ERASED, EntryStorage, EntryWrite
 from dreamkeeper.stores.search.bm25 import BM25Index
-from dreamkeeper.stores.vectors.vectors import VectorIndex, decode_any_model, decode_vector
+from dreamkeeper.stores.vectors.vectors import (
+    VectorIndex,
+    decode_any_model,
+    decode_vector,
+    encode_vector,
+)
 
 BULK_CHUNK = 1_000  # entries per bulk batch (a journal batch, or a transaction)
 
@@ -107,16 +113,15 @@ class StoreOperations:
         return self.storage.problems()
 
     def vectors(self, dim: int) -> VectorIndex | None:
-        return self.storage.vectors(dim)
+        """The in-memory vectors of `dim` components (current with the feed), or None
+        with no embedding model configured."""
+        if self.state.vectors is None:
+            return None
+        self.storage.catch_up()
+        return self.storage.vector_index(dim)
 
     def unembedded(self) -> int:
         return self.storage.unembedded()
-
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
-        return self.storage.write_vector(entry_id, vector, fingerprint)
-
-    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
-        return self.storage.erase(entry_ids, reason=reason)
 
     def reload(self) -> None:
         self.storage.reload()
@@ -257,7 +262,7 @@ class StoreOperations:
     ) -> MemoryEntry:
         """Store `entry` as the revision after `base` (None: a new entry), `op` in it."""
         written = self._next_revision(entry, base, action, op, op_detail)
-        return self.storage.write(written, base, action, reason, op)
+        return self.storage.write(EntryWrite(written, base, action, reason, op))
 
     def create(
         self,
@@ -460,6 +465,19 @@ class StoreOperations:
                 op=op,
             )
 
+    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
+        """Store the vector made from `fingerprint`'s content; False (nothing written) when
+        the entry is gone or its content changed since."""
+        vectors = self.state.vectors
+        if vectors is None:
+            raise Conflict("no embedding model configured for this store")
+        with self.writing():
+            entry = self.storage.fresh(entry_id)
+            if entry is None or entry.fingerprint != fingerprint:
+                return False
+            data = encode_vector(vector, fingerprint, vectors.model_key)
+            return self.storage.store_vector(entry, data)
+
     def update_importance(self, entry_id: str, importance: float) -> MemoryEntry:
         importance = validate_importance(importance)
         return self.update(
@@ -629,6 +647,18 @@ class StoreOperations:
         entry = self.require(entry_id)
         if entry.is_archived and not force:
             _refuse_restore(entry, self.get)
+
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
+        """Hard-delete entries now, live or archived, with their vectors: the one deletion
+        outside purge's retention, for a person's request to be forgotten
+        (`stores.forget`). The storage records ids and `reason`, never content, drops
+        the caches that quote entries and builds its index again, so no term of the
+        erased text stays in its vocabulary. Returns the ids erased now."""
+        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
+        with self.writing():
+            doomed = self._fresh_many(ids)
+            self.storage.erase(list(doomed.values()), reason)
+        return list(doomed)
 
     @contextmanager
     def _reading(self) -> Iterator[None]:

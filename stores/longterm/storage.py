@@ -2,10 +2,12 @@
 
 `EntrySteps` is the seam the shared algorithms (`stores.longterm.operations`) are
 written against — a writer lock, catching up, the entry as stored now, a compare-and-set
-write with its feed record, a bulk insert, a purge's delete, and two lookups. Nothing
-else of a backend reaches them. `EntryStorage` adds what a `MemoryStore` answers from
-its storage alone (problems, vectors, erase, reload, the snapshot, the feed), which
-`StoreOperations` passes through as they are: once, for every backend.
+write with its feed record (`EntryWrite`), a bulk insert, a purge's delete, and two
+lookups. Nothing else of a backend reaches them. `EntryStorage` adds the rest a
+`MemoryStore` needs of its storage: the backend halves of `erase` and `write_vector`
+(whose checks are shared), and what only the storage can answer (problems, the vector
+index, the backlog, reload, the snapshot, the feed), which `StoreOperations` passes
+through once for every backend.
 
 Each wing's storage object implements it (`stores.files.memory_store.FileEntryStorage`,
 `stores.postgres.memory_store.PostgresEntryStorage`) and keeps the shared `EntryState`
@@ -14,12 +16,11 @@ current from its feed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-
-import numpy as np
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.contract.documents import AgentDocuments
@@ -29,6 +30,19 @@ from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import VectorIndex
 
 ERASED = "forgotten"  # the reason `erase` records its deletions with, on every backend
+
+
+@dataclass(frozen=True)
+class EntryWrite:
+    """One entry's write, as the operations ask it of the storage: `entry` as it is to
+    be stored (its revision and op already in it) over `base` (None: a new entry), and
+    what its feed record says (`action`, `reason`, `op`)."""
+
+    entry: MemoryEntry
+    base: MemoryEntry | None
+    action: JournalAction
+    reason: str | None
+    op: str | None
 
 
 class EntrySteps(Protocol):
@@ -50,17 +64,10 @@ class EntrySteps(Protocol):
         """Under the lock: the entry as stored now, or None."""
         ...
 
-    def write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None,
-    ) -> MemoryEntry:
-        """Store `entry` (its revision and op already set) over `base` (None: a new
-        entry) atomically with its feed record, refusing (`Conflict`) when the stored
-        one is no longer `base`; the entry as stored."""
+    def write(self, change: EntryWrite) -> MemoryEntry:
+        """Store the change's entry over its base atomically with its feed record,
+        refusing (`Conflict`) when the stored entry is no longer the base; the entry as
+        stored."""
         ...
 
     def insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
@@ -96,13 +103,23 @@ class EntryStorage(EntrySteps, Protocol):
 
     def problems(self) -> dict[Path, str]: ...
 
-    def vectors(self, dim: int) -> VectorIndex | None: ...
+    def vector_index(self, dim: int) -> VectorIndex:
+        """The vectors of `dim` components, current with the feed (called caught up,
+        with an embedding model configured)."""
+        ...
 
     def unembedded(self) -> int: ...
 
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool: ...
+    def store_vector(self, entry: MemoryEntry, data: bytes) -> bool:
+        """Under the lock: store `entry`'s vector (`data`, encoded from its content) with
+        its feed record, and mark it; False when the stored entry moved on meanwhile."""
+        ...
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str) -> list[str]: ...
+    def erase(self, doomed: list[MemoryEntry], reason: str) -> None:
+        """Under the lock: delete the entries and their vectors now, with feed records
+        of ids and `reason` (never content), and every cache that quotes entries; then
+        build the index again without their terms."""
+        ...
 
     def reload(self) -> None: ...
 

@@ -38,7 +38,7 @@ table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
 the writer deletes the feed's rows below the last FEED_KEEP and below the cached
 snapshot's seq (`compact_feed`). A reader that finds the row after its offset gone
-missed rows it can no longer read, and loads again (`_take_changes`).
+missed rows it can no longer read, and loads again (`catch_up`).
 
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
 a crash rolls it all back), `COMMITTED` (committed, the caller not told: its retry finds
@@ -51,27 +51,26 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
-from dreamkeeper.stores.longterm.storage import ERASED
+from dreamkeeper.stores.longterm.storage import EntryWrite
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
@@ -89,7 +88,6 @@ from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
     VectorIndex,
-    encode_vector,
 )
 
 log = logging.getLogger(__name__)
@@ -141,6 +139,7 @@ FEED_KEEP = 1_000
 SNAPSHOT_LAG = 10_000
 
 _FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
+_INSERT_FEED = f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})"
 _ENTRY_COLUMNS = (
     "agent_id, id, revision, category, archived_at, fingerprint, seq, doc, sealed, key_id"
 )
@@ -331,12 +330,6 @@ class PostgresEntryStorage:
 
     # -- loading and the change feed ---------------------------------------------------
 
-    def catch_up(self) -> None:
-        if not self._loaded:
-            self._full_load()
-        else:
-            self._take_changes()
-
     def reload(self) -> None:
         """Forget everything in memory and read the table again (not the snapshot)."""
         self._full_load(use_snapshot=False)
@@ -353,7 +346,7 @@ class PostgresEntryStorage:
         if use_snapshot and self._snapshots and self._load_snapshot():
             self.opened_from_snapshot = True
             self._loaded = True
-            self._take_changes()
+            self.catch_up()
             return
         with self._connection() as conn:
             # The counter first, the rows after: a row newer than the counter is read
@@ -372,7 +365,7 @@ class PostgresEntryStorage:
                 self._install_doc(entry_id, doc, sealed, key_id)
         self.state.offset = offset
         self._loaded = True
-        self._take_changes()
+        self.catch_up()
         if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
@@ -411,10 +404,14 @@ class PostgresEntryStorage:
             raise without_key(self.db, "no payload key is configured")
         return self.sealing.key(self.agent_id, key_id)
 
-    def _take_changes(self) -> None:
-        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`);
-        none when the change watch knows the agent unchanged since the last one. Inside a
-        hold the round trip is always made: a writer's view must be exact."""
+    def catch_up(self) -> None:
+        """Load the store on first use; after that, take every write after this
+        instance's offset, in one round trip (`_CATCH_UP`); none when the change watch
+        knows the agent unchanged since the last one. Inside a hold the round trip is
+        always made: a writer's view must be exact."""
+        if not self._loaded:
+            self._full_load()
+            return
         holding = self._hold is not None and self._holder == threading.get_ident()
         if not holding and self._watch.unchanged(MEMORY_TIER, self.agent_id, self._watch_token):
             return
@@ -622,7 +619,7 @@ class PostgresEntryStorage:
         seq (its row ties the snapshot to the feed; the rows after it are a cold open's
         catch-up). A snapshot SNAPSHOT_LAG behind is written again first. Returns how many
         rows went. One transaction deleting a prefix: a crash leaves the feed whole, and
-        a reader behind the new lowest seq sees the gap and loads again (`_take_changes`)."""
+        a reader behind the new lowest seq sees the gap and loads again (`catch_up`)."""
         with self.writing():
             conn = self._hold
             assert conn is not None
@@ -693,12 +690,9 @@ class PostgresEntryStorage:
                         )
         return found
 
-    def vectors(self, dim: int) -> VectorIndex | None:
-        """The in-memory vectors of `dim` components (current with the feed), or None
-        with no embedding model configured."""
-        if self.state.vectors is None:
-            return None
-        self.catch_up()
+    def vector_index(self, dim: int) -> VectorIndex:
+        """The in-memory vectors of `dim` components (current with the feed)."""
+        assert self.state.vectors is not None
         return self.state.vectors.index(dim, lambda: self.state.entries)
 
     def unembedded(self) -> int:
@@ -730,9 +724,9 @@ class PostgresEntryStorage:
         entry: MemoryEntry | None,
         key: DataKey | None,
         *,
-        reason: str | None,
         rev: int | None,
-        op: str | None,
+        reason: str | None = None,
+        op: str | None = None,
     ) -> tuple[Any, ...]:
         # A sealed store's feed carries no category and no fingerprint: a category is
         # chosen text, and a fingerprint of a short text can be confirmed by guessing.
@@ -796,16 +790,10 @@ class PostgresEntryStorage:
         self._epoch = epoch
         return top - n + 1, self._key(row[2])
 
-    def write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None,
-    ) -> MemoryEntry:
-        """Write `entry` over `base` (None: a new entry), in one transaction with its
-        feed row, refusing if the row is not at `base` any more."""
+    def write(self, change: EntryWrite) -> MemoryEntry:
+        """The entry's row and its feed row in one transaction, refusing if the row is
+        not at the write's base revision any more (an insert: if there is one)."""
+        entry, base = change.entry, change.base
 
         def body(conn: psycopg.Connection) -> int:
             seq, key = self._allocate(conn, 1)
@@ -828,20 +816,17 @@ class PostgresEntryStorage:
                     f"memory {entry.id} changed since it was read (expected revision "
                     f"{base.revision if base else 'none'}); not overwriting newer state"
                 )
-            conn.execute(
-                f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                self._feed_row(
-                    seq,
-                    action,
-                    entry.id,
-                    entry,
-                    key,
-                    reason=reason,
-                    rev=entry.revision,
-                    op=op,
-                ),
+            feed = self._feed_row(
+                seq,
+                change.action,
+                entry.id,
+                entry,
+                key,
+                rev=entry.revision,
+                op=change.op,
+                reason=change.reason,
             )
+            conn.execute(_INSERT_FEED, feed)
             return seq
 
         seq = self._transaction(body)
@@ -934,112 +919,81 @@ class PostgresEntryStorage:
                 if on_progress is not None:
                     on_progress(done, len(doomed))
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
-        """Hard-delete entries now, live or archived, with their vectors, for a person's
-        request to be forgotten (`stores.forget`): one transaction deletes the rows and
-        the agent's index snapshot (it quotes every entry) and writes content-free feed
-        rows (ids and `reason`). This instance then rebuilds its index, so no term of the
-        erased text stays in its vocabulary. Returns the ids erased now."""
-        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
-        with self.writing():
-            doomed = [e for i in ids if (e := self.fresh(i)) is not None]
+    def erase(self, doomed: list[MemoryEntry], reason: str) -> None:
+        """One transaction deletes the rows, their vectors and the agent's index snapshot
+        (it quotes every entry) and writes content-free feed rows (ids and `reason`)."""
+        if not doomed:
+            return
+        ids = [e.id for e in doomed]
 
-            def body(conn: psycopg.Connection) -> int:
-                first, _ = self._allocate(conn, max(len(doomed), 1))
-                conn.execute(
-                    "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)",
-                    (self.agent_id, [e.id for e in doomed]),
+        def body(conn: psycopg.Connection) -> int:
+            first, _ = self._allocate(conn, len(doomed))
+            conn.execute(
+                "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)", (self.agent_id, ids)
+            )
+            conn.execute(
+                "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                (self.agent_id, ids),
+            )
+            conn.execute("DELETE FROM dk_memory_cache WHERE agent_id = %s", (self.agent_id,))
+            for number, entry in enumerate(doomed):
+                purged, rev = JournalAction.PURGED, entry.revision + 1
+                row = self._feed_row(
+                    first + number, purged, entry.id, None, None, rev=rev, reason=reason
                 )
-                conn.execute(
-                    "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
-                    (self.agent_id, [e.id for e in doomed]),
-                )
-                conn.execute("DELETE FROM dk_memory_cache WHERE agent_id = %s", (self.agent_id,))
-                for number, entry in enumerate(doomed):
-                    conn.execute(
-                        f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        self._feed_row(
-                            first + number,
-                            JournalAction.PURGED,
-                            entry.id,
-                            None,
-                            None,
-                            reason=reason,
-                            rev=entry.revision + 1,
-                            op=None,
-                        ),
-                    )
-                faults.crash_point(faults.ERASE_JOURNALED)
-                return first + len(doomed) - 1
+                conn.execute(_INSERT_FEED, row)
+            faults.crash_point(faults.ERASE_JOURNALED)
+            return first + len(doomed) - 1
 
-            if not doomed:
-                return []
-            top = self._transaction(body)
-            self.state.offset = max(self.state.offset, top)
-            for entry in doomed:
-                self.state.forget(entry.id)
-            self._rebuild_index()
-        return [e.id for e in doomed]
+        top = self._transaction(body)
+        self.state.offset = max(self.state.offset, top)
+        for entry in doomed:
+            self.state.forget(entry.id)
+        self._rebuild_index()
 
     def _rebuild_index(self) -> None:
         """The index rebuilt without the erased text's terms (`EntryState.reindex`)."""
         self.state.reindex()
         self._removed_since_build = False
 
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
-        """Store the vector made from `fingerprint`'s content; False (nothing written) when
-        the entry is gone or its content changed since."""
-        if self.state.vectors is None:
-            raise Conflict("no embedding model configured for this store")
-        model_key = self.state.vectors.model_key
-        with self.writing():
-            entry = self.fresh(entry_id)
-            if entry is None or entry.fingerprint != fingerprint:
-                return False
+    def store_vector(self, entry: MemoryEntry, data: bytes) -> bool:
+        """The vector row (sealed with the store's key) and its feed row, only while the
+        entry's row is still at the revision its fingerprint was checked on (a sealed row
+        does not show its fingerprint to SQL; a new revision is the only way content
+        changes)."""
+        assert self.state.vectors is not None
 
-            def body(conn: psycopg.Connection) -> int | None:
-                # The revision the fingerprint was checked on (a sealed row does not show
-                # its fingerprint to SQL; a new revision is the only way content changes).
-                still = conn.execute(
-                    "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
-                    "AND revision = %s FOR SHARE",
-                    (self.agent_id, entry_id, entry.revision),
-                ).fetchone()
-                if still is None:
-                    return None
-                seq, key = self._allocate(conn, 1)
-                data = encode_vector(vector, fingerprint, model_key)
-                if key is not None and self.sealing is not None:
-                    data = self.sealing.seal(self.agent_id, key, VECTOR, data)
-                conn.execute(
-                    "INSERT INTO dk_memory_vector (agent_id, id, data, key_id) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, id) "
-                    "DO UPDATE SET data = EXCLUDED.data, key_id = EXCLUDED.key_id",
-                    (self.agent_id, entry_id, data, None if key is None else key.key_id),
-                )
-                conn.execute(
-                    f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    self._feed_row(
-                        seq,
-                        JournalAction.EMBEDDED,
-                        entry_id,
-                        entry,
-                        key,
-                        reason=None,
-                        rev=entry.revision,
-                        op=None,
-                    ),
-                )
-                return seq
+        def body(conn: psycopg.Connection) -> int | None:
+            still = conn.execute(
+                "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
+                "AND revision = %s FOR SHARE",
+                (self.agent_id, entry.id, entry.revision),
+            ).fetchone()
+            if still is None:
+                return None
+            seq, key = self._allocate(conn, 1)
+            stored = data
+            if key is not None and self.sealing is not None:
+                stored = self.sealing.seal(self.agent_id, key, VECTOR, data)
+            conn.execute(
+                "INSERT INTO dk_memory_vector (agent_id, id, data, key_id) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, id) "
+                "DO UPDATE SET data = EXCLUDED.data, key_id = EXCLUDED.key_id",
+                (self.agent_id, entry.id, stored, None if key is None else key.key_id),
+            )
+            embedded = JournalAction.EMBEDDED
+            conn.execute(
+                _INSERT_FEED,
+                self._feed_row(seq, embedded, entry.id, entry, key, rev=entry.revision),
+            )
+            return seq
 
-            seq = self._transaction(body)
-            if seq is None:
-                return False
-            self.state.vectors.mark(entry_id)
-            self.state.offset = max(self.state.offset, seq)
-            return True
+        seq = self._transaction(body)
+        if seq is None:
+            return False
+        self.state.vectors.mark(entry.id)
+        self.state.offset = max(self.state.offset, seq)
+        return True
 
 
 class PostgresMemoryStore(StoreOperations):
