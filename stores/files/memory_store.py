@@ -427,7 +427,7 @@ class FileEntryStorage:
     def _repair(self) -> None:
         """Under the lock: every pending record is a write that died before its file
         landed. Record that, so every reader converges on the file as it is; the dead
-        revision's number is not written again (`_write`)."""
+        revision's number is not written again (`write`)."""
         records = []
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)

@@ -355,7 +355,7 @@ class StoreOperations:
         redraw: set[str],
         strict: bool,
     ) -> BulkReport:
-        """One lock hold; per chunk one `_insert_batch`. `redraw`: ids the store chose,
+        """One lock hold; per chunk one `insert_batch`. `redraw`: ids the store chose,
         drawn again if taken. `strict`: a conflict raises."""
         report = BulkReport()
         with self.writing():

@@ -24,7 +24,7 @@ but so is the connection every write of the hold must use: nothing more commits 
 view; the caller's retry takes the lock again and catches up first.
 
 Reads. Every instance keeps the entries, the op map and the BM25 index in memory (the
-shared `stores.longterm.operations` state) and catches up on every read with one query:
+shared `stores.longterm.entry_state.EntryState`) and catches up on every read with one query:
 the ids changed after its offset, joined to their current documents (a purged one comes
 back without a document and is forgotten). When nothing changed that is one index probe.
 A hold catches up when it starts; inside it, only its own writes can change anything, so
