@@ -162,7 +162,7 @@ def write_snapshot(size: int) -> dict:
     store = FileMemoryStore(corpus_dir(size), "bench", snapshots=False)
     store.index()
     t0 = time.perf_counter()
-    store._snapshots = True
+    store.storage._snapshots = True
     assert store.save_snapshot()
     return {"write_s": time.perf_counter() - t0}
 

@@ -23,11 +23,11 @@ is seen free — then the disk wins. Opening a store scans the files and replays
 journal from the start of the write that may have been in flight at that moment.
 
 The operations themselves (create, put, archive, retire-into, fold, restore, purge, the
-bulk path) are written once for every backend in `stores.longterm.operations`, in terms
-of this class's primitives: the writer lock (`writing`), catching up (`_ensure_loaded`),
-the entry as its file is now (`_fresh`) and the journaled write (`_write`). Loading, the
-change feed and the writes share one state (the entries, their files, the pending
-records, the index), owned by this class. The index snapshot and the vector pack are
+bulk path) are written once for every backend in `stores.longterm.operations`;
+`FileMemoryStore` is them over a `FileEntryStorage`, this backend's steps: the writer
+lock (`writing`), catching up (`catch_up`), the entry as its file is now (`fresh`) and
+the journaled write (`write`). Loading, the change feed and the writes share one state
+(the shared `EntryState`, and the pending records), owned by the storage. The index snapshot and the vector pack are
 caches written and read with explicit arguments (`stores.files.snapshot_file`,
 `stores.files.vector_pack`). The guarantees are `stores.contract.MemoryStore`'s.
 
@@ -43,23 +43,18 @@ import logging
 import os
 import stat
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-
-from dreamkeeper.core.errors import Conflict, InvalidInput
+from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import MAX_LINE_BYTES, JournalAction, JournalRecord
-from dreamkeeper.stores.contract.records import (
-    AppliedOp,
-)
 from dreamkeeper.stores.files import snapshot_file, vector_pack
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.documents import FileDocuments
@@ -74,16 +69,15 @@ from dreamkeeper.stores.files.entry_files import (
 from dreamkeeper.stores.files.journal import JOURNAL, NEXT_GENERATION, Journal, epoch_of
 from dreamkeeper.stores.files.vector_files import file_reader, vector_path
 from dreamkeeper.stores.longterm import snapshot
-from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import StoreOperations
 from dreamkeeper.stores.longterm.records import entry_version
-from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.longterm.storage import ERASED, EntryWrite
 from dreamkeeper.stores.vectors.embedder import Embedder
-from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex, encode_vector
+from dreamkeeper.stores.vectors.vectors import EntryVectors, VectorIndex
 
 log = logging.getLogger(__name__)
 
-ERASED = "forgotten"  # the reason `erase` journals its purges with
 # Journal compaction (`compact_journal`, docs/storage.md "Compacting the file journal"):
 # the writer compacts at the end of a hold when the journal has reached COMPACT_BYTES
 # (about 5,000 records), or COMPACT_BYTES_PER_ENTRY per entry held when that is more.
@@ -119,15 +113,18 @@ class Change:
     old_parts: Parts | None = None  # a category move: the file to remove afterwards
 
 
-class FileMemoryStore(StoreOperations):
+class FileEntryStorage:
+    """One agent's entry files, journal and writer lock: the file backend's steps for the
+    long-term operations (`EntryStorage`). `now` is the store's clock (journal times)."""
+
     def __init__(
         self,
         data_dir: Path | str,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-        snapshots: bool = True,
+        now: Callable[[], datetime],
+        embeddings: Embedder | None,
+        snapshots: bool,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.files = AgentFiles(data_dir, agent_id)
@@ -139,18 +136,19 @@ class FileMemoryStore(StoreOperations):
         self.embeddings_dir = self.files.path(MEMORY, EMBEDDINGS_DIR)
         self.journal = Journal(self.files)
         self._lock = self.files.lock((".lock",))
-        self._clock = clock
-        # An entry's file is where its id and category say (a file is loaded only from
-        # there): no path is kept per entry (`_parts_of`).
-        self._entries: EntryTable = EntryTable()
-        self._problems: dict[Path, str] = {}
+        self._now = now
+        self.embeddings = embeddings
+        # The entries, the index, the skipped files and the journal offset. An entry's
+        # file is where its id and category say (a file is loaded only from there): no
+        # path is kept per entry (`_parts_of`).
+        self.state = EntryState(
+            vectors=EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
+            if embeddings
+            else None
+        )
         self._pending: dict[str, tuple[int, Parts]] = {}  # id -> (announced revision, path)
         # id -> the latest revision journaled by a write that never landed (`_note_dead`)
         self._dead_revisions: dict[str, int] = {}
-        self._ops: dict[str, AppliedOp] | None = None  # lazily built from entries
-        self._index = BM25Index()
-        self._category_ids: dict[str | None, int] = {}
-        self._offset = 0
         # The journal read (store epochs, docs/storage.md); None: there was none.
         self._journal_held: _HeldJournal | None = None
         self._loaded = False
@@ -158,12 +156,6 @@ class FileMemoryStore(StoreOperations):
         self._erased_seen = False  # a record of `erase` applied since the index was built
         self._snapshots = snapshots  # open from, and write, the index snapshot (a cache)
         self.opened_from_snapshot = False
-        self.embeddings = embeddings
-        self._vectors = (
-            EntryVectors(embeddings.model_key, file_reader(self.embeddings_dir))
-            if embeddings
-            else None
-        )
 
     def path_for(self, entry_id: str, category: str | None) -> Path:
         return self.files.path(*entry_parts(entry_id, category))
@@ -177,15 +169,10 @@ class FileMemoryStore(StoreOperations):
     def _parts_of(self, entry_id: str) -> Parts | None:
         """The file of the entry as held (None: not held), without reading the entry."""
         try:
-            category = self._entries.category(entry_id)
+            category = self.state.entries.category(entry_id)
         except KeyError:
             return None
         return entry_parts(entry_id, category)
-
-    @property
-    def feed_offset(self) -> int:
-        """How far this instance has read the journal (its change feed), in bytes."""
-        return self._offset
 
     @property
     def loaded(self) -> bool:
@@ -194,12 +181,6 @@ class FileMemoryStore(StoreOperations):
 
     # -- loading -----------------------------------------------------------------------
 
-    def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self._full_load()
-        else:
-            self._refresh()
-
     def reload(self) -> None:
         """Forget everything in memory and rescan the directory (not the snapshot)."""
         self._full_load(use_snapshot=False)
@@ -207,28 +188,17 @@ class FileMemoryStore(StoreOperations):
     def _full_load(self, *, use_snapshot: bool = True) -> None:
         self._take_journal()  # before anything is read: what follows belongs to it
         self._erased_seen = False  # a fresh index; records replayed below may set it
-        self._adopt_state(
-            snapshot.SnapshotState(
-                entries=EntryTable(),
-                problems={},
-                ops=None,
-                index=BM25Index(),
-                category_ids={},
-                offset=0,
-            )
-        )
+        self.state.clear()
         self._pending.clear()
-        if self._vectors is not None:
-            self._vectors.reset()
         self.opened_from_snapshot = False
         if use_snapshot and self._snapshots:
             state = snapshot_file.load(self.files, self.agent_id, self.journal, self._epoch)
             if state is not None:
                 # The state as of the snapshot's offset: replay only the journal after it.
-                self._adopt_state(state)
+                self.state.adopt(state)
                 self.opened_from_snapshot = True
                 self._loaded = True
-                self._refresh()
+                self.catch_up()
                 return
         # Records appended from here on name every file that changes during the scan;
         # the write in flight right now began at the last hold marker: replay from there.
@@ -239,10 +209,10 @@ class FileMemoryStore(StoreOperations):
                 self._report(parts, "a symlink: refused (entries and categories are plain)")
             else:
                 self._load(parts, scanning=True)
-        self._offset = replay_from
+        self.state.offset = replay_from
         self._loaded = True
-        self._refresh()
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        self.catch_up()
+        if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
     @property
@@ -277,31 +247,11 @@ class FileMemoryStore(StoreOperations):
             return True
         return (st.st_dev, st.st_ino) != held.identity
 
-    def _adopt_state(self, state: snapshot.SnapshotState) -> None:
-        assert isinstance(state.entries, EntryTable)
-        self._entries = state.entries
-        self._problems = state.problems
-        self._ops = state.ops
-        self._index = state.index
-        self._category_ids = state.category_ids
-        self._offset = state.offset
-
-    def _state(self) -> snapshot.SnapshotState:
-        return snapshot.SnapshotState(
-            entries=self._entries,
-            problems=self._problems,
-            ops=self._ops,
-            index=self._index,
-            category_ids=self._category_ids,
-            offset=self._offset,
-            epoch=self._epoch,
-        )
-
     def save_snapshot(self) -> bool:
         """Write the index snapshot (`stores.files.snapshot_file`) of the state as it is now, after
         catching up with the journal; False when it could not be (a write is pending, or
         the directory is not writable — logged: it is only a cache)."""
-        self._ensure_loaded()
+        self.catch_up()
         try:
             # Only a state with no pending record is exactly what the journal says up to
             # the offset.
@@ -311,26 +261,24 @@ class FileMemoryStore(StoreOperations):
                 # Erased entries' terms are still in this index's vocabulary: a
                 # snapshot of it would carry them (a forgotten name) to disk again.
                 self._rebuild_index(snapshot_after=False)
-            snapshot_file.write(self.files, self.agent_id, self._state(), self.journal)
-            current = self._vectors.current if self._vectors is not None else None
-            if current is not None and self._vectors is not None:
-                index = self.vectors(current.dim)
-                if index is not None:
-                    self._write_pack(index)
+            snapshot_file.write(self.files, self.agent_id, self.state, self.journal, self._epoch)
+            current = self.state.vectors.current if self.state.vectors is not None else None
+            if current is not None:
+                self._write_pack(self.vector_index(current.dim))
             return True
         except OSError as exc:
             log.warning("memory store %s: index snapshot not written (%s)", self.agent_id, exc)
             return False
 
     def _write_pack(self, index: VectorIndex) -> bool:
-        if self._pending or self._vectors is None:
+        if self._pending or self.state.vectors is None:
             return False
         return vector_pack.write(
             self.files,
             self.agent_id,
             index,
-            self._vectors.model_key,
-            self._offset,
+            self.state.vectors.model_key,
+            self.state.offset,
             self.journal,
             self._epoch,
         )
@@ -346,23 +294,27 @@ class FileMemoryStore(StoreOperations):
         if scanning and known is not None and known != parts:
             # Two files for one id: a category move interrupted between writing the new
             # file and removing the old. The later revision wins; the other is reported.
-            if entry_version(entry) < entry_version(self._entries[entry.id]):
+            if entry_version(entry) < entry_version(self.state.entries[entry.id]):
                 self._report(parts, f"stale duplicate of {entry.id} at {'/'.join(known)}")
                 return None
             self._report(known, f"stale duplicate of {entry.id} at {'/'.join(parts)}")
-        self._problems.pop(self.files.path(*parts), None)
-        self._install(entry)
+        self.state.problems.pop(self.files.path(*parts), None)
+        self.state.install(entry)
         return entry
 
     def _report(self, parts: Parts, reason: str) -> None:
         key = self.files.path(*parts)
-        if self._problems.get(key) != reason:
+        if self.state.problems.get(key) != reason:
             log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
-        self._problems[key] = reason
+        self.state.problems[key] = reason
 
     # -- the change feed ---------------------------------------------------------------
 
-    def _refresh(self) -> None:
+    def catch_up(self) -> None:
+        """Load the store on first use; after that, apply the journal's new records."""
+        if not self._loaded:
+            self._full_load()
+            return
         try:
             st: os.stat_result | None = os.lstat(self.journal.path)
         except FileNotFoundError:
@@ -373,15 +325,15 @@ class FileMemoryStore(StoreOperations):
             self._full_load()
             return
         size = 0 if st is None else st.st_size
-        if size < self._offset:  # journal replaced or truncated: trust nothing cached
+        if size < self.state.offset:  # journal replaced or truncated: trust nothing cached
             self._full_load()
             return
-        if size > self._offset:
+        if size > self.state.offset:
             # Through the descriptor held: a compaction renaming the next generation in
             # now must not have this offset read in it (the next catch-up sees the swap).
             held = self._journal_held
-            records, self._offset = self.journal.read_from(
-                self._offset, None if held is None else held.fd
+            records, self.state.offset = self.journal.read_from(
+                self.state.offset, None if held is None else held.fd
             )
             for record in records:
                 self._apply_record(record)
@@ -390,8 +342,8 @@ class FileMemoryStore(StoreOperations):
 
     def _apply_record(self, record: JournalRecord) -> None:
         if record.action is JournalAction.EMBEDDED:
-            if self._vectors is not None:
-                self._vectors.mark(record.id)  # only the vector file changed
+            if self.state.vectors is not None:
+                self.state.vectors.mark(record.id)  # only the vector file changed
             return
         try:
             parts = entry_parts(record.id, record.category)
@@ -413,7 +365,7 @@ class FileMemoryStore(StoreOperations):
                 self._pending[record.id] = (record.rev or 0, known)
             else:
                 self._pending.pop(record.id, None)
-                self._forget(record.id)
+                self.state.forget(record.id)
             return
         entry = self._load(parts)
         if record.rev is None:  # a legacy record: the file is all there is
@@ -435,7 +387,7 @@ class FileMemoryStore(StoreOperations):
         known = self._parts_of(entry_id)
         if known is not None and known != parts and self._load(known) is not None:
             return
-        self._forget(entry_id)
+        self.state.forget(entry_id)
 
     def _settle(self) -> None:
         """Resolve pending records: landed files are taken; when no write can be in
@@ -466,7 +418,7 @@ class FileMemoryStore(StoreOperations):
             with self._lock.hold_if_free() as held:
                 if held:
                     self._hold_appended = False
-                    self._refresh()  # under the lock: ends in _repair
+                    self.catch_up()  # under the lock: ends in _repair
                 return True
         except OSError as exc:
             log.debug("memory store %s: cannot journal a repair here (%s)", self.agent_id, exc)
@@ -475,12 +427,12 @@ class FileMemoryStore(StoreOperations):
     def _repair(self) -> None:
         """Under the lock: every pending record is a write that died before its file
         landed. Record that, so every reader converges on the file as it is; the dead
-        revision's number is not written again (`_write`)."""
+        revision's number is not written again (`write`)."""
         records = []
         for entry_id, (rev, parts) in sorted(self._pending.items()):
             self._adopt_disk(entry_id, parts)
             self._note_dead(entry_id, rev)
-            current = self._entries.get(entry_id)
+            current = self.state.entries.get(entry_id)
             # `rev` names the revision that never landed (the disk keeps the one before).
             records.append(
                 self._record(
@@ -513,35 +465,33 @@ class FileMemoryStore(StoreOperations):
     def problems(self) -> dict[Path, str]:
         """Files skipped (unreadable, misplaced, symlinked) and links where the store's
         own files should be, with the reason."""
-        self._ensure_loaded()
-        found = dict(self._problems)
+        self.catch_up()
+        found = dict(self.state.problems)
         for name in (".lock", "journal.jsonl", MEMORY, f"{MEMORY}/{EMBEDDINGS_DIR}"):
             path = self.root / name
             if path.is_symlink():
                 found[path] = "a symlink: refused (the store never follows links)"
         return found
 
-    def vectors(self, dim: int) -> VectorIndex | None:
-        """The in-memory vectors of `dim` components (current with every write), or None
-        with no embedding model configured."""
-        if self._vectors is None:
-            return None
-        self._ensure_loaded()
-        full = self._vectors.needs_full(dim)
+    def vector_index(self, dim: int) -> VectorIndex:
+        """The in-memory vectors of `dim` components, current with every write: from the
+        vector pack when every one would have to be read."""
+        assert self.state.vectors is not None
+        full = self.state.vectors.needs_full(dim)
         if full and self._snapshots and not self._pending:
             packed = vector_pack.load(
                 self.files,
                 self.agent_id,
                 self.journal,
-                self._vectors.model_key,
+                self.state.vectors.model_key,
                 dim,
-                self._offset,
+                self.state.offset,
                 self._epoch,
             )
             if packed is not None:
-                self._vectors.adopt(*packed)
+                self.state.vectors.adopt(*packed)
                 full = False
-        index = self._vectors.index(dim, lambda: self._entries)
+        index = self.state.vectors.index(dim, lambda: self.state.entries)
         if full and self._snapshots and len(index) >= snapshot.MIN_ENTRIES:
             self._write_pack(index)
         return index
@@ -553,9 +503,11 @@ class FileMemoryStore(StoreOperations):
         except OSError:
             names = []
         have = {n[:-4] for n in names if n.endswith(".bin")}
-        return sum(1 for e in self.entries() if e.id not in have)
+        self.catch_up()
+        live = (e for e in self.state.entries.values() if not e.is_archived)
+        return sum(1 for e in live if e.id not in have)
 
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
+    def vector_bytes(self, entry_id: str) -> bytes | None:
         try:
             return vector_path(self.embeddings_dir, entry_id).read_bytes()
         except OSError:
@@ -574,9 +526,9 @@ class FileMemoryStore(StoreOperations):
         with self._lock.hold() as outermost:
             if outermost:
                 self._hold_appended = False
-                self._ensure_loaded()
+                self.catch_up()
             yield
-            if outermost and self._offset >= self._compact_at():
+            if outermost and self.state.offset >= self._compact_at():
                 self._compact_after_writes()
 
     # -- compaction --------------------------------------------------------------------
@@ -585,7 +537,7 @@ class FileMemoryStore(StoreOperations):
         """The journal size at which the writer compacts (docs/storage.md, "Compacting
         the file journal"): COMPACT_BYTES, or more for a large store, whose snapshot (an
         O(entries) write) must stay a small share of the writes between compactions."""
-        return max(COMPACT_BYTES, COMPACT_BYTES_PER_ENTRY * len(self._entries))
+        return max(COMPACT_BYTES, COMPACT_BYTES_PER_ENTRY * len(self.state.entries))
 
     def _compact_after_writes(self) -> None:
         """The hold's writes are durable already: a compaction that fails is logged, never
@@ -614,12 +566,12 @@ class FileMemoryStore(StoreOperations):
                 return False  # (no journal: nothing to compact, and no epoch to keep)
             generation = self.journal.generation() + 1
             marker = JournalRecord(
-                at=self.now(),
+                at=self._now(),
                 action=JournalAction.COMPACTED,
                 id=f"generation-{generation}",
                 category=None,
                 fingerprint=None,
-                reason=f"{self._offset} bytes of records before this line compacted",
+                reason=f"{self.state.offset} bytes of records before this line compacted",
                 rev=generation,
             )
             data = self.journal.next_generation(marker)
@@ -627,10 +579,10 @@ class FileMemoryStore(StoreOperations):
             faults.crash_point(faults.JOURNAL_COMPACTING)
             self.files.rename(NEXT_GENERATION, JOURNAL)
             self._take_journal()  # the lock is held: the file at the path is the one written
-            self._offset = len(data)
+            self.state.offset = len(data)
             self._hold_appended = False  # the new generation has no hold marker yet
             faults.crash_point(faults.JOURNAL_COMPACTED)
-            if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+            if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
                 self.save_snapshot()
             else:
                 # Taken from the old generation, it is refused from now on: not kept.
@@ -640,7 +592,7 @@ class FileMemoryStore(StoreOperations):
             )
             return True
 
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
+    def fresh(self, entry_id: str) -> MemoryEntry | None:
         """Under the lock: the entry as its file is now. A file changed behind the
         journal's back (a hand edit) is taken as it is, with a warning."""
         parts = self._parts_of(entry_id)
@@ -649,15 +601,15 @@ class FileMemoryStore(StoreOperations):
         loaded = load_entry(self.files, parts)
         if loaded.entry is None:
             self._report(parts, loaded.problem or "vanished outside the journal")
-            self._forget(entry_id)
+            self.state.forget(entry_id)
             return None
-        if loaded.entry != self._entries.get(entry_id):
+        if loaded.entry != self.state.entries.get(entry_id):
             log.warning(
                 "memory store %s: %s changed on disk outside the journal; using the file",
                 self.agent_id,
                 entry_id,
             )
-            self._install(loaded.entry)
+            self.state.install(loaded.entry)
         return loaded.entry
 
     def _record(
@@ -673,7 +625,7 @@ class FileMemoryStore(StoreOperations):
     ) -> JournalRecord:
         category = "/".join(parts[1:-1]) or None
         return JournalRecord(
-            at=self.now(),
+            at=self._now(),
             action=action,
             id=entry_id,
             category=category,
@@ -688,7 +640,7 @@ class FileMemoryStore(StoreOperations):
             return
         if not self._hold_appended:
             records[0] = dataclasses.replace(records[0], first=True)
-        self._offset = self.journal.append(records)
+        self.state.offset = self.journal.append(records)
         self._hold_appended = True
         if self._journal_held is None:
             # The journal this write started (the lock is held: it is the one at the path).
@@ -718,38 +670,31 @@ class FileMemoryStore(StoreOperations):
                 if c.old_parts is not None and c.old_parts != c.parts:
                     faults.crash_point(faults.FILE_REPLACED)
                     self.files.unlink(c.old_parts)
-                self._install(c.entry)
+                self.state.install(c.entry)
         if batch:
             self.files.sync_filesystem()
         for c in changes:
             self._pending.pop(c.entry.id, None)
 
-    def _write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
-    ) -> MemoryEntry:
-        """Write `entry` as the next revision after `base` (None: a new entry)."""
-        written = self._next_revision(entry, base, action, op, op_detail)
-        dead = self._dead_revisions.pop(written.id, 0)
-        if written.revision <= dead:  # a write that died journaled that number
-            written = written.model_copy(update={"revision": dead + 1})
-        parts = entry_parts(written.id, written.category)
-        old = self._parts_of(written.id) if base is not None else None
-        self._commit([Change(written, action, reason, op, parts, old)])
-        return written
+    def write(self, change: EntryWrite) -> MemoryEntry:
+        """Journal the entry, then replace its file (and remove its base's, when the
+        write moves it to another category)."""
+        entry = change.entry
+        dead = self._dead_revisions.pop(entry.id, 0)
+        if entry.revision <= dead:  # a write that died journaled that number
+            entry = entry.model_copy(update={"revision": dead + 1})
+        parts = entry_parts(entry.id, entry.category)
+        old = self._parts_of(entry.id) if change.base is not None else None
+        self._commit([Change(entry, change.action, change.reason, change.op, parts, old)])
+        return entry
 
     # -- writes ------------------------------------------------------------------------
 
-    def _unreadable(self, entry_id: str, category: str | None) -> str | None:
+    def unreadable(self, entry_id: str, category: str | None) -> str | None:
         path = self.path_for(entry_id, category)
         return str(path) if path.exists() or path.is_symlink() else None
 
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
+    def insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
         self._commit(
             [
                 Change(e, JournalAction.CREATED, reason, None, entry_parts(e.id, e.category))
@@ -757,110 +702,110 @@ class FileMemoryStore(StoreOperations):
             ]
         )
 
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
-        """Store the vector made from `fingerprint`'s content; False (nothing written) when
-        the entry is gone or its content changed since. The vector file goes first: it is
-        keyed to the content, so a crash before its record costs at most a long-lived
-        reader's noticing it before its next reload."""
-        if self._vectors is None:
-            raise Conflict("no embedding model configured for this store")
-        with self.writing():
-            entry = self._fresh(entry_id)
-            if entry is None or entry.fingerprint != fingerprint:
-                return False
-            self.files.write(
-                (MEMORY, EMBEDDINGS_DIR, f"{entry_id}.bin"),
-                encode_vector(vector, fingerprint, self._vectors.model_key),
-            )
-            self._vectors.mark(entry_id)
-            self._append(
-                [self._record(JournalAction.EMBEDDED, entry_id, self._held(entry_id), entry)]
-            )
-            return True
+    def store_vector(self, entry: MemoryEntry, data: bytes) -> bool:
+        """The vector file first, then its record: the file is keyed to the content, so a
+        crash before the record costs at most a long-lived reader's noticing it before
+        its next reload."""
+        assert self.state.vectors is not None
+        self.files.write((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"), data)
+        self.state.vectors.mark(entry.id)
+        self._append([self._record(JournalAction.EMBEDDED, entry.id, self._held(entry.id), entry)])
+        return True
 
-    def _delete(
+    def delete(
         self,
         doomed: list[MemoryEntry],
         on_progress: Callable[[int, int], None] | None,
     ) -> None:
         """Journal the purges first, then remove the files: a crash in between leaves
         pending purges that the next writer repairs (the files stand; purge runs again)."""
+        self._journal_purges(doomed, None)
+        self._remove(doomed, on_progress)
+
+    def _journal_purges(self, doomed: list[MemoryEntry], erased: str | None) -> None:
+        """Journal each entry's purge, pending until its file is gone. `erased`: the
+        reason of an erase, whose records name no fingerprint (nothing of the content);
+        None: a purge's, each with its entry's archive reason."""
         records = []
         for entry in doomed:
             parts = self._held(entry.id)
+            shown, reason = (entry, entry.archive_reason) if erased is None else (None, erased)
+            rev = entry.revision + 1
             records.append(
-                self._record(
-                    JournalAction.PURGED,
-                    entry.id,
-                    parts,
-                    entry,
-                    reason=entry.archive_reason,
-                    rev=entry.revision + 1,
-                )
+                self._record(JournalAction.PURGED, entry.id, parts, shown, reason=reason, rev=rev)
             )
-            self._pending[entry.id] = (entry.revision + 1, parts)
+            self._pending[entry.id] = (rev, parts)
         self._append(records)
+
+    def _remove(
+        self, doomed: list[MemoryEntry], on_progress: Callable[[int, int], None] | None = None
+    ) -> None:
+        """Remove the journaled purges' files and vectors, and let go of the entries."""
         for done, entry in enumerate(doomed, start=1):
             self.files.unlink(self._held(entry.id))
             self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-            self._forget(entry.id)
+            self.state.forget(entry.id)
             self._pending.pop(entry.id, None)
             if on_progress is not None:
                 on_progress(done, len(doomed))
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
-        """Hard-delete entries now, live or archived, with their vectors: the one deletion
-        outside purge's retention, for a person's request to be forgotten
-        (`stores.forget`). Journaled first as purges (ids and `reason`, never content);
-        a crash before the files go leaves them standing, and the forget request's own
-        journal makes the next writer erase them again. Then the index snapshot and the
-        vector packs, which quote every entry, are deleted (caches: the next open rebuilds
-        them) and this instance rebuilds its index, so no term of the erased text stays
-        in its vocabulary. Returns the ids erased now."""
-        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
-        with self.writing():
-            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
-            records = []
-            for entry in doomed:
-                parts = self._held(entry.id)
-                records.append(
-                    self._record(
-                        JournalAction.PURGED,
-                        entry.id,
-                        parts,
-                        None,
-                        reason=reason,
-                        rev=entry.revision + 1,
-                    )
-                )
-                self._pending[entry.id] = (entry.revision + 1, parts)
-            self._append(records)
-            faults.crash_point(faults.ERASE_JOURNALED)
-            for entry in doomed:
-                self.files.unlink(self._held(entry.id))
-                self.files.unlink((MEMORY, EMBEDDINGS_DIR, f"{entry.id}.bin"))
-                self._forget(entry.id)
-                self._pending.pop(entry.id, None)
-            if doomed:
-                # The index is rebuilt from the entries below: read those still in the
-                # snapshot in one go first, not each from its own file once it is gone.
-                self._entries.hold_in_memory()
-            self.files.unlink(snapshot.SNAPSHOT)
-            try:
-                names = os.listdir(self.embeddings_dir)
-            except OSError:
-                names = []
-            for name in names:
-                if name.startswith("pack-") and name.endswith(".vectors"):
-                    self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
-            if doomed:
-                self._rebuild_index()
-        return [e.id for e in doomed]
+    def erase(self, doomed: list[MemoryEntry], reason: str) -> None:
+        """Journaled first as purges (ids and `reason`, never content); a crash before
+        the files go leaves them standing, and the forget request's own journal makes
+        the next writer erase them again. Then the index snapshot and the vector packs,
+        which quote every entry, are deleted (caches: the next open rebuilds them)."""
+        self._journal_purges(doomed, reason)
+        faults.crash_point(faults.ERASE_JOURNALED)
+        self._remove(doomed)
+        if doomed:
+            # The index is rebuilt from the entries below: read those still in the
+            # snapshot in one go first, not each from its own file once it is gone.
+            self.state.entries.hold_in_memory()
+        self.files.unlink(snapshot.SNAPSHOT)
+        try:
+            names = os.listdir(self.embeddings_dir)
+        except OSError:
+            names = []
+        for name in names:
+            if name.startswith("pack-") and name.endswith(".vectors"):
+                self.files.unlink((MEMORY, EMBEDDINGS_DIR, name))
+        if doomed:
+            self._rebuild_index()
 
     def _rebuild_index(self, *, snapshot_after: bool = True) -> None:
-        """The index rebuilt without the erased text's terms (`_reindex`), so no
+        """The index rebuilt without the erased text's terms (`EntryState.reindex`), so no
         snapshot written later can carry them."""
-        self._reindex(EntryTable())
+        self.state.reindex()
         self._erased_seen = False
-        if snapshot_after and self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        if snapshot_after and self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
+
+
+class FileMemoryStore(StoreOperations):
+    """One agent's long-term memory in a data directory: the shared operations over its
+    `FileEntryStorage` (the module docstring has the layout and the write protocol)."""
+
+    storage: FileEntryStorage
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+        snapshots: bool = True,
+    ) -> None:
+        storage = FileEntryStorage(
+            data_dir, agent_id, now=self.now, embeddings=embeddings, snapshots=snapshots
+        )
+        super().__init__(storage, clock=clock)
+        self.files, self.root, self.journal = storage.files, storage.root, storage.journal
+        self.memory_dir, self.embeddings_dir = storage.memory_dir, storage.embeddings_dir
+
+    def path_for(self, entry_id: str, category: str | None) -> Path:
+        return self.storage.path_for(entry_id, category)
+
+    def compact_journal(self) -> bool:
+        """Replace the journal with its next generation (`FileEntryStorage.compact_journal`)."""
+        return self.storage.compact_journal()

@@ -16,12 +16,11 @@ from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.files.agent_files import AgentFiles
 from dreamkeeper.stores.files.entry_files import entry_parts, load_entry
 from dreamkeeper.stores.files.journal import Journal
-from dreamkeeper.stores.longterm.entry_table import EntryTable
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.snapshot import (
     SNAPSHOT,
     Refused,
     RowSource,
-    SnapshotState,
     decode,
     encode_rows,
 )
@@ -29,24 +28,25 @@ from dreamkeeper.stores.longterm.snapshot import (
 log = logging.getLogger(__name__)
 
 
-def write(files: AgentFiles, agent_id: str, state: SnapshotState, journal: Journal) -> None:
-    """Write the snapshot of `state` atomically (the caller checked nothing is pending).
-    Its entries then become rows of the file written: the old file's rows would all fall
-    back to the entries' files once it is replaced, and parsed entries give their memory
-    back (read again when needed)."""
-    data, rows = encode_rows(agent_id, state, {**journal.marks(state.offset), "epoch": state.epoch})
+def write(
+    files: AgentFiles, agent_id: str, state: EntryState, journal: Journal, epoch: str
+) -> None:
+    """Write the snapshot of `state`, read from the store of `epoch`, atomically (the
+    caller checked nothing is pending). Its entries then become rows of the file
+    written: the old file's rows would all fall back to the entries' files once it is
+    replaced, and parsed entries give their memory back (read again when needed)."""
+    data, rows = encode_rows(agent_id, state, {**journal.marks(state.offset), "epoch": epoch})
     files.write(SNAPSHOT, data)
-    if isinstance(state.entries, EntryTable):
-        path = str(files.path(*SNAPSHOT))
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return
-        # Replaced again in between (another process)? Then the identity is the other
-        # file's and reads check its bytes, which do not match: they fall back.
-        rows.path, rows.identity = path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        rows.fallback = _entry_file(files)
-        state.entries.repoint(rows, state.index.slot)
+    path = str(files.path(*SNAPSHOT))
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return
+    # Replaced again in between (another process)? Then the identity is the other
+    # file's and reads check its bytes, which do not match: they fall back.
+    rows.path, rows.identity = path, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    rows.fallback = _entry_file(files)
+    state.entries.repoint(rows, state.index.slot)
 
 
 def _entry_file(files: AgentFiles) -> Callable[[str, str | None], MemoryEntry | None]:
@@ -60,7 +60,7 @@ def _entry_file(files: AgentFiles) -> Callable[[str, str | None], MemoryEntry | 
     return fallback
 
 
-def load(files: AgentFiles, agent_id: str, journal: Journal, epoch: str) -> SnapshotState | None:
+def load(files: AgentFiles, agent_id: str, journal: Journal, epoch: str) -> EntryState | None:
     """The state the agent's snapshot holds, or None when there is none or it is
     refused (logged): it must have been taken from the store of `epoch`. Its entries are
     read from the file when first accessed."""
@@ -93,7 +93,7 @@ def load(files: AgentFiles, agent_id: str, journal: Journal, epoch: str) -> Snap
 
 def _read(
     agent_id: str, journal: Journal, epoch: str, data: mmap.mmap, source: RowSource
-) -> SnapshotState:
+) -> EntryState:
     def accept(offset: int, marks: object) -> None:
         if not isinstance(marks, dict) or marks.get("epoch") != epoch:
             raise Refused("it was taken from another epoch of the store")
@@ -102,6 +102,4 @@ def _read(
         if {**journal.marks(offset), "epoch": epoch} != marks:
             raise Refused("the journal is not the one the snapshot was taken from")
 
-    state = decode(agent_id, data, accept, source)
-    state.epoch = epoch
-    return state
+    return decode(agent_id, data, accept, source)

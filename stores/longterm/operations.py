@@ -1,28 +1,34 @@
-"""`StoreOperations`: the long-term store's operations written once for every backend.
+"""`StoreOperations`: the long-term store, written once for every backend.
 
 Everything a `MemoryStore` does above its storage — validation, compare-and-set, the
 op-id bookkeeping, archive, retire-into's live and coverage check, fold, restore's
-refusal, purge's selection, the bulk path's per-entry rules — is here, in terms of a few
-primitives each backend provides:
+refusal, purge's selection, erase's and write_vector's checks, the bulk path's
+per-entry rules — is here, in terms of the steps the backend's storage object takes
+(`stores.longterm.storage.EntrySteps`: the writer lock, catching up, the entry as stored
+now, the compare-and-set write, the bulk insert, the purge's delete). What the contract
+asks that only the storage can answer (problems, the vector index, reload, the snapshot,
+the feed) is passed through to it.
 
-- `writing()`: the agent's writer lock (re-entrant), across processes;
-- `_ensure_loaded()`: catch up with the change feed (the in-memory state below);
-- `_fresh(id)`: under the lock, the entry as stored now;
-- `_write(entry, base, ...)`: store `entry` as the next revision after `base`, atomically
-  with its feed record, refusing (`Conflict`) when the stored one is no longer `base`;
-- `_insert_batch(entries, reason)`: store new entries (revision 1) on the bulk path;
-- `_delete(doomed, on_progress)`: hard-delete purged entries (and their vectors).
-
-The in-memory state every backend keeps current from its feed — the entries by id, the
-applied-operation map, the BM25 index and its category groups — lives here too, with
-`_track`/`_untrack` to keep the three in step.
+The shape, and why: composition, not inherited private state. The storage is a
+separate object (`FileEntryStorage`, `PostgresEntryStorage`) that `StoreOperations`
+receives at construction and calls through a Protocol, with the one `EntryState` the
+storage keeps current from its feed. Nothing here is a hook for a subclass to override
+and no field is one for a subclass to fill in, so the Protocol is the whole seam. Each
+backend's `MemoryStore` (`FileMemoryStore`, `PostgresMemoryStore`) is this class built
+over its storage, plus the few calls only that backend has (`compact_journal`,
+`compact_feed`, its paths or database): it subclasses this class only to be the public
+store, so the operations are the store's own methods — not a wall of forwarding methods
+written again in each backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
 
 from dreamkeeper.core.errors import Conflict, InvalidInput, NotFound
 from dreamkeeper.core.models import MAX_APPLIED_OPS, MemoryEntry, as_utc
@@ -39,7 +45,7 @@ from dreamkeeper.policies.coverage import DEFAULT_VOCABULARY, Source, Vocabulary
 from dreamkeeper.policies.coverage import find_missing_specifics as _missing
 from dreamkeeper.policies.merge import Fold
 from dreamkeeper.stores.contract import IntentLog
-from dreamkeeper.stores.contract.feed import JournalAction
+from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.contract.records import (
     AppliedOp,
     BulkReport,
@@ -48,155 +54,96 @@ from dreamkeeper.stores.contract.records import (
     Retirement,
     StoredVector,
 )
-from dreamkeeper.stores.longterm.entry_table import EntryTable
 from dreamkeeper.stores.longterm.records import (
     checked_entry,
     checked_valid_from,
-    document_text,
     imported_entry,
     new_entry,
     retired_into,
     screened,
 )
-from dreamkeeper.stores.search.bm25 import BM25Index, tokenize
-from dreamkeeper.stores.vectors.vectors import EntryVectors, decode_any_model, decode_vector
+from dreamkeeper.stores.longterm.storage import ERASED, EntryStorage, EntryWrite
+from dreamkeeper.stores.search.bm25 import BM25Index
+from dreamkeeper.stores.vectors.vectors import (
+    VectorIndex,
+    decode_any_model,
+    decode_vector,
+    encode_vector,
+)
 
 BULK_CHUNK = 1_000  # entries per bulk batch (a journal batch, or a transaction)
 
 
 class StoreOperations:
-    """The backend-neutral half of a long-term store (see the module docstring)."""
+    """A long-term store over a backend's storage (see the module docstring)."""
 
-    agent_id: str
-    _clock: Callable[[], datetime]
-    _entries: MutableMapping[str, MemoryEntry]
-    _ops: dict[str, AppliedOp] | None
-    _index: BM25Index
-    _category_ids: dict[str | None, int]
-    _loaded: bool
-    _vectors: EntryVectors | None
-
-    # -- what a backend provides -------------------------------------------------------
-
-    def writing(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def _ensure_loaded(self) -> None:
-        raise NotImplementedError
-
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
-        raise NotImplementedError
-
-    def _write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
-    ) -> MemoryEntry:
-        raise NotImplementedError
-
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
-        raise NotImplementedError
-
-    def _delete(
-        self, doomed: list[MemoryEntry], on_progress: Callable[[int, int], None] | None
-    ) -> None:
-        raise NotImplementedError
-
-    def _unreadable(self, entry_id: str, category: str | None) -> str | None:
-        """Where something the store could not read sits in an entry's place (so it is
-        never overwritten), or None."""
-        return None
-
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
-        """The entry's stored vector, encoded (`stores.vectors.vectors`), or None."""
-        raise NotImplementedError
-
-    def _fresh_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
-        """Under the lock: the entries as stored now, of those that exist."""
-        return {i: e for i in entry_ids if (e := self._fresh(i)) is not None}
-
-    # -- the in-memory state -----------------------------------------------------------
+    def __init__(self, storage: EntryStorage, *, clock: Callable[[], datetime]) -> None:
+        self.storage = storage
+        self.state = storage.state
+        self.agent_id = storage.agent_id
+        self.embeddings = storage.embeddings
+        self.documents = storage.documents
+        self._clock = clock
 
     def now(self) -> datetime:
         return as_utc(self._clock())
 
-    def _category_id(self, category: str | None) -> int:
-        cid = self._category_ids.get(category)
-        if cid is None:
-            cid = len(self._category_ids)
-            self._category_ids[category] = cid
-        return cid
+    def writing(self) -> AbstractContextManager[None]:
+        """The agent's writer lock (re-entrant): for a lookup and a write that must see
+        no other writer in between. The outermost hold catches up."""
+        return self.storage.writing()
 
-    def _track(self, entry: MemoryEntry, previous: MemoryEntry | None) -> None:
-        """Hold `entry` (replacing `previous`) in the entries, the op map and the index."""
-        self._entries[entry.id] = entry
-        if self._ops is not None:
-            if previous is not None:
-                for op in previous.applied_ops:
-                    self._ops.pop(op, None)
-            for op, value in entry.applied_ops.items():
-                self._ops[op] = AppliedOp.parse(entry.id, value)
-        self._index.put(
-            entry.id,
-            tokenize(document_text(entry)),
-            # The index's default scope is what default recall returns: current facts.
-            archived=not entry.is_current,
-            weight=0.5 + 0.5 * entry.importance_score,
-            group=self._category_id(entry.category),
-            importance=entry.importance_score,
-            stamp=entry.last_seen_at.timestamp(),
-        )
+    # -- what the storage answers ------------------------------------------------------
 
-    def _untrack(self, entry_id: str) -> MemoryEntry | None:
-        previous = self._entries.pop(entry_id, None)
-        if self._ops is not None and previous is not None:
-            for op in previous.applied_ops:
-                self._ops.pop(op, None)
-        self._index.remove(entry_id)
-        return previous
+    @property
+    def feed_offset(self) -> int:
+        """How far this instance has read its change feed (journal bytes, or a feed seq)."""
+        return self.state.offset
 
-    def _install(self, entry: MemoryEntry) -> None:
-        """Hold `entry` as read from the store, and mark its vector to be checked."""
-        previous = self._entries.get(entry.id)
-        if previous == entry:  # the same id and category: the same file or row too
-            return
-        self._track(entry, previous)
-        if self._vectors is not None:
-            self._vectors.mark(entry.id)
+    @property
+    def loaded(self) -> bool:
+        """Whether anything has been read yet (a store opens on first use)."""
+        return self.storage.loaded
 
-    def _forget(self, entry_id: str) -> None:
-        """Let go of an entry that is gone from the store, and of its vector."""
-        self._untrack(entry_id)
-        if self._vectors is not None:
-            self._vectors.forget(entry_id)
+    @property
+    def opened_from_snapshot(self) -> bool:
+        return self.storage.opened_from_snapshot
 
-    def _reindex(self, fresh: MutableMapping[str, MemoryEntry]) -> None:
-        """The index built again from the entries held now, into `fresh` (the backend's
-        empty table), none read again. Why after an erase: the index keeps every term it
-        has seen, postings or not, so it would still hold the erased text's terms."""
-        held = list(self._entries.values())
-        self._entries, self._ops = fresh, None
-        self._index = BM25Index()
-        self._category_ids = {}
-        for entry in held:
-            self._install(entry)
+    def problems(self) -> dict[Path, str]:
+        return self.storage.problems()
+
+    def vectors(self, dim: int) -> VectorIndex | None:
+        """The in-memory vectors of `dim` components (current with the feed), or None
+        with no embedding model configured."""
+        if self.state.vectors is None:
+            return None
+        self.storage.catch_up()
+        return self.storage.vector_index(dim)
+
+    def unembedded(self) -> int:
+        return self.storage.unembedded()
+
+    def reload(self) -> None:
+        self.storage.reload()
+
+    def save_snapshot(self) -> bool:
+        return self.storage.save_snapshot()
+
+    def changes(self) -> list[JournalRecord]:
+        return self.storage.changes()
 
     # -- reads -------------------------------------------------------------------------
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         """The entry, live or archived, or None."""
         validate_entry_id(entry_id)
-        self._ensure_loaded()
-        return self._entries.get(entry_id)
+        self.storage.catch_up()
+        return self.state.entries.get(entry_id)
 
     def cached(self, entry_id: str) -> MemoryEntry | None:
         """The entry as last loaded, without checking for other processes' writes: for a
         caller that has just refreshed (a search walking its hits)."""
-        return self._entries.get(entry_id)
+        return self.state.entries.get(entry_id)
 
     def require(self, entry_id: str) -> MemoryEntry:
         entry = self.get(entry_id)
@@ -205,13 +152,13 @@ class StoreOperations:
         return entry
 
     def entries(self, *, include_archived: bool = False) -> list[MemoryEntry]:
-        self._ensure_loaded()
-        return [e for e in self._entries.values() if include_archived or not e.is_archived]
+        self.storage.catch_up()
+        return [e for e in self.state.entries.values() if include_archived or not e.is_archived]
 
     def archived(self) -> list[MemoryEntry]:
-        self._ensure_loaded()
+        self.storage.catch_up()
         return sorted(
-            (e for e in self._entries.values() if e.is_archived),
+            (e for e in self.state.entries.values() if e.is_archived),
             key=lambda e: e.archived_at or e.created_at,
             reverse=True,
         )
@@ -237,22 +184,16 @@ class StoreOperations:
     def applied(self, op: str) -> AppliedOp | None:
         """The write that applied operation `op`, or None. Ask it under `writing()` so
         no other writer can apply it in between."""
-        self._ensure_loaded()
-        if self._ops is None:
-            self._ops = {
-                o: AppliedOp.parse(e.id, v)
-                for e in self._entries.values()
-                for o, v in e.applied_ops.items()
-            }
-        return self._ops.get(op)
+        self.storage.catch_up()
+        return self.state.applied_ops().get(op)
 
     def index(self) -> BM25Index:
         """The live search index (kept current by every read)."""
-        self._ensure_loaded()
-        return self._index
+        self.storage.catch_up()
+        return self.state.index
 
     def categories_by_group(self) -> dict[int, str | None]:
-        return {cid: cat for cat, cid in self._category_ids.items()}
+        return self.state.categories_by_group()
 
     def __len__(self) -> int:
         return len(self.entries())
@@ -262,7 +203,7 @@ class StoreOperations:
     ) -> StoredVector | None:
         """The entry's stored vector if it was made from its current content (by
         `model_key` and of `dim` components, when given), or None."""
-        data = self._vector_bytes(entry.id)
+        data = self.storage.vector_bytes(entry.id)
         if data is None:
             return None
         if model_key is not None:
@@ -274,16 +215,15 @@ class StoreOperations:
     def approx_bytes(self) -> int:
         """Roughly what this store holds in memory (for the worker's store cache): per
         entry its index share and its entry (parsed or still JSON), plus the vectors."""
-        if not self._loaded:
+        if not self.storage.loaded:
             return 4_096
-        entries = self._entries
+        entries = self.state.entries
         # Per entry its index share (~600 B at 100k, measured), per parsed entry ~2 KB
         # more; an entry still a snapshot row costs its row (in the share), or its JSON
         # (compressed) when the snapshot's entries are held in memory.
-        parsed, held = len(entries), 0
-        if isinstance(entries, EntryTable):
-            parsed, held = entries.parsed, entries.held_bytes
-        vectors = self._vectors.current if self._vectors is not None else None
+        parsed, held = entries.parsed, entries.held_bytes
+        tracker = self.state.vectors
+        vectors = tracker.current if tracker is not None else None
         matrix = 0 if vectors is None else len(vectors.row_keys) * vectors.dim * 4
         return 4_096 + 600 * len(entries) + 2_000 * parsed + held + matrix
 
@@ -311,6 +251,19 @@ class StoreOperations:
             }
         )
 
+    def _write(
+        self,
+        entry: MemoryEntry,
+        base: MemoryEntry | None,
+        action: JournalAction,
+        reason: str | None,
+        op: str | None = None,
+        op_detail: str = "",
+    ) -> MemoryEntry:
+        """Store `entry` as the revision after `base` (None: a new entry), `op` in it."""
+        written = self._next_revision(entry, base, action, op, op_detail)
+        return self.storage.write(EntryWrite(written, base, action, reason, op))
+
     def create(
         self,
         content: str,
@@ -337,14 +290,14 @@ class StoreOperations:
         with self.writing():
             if entry_id is None:
                 entry_id = new_entry_id()
-                while entry_id in self._entries:
+                while entry_id in self.state.entries:
                     entry_id = new_entry_id()
-            existing = self._fresh(entry_id)
+            existing = self.storage.fresh(entry_id)
             if existing is not None:
                 if existing.content == content:
                     return existing
                 raise Conflict(f"memory {entry_id} already exists with other content")
-            unreadable = self._unreadable(entry_id, category)
+            unreadable = self.storage.unreadable(entry_id, category)
             if unreadable is not None:
                 raise Conflict(f"{unreadable} exists but could not be read; not overwriting it")
             at = as_utc(now) if now is not None else self.now()
@@ -390,6 +343,10 @@ class StoreOperations:
         wanted = [imported_entry(entry, clock=clock) for entry in entries]
         return self._bulk_write(wanted, reason="imported", redraw=set(), strict=False)
 
+    def _fresh_many(self, entry_ids: list[str]) -> dict[str, MemoryEntry]:
+        """Under the lock: the entries as stored now, of those that exist."""
+        return {i: e for i in entry_ids if (e := self.storage.fresh(i)) is not None}
+
     def _bulk_write(
         self,
         wanted: list[MemoryEntry],
@@ -398,7 +355,7 @@ class StoreOperations:
         redraw: set[str],
         strict: bool,
     ) -> BulkReport:
-        """One lock hold; per chunk one `_insert_batch`. `redraw`: ids the store chose,
+        """One lock hold; per chunk one `insert_batch`. `redraw`: ids the store chose,
         drawn again if taken. `strict`: a conflict raises."""
         report = BulkReport()
         with self.writing():
@@ -407,7 +364,7 @@ class StoreOperations:
                 chunk: list[MemoryEntry] = []
                 for entry in wanted[start : start + BULK_CHUNK]:
                     if entry.id in redraw:
-                        while entry.id in self._entries or entry.id in taken:
+                        while entry.id in self.state.entries or entry.id in taken:
                             entry = entry.model_copy(update={"id": new_entry_id()})
                     if entry.id in taken:
                         raise Conflict(f"memory {entry.id} is given twice")
@@ -431,7 +388,7 @@ class StoreOperations:
                     report.entries.append(written)
                     report.created.append(written.id)
                 if created:
-                    self._insert_batch(created, reason)
+                    self.storage.insert_batch(created, reason)
         return report
 
     def put(
@@ -448,11 +405,11 @@ class StoreOperations:
         `op` (with `op_detail`) is recorded in the entry, for `applied()`."""
         entry = checked_entry(entry)
         with self.writing():
-            current = self._fresh(entry.id)
+            current = self.storage.fresh(entry.id)
             if current is None:
                 if entry.revision != 0:
                     raise Conflict(f"memory {entry.id} no longer exists; not recreating it")
-                unreadable = self._unreadable(entry.id, entry.category)
+                unreadable = self.storage.unreadable(entry.id, entry.category)
                 if unreadable is not None:
                     raise Conflict(f"{unreadable} exists but could not be read; not overwriting")
             elif entry.revision != current.revision:
@@ -493,7 +450,7 @@ class StoreOperations:
         including every other process's writes, and returns the new one."""
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             updated = change(current)
@@ -507,6 +464,19 @@ class StoreOperations:
                 reason=reason,
                 op=op,
             )
+
+    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
+        """Store the vector made from `fingerprint`'s content; False (nothing written) when
+        the entry is gone or its content changed since."""
+        vectors = self.state.vectors
+        if vectors is None:
+            raise Conflict("no embedding model configured for this store")
+        with self.writing():
+            entry = self.storage.fresh(entry_id)
+            if entry is None or entry.fingerprint != fingerprint:
+                return False
+            data = encode_vector(vector, fingerprint, vectors.model_key)
+            return self.storage.store_vector(entry, data)
 
     def update_importance(self, entry_id: str, importance: float) -> MemoryEntry:
         importance = validate_importance(importance)
@@ -526,7 +496,7 @@ class StoreOperations:
             raise InvalidInput("an archive needs a reason")
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             if current.is_archived:
@@ -579,7 +549,7 @@ class StoreOperations:
         if not targets or entry_id in targets:
             raise InvalidInput("an entry retires into one or more other entries")
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 return Retirement(False, f"{entry_id} does not exist")
             if current.is_archived:
@@ -590,7 +560,7 @@ class StoreOperations:
                 return Retirement(False, f"{entry_id} changed since it was shown")
             replacements = []
             for target in targets:
-                replacement = self._fresh(target)
+                replacement = self.storage.fresh(target)
                 if replacement is None or replacement.is_archived:
                     return Retirement(False, f"replacement {target} is not live")
                 replacements.append(replacement)
@@ -659,13 +629,13 @@ class StoreOperations:
         them twice) unless `force`."""
         self.require(entry_id)  # reject unknown ids before taking (creating) the lock
         with self.writing():
-            current = self._fresh(entry_id)
+            current = self.storage.fresh(entry_id)
             if current is None:
                 raise NotFound(f"no memory with id {entry_id} for agent {self.agent_id!r}")
             if not current.is_archived:
                 return current
             if not force:
-                _refuse_restore(current, self._fresh)
+                _refuse_restore(current, self.storage.fresh)
             restored = current.model_copy(
                 update={"archived_at": None, "archive_reason": None, "retired_into": []}
             )
@@ -678,10 +648,22 @@ class StoreOperations:
         if entry.is_archived and not force:
             _refuse_restore(entry, self.get)
 
+    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
+        """Hard-delete entries now, live or archived, with their vectors: the one deletion
+        outside purge's retention, for a person's request to be forgotten
+        (`stores.forget`). The storage records ids and `reason`, never content, drops
+        the caches that quote entries and builds its index again, so no term of the
+        erased text stays in its vocabulary. Returns the ids erased now."""
+        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
+        with self.writing():
+            doomed = self._fresh_many(ids)
+            self.storage.erase(list(doomed.values()), reason)
+        return list(doomed)
+
     @contextmanager
     def _reading(self) -> Iterator[None]:
         """A dry run's view: caught up with the feed, no writer lock taken."""
-        self._ensure_loaded()
+        self.storage.catch_up()
         yield
 
     def purge(
@@ -703,7 +685,9 @@ class StoreOperations:
         with self.writing() if not dry_run else self._reading():
             cutoff = (as_utc(now) if now is not None else self.now()) - retention
             archived = [
-                e for e in self._entries.values() if e.is_archived and (only is None or only(e))
+                e
+                for e in self.state.entries.values()
+                if e.is_archived and (only is None or only(e))
             ]
             report.considered = len(archived)
             doomed = []
@@ -716,7 +700,7 @@ class StoreOperations:
                 else:
                     doomed.append(entry)
             if not dry_run:
-                self._delete(doomed, on_progress)
+                self.storage.delete(doomed, on_progress)
             report.purged = [e.id for e in doomed]
         return report
 

@@ -33,8 +33,9 @@ entries stay in it until read (`stores.files.snapshot_file`), or a row
 (`stores.postgres.memory_store`), whose entries' JSON is then held in memory, compressed
 in blocks (`SnapshotRows.pack`).
 
-The store hands its state over explicitly (`SnapshotState`) and gets one back: this
-module knows the format, never the store's insides.
+The store hands its state over explicitly (`stores.longterm.entry_state.EntryState`, the
+one object a store keeps current from its feed) and gets one back: this module knows the
+format, never the store's insides.
 
 Layout: `DKSNAP1\\n`, the header length (uint64 LE), the header (JSON: version, agent,
 offset, journal hashes, CRC, counts, the category order, the index's shape and scalars,
@@ -57,6 +58,7 @@ import numpy as np
 
 from dreamkeeper.core.models import MemoryEntry
 from dreamkeeper.stores.contract.records import AppliedOp
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.entry_table import EntryTable, SnapshotRows
 from dreamkeeper.stores.search import packing
 from dreamkeeper.stores.search.bm25 import BM25Index
@@ -67,26 +69,11 @@ VERSION = 2  # 2: entries read from the file when first needed, each with its CR
 MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
 
 
-@dataclass
-class SnapshotState:
-    """What a full open builds, as of journal byte `offset`: the entries, the skipped
-    files, the applied-operation map (None: not built yet), the BM25 index and the
-    category groups it uses."""
-
-    entries: MutableMapping[str, MemoryEntry]
-    problems: dict[Path, str]
-    ops: dict[str, AppliedOp] | None
-    index: BM25Index
-    category_ids: dict[str | None, int]
-    offset: int
-    epoch: str = ""  # the store epoch the state was read at (the file backend's journal's)
-
-
 class Unwritable(OSError):
     """The state cannot be written as a snapshot now (an entry it holds cannot be read)."""
 
 
-def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
+def encode(agent_id: str, state: EntryState, marks: dict[str, str]) -> bytes:
     """The snapshot of `state` (which must have no pending record: every journaled write
     up to its offset on disk and in it). `marks` identify the feed it was taken from at
     its offset (checked on load)."""
@@ -94,7 +81,7 @@ def encode(agent_id: str, state: SnapshotState, marks: dict[str, str]) -> bytes:
 
 
 def encode_rows(
-    agent_id: str, state: SnapshotState, marks: dict[str, str]
+    agent_id: str, state: EntryState, marks: dict[str, str]
 ) -> tuple[bytes, SnapshotRows]:
     """The snapshot, and where its entries lie in it."""
     entries, index = state.entries, state.index
@@ -219,7 +206,7 @@ def decode(
     data: mmap.mmap | bytes | bytearray,
     accept: Callable[[int, object], None],
     source: RowSource | None = None,
-) -> SnapshotState:
+) -> EntryState:
     """The state a snapshot holds; `accept(offset, marks)` raises `Refused` when the feed
     is not the one it was taken from. `Refused` for anything else wrong with it. The
     entries' JSON is held in memory compressed, unless `source` names the file it came from
@@ -254,7 +241,7 @@ def _section(body: memoryview, header: dict[str, Any], name: str) -> memoryview:
 
 def _restore(
     header: dict[str, Any], body: memoryview, base: int, source: RowSource | None
-) -> SnapshotState:
+) -> EntryState:
     n = header["entries"]
     index = BM25Index.from_sections(lambda name: _section(body, header, name), header["index"])
     slots = header["index"]["slots"]
@@ -301,7 +288,7 @@ def _restore(
         raise Refused("the index and the entries disagree")
     problems = json.loads(bytes(_section(body, header, "problems")))
     ops = json.loads(bytes(_section(body, header, "ops")))
-    return SnapshotState(
+    return EntryState(
         entries=table,
         problems={Path(k): v for k, v in problems.items()},
         ops=None if ops is None else {k: AppliedOp(v[0], v[1], v[2]) for k, v in ops.items()},

@@ -24,11 +24,11 @@ but so is the connection every write of the hold must use: nothing more commits 
 view; the caller's retry takes the lock again and catches up first.
 
 Reads. Every instance keeps the entries, the op map and the BM25 index in memory (the
-shared `stores.longterm.operations` state) and catches up on every read with one query:
+shared `stores.longterm.entry_state.EntryState`) and catches up on every read with one query:
 the ids changed after its offset, joined to their current documents (a purged one comes
 back without a document and is forgotten). When nothing changed that is one index probe.
 A hold catches up when it starts; inside it, only its own writes can change anything, so
-`_fresh` is the in-memory entry and each write installs what it committed.
+`fresh` is the in-memory entry and each write installs what it committed.
 
 Opening. A store that finds a snapshot row loads it (entries stay JSON until read), checks
 that the feed row at its seq is the one it was taken after, and catches up from there: a
@@ -38,7 +38,7 @@ table, and writes a snapshot when it holds at least `snapshot.MIN_ENTRIES`.
 Compaction. At the end of a hold whose writes crossed a multiple of COMPACT_EVERY seqs
 the writer deletes the feed's rows below the last FEED_KEEP and below the cached
 snapshot's seq (`compact_feed`). A reader that finds the row after its offset gone
-missed rows it can no longer read, and loads again (`_catch_up`).
+missed rows it can no longer read, and loads again (`catch_up`).
 
 Crash points (`stores.faults`): `TRANSACTION_OPEN` (every statement run, not committed —
 a crash rolls it all back), `COMMITTED` (committed, the caller not told: its retry finds
@@ -51,25 +51,26 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
 from dreamkeeper.core.errors import Conflict
 from dreamkeeper.core.models import MemoryEntry, utc_now
-from dreamkeeper.core.validation import validate_agent_id, validate_entry_id
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.documents import AgentDocuments
 from dreamkeeper.stores.contract.feed import JournalAction, JournalRecord
 from dreamkeeper.stores.longterm import snapshot
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.longterm.operations import BULK_CHUNK, StoreOperations
+from dreamkeeper.stores.longterm.storage import EntryWrite
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.database import POOL_MAX, Database
@@ -83,19 +84,16 @@ from dreamkeeper.stores.postgres.sealing import (
     Sealing,
     without_key,
 )
-from dreamkeeper.stores.search.bm25 import BM25Index
 from dreamkeeper.stores.vectors.embedder import Embedder
 from dreamkeeper.stores.vectors.vectors import (
     EntryVectors,
     VectorIndex,
-    encode_vector,
 )
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_NAME = "index-snapshot"
 SNAPSHOT_READ_CHUNK = 4 << 20  # bytes a statement reads of a snapshot row
-ERASED = "forgotten"  # the reason `erase` writes its feed rows with, as the file store
 
 # One statement (one snapshot, one round trip): the feed's top, the store's epoch and
 # whether the row right after the reader's offset is gone (compaction deletes a prefix and
@@ -141,6 +139,7 @@ FEED_KEEP = 1_000
 SNAPSHOT_LAG = 10_000
 
 _FEED_COLUMNS = "agent_id, seq, at, action, id, category, fingerprint, rev, op, reason"
+_INSERT_FEED = f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})"
 _ENTRY_COLUMNS = (
     "agent_id, id, revision, category, archived_at, fingerprint, seq, doc, sealed, key_id"
 )
@@ -157,31 +156,32 @@ def _doc(entry: MemoryEntry) -> str:
     return entry.model_dump_json(by_alias=True)
 
 
-class PostgresMemoryStore(StoreOperations):
+class PostgresEntryStorage:
+    """One agent's entry rows, change feed and advisory lock: the PostgreSQL backend's
+    steps for the long-term operations (`EntryStorage`). `now` is the store's clock."""
+
     def __init__(
         self,
         db: Database,
         agent_id: str,
         *,
-        clock: Callable[[], datetime] = utc_now,
-        embeddings: Embedder | None = None,
-        snapshots: bool = True,
-        sealing: Sealing | None = None,
+        now: Callable[[], datetime],
+        embeddings: Embedder | None,
+        snapshots: bool,
+        sealing: Sealing | None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         self.db = db
         # Seals what is written, opens what is read (`stores.postgres.sealing`); None: no
         # payload key, content in plaintext.
         self.sealing = sealing
-        self._clock = clock
+        self._now = now
         self.embeddings = embeddings
         self._snapshots = snapshots
-        self._entries: MutableMapping[str, MemoryEntry] = {}
-        self._ops = None
-        self._index = BM25Index()
-        self._category_ids: dict[str | None, int] = {}
-        self._problems: dict[Path, str] = {}
-        self._offset = 0
+        # The entries, the index, the unreadable rows and the feed seq read up to.
+        self.state = EntryState(
+            vectors=EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
+        )
         # The store's epoch (docs/storage.md, store epochs) the state held was read at;
         # None: the agent had no counter row then (nothing is held).
         self._epoch: str | None = None
@@ -202,13 +202,15 @@ class PostgresMemoryStore(StoreOperations):
         # The agent's other documents (dream ledger, cluster state, settings, the
         # conversation log) live in the same database.
         self.documents: AgentDocuments = PostgresDocuments(db, self.agent_id, sealing=sealing)
-        self._vectors = (
-            EntryVectors(embeddings.model_key, self._read_vectors) if embeddings else None
-        )
 
     @property
     def location(self) -> str:
         return f"{self.db.location} (agent {self.agent_id})"
+
+    def unreadable(self, entry_id: str, category: str | None) -> str | None:
+        # A row that cannot be read is still its entry's row: the insert meets it and is
+        # refused (`write`), so nothing else needs to say where it is.
+        return None
 
     def changes(self) -> list[JournalRecord]:
         """The change feed as kept, oldest first (read straight from the table): every
@@ -233,11 +235,6 @@ class PostgresMemoryStore(StoreOperations):
             )
             for at, action, entry_id, category, fingerprint, reason, rev, op in rows
         ]
-
-    @property
-    def feed_offset(self) -> int:
-        """The feed seq this instance has read up to."""
-        return self._offset
 
     @property
     def loaded(self) -> bool:
@@ -270,10 +267,10 @@ class PostgresMemoryStore(StoreOperations):
             with self._locked_connection() as conn:
                 self._hold, self._holder, self._depth = conn, threading.get_ident(), 1
                 try:
-                    self._ensure_loaded()
-                    began = self._offset
+                    self.catch_up()
+                    began = self.state.offset
                     yield
-                    if self._offset // COMPACT_EVERY > began // COMPACT_EVERY:
+                    if self.state.offset // COMPACT_EVERY > began // COMPACT_EVERY:
                         self._compact_after_writes()
                 finally:
                     self._hold, self._depth = None, 0
@@ -333,12 +330,6 @@ class PostgresMemoryStore(StoreOperations):
 
     # -- loading and the change feed ---------------------------------------------------
 
-    def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self._full_load()
-        else:
-            self._catch_up()
-
     def reload(self) -> None:
         """Forget everything in memory and read the table again (not the snapshot)."""
         self._full_load(use_snapshot=False)
@@ -346,15 +337,8 @@ class PostgresMemoryStore(StoreOperations):
     def _reset(self) -> None:
         self._removed_since_build = False
         self._watch_token = None
-        self._entries = {}
-        self._ops = None
-        self._index = BM25Index()
-        self._category_ids = {}
-        self._problems = {}
-        self._offset = 0
+        self.state.clear()
         self._epoch = None
-        if self._vectors is not None:
-            self._vectors.reset()
         self.opened_from_snapshot = False
 
     def _full_load(self, *, use_snapshot: bool = True) -> None:
@@ -362,7 +346,7 @@ class PostgresMemoryStore(StoreOperations):
         if use_snapshot and self._snapshots and self._load_snapshot():
             self.opened_from_snapshot = True
             self._loaded = True
-            self._catch_up()
+            self.catch_up()
             return
         with self._connection() as conn:
             # The counter first, the rows after: a row newer than the counter is read
@@ -379,10 +363,10 @@ class PostgresMemoryStore(StoreOperations):
             )
             for entry_id, doc, sealed, key_id in cursor:
                 self._install_doc(entry_id, doc, sealed, key_id)
-        self._offset = offset
+        self.state.offset = offset
         self._loaded = True
-        self._catch_up()
-        if self._snapshots and len(self._entries) >= snapshot.MIN_ENTRIES:
+        self.catch_up()
+        if self._snapshots and len(self.state.entries) >= snapshot.MIN_ENTRIES:
             self.save_snapshot()
 
     def _install_doc(
@@ -395,13 +379,13 @@ class PostgresMemoryStore(StoreOperations):
         except (ValidationError, ValueError) as exc:
             key = Path("dk_memory", self.agent_id, entry_id)
             reason = f"not a memory entry ({str(exc).splitlines()[0][:200]})"
-            if self._problems.get(key) != reason:
+            if self.state.problems.get(key) != reason:
                 log.warning("memory store %s: skipped %s (%s)", self.agent_id, key, reason)
-            self._problems[key] = reason
-            self._forget(entry_id)
+            self.state.problems[key] = reason
+            self.state.forget(entry_id)
             return
-        self._problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
-        self._install(entry)
+        self.state.problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
+        self.state.install(entry)
 
     def _open(
         self, key_id: str | None, purpose: str, sealed: bytes | bytearray | memoryview
@@ -420,16 +404,20 @@ class PostgresMemoryStore(StoreOperations):
             raise without_key(self.db, "no payload key is configured")
         return self.sealing.key(self.agent_id, key_id)
 
-    def _catch_up(self) -> None:
-        """Take every write after this instance's offset, in one round trip (`_CATCH_UP`);
-        none when the change watch knows the agent unchanged since the last one. Inside a
-        hold the round trip is always made: a writer's view must be exact."""
+    def catch_up(self) -> None:
+        """Load the store on first use; after that, take every write after this
+        instance's offset, in one round trip (`_CATCH_UP`); none when the change watch
+        knows the agent unchanged since the last one. Inside a hold the round trip is
+        always made: a writer's view must be exact."""
+        if not self._loaded:
+            self._full_load()
+            return
         holding = self._hold is not None and self._holder == threading.get_ident()
         if not holding and self._watch.unchanged(MEMORY_TIER, self.agent_id, self._watch_token):
             return
         token = self._watch.token()
         self._watch_token = None  # until this catch-up has applied what it read
-        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self._offset})
+        rows = self._fetch(_CATCH_UP, {"agent": self.agent_id, "offset": self.state.offset})
         top, epoch, gap = 0, None, None
         changes = []
         for entry_id, seq, doc, sealed, key_id in rows:
@@ -438,7 +426,7 @@ class PostgresMemoryStore(StoreOperations):
             else:
                 changes.append((int(seq), entry_id, doc, sealed, key_id))
         if epoch != self._epoch:
-            if self._epoch is not None or self._offset or self._entries:
+            if self._epoch is not None or self.state.offset or self.state.entries:
                 # Another store under this agent id: the one held was erased (a whole-
                 # agent forget) and perhaps written again, up to any seq. Nothing held
                 # belongs to it.
@@ -446,14 +434,14 @@ class PostgresMemoryStore(StoreOperations):
                 self._full_load(use_snapshot=False)
                 return
             self._epoch = epoch  # nothing held: this is the store's first epoch seen
-        if top < self._offset:
+        if top < self.state.offset:
             # The feed is behind what this instance read: another database, or one
             # restored from an older backup. Trust nothing held in memory.
             log.warning(
                 "memory store %s: the change feed is at %d, behind this reader's %d; reloading",
                 self.agent_id,
                 top,
-                self._offset,
+                self.state.offset,
             )
             self._full_load(use_snapshot=False)
             return
@@ -468,13 +456,13 @@ class PostgresMemoryStore(StoreOperations):
             return
         for _, entry_id, doc, sealed, key_id in sorted(changes, key=lambda c: c[0]):
             if doc is None and sealed is None:
-                self._forget(entry_id)
+                self.state.forget(entry_id)
                 self._removed_since_build = True
             else:
                 self._install_doc(entry_id, doc, sealed, key_id)
-                if self._vectors is not None:
-                    self._vectors.mark(entry_id)  # an EMBEDDED record changes no document
-        self._offset = max(self._offset, top)
+                if self.state.vectors is not None:
+                    self.state.vectors.mark(entry_id)  # an EMBEDDED record changes no document
+        self.state.offset = max(self.state.offset, top)
         self._watch_token = token
 
     # -- the index snapshot ------------------------------------------------------------
@@ -562,28 +550,16 @@ class PostgresMemoryStore(StoreOperations):
                     exc,
                 )
                 return False
-        self._entries = state.entries
-        self._ops = state.ops
-        self._index = state.index
-        self._category_ids = state.category_ids
-        self._problems = state.problems
-        self._offset = state.offset
+        self.state.adopt(state)
         self._epoch = epoch
         return True
 
-    def _snapshot_state(self) -> snapshot.SnapshotState:
+    def _snapshot_state(self) -> EntryState:
         """The state as it is now (caught up), its index free of any erased term."""
-        self._ensure_loaded()
+        self.catch_up()
         if self._removed_since_build:
             self._rebuild_index()
-        return snapshot.SnapshotState(
-            entries=self._entries,
-            problems=self._problems,
-            ops=self._ops,
-            index=self._index,
-            category_ids=self._category_ids,
-            offset=self._offset,
-        )
+        return self.state
 
     def save_snapshot(self) -> bool:
         """Write the index snapshot of the state as it is now (caught up with the feed)
@@ -608,7 +584,7 @@ class PostgresMemoryStore(StoreOperations):
                         self.agent_id,
                     )
                     return False
-                marks = self._marks(conn, self._offset, self._epoch)
+                marks = self._marks(conn, self.state.offset, self._epoch)
                 if not marks["row"]:
                     return False  # its feed row was compacted meanwhile: useless to anyone
                 data = snapshot.encode(self.agent_id, state, marks)
@@ -627,7 +603,7 @@ class PostgresMemoryStore(StoreOperations):
                     (
                         self.agent_id,
                         SNAPSHOT_NAME,
-                        self._offset,
+                        self.state.offset,
                         data,
                         None if key is None else key.key_id,
                     ),
@@ -643,16 +619,20 @@ class PostgresMemoryStore(StoreOperations):
         seq (its row ties the snapshot to the feed; the rows after it are a cold open's
         catch-up). A snapshot SNAPSHOT_LAG behind is written again first. Returns how many
         rows went. One transaction deleting a prefix: a crash leaves the feed whole, and
-        a reader behind the new lowest seq sees the gap and loads again (`_catch_up`)."""
+        a reader behind the new lowest seq sees the gap and loads again (`catch_up`)."""
         with self.writing():
             conn = self._hold
             assert conn is not None
             cached = self._cached_seq(conn)
-            if cached is not None and self._offset - cached > SNAPSHOT_LAG and self.save_snapshot():
+            if (
+                cached is not None
+                and self.state.offset - cached > SNAPSHOT_LAG
+                and self.save_snapshot()
+            ):
                 cached = self._cached_seq(conn)
             # Keep seqs >= point, and always the top: an empty feed would hide from a
             # reader that rows it never read are gone.
-            point = min(self._offset - FEED_KEEP + 1, self._offset)
+            point = min(self.state.offset - FEED_KEEP + 1, self.state.offset)
             if cached is not None:
                 point = min(point, cached)
             if point <= 1:
@@ -687,8 +667,8 @@ class PostgresMemoryStore(StoreOperations):
 
     def problems(self) -> dict[Path, str]:
         """Rows whose document could not be read as an entry, with the reason."""
-        self._ensure_loaded()
-        return dict(self._problems)
+        self.catch_up()
+        return dict(self.state.problems)
 
     def _read_vectors(self, ids: list[str]) -> Mapping[str, bytes]:
         found: dict[str, bytes] = {}
@@ -710,13 +690,10 @@ class PostgresMemoryStore(StoreOperations):
                         )
         return found
 
-    def vectors(self, dim: int) -> VectorIndex | None:
-        """The in-memory vectors of `dim` components (current with the feed), or None
-        with no embedding model configured."""
-        if self._vectors is None:
-            return None
-        self._ensure_loaded()
-        return self._vectors.index(dim, lambda: self._entries)
+    def vector_index(self, dim: int) -> VectorIndex:
+        """The in-memory vectors of `dim` components (current with the feed)."""
+        assert self.state.vectors is not None
+        return self.state.vectors.index(dim, lambda: self.state.entries)
 
     def unembedded(self) -> int:
         """How many live entries have no stored vector (the backfill's backlog)."""
@@ -729,15 +706,15 @@ class PostgresMemoryStore(StoreOperations):
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def _vector_bytes(self, entry_id: str) -> bytes | None:
+    def vector_bytes(self, entry_id: str) -> bytes | None:
         return self._read_vectors([entry_id]).get(entry_id)
 
     # -- the write primitives ----------------------------------------------------------
 
-    def _fresh(self, entry_id: str) -> MemoryEntry | None:
+    def fresh(self, entry_id: str) -> MemoryEntry | None:
         # The hold caught up when it began, and only its own writes (installed as they
         # commit) can have happened since; each write still compares revisions in SQL.
-        return self._entries.get(entry_id)
+        return self.state.entries.get(entry_id)
 
     def _feed_row(
         self,
@@ -747,9 +724,9 @@ class PostgresMemoryStore(StoreOperations):
         entry: MemoryEntry | None,
         key: DataKey | None,
         *,
-        reason: str | None,
         rev: int | None,
-        op: str | None,
+        reason: str | None = None,
+        op: str | None = None,
     ) -> tuple[Any, ...]:
         # A sealed store's feed carries no category and no fingerprint: a category is
         # chosen text, and a fingerprint of a short text can be confirmed by guessing.
@@ -757,7 +734,7 @@ class PostgresMemoryStore(StoreOperations):
         return (
             self.agent_id,
             seq,
-            self.now(),
+            self._now(),
             str(action),
             entry_id,
             shown.category if shown else None,
@@ -813,22 +790,14 @@ class PostgresMemoryStore(StoreOperations):
         self._epoch = epoch
         return top - n + 1, self._key(row[2])
 
-    def _write(
-        self,
-        entry: MemoryEntry,
-        base: MemoryEntry | None,
-        action: JournalAction,
-        reason: str | None,
-        op: str | None = None,
-        op_detail: str = "",
-    ) -> MemoryEntry:
-        """Write `entry` as the next revision after `base` (None: a new entry), in one
-        transaction with its feed row, refusing if the row is not at `base` any more."""
-        written = self._next_revision(entry, base, action, op, op_detail)
+    def write(self, change: EntryWrite) -> MemoryEntry:
+        """The entry's row and its feed row in one transaction, refusing if the row is
+        not at the write's base revision any more (an insert: if there is one)."""
+        entry, base = change.entry, change.base
 
         def body(conn: psycopg.Connection) -> int:
             seq, key = self._allocate(conn, 1)
-            row = self._entry_row(written, seq, key)
+            row = self._entry_row(entry, seq, key)
             if base is None:
                 cursor = conn.execute(
                     f"INSERT INTO dk_memory ({_ENTRY_COLUMNS}) "
@@ -840,35 +809,32 @@ class PostgresMemoryStore(StoreOperations):
                     "UPDATE dk_memory SET revision = %s, category = %s, archived_at = %s, "
                     "fingerprint = %s, seq = %s, doc = %s, sealed = %s, key_id = %s "
                     "WHERE agent_id = %s AND id = %s AND revision = %s",
-                    (*row[2:], self.agent_id, written.id, base.revision),
+                    (*row[2:], self.agent_id, entry.id, base.revision),
                 )
             if cursor.rowcount != 1:
                 raise Conflict(
-                    f"memory {written.id} changed since it was read (expected revision "
+                    f"memory {entry.id} changed since it was read (expected revision "
                     f"{base.revision if base else 'none'}); not overwriting newer state"
                 )
-            conn.execute(
-                f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                self._feed_row(
-                    seq,
-                    action,
-                    written.id,
-                    written,
-                    key,
-                    reason=reason,
-                    rev=written.revision,
-                    op=op,
-                ),
+            feed = self._feed_row(
+                seq,
+                change.action,
+                entry.id,
+                entry,
+                key,
+                rev=entry.revision,
+                op=change.op,
+                reason=change.reason,
             )
+            conn.execute(_INSERT_FEED, feed)
             return seq
 
         seq = self._transaction(body)
-        self._install(written)
-        self._offset = max(self._offset, seq)
-        return written
+        self.state.install(entry)
+        self.state.offset = max(self.state.offset, seq)
+        return entry
 
-    def _insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
+    def insert_batch(self, entries: list[MemoryEntry], reason: str | None) -> None:
         """New entries (revision 1) in one transaction: COPY into the table and the feed."""
 
         def body(conn: psycopg.Connection) -> int:
@@ -898,10 +864,10 @@ class PostgresMemoryStore(StoreOperations):
         except psycopg.errors.UniqueViolation:
             raise Conflict("an entry of the batch was created meanwhile; nothing written") from None
         for entry in entries:
-            self._install(entry)
-        self._offset = max(self._offset, top)
+            self.state.install(entry)
+        self.state.offset = max(self.state.offset, top)
 
-    def _delete(
+    def delete(
         self,
         doomed: list[MemoryEntry],
         on_progress: Callable[[int, int], None] | None,
@@ -946,116 +912,116 @@ class PostgresMemoryStore(StoreOperations):
                 return first + len(chunk) - 1
 
             top = self._transaction(body)
-            self._offset = max(self._offset, top)
+            self.state.offset = max(self.state.offset, top)
             for entry in chunk:
-                self._forget(entry.id)
+                self.state.forget(entry.id)
                 done += 1
                 if on_progress is not None:
                     on_progress(done, len(doomed))
 
-    def erase(self, entry_ids: Iterable[str], *, reason: str = ERASED) -> list[str]:
-        """Hard-delete entries now, live or archived, with their vectors, for a person's
-        request to be forgotten (`stores.forget`): one transaction deletes the rows and
-        the agent's index snapshot (it quotes every entry) and writes content-free feed
-        rows (ids and `reason`). This instance then rebuilds its index, so no term of the
-        erased text stays in its vocabulary. Returns the ids erased now."""
-        ids = list(dict.fromkeys(validate_entry_id(i) for i in entry_ids))
-        with self.writing():
-            doomed = [e for i in ids if (e := self._fresh(i)) is not None]
+    def erase(self, doomed: list[MemoryEntry], reason: str) -> None:
+        """One transaction deletes the rows, their vectors and the agent's index snapshot
+        (it quotes every entry) and writes content-free feed rows (ids and `reason`)."""
+        if not doomed:
+            return
+        ids = [e.id for e in doomed]
 
-            def body(conn: psycopg.Connection) -> int:
-                first, _ = self._allocate(conn, max(len(doomed), 1))
-                conn.execute(
-                    "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)",
-                    (self.agent_id, [e.id for e in doomed]),
+        def body(conn: psycopg.Connection) -> int:
+            first, _ = self._allocate(conn, len(doomed))
+            conn.execute(
+                "DELETE FROM dk_memory WHERE agent_id = %s AND id = ANY(%s)", (self.agent_id, ids)
+            )
+            conn.execute(
+                "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
+                (self.agent_id, ids),
+            )
+            conn.execute("DELETE FROM dk_memory_cache WHERE agent_id = %s", (self.agent_id,))
+            for number, entry in enumerate(doomed):
+                purged, rev = JournalAction.PURGED, entry.revision + 1
+                row = self._feed_row(
+                    first + number, purged, entry.id, None, None, rev=rev, reason=reason
                 )
-                conn.execute(
-                    "DELETE FROM dk_memory_vector WHERE agent_id = %s AND id = ANY(%s)",
-                    (self.agent_id, [e.id for e in doomed]),
-                )
-                conn.execute("DELETE FROM dk_memory_cache WHERE agent_id = %s", (self.agent_id,))
-                for number, entry in enumerate(doomed):
-                    conn.execute(
-                        f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        self._feed_row(
-                            first + number,
-                            JournalAction.PURGED,
-                            entry.id,
-                            None,
-                            None,
-                            reason=reason,
-                            rev=entry.revision + 1,
-                            op=None,
-                        ),
-                    )
-                faults.crash_point(faults.ERASE_JOURNALED)
-                return first + len(doomed) - 1
+                conn.execute(_INSERT_FEED, row)
+            faults.crash_point(faults.ERASE_JOURNALED)
+            return first + len(doomed) - 1
 
-            if not doomed:
-                return []
-            top = self._transaction(body)
-            self._offset = max(self._offset, top)
-            for entry in doomed:
-                self._forget(entry.id)
-            self._rebuild_index()
-        return [e.id for e in doomed]
+        top = self._transaction(body)
+        self.state.offset = max(self.state.offset, top)
+        for entry in doomed:
+            self.state.forget(entry.id)
+        self._rebuild_index()
 
     def _rebuild_index(self) -> None:
-        """The index rebuilt without the erased text's terms (`_reindex`)."""
-        self._reindex({})
+        """The index rebuilt without the erased text's terms (`EntryState.reindex`)."""
+        self.state.reindex()
         self._removed_since_build = False
 
-    def write_vector(self, entry_id: str, vector: np.ndarray, fingerprint: str) -> bool:
-        """Store the vector made from `fingerprint`'s content; False (nothing written) when
-        the entry is gone or its content changed since."""
-        if self._vectors is None:
-            raise Conflict("no embedding model configured for this store")
-        model_key = self._vectors.model_key
-        with self.writing():
-            entry = self._fresh(entry_id)
-            if entry is None or entry.fingerprint != fingerprint:
-                return False
+    def store_vector(self, entry: MemoryEntry, data: bytes) -> bool:
+        """The vector row (sealed with the store's key) and its feed row, only while the
+        entry's row is still at the revision its fingerprint was checked on (a sealed row
+        does not show its fingerprint to SQL; a new revision is the only way content
+        changes)."""
+        assert self.state.vectors is not None
 
-            def body(conn: psycopg.Connection) -> int | None:
-                # The revision the fingerprint was checked on (a sealed row does not show
-                # its fingerprint to SQL; a new revision is the only way content changes).
-                still = conn.execute(
-                    "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
-                    "AND revision = %s FOR SHARE",
-                    (self.agent_id, entry_id, entry.revision),
-                ).fetchone()
-                if still is None:
-                    return None
-                seq, key = self._allocate(conn, 1)
-                data = encode_vector(vector, fingerprint, model_key)
-                if key is not None and self.sealing is not None:
-                    data = self.sealing.seal(self.agent_id, key, VECTOR, data)
-                conn.execute(
-                    "INSERT INTO dk_memory_vector (agent_id, id, data, key_id) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, id) "
-                    "DO UPDATE SET data = EXCLUDED.data, key_id = EXCLUDED.key_id",
-                    (self.agent_id, entry_id, data, None if key is None else key.key_id),
-                )
-                conn.execute(
-                    f"INSERT INTO dk_memory_feed ({_FEED_COLUMNS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    self._feed_row(
-                        seq,
-                        JournalAction.EMBEDDED,
-                        entry_id,
-                        entry,
-                        key,
-                        reason=None,
-                        rev=entry.revision,
-                        op=None,
-                    ),
-                )
-                return seq
+        def body(conn: psycopg.Connection) -> int | None:
+            still = conn.execute(
+                "SELECT 1 FROM dk_memory WHERE agent_id = %s AND id = %s "
+                "AND revision = %s FOR SHARE",
+                (self.agent_id, entry.id, entry.revision),
+            ).fetchone()
+            if still is None:
+                return None
+            seq, key = self._allocate(conn, 1)
+            stored = data
+            if key is not None and self.sealing is not None:
+                stored = self.sealing.seal(self.agent_id, key, VECTOR, data)
+            conn.execute(
+                "INSERT INTO dk_memory_vector (agent_id, id, data, key_id) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, id) "
+                "DO UPDATE SET data = EXCLUDED.data, key_id = EXCLUDED.key_id",
+                (self.agent_id, entry.id, stored, None if key is None else key.key_id),
+            )
+            embedded = JournalAction.EMBEDDED
+            conn.execute(
+                _INSERT_FEED,
+                self._feed_row(seq, embedded, entry.id, entry, key, rev=entry.revision),
+            )
+            return seq
 
-            seq = self._transaction(body)
-            if seq is None:
-                return False
-            self._vectors.mark(entry_id)
-            self._offset = max(self._offset, seq)
-            return True
+        seq = self._transaction(body)
+        if seq is None:
+            return False
+        self.state.vectors.mark(entry.id)
+        self.state.offset = max(self.state.offset, seq)
+        return True
+
+
+class PostgresMemoryStore(StoreOperations):
+    """One agent's long-term memory in PostgreSQL: the shared operations over its
+    `PostgresEntryStorage` (the module docstring has the tables and the protocol)."""
+
+    storage: PostgresEntryStorage
+
+    def __init__(
+        self,
+        db: Database,
+        agent_id: str,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        embeddings: Embedder | None = None,
+        snapshots: bool = True,
+        sealing: Sealing | None = None,
+    ) -> None:
+        storage = PostgresEntryStorage(
+            db, agent_id, now=self.now, embeddings=embeddings, snapshots=snapshots, sealing=sealing
+        )
+        super().__init__(storage, clock=clock)
+        self.db, self.sealing = db, sealing
+
+    @property
+    def location(self) -> str:
+        return self.storage.location
+
+    def compact_feed(self) -> int:
+        """Delete the feed rows no reader needs (`PostgresEntryStorage.compact_feed`)."""
+        return self.storage.compact_feed()

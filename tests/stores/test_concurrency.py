@@ -7,8 +7,8 @@ import subprocess
 import sys
 import textwrap
 
-from dreamkeeper.stores.files.memory_store import FileMemoryStore
-from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+from dreamkeeper.stores.files.memory_store import FileEntryStorage
+from dreamkeeper.stores.postgres.memory_store import PostgresEntryStorage
 from dreamkeeper.stores.search.query import search
 from tests.stores.conftest import OPEN_SPEC
 
@@ -54,9 +54,9 @@ def test_a_reader_sees_another_process_s_writes_without_rereading_unchanged_entr
     loads: list[str] = []
     # What each long_term calls to (re)read one entry from its storage.
     cls, method = (
-        (FileMemoryStore, "_load")
+        (FileEntryStorage, "_load")
         if long_term.kind == "file"
-        else (PostgresMemoryStore, "_install_doc")
+        else (PostgresEntryStorage, "_install_doc")
     )
     real = getattr(cls, method)
 

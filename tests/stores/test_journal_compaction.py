@@ -20,7 +20,7 @@ import pytest
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.files import memory_store
-from dreamkeeper.stores.files.memory_store import FileMemoryStore
+from dreamkeeper.stores.files.memory_store import FileEntryStorage, FileMemoryStore
 from dreamkeeper.stores.longterm import snapshot
 from dreamkeeper.stores.search.query import search
 from tests.stores.churn import churn, state
@@ -180,9 +180,9 @@ def test_a_pending_write_is_never_compacted_away(tmp_path):
     with faults.armed(faults.JOURNAL_APPENDED), pytest.raises(faults.SimulatedCrash):
         writer.create("A write whose file never landed, Quorvath", entry_id="dead00000001")
     # The dead write's record is pending in this instance: it must stay journaled.
-    assert writer._pending
+    assert writer.storage._pending
     assert writer.compact_journal() is True  # its hold repairs first, then compacts
-    assert not writer._pending
+    assert not writer.storage._pending
     assert writer.get("dead00000001") is None
     assert state(FileMemoryStore(tmp_path, AGENT)) == state(writer)
 
@@ -232,7 +232,7 @@ def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(tmp_path, mo
     def broken(self):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(FileMemoryStore, "compact_journal", broken)
+    monkeypatch.setattr(FileEntryStorage, "compact_journal", broken)
     made = churn(writer, 60, "a")
     assert writer.journal.size() > COMPACT  # never compacted, nothing lost
     assert writer.journal.generation() == 0

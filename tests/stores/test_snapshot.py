@@ -16,6 +16,7 @@ from dreamkeeper.stores.contract.records import NewEntry
 from dreamkeeper.stores.files import vector_pack
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm import snapshot
+from dreamkeeper.stores.longterm.entry_state import EntryState
 from dreamkeeper.stores.search.query import search
 from dreamkeeper.stores.vectors.embedding_client import EmbeddingClient, EmbeddingSettings
 
@@ -71,7 +72,7 @@ def test_a_store_opened_from_its_snapshot_equals_one_opened_from_the_files(tmp_p
     opened = _open(tmp_path)
     search(opened, "fact 17")
     assert opened.opened_from_snapshot
-    assert opened._entries.parsed < len(opened._entries)  # entries stay JSON until read
+    assert opened.state.entries.parsed < len(opened.state.entries)  # entries stay JSON until read
     assert _state(opened) == _state(_from_files(tmp_path))
 
 
@@ -139,8 +140,8 @@ def test_a_changed_byte_in_an_entrys_json_falls_back_to_its_file(tmp_path, snapp
 
 def test_an_open_store_reads_its_entries_from_the_snapshot_file_not_memory(tmp_path, snapped):
     opened = _open(tmp_path)
-    assert opened._entries.parsed == 0
-    assert opened._entries._rows is not None and opened._entries._rows.blob is None
+    assert opened.state.entries.parsed == 0
+    assert opened.state.entries._rows is not None and opened.state.entries._rows.blob is None
     assert _entries_read(opened) == _entries_read(_from_files(tmp_path))
 
 
@@ -150,8 +151,8 @@ def test_after_writing_a_snapshot_a_store_reads_its_entries_from_the_new_file(tm
     opened.get(made[1].id)
     store.create("a later entry, so the next snapshot's rows move", category="travel")
     assert opened.save_snapshot()  # replaces the file its rows pointed into
-    rows = opened._entries._rows
-    assert rows is not None and opened._entries.parsed == 0  # parsed entries let go too
+    rows = opened.state.entries._rows
+    assert rows is not None and opened.state.entries.parsed == 0  # parsed entries let go too
 
     def no_fallback(entry_id: str, category: str | None) -> None:
         raise AssertionError(f"{entry_id} read from its file, not the snapshot")
@@ -163,7 +164,7 @@ def test_after_writing_a_snapshot_a_store_reads_its_entries_from_the_new_file(tm
 def test_erase_on_a_store_opened_from_its_snapshot_reads_no_entry_file(tmp_path, snapped):
     _, made = snapped
     opened = _open(tmp_path)
-    rows = opened._entries._rows
+    rows = opened.state.entries._rows
     assert rows is not None
 
     def no_fallback(entry_id: str, category: str | None) -> None:
@@ -181,7 +182,7 @@ def test_the_store_cache_counts_entries_still_in_the_snapshot_as_smaller(tmp_pat
     files.index()
     assert opened.approx_bytes() < files.approx_bytes()
     opened.entries(include_archived=True)  # every entry read and parsed now
-    assert opened._entries.parsed == len(opened._entries)
+    assert opened.state.entries.parsed == len(opened.state.entries)
     assert opened.approx_bytes() == files.approx_bytes()
 
 
@@ -280,9 +281,9 @@ def test_no_snapshot_is_written_while_another_write_is_in_flight(tmp_path, snapp
     reader.index()
     with pytest.raises(faults.SimulatedCrash), faults.armed(faults.JOURNAL_APPENDED):
         writer.create("a write that never lands")
-    with writer._lock.hold():  # the crashed writer's lock is held again: a write in flight
+    with writer.storage._lock.hold():  # the crashed writer's lock is held again: a write in flight
         assert not reader.save_snapshot()
-        assert reader._pending  # it saw the record whose file has not landed
+        assert reader.storage._pending  # it saw the record whose file has not landed
 
 
 def test_a_full_open_of_a_large_store_writes_the_snapshot(tmp_path, monkeypatch):
@@ -415,19 +416,19 @@ def test_rows_held_in_memory_are_compressed_and_each_read_checked(tmp_path):
     store = FileMemoryStore(tmp_path, "packer")
     made = _fill(store, 40)
     held = {e.id: e for e in store.entries(include_archived=True)}
-    state = snapshot.SnapshotState(
+    state = EntryState(
         entries=dict(held),
         problems={},
         ops=None,
-        index=store._index,
-        category_ids=store._category_ids,
+        index=store.state.index,
+        category_ids=store.state.category_ids,
         offset=0,
     )
     data, rows = snapshot.encode_rows("packer", state, {})
     whole = data[rows.start :]
     rows.pack(whole)
     assert rows.blob is None and rows.packed is not None and len(rows.packed) < len(whole) / 2
-    slots = {e.id: store._index.slot(e.id) for e in made}
+    slots = {e.id: store.state.index.slot(e.id) for e in made}
     for entry_id, slot in slots.items():
         start, end = int(rows.offsets[slot]), int(rows.offsets[slot + 1])
         assert rows.raw(slot) == whole[start:end]

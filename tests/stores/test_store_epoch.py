@@ -84,7 +84,7 @@ def test_a_snapshot_written_from_a_stale_state_is_never_used(
     # The interleaving no catch-up can close: the forget and the rewrite land right
     # after the stale store's last catch-up, and it writes its snapshot from what it
     # holds (a dream's maintenance pass does this for a large store).
-    stale._ensure_loaded = lambda: None  # type: ignore[method-assign]
+    stale.storage.catch_up = lambda: None  # type: ignore[method-assign]
     stale.save_snapshot()
 
     fresh = long_term.open(AGENT)
@@ -110,9 +110,9 @@ def test_a_write_from_a_view_of_an_erased_store_is_refused_on_postgres(
     _old(stale)
     forget_whole_agent()
     new = _new(long_term.open(AGENT))
-    stale._ensure_loaded = lambda: None  # type: ignore[method-assign]
+    stale.storage.catch_up = lambda: None  # type: ignore[method-assign]
     with pytest.raises(Conflict, match="erased and made again"):
         stale.create("Written from the stale view")
-    del stale._ensure_loaded
+    del stale.storage.catch_up
     retried = stale.create("Written from the stale view")
     assert {e.id for e in long_term.open(AGENT).entries()} == {*new, retried.id}

@@ -13,7 +13,7 @@ import pytest
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.postgres import memory_store
 from dreamkeeper.stores.postgres.database import Database
-from dreamkeeper.stores.postgres.memory_store import PostgresMemoryStore
+from dreamkeeper.stores.postgres.memory_store import PostgresEntryStorage, PostgresMemoryStore
 from dreamkeeper.stores.search.query import search
 from tests.stores.churn import churn, state
 
@@ -197,7 +197,7 @@ def test_a_compaction_that_fails_does_not_fail_the_write_it_follows(db, monkeypa
     def broken(self):
         raise psycopg.OperationalError("the database went away mid-compaction")
 
-    monkeypatch.setattr(PostgresMemoryStore, "compact_feed", broken)
+    monkeypatch.setattr(PostgresEntryStorage, "compact_feed", broken)
     crossing = writer.create("The write that crossed the mark, Quorvath")
     assert PostgresMemoryStore(db, AGENT).get(crossing.id) == crossing
     assert _feed(db) == (EVERY, 1, EVERY)  # nothing compacted, nothing lost

@@ -119,8 +119,8 @@ def test_a_connection_dropped_mid_hold_commits_nothing_more_and_the_retry_applie
     reader = PostgresMemoryStore(db, AGENT)
     with pytest.raises(psycopg.OperationalError), store.writing():
         first = store.create(NOTE, entry_id="aaaaaaaaaaaa")
-        assert store._hold is not None
-        pid = store._hold.info.backend_pid
+        assert store.storage._hold is not None
+        pid = store.storage._hold.info.backend_pid
         with db.transaction() as conn:  # an operator (or a failover) kills the session
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         store.create(SIMILAR, entry_id="bbbbbbbbbbbb")
@@ -174,7 +174,7 @@ def test_a_store_opens_from_the_snapshot_row_and_catches_up_with_the_feed(db):
     opened = PostgresMemoryStore(db, AGENT)
     assert opened.get(late.id) == late  # the feed after the snapshot was replayed
     assert opened.opened_from_snapshot
-    assert opened._entries.parsed < len(opened._entries)  # entries stay JSON until read
+    assert opened.state.entries.parsed < len(opened.state.entries)  # entries stay JSON until read
     assert opened.get(made[0].id).is_archived
     scratch = PostgresMemoryStore(db, AGENT, snapshots=False)
     for query in ("zebra", "Orion7 project", "bulk note"):
@@ -198,7 +198,7 @@ def test_a_store_opened_from_the_snapshot_row_holds_its_entries_json_compressed(
     opened = PostgresMemoryStore(db, AGENT)
     opened.index()
     assert opened.opened_from_snapshot
-    table = opened._entries
+    table = opened.state.entries
     assert isinstance(table, EntryTable) and table.parsed == 0
     assert all(isinstance(value, int) for value in table._items.values())
     rows = table._rows
@@ -240,7 +240,7 @@ def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -
     """The statements the store's snapshot read sends; `during(n)` runs before the n-th
     slice is read (1 for the second), as another process would act between two."""
     sent: list[str] = []
-    real = store._connection
+    real = store.storage._connection
 
     @contextlib.contextmanager
     def watched():
@@ -259,7 +259,7 @@ def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -
 
             yield Watched()
 
-    monkeypatch.setattr(store, "_connection", watched)
+    monkeypatch.setattr(store.storage, "_connection", watched)
     return sent
 
 

@@ -129,7 +129,7 @@ def _read(db: Database, sealing: Sealing | None, agent: str, embedding_client: A
             for h in search(memory, f"{MARKER} bees Oslo", include_archived=True)
         ],
         "opened_from_snapshot": memory.opened_from_snapshot,
-        "vector": memory._read_vectors(["a" * 12]).get("a" * 12),
+        "vector": memory.storage._read_vectors(["a" * 12]).get("a" * 12),
         "documents": memory.documents.read("dreams/c2.jsonl"),
         "gone": memory.documents.read("dreams/c1.jsonl"),
         "working": sorted((e.key, e.value) for e in working.list().entries),
