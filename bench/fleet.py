@@ -31,11 +31,11 @@ PostgreSQL application name; `--serve-worker`: serve runs a worker too, as befor
      cache (`--open-agents`, 256 by default as serve's own);
   2. the same requests one at a time for `--sequential-seconds` s: the time a request
      takes with nothing queued ahead of it;
-  3. (`--paced-rate`, 100 by default) the same mix arriving at that many requests a
-     second (Poisson), at most `--concurrency` in flight, for `--paced-seconds` s after
-     5 s unrecorded, each timed from when it was due: the latency of a load the host
-     can carry, where a closed loop's latency is only its concurrency over its
-     throughput (Little's law);
+  3. the same mix arriving as a Poisson process at `--paced-share` (0.5) of the requests/s
+     the closed loop carried (or `--paced-rate` requests/s), at most `--concurrency` in
+     flight, for `--paced-seconds` s after 5 s unrecorded, each timed from when it was
+     due: the latency of a load the host can carry, where a closed loop's latency is
+     only its concurrency over its throughput (Little's law);
   4. cold opens: a search on probe agents serve has never opened, one at a time, then
      the same search again;
   5. whole-agent forget of cold probe agents over HTTP (`POST .../forget`) and once with
@@ -555,6 +555,7 @@ class Stage:
     missed: int = 0  # requests to an agent outside serve's cache (a simulated LRU)
     recalled: int = 0  # recalls answered with at least one memory
     cpu: dict[str, float] = field(default_factory=dict)
+    rate_asked: float = 0.0  # an open loop's arrival rate (requests/s); 0: a closed loop
 
     @property
     def errors(self) -> int:
@@ -928,9 +929,13 @@ def drive(
     print(f"  load: {loaded.requests:,} requests recorded", flush=True)
     single = stage(SEED + 1, 1, args.sequential_seconds, 0)
     paced = None
-    if args.paced_rate > 0:
-        paced = stage(SEED + 2, args.concurrency, args.paced_seconds, 5, args.paced_rate)
-        print(f"  paced at {args.paced_rate:g}/s: {paced.requests:,} requests", flush=True)
+    # Paced below what the closed loop carried: above it, an open loop's queue (and so
+    # its latency) grows for as long as it runs, and says nothing more.
+    rate = args.paced_rate or args.paced_share * loaded.requests / loaded.seconds
+    if rate > 0:
+        paced = stage(SEED + 2, args.concurrency, args.paced_seconds, 5, rate)
+        paced.rate_asked = rate
+        print(f"  paced at {rate:.1f}/s: {paced.requests:,} requests", flush=True)
     return loaded, single, paced
 
 
@@ -1174,8 +1179,11 @@ def print_table(results: list[Result]) -> None:
             [pcts(r.paced.latencies[kind]) if r.paced else "-" for r in results],
         )
     row(
-        "recalls/s answered, paced",
-        [f"{r.paced.rate(RECALLS):.1f}" if r.paced else "-" for r in results],
+        "paced: requests/s asked; recalls/s answered",
+        [
+            f"{r.paced.rate_asked:.1f}; {r.paced.rate(RECALLS):.1f}" if r.paced else "-"
+            for r in results
+        ],
     )
     row("recalls/s", [f"{r.loaded.rate(RECALLS):.1f}" for r in results], ">= 150")
     row("saves/s", [f"{r.loaded.rate(['save']):.1f}" for r in results])
@@ -1315,10 +1323,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=15)
     parser.add_argument("--sequential-seconds", type=float, default=15)
     parser.add_argument(
-        "--paced-rate",
+        "--paced-share",
         type=float,
-        default=100,
-        help="requests/s of the open-loop stage after the closed loop (0: none)",
+        default=0.5,
+        help="the open-loop stage's rate as a share of the closed loop's requests/s (0: none)",
+    )
+    parser.add_argument(
+        "--paced-rate", type=float, default=0, help="the open-loop stage's requests/s instead"
     )
     parser.add_argument("--paced-seconds", type=float, default=30)
     parser.add_argument("--zipf", type=float, default=1.0, help="exponent of the agents' draw")

@@ -25,7 +25,7 @@ ROWS = [
     "search p50/p95 ms, one at a time",
     "context p50/p95/p99 ms, paced (open loop)",
     "search p50/p95/p99 ms, paced (open loop)",
-    "recalls/s answered, paced",
+    "paced: requests/s asked; recalls/s answered",
     "recalls/s",
     "saves/s",
     "cold open p50/max ms",
@@ -82,7 +82,7 @@ def test_the_fleet_bench_runs_small_and_reports_every_figure(postgres_cluster, k
     # postgres_cluster: only for its rule (CI fails without a server, elsewhere it skips);
     # the bench starts a durable cluster of its own under kept_dir.
     args = ["--agents", "100", "--memories", "20", "--seconds", "4", "--warmup", "1"]
-    args += ["--sequential-seconds", "2", "--paced-rate", "20", "--paced-seconds", "3"]
+    args += ["--sequential-seconds", "2", "--paced-seconds", "3"]
     args += ["--data-dir", str(kept_dir)]
     run = _bench(*args)
     out = run.stdout
@@ -119,7 +119,7 @@ def test_the_fleet_bench_without_sealing_keeps_plaintext_databases_of_its_own(
     postgres_cluster, kept_dir
 ):
     args = ["--agents", "20", "--memories", "20", "--probes", "4", "--seconds", "2"]
-    args += ["--warmup", "1", "--sequential-seconds", "1", "--paced-rate", "0"]
+    args += ["--warmup", "1", "--sequential-seconds", "1", "--paced-share", "0"]
     args += ["--data-dir", str(kept_dir)]
     run = _bench(*args, "--no-seal")
     out = run.stdout
