@@ -377,6 +377,9 @@ _AUXILIARIES = frozenset(
     "already then since still soon who which that where when currently lately once "
     "never not eventually".split()
 )
+# A bare noun right after one of these is a place the fact happens in, not the attribute
+# it names ("at home", "from home", "in town").
+_ADVERBIAL = frozenset("at from in to into near around outside".split())
 _COPULAS = frozenset("is are was were be been became becomes as".split())
 _DETERMINERS = frozenset("the a an".split())
 # Time words: when a fact became true is no part of its value.
@@ -901,6 +904,8 @@ def _subject_in(sentence: list[_Token]) -> Subject | None:
             continue
         if cue.kind in ("inverse", "verb"):
             owner = _verb_owner(sentence, spans, start, cue)
+        elif start > 0 and sentence[start - 1].low in _ADVERBIAL:
+            continue  # "talks Swahili at home", "works from home": no home's value
         else:
             role = _role_subject(sentence, spans, names, start, cue)
             if role is not None:

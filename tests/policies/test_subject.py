@@ -403,3 +403,17 @@ def test_to_lead_is_the_verb_and_a_lead_stays_a_noun():
     assert not judge(
         _entry("Tom Lund runs Atlas."), "Tom Lund wants to run a marathon.", None
     ).allowed
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # "at home" is where a fact happens, not a home: two people, two facts.
+        ("At home Hugo Sato talks in Swahili.", "At home Li Wei talks in Swahili."),
+        ("Hugo Sato works from home.", "Hugo Sato lives in Porto."),
+        ("Tom Lund is in town this week.", "Tom Lund lives in Lisbon."),
+    ],
+)
+def test_a_bare_noun_after_a_preposition_is_a_place_not_the_attribute(old, new):
+    assert not judge(_entry(old), new, None).allowed
+    assert subject_of(old).attribute != "home"
