@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from dreamkeeper.policies.consolidation import EPHEMERAL_REASON
+from dreamkeeper.policies.merge import exact_duplicate_folds
 from dreamkeeper.stores.contract.feed import JournalAction
 from dreamkeeper.stores.files.memory_store import FileMemoryStore
 from dreamkeeper.stores.longterm.supersede import supersede
@@ -129,6 +130,29 @@ def test_a_fact_true_again_after_its_change_is_no_duplicate(audited):
     assert audited.audit([_acked(first.id, home)]).duplicates == 0
     store.create(home, category="people")  # a second current copy is one
     assert audited.audit([_acked(first.id, home)]).duplicates == 1
+
+
+class _NoLedger:
+    def note(self, step, befores) -> None:
+        pass
+
+
+def test_a_fold_sums_its_copies_once_and_the_audit_counts_them(audited):
+    # The fold's record says "folded 2 exact duplicate(s)"; the copies it summed are its
+    # op's detail in the survivor: a survivor reinforced 3 times is not over its bound.
+    store = audited.store
+    first = store.create(WORK, category="people")
+    for _ in range(2):
+        store.create(WORK, category="people")
+    (fold,) = exact_duplicate_folds(store.entries())
+    store.fold(fold, op="fold-1", reason=f"merged into {first.id}", ledger=_NoLedger())
+    assert store.require(first.id).reinforcement_count == 3
+    audit = audited.audit([_acked(first.id, WORK)])
+    assert audit.over_reinforced == [] and audit.twice_records == []
+    # One more reinforcement than any op explains is reported.
+    bumped = store.require(first.id).model_copy(update={"reinforcement_count": 4})
+    store.put(bumped, action=JournalAction.REINFORCED, reason=None)
+    assert audited.audit([_acked(first.id, WORK)]).over_reinforced
 
 
 def test_files_the_journal_does_not_know(tmp_path):

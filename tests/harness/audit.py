@@ -63,6 +63,9 @@ _ENRICHED = re.compile(r"^enriched into \[([0-9a-f, ]*)\]$")
 _MERGED = re.compile(r"^merged into ([0-9a-f]{12})$")
 _ID_LIST = re.compile(r"[0-9a-f]{12}")
 OP_REASON = re.compile(r"^(save |absorbed |folded exact duplicates |merge of )")
+# A fold's record: "folded N exact duplicate(s)" with the op id (the copies it summed are
+# the op's detail in the survivor's appliedOps); "folded exact duplicates [ids]" before.
+FOLD_REASON = re.compile(r"^folded (exact duplicates |\d+ exact duplicate\(s\))")
 COUNTING_ACTIONS = {"reinforced", "extended", "merged"}
 MAX_DERIVED = 64  # enrichment facts per save the coverage of a retry copy looks through
 
@@ -380,6 +383,15 @@ def _ids(text: str) -> list[str]:
     return _ID_LIST.findall(text)
 
 
+def fold_copies(survivor: MemoryEntry | None, op: str | None) -> list[str]:
+    """The copies a fold `op` summed into `survivor`, from its appliedOps ("merged:a,b");
+    none when the op aged out of them (the bound is then lower, never looser)."""
+    if survivor is None or not op or op not in survivor.applied_ops:
+        return []
+    _, _, detail = survivor.applied_ops[op].partition(":")
+    return [c for c in detail.split(",") if c]
+
+
 def void_writes(records: list[dict]) -> frozenset[int]:
     """Indexes of journaled writes whose file never landed: each `repaired` record voids
     the latest earlier record of the same entry and revision (a retry may then journal
@@ -413,14 +425,17 @@ def check_applied_twice(
             continue
         if action == "created":
             created.add(eid)
-        if action in COUNTING_ACTIONS and OP_REASON.match(reason):
+        op = record.get("op")
+        if action in COUNTING_ACTIONS and op:
+            reasons[(eid, f"op {op}")] += 1  # one op, applied once, whatever its reason
+        elif action in COUNTING_ACTIONS and OP_REASON.match(reason):
             reasons[(eid, reason)] += 1
         if action in ("reinforced", "extended") and reason:
             reinforcing[eid].add(reason)
         elif action == "merged" and reason.startswith("merge of "):
             merge_sources.setdefault(eid, _ids(reason))
-        elif action == "merged" and reason.startswith("folded exact duplicates "):
-            folded[eid].add(tuple(sorted(_ids(reason))))
+        elif action == "merged" and FOLD_REASON.match(reason):
+            folded[eid].add(tuple(sorted(_ids(reason) or fold_copies(entries.get(eid), op))))
     targets, folds = op_ledgers(ops_dir) if ops_dir is not None else ({}, [])
     for op_id, target in targets.items():
         reinforcing[target].add(f"save {op_id}")
