@@ -24,12 +24,14 @@ from dreamkeeper.stores.contract.memory import MemoryStore
 from dreamkeeper.stores.contract.tokens import TokenStore
 from dreamkeeper.stores.contract.working import WorkingMemoryStore
 from dreamkeeper.stores.forget import stores_of
+from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.agent_keys import (
     PostgresAgentKeyStore,
     carry_destroyed,
     carry_key,
     held_keys,
 )
+from dreamkeeper.stores.postgres.change_watch import MEMORY_TIER
 from dreamkeeper.stores.postgres.conversation_memory import PostgresConversationStore
 from dreamkeeper.stores.postgres.database import database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
@@ -54,6 +56,9 @@ class PostgresBackend:
         self.data_dir = None if data_dir is None else Path(data_dir)
         self._sealing: Sealing | None = None
         self._sealing_known = False
+        # Agents whose counter row a check found, with the change signal's token of that
+        # check (`has_agent`).
+        self._known_agents: dict[str, change_watch.Token] = {}
 
     @property
     def sealing(self) -> Sealing | None:
@@ -121,11 +126,28 @@ class PostgresBackend:
             return [str(row[0]) for row in rows.fetchall()]
 
     def has_agent(self, agent_id: str) -> bool:
+        """Whether the agent has a store here. serve asks it on every read, so a yes is
+        given again without a round trip while the change signal says nothing touched
+        the agent's counter row since (stores/postgres/change_watch.py: its insert and
+        its delete notify), the same rule, and the same bound on staleness, as a warm
+        read of the store itself; a forget elsewhere is seen as soon as such a read would
+        see it. A no is always asked again (a first write may create the agent)."""
+        watch = change_watch.watch(self.db)
+        known = self._known_agents.get(agent_id)
+        if known is not None and watch.unchanged(MEMORY_TIER, agent_id, known):
+            return True
+        token = watch.token()
         with self.db.transaction() as conn:
             row = conn.execute(
                 "SELECT 1 FROM dk_memory_agent WHERE agent_id = %s", (agent_id,)
             ).fetchone()
-        return row is not None
+        if row is None:
+            self._known_agents.pop(agent_id, None)
+            return False
+        if len(self._known_agents) >= change_watch.MAX_MARKS:
+            self._known_agents.clear()  # bounded on any fleet: the next checks ask again
+        self._known_agents[agent_id] = token
+        return True
 
     def check_ready(self) -> None:
         # A database that cannot be reached is DatabaseUnavailable from the connection

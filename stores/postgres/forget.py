@@ -34,6 +34,7 @@ from dreamkeeper.stores.forget import (
     destroy_history_keys,
     exported_files,
 )
+from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.agent_keys import destroy_keys
 from dreamkeeper.stores.postgres.database import Database
 from dreamkeeper.stores.postgres.documents import PostgresDocuments
@@ -257,7 +258,13 @@ class PostgresForgetSteps:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(agent_id),))
                     for table, _, _ in AGENT_TABLES:
                         conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))  # noqa: S608
-                    return destroy_keys(conn, agent_id) if keys else []
+                    destroyed = destroy_keys(conn, agent_id) if keys else []
+                # Committed: nothing of this process may answer from before the forget
+                # while its NOTIFY is still on the way (a warm read, `has_agent`).
+                watch = change_watch.watch(self.db)
+                for tier in change_watch.TIERS:
+                    watch.mark(tier, agent_id)
+                return destroyed
             except psycopg.errors.ForeignKeyViolation:
                 # A row of another tier (a document, a turn) sealed with the key committed
                 # after its table was emptied here: nothing was deleted; delete again.

@@ -263,3 +263,58 @@ def test_idle_listener_stops_and_restarts_on_demand(dbs, monkeypatch):
     counted = Counted(reader, monkeypatch)
     store.entries()
     assert counted.n == 0  # restarted on demand, and warm reads skip again
+
+
+# -- whether an agent has a store here (serve asks it on every read) ---------------------
+
+
+def _backend(db: Database, database_url: str):
+    from dreamkeeper.stores.postgres.backend import PostgresBackend
+
+    backend = PostgresBackend(database_url)
+    backend.db = db  # this "process's" database, with its own listener
+    return backend
+
+
+def test_has_agent_asks_once_while_nothing_changes(dbs, database_url, monkeypatch):
+    reader, writer = dbs
+    PostgresMemoryStore(writer, AGENT).create("Trish Roberts lives in Ghent.")
+    backend = _backend(reader, database_url)
+    assert backend.has_agent(AGENT)
+    until(lambda: change_watch.watch(reader).live, "the listener confirmed")
+    assert backend.has_agent(AGENT)  # this check's token was taken while confirmed
+    counted = Counted(reader, monkeypatch)
+    assert all(backend.has_agent(AGENT) for _ in range(5))
+    assert counted.n == 0
+    # An unknown agent is always asked (a first write elsewhere may create it).
+    assert not backend.has_agent("nobody-here")
+    assert not backend.has_agent("nobody-here")
+    assert counted.n == 2
+
+
+def test_an_agent_forgotten_elsewhere_is_unknown_once_its_signal_arrives(dbs, database_url):
+    reader, writer = dbs
+    PostgresMemoryStore(writer, AGENT).create("Trish Roberts lives in Ghent.")
+    backend = _backend(reader, database_url)
+    backend.has_agent(AGENT)
+    until(lambda: change_watch.watch(reader).live, "the listener confirmed")
+    assert backend.has_agent(AGENT)
+    _backend(writer, database_url).forgetting().forget_agent(AGENT)  # another process
+    until(lambda: not backend.has_agent(AGENT), "the forgotten agent unknown")
+
+
+def test_a_forget_of_this_process_is_seen_at_once(dbs, database_url, monkeypatch):
+    reader, _ = dbs
+    PostgresMemoryStore(reader, AGENT).create("Trish Roberts lives in Ghent.")
+    backend = _backend(reader, database_url)
+    watch = change_watch.watch(reader)
+    backend.has_agent(AGENT)
+    until(lambda: watch.live, "the listener confirmed")
+    monkeypatch.setattr(watch, "_live", lambda: True)  # no heartbeat doubt in this test
+    token = watch.token()
+    assert watch.unchanged(change_watch.WORKING_TIER, AGENT, token)
+    backend.forgetting().forget_agent(AGENT)
+    # The agent had no working-memory row, so no NOTIFY names that tier: only the
+    # forget's own marks, made as it committed, say it changed.
+    assert not watch.unchanged(change_watch.WORKING_TIER, AGENT, token)
+    assert not backend.has_agent(AGENT)
