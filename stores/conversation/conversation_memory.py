@@ -128,26 +128,21 @@ class NextTurn:
 
 
 Turns = tuple[tuple[Turn, ...], tuple[Turn, ...]]  # a live session's (archived, retained)
+NextTurnRule = Callable[[SessionHead | None], NextTurn]  # what a session's writer stores
+LiveRule = Callable[[datetime], bool]  # whether a session whose last turn was then is live
 
 
 class ConversationStorage(Protocol):
     """A backend's steps under the shared conversation rules (`ConversationMemory`):
     where an agent's sessions and their turns lie, and each session's writer exclusion."""
 
-    def append(
-        self,
-        session_id: str,
-        retention: Retention,
-        next_turn: Callable[[SessionHead | None], NextTurn],
-    ) -> Turn:
+    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         """Under the session's writer exclusion: read its head (None: no session), ask
         `next_turn` what to store, store it, and keep of the turns before it only
         what `retention` keeps. May ask again (a retried transaction)."""
         ...
 
-    def read(
-        self, session_id: str, retention: Retention, live: Callable[[datetime], bool]
-    ) -> Turns | None:
+    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
         """The session's (archived, retained) turns when `live` holds for its last
         turn's time; None when it does not or there is no session (an expired session's
         turns are never read). The archive may hold more than `retention` keeps."""

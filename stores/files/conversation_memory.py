@@ -26,7 +26,8 @@ from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Turn
 from dreamkeeper.stores.conversation.conversation_memory import (
     ConversationMemory,
     ConversationOptions,
-    NextTurn,
+    LiveRule,
+    NextTurnRule,
     Retention,
     SessionHead,
     Turns,
@@ -162,9 +163,7 @@ class ConversationFiles:
         self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
         return turns
 
-    def read(
-        self, session_id: str, retention: Retention, live: Callable[[datetime], bool]
-    ) -> Turns | None:
+    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
         state = self._session(session_id)
         if state is None or not live(state.last_at):
             return None
@@ -181,12 +180,7 @@ class ConversationFiles:
 
     # -- writes ------------------------------------------------------------------------
 
-    def append(
-        self,
-        session_id: str,
-        retention: Retention,
-        next_turn: Callable[[SessionHead | None], NextTurn],
-    ) -> Turn:
+    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         with self._lock.hold():
             state = self._session(session_id)
             step = next_turn(

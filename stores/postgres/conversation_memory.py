@@ -36,7 +36,8 @@ from dreamkeeper.stores.contract.conversation import Turn
 from dreamkeeper.stores.conversation.conversation_memory import (
     ConversationMemory,
     ConversationOptions,
-    NextTurn,
+    LiveRule,
+    NextTurnRule,
     Retention,
     SessionHead,
     Turns,
@@ -108,9 +109,7 @@ class ConversationRows:
 
     # -- reads -------------------------------------------------------------------------
 
-    def read(
-        self, session_id: str, retention: Retention, live: Callable[[datetime], bool]
-    ) -> Turns | None:
+    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
         # No round trip while the change watch knows the agent's conversations unchanged
         # since this session was last read: the answer is the same but for the idle rule,
         # applied again to the session's last turn time as then read.
@@ -125,7 +124,7 @@ class ConversationRows:
         return found
 
     def _read_live_turns(
-        self, session_id: str, retention: Retention, live: Callable[[datetime], bool]
+        self, session_id: str, retention: Retention, live: LiveRule
     ) -> tuple[datetime | None, Turns | None]:
         """The session's last turn time as stored (None: no session) and its live turns."""
         window = retention.window
@@ -194,12 +193,7 @@ class ConversationRows:
 
     # -- writes ------------------------------------------------------------------------
 
-    def append(
-        self,
-        session_id: str,
-        retention: Retention,
-        next_turn: Callable[[SessionHead | None], NextTurn],
-    ) -> Turn:
+    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         for attempt in range(2):
             try:
                 return self._append_once(session_id, retention, next_turn)
@@ -211,12 +205,7 @@ class ConversationRows:
                 self.sealing.forget_current(self.agent_id)
         raise AssertionError("unreachable")
 
-    def _append_once(
-        self,
-        session_id: str,
-        retention: Retention,
-        next_turn: Callable[[SessionHead | None], NextTurn],
-    ) -> Turn:
+    def _append_once(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         with self.db.transaction() as conn:
             lock_session(conn, self.agent_id, session_id)
             row = conn.execute(
