@@ -71,6 +71,16 @@ def check_turn(session_id: str, role: str, content: str) -> None:
         raise InvalidInput(f"turn is {len(content)} characters: the limit is {MAX_TURN_CHARS}")
 
 
+def stored_turn_mentions(stored: str, mentions: Callable[[str], bool]) -> bool:
+    """Whether a stored turn (its JSON) holds the forgotten text (`stores.forget`): in
+    its content, or anywhere in what is stored (so a turn that does not parse goes too)."""
+    try:
+        content = Turn.model_validate_json(stored).content
+    except ValueError:  # ValidationError is a ValueError
+        content = ""
+    return mentions(content) or mentions(stored)
+
+
 class ConversationOptions(TypedDict, total=False):
     """What a conversation store is opened with besides its place and agent, the same
     for every backend: the clock (`utc_now`), the idle timeout that ends a session

@@ -31,6 +31,7 @@ from dreamkeeper.stores.conversation.conversation_memory import (
     Retention,
     SessionHead,
     Turns,
+    stored_turn_mentions,
     validate_session_id,
 )
 from dreamkeeper.stores.files.agent_files import (
@@ -250,7 +251,7 @@ class ConversationFiles:
                     self._sessions.pop(session_id, None)
                     removed[self._relative(path)] = len(state.turns) - len(kept)
             for path in sorted((self.root / "archive").rglob("*.jsonl")):
-                gone = _rewrite_lines(path, self.agent_root, _turn_text, mentions)
+                gone = _rewrite_archive(path, self.agent_root, mentions)
                 if gone:
                     removed[self._relative(path)] = gone
             self._archives.clear()
@@ -298,21 +299,9 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _turn_text(line: bytes) -> str:
-    try:
-        return Turn.model_validate_json(line).content
-    except ValidationError:
-        return ""
-
-
-def _rewrite_lines(
-    path: Path,
-    within: Path,
-    text_of: Callable[[bytes], str],
-    mentions: Callable[[str], bool],
-) -> int:
-    """Rewrite a JSON Lines file without the lines whose text (parsed, or the raw line
-    when it does not parse) `mentions` the forgotten text; how many went."""
+def _rewrite_archive(path: Path, within: Path, mentions: Callable[[str], bool]) -> int:
+    """Rewrite an archive file without the turns that mention the forgotten text
+    (`stored_turn_mentions`); how many went."""
     for _ in range(8):
         try:
             data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
@@ -322,7 +311,7 @@ def _rewrite_lines(
         kept = [
             line
             for line in lines
-            if not mentions(text_of(line)) and not mentions(line.decode("utf-8", "replace"))
+            if not stored_turn_mentions(line.decode("utf-8", "replace"), mentions)
         ]
         if len(kept) == len(lines):
             return 0

@@ -41,6 +41,7 @@ from dreamkeeper.stores.conversation.conversation_memory import (
     Retention,
     SessionHead,
     Turns,
+    stored_turn_mentions,
 )
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import CONVERSATION_TIER
@@ -290,11 +291,7 @@ class ConversationRows:
                     text = self._text(stored, sealed, key_id)
                 except SealBroken:
                     text = ""
-                try:
-                    content = Turn.model_validate_json(text).content
-                except (ValidationError, ValueError):
-                    content = str(text)
-                if mentions(content) or mentions(str(text)):
+                if stored_turn_mentions(text, mentions):
                     doomed.setdefault(str(session_id), []).append(int(n))
             for session_id, numbers in doomed.items():
                 conn.execute(
