@@ -189,14 +189,15 @@ class ConversationFiles:
                 if state is None
                 else SessionHead(state.started_at, state.last_at, state.next_n)
             )
-            if step.fresh or state is None:
+            if state is None or step.fresh:  # (no session is always a fresh one)
                 # Its archive belonged to a conversation that ended.
                 unlink_within(self._archive_path(session_id), self.agent_root)
                 self._archives.pop(session_id, None)
-                state = _SessionFile(started_at=step.started_at, last_at=step.turn.at, turns=[])
-            turns = [*state.turns, step.turn]
+                earlier, archived_lines = [], 0
+            else:
+                earlier, archived_lines = state.turns, state.archived_lines
+            turns = [*earlier, step.turn]
             evicted, turns = turns[: -retention.retained], turns[-retention.retained :]
-            archived_lines = state.archived_lines
             if evicted:
                 archived_lines = self._append_archive(
                     session_id, evicted, archived_lines, retention
