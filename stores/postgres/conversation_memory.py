@@ -82,7 +82,7 @@ class ConversationRows:
         self.agent_id = agent_id
         self.sealing = sealing
         # session -> (its start, its next turn number, the turns read, the newest one's
-        # stored text): see _read_turns
+        # stored text): see _read_live_turns
         self._read_cache: dict[str, tuple[datetime, int, tuple[Turn, ...], str | None]] = {}
         # session -> (the change watch's token, its last turn time, what `read` found)
         # of the last real read: a warm read skips the round trip (`read`)
