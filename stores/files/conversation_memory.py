@@ -4,7 +4,8 @@
 directories (`sessions/session/blazor-session.json`). Eviction appends to the archive
 before the session file is replaced; a crash between the two can archive a turn twice,
 and readers keep one copy per number. The rules are
-`stores.conversation.conversation_memory`'s."""
+`stores.conversation.conversation_memory`'s (`ConversationMemory`); this module is its
+`ConversationStorage` (`ConversationFiles`)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,18 @@ from pydantic import BaseModel, ValidationError
 
 from dreamkeeper.core.errors import InvalidInput
 from dreamkeeper.core.models import UtcDatetime
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Turn
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
-    ConversationBase,
+    ConversationMemory,
     ConversationOptions,
+    LiveRule,
+    NextTurnRule,
+    Retention,
+    SessionHead,
+    Turns,
+    stored_turn_mentions,
     validate_session_id,
 )
 from dreamkeeper.stores.files.agent_files import (
@@ -61,16 +68,29 @@ class _ArchiveCache:
     turns: tuple[Turn, ...]
 
 
-class FileConversationStore(ConversationBase):
+class FileConversationStore(ConversationMemory):
+    """Conversation memory in `conversations/` files (this module's docstring): the
+    shared rules over `ConversationFiles`."""
+
     def __init__(
         self, data_dir: Path | str, agent_id: str, **options: Unpack[ConversationOptions]
     ) -> None:
-        super().__init__(agent_id, **options)
-        agent_root = Path(data_dir) / "agents" / self.agent_id
-        self.agent_root = agent_root
-        self.root = agent_root / "conversations"
-        self.log = ConversationLog(FileDocuments(AgentFiles(data_dir, agent_id)))
-        self._lock = path_lock(self.root / ".lock", within=agent_root)
+        storage = ConversationFiles(Path(data_dir), validate_agent_id(agent_id))
+        documents = FileDocuments(AgentFiles(data_dir, agent_id))
+        super().__init__(agent_id, storage, documents, **options)
+        self.agent_root = storage.agent_root
+        self.root = storage.root
+
+
+class ConversationFiles:
+    """An agent's sessions as `conversations/` files under one lock file
+    (`stores.conversation.conversation_memory.ConversationStorage`), read through caches
+    keyed by each file's stat, so a reader sees another process's writes."""
+
+    def __init__(self, data_dir: Path, agent_id: str) -> None:
+        self.agent_root = data_dir / "agents" / agent_id
+        self.root = self.agent_root / "conversations"
+        self._lock = path_lock(self.root / ".lock", within=self.agent_root)
         self._sessions: dict[str, tuple[tuple[int, int, int] | None, _SessionFile | None]] = {}
         self._archives: dict[str, _ArchiveCache] = {}
 
@@ -109,18 +129,8 @@ class FileConversationStore(ConversationBase):
         self._sessions[session_id] = (signature, state)
         return state
 
-    def _live(self, session_id: str) -> _SessionFile | None:
-        state = self._session(session_id)
-        if state is None or not self._is_live(state.last_at):
-            return None
-        return state
-
-    def _last_at(self, session_id: str) -> datetime | None:
-        state = self._session(session_id)
-        return None if state is None else state.last_at
-
     def _archive(self, session_id: str) -> tuple[Turn, ...]:
-        """Archived turns; after an append only the new bytes are read."""
+        """Archived turns, one per number; after an append only the new bytes are read."""
         path = self._archive_path(session_id)
         signature = _signature(path) if self._reachable(path) else None
         if signature is None:
@@ -150,61 +160,73 @@ class FileConversationStore(ConversationBase):
             except ValidationError:
                 continue  # a torn line from a crash mid-append
             by_n[turn.n] = turn
-        turns = tuple(by_n[n] for n in sorted(by_n))[-self._max_archived :]
+        turns = tuple(by_n[n] for n in sorted(by_n))
         self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
         return turns
 
-    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
-        state = self._live(session_id)
-        if state is None:
+    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
+        state = self._session(session_id)
+        if state is None or not live(state.last_at):
             return None
         first = state.turns[0].n if state.turns else state.next_n
         archived = tuple(t for t in self._archive(session_id) if t.n < first)
         return archived, tuple(state.turns)
 
-    def _stored_ids(self) -> list[str]:
-        return _stored_ids(self.root / "sessions")
+    def sessions(self) -> dict[str, datetime | None]:
+        found = {}
+        for session_id in _stored_ids(self.root / "sessions"):
+            state = self._session(session_id)
+            found[session_id] = None if state is None else state.last_at
+        return found
 
     # -- writes ------------------------------------------------------------------------
 
-    def _add(self, session_id: str, role: str, content: str) -> Turn:
+    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         with self._lock.hold():
-            now = self.now()
-            state = self._live(session_id)
-            if state is None:
-                # A new or expired session: its archive belonged to a conversation that ended.
+            state = self._session(session_id)
+            step = next_turn(
+                None
+                if state is None
+                else SessionHead(state.started_at, state.last_at, state.next_n)
+            )
+            if state is None or step.fresh:  # (no session is always a fresh one)
+                # Its archive belonged to a conversation that ended.
                 unlink_within(self._archive_path(session_id), self.agent_root)
                 self._archives.pop(session_id, None)
-                state = _SessionFile(started_at=now, last_at=now, turns=[])
-            turn = Turn(n=state.next_n, role=role, content=content, at=now)  # type: ignore[arg-type]
-            turns = [*state.turns, turn]
-            evicted, turns = turns[: -self._max_retained], turns[-self._max_retained :]
-            archived_lines = state.archived_lines
+                earlier, archived_lines = [], 0
+            else:
+                earlier, archived_lines = state.turns, state.archived_lines
+            turns = [*earlier, step.turn]
+            evicted, turns = turns[: -retention.retained], turns[-retention.retained :]
             if evicted:
-                archived_lines = self._append_archive(session_id, evicted, archived_lines)
+                archived_lines = self._append_archive(
+                    session_id, evicted, archived_lines, retention
+                )
             new_state = _SessionFile(
-                started_at=state.started_at,
-                last_at=now,
-                next_n=turn.n + 1,
+                started_at=step.started_at,
+                last_at=step.turn.at,
+                next_n=step.turn.n + 1,
                 archived_lines=archived_lines,
                 turns=turns,
             )
             path = self._session_path(session_id)
             atomic_write_text(path, new_state.model_dump_json(), within=self.agent_root)
             self._sessions[session_id] = (_signature(path), new_state)
-        return turn
+        return step.turn
 
-    def _append_archive(self, session_id: str, evicted: list[Turn], lines: int) -> int:
+    def _append_archive(
+        self, session_id: str, evicted: list[Turn], lines: int, retention: Retention
+    ) -> int:
         path = self._archive_path(session_id)
         for turn in evicted:
             append_line(path, turn.model_dump_json(), within=self.agent_root)
         lines += len(evicted)
-        if self._max_archived <= 0:
+        if retention.archived <= 0:
             unlink_within(path, self.agent_root)
             return 0
-        if lines > self._max_archived + ARCHIVE_SLACK:
+        if lines > retention.archived + ARCHIVE_SLACK:
             data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
-            kept = data.splitlines()[-self._max_archived :]
+            kept = data.splitlines()[-retention.archived :]
             atomic_write_text(
                 path,
                 "\n".join(x.decode("utf-8", "replace") for x in kept) + "\n",
@@ -214,11 +236,8 @@ class FileConversationStore(ConversationBase):
         return lines
 
     def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
-        """Remove every turn that `mentions` the forgotten text (`stores.forget`) from
-        the session files, their archives and the conversation log (live and rotated),
-        expired sessions included; returns, per file (relative to the agent's
-        directory), how many turns went. Turn numbers are kept: the rest of a
-        conversation reads as it did, with the gap."""
+        """Per file (relative to the agent's directory), how many turns went from the
+        session files and their archives."""
         removed: dict[str, int] = {}
         with self._lock.hold():
             for session_id in _stored_ids(self.root / "sessions"):
@@ -233,19 +252,16 @@ class FileConversationStore(ConversationBase):
                     self._sessions.pop(session_id, None)
                     removed[self._relative(path)] = len(state.turns) - len(kept)
             for path in sorted((self.root / "archive").rglob("*.jsonl")):
-                gone = _rewrite_lines(path, self.agent_root, _turn_text, mentions)
+                gone = _rewrite_archive(path, self.agent_root, mentions)
                 if gone:
                     removed[self._relative(path)] = gone
             self._archives.clear()
-            for name, gone in self.log.scrub(mentions).items():
-                removed[name] = gone  # relative to the agent's directory, as the others
         return removed
 
     def _relative(self, path: Path) -> str:
         return str(path.relative_to(self.agent_root))
 
     def clear(self, session_id: str) -> None:
-        validate_session_id(session_id)
         with self._lock.hold():
             unlink_within(self._session_path(session_id), self.agent_root)
             unlink_within(self._archive_path(session_id), self.agent_root)
@@ -284,21 +300,9 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _turn_text(line: bytes) -> str:
-    try:
-        return Turn.model_validate_json(line).content
-    except ValidationError:
-        return ""
-
-
-def _rewrite_lines(
-    path: Path,
-    within: Path,
-    text_of: Callable[[bytes], str],
-    mentions: Callable[[str], bool],
-) -> int:
-    """Rewrite a JSON Lines file without the lines whose text (parsed, or the raw line
-    when it does not parse) `mentions` the forgotten text; how many went."""
+def _rewrite_archive(path: Path, within: Path, mentions: Callable[[str], bool]) -> int:
+    """Rewrite an archive file without the turns that mention the forgotten text
+    (`stored_turn_mentions`); how many went."""
     for _ in range(8):
         try:
             data = safe_json.read_regular(path, MAX_ARCHIVE_READ_BYTES)
@@ -308,7 +312,7 @@ def _rewrite_lines(
         kept = [
             line
             for line in lines
-            if not mentions(text_of(line)) and not mentions(line.decode("utf-8", "replace"))
+            if not stored_turn_mentions(line.decode("utf-8", "replace"), mentions)
         ]
         if len(kept) == len(lines):
             return 0

@@ -1,6 +1,7 @@
 """Conversation memory in PostgreSQL: the `ConversationStore` contract with the file
-backend's rules (`stores.conversation.conversation_memory.ConversationBase`: turn
-validation, the idle rule, the window and its archive), over a session row and its turns.
+backend's rules (`stores.conversation.conversation_memory.ConversationMemory`: turn
+validation, the idle rule, turn numbers, the window and its archive) over
+`ConversationRows`, the `ConversationStorage` of a session row and its turns.
 
 A turn is added in one transaction holding the session's advisory lock (the session row
 may not exist yet, so the lock is on its name): a new or expired session starts afresh
@@ -8,8 +9,8 @@ at turn 1 with its old turns discarded, the turn is inserted with the session's 
 number and the row moved on, and turns older than the window plus `max_archived` are
 deleted — so numbers are never reused within a session and two processes adding turns
 to one session serialize. A read takes the session row, then only the turns added since
-this instance last read (a turn never changes within a session's life). The conversation log is the agent's documents
-(`stores.postgres.documents`).
+this instance last read (a turn never changes within a session's life). The
+conversation log is the agent's documents (`stores.postgres.documents`).
 
 Sealed at rest (`stores.postgres.sealing`): the session row names the data key its turns
 are sealed with; a session begun (or begun again after its idle time) takes the agent's
@@ -23,19 +24,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Unpack
 
 import psycopg
 from pydantic import ValidationError
 
 from dreamkeeper.client.agent_keys import DataKey
+from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import faults
 from dreamkeeper.stores.contract.conversation import Turn
-from dreamkeeper.stores.conversation.conversation_log import ConversationLog
 from dreamkeeper.stores.conversation.conversation_memory import (
-    ConversationBase,
+    ConversationMemory,
     ConversationOptions,
-    validate_session_id,
+    LiveRule,
+    NextTurnRule,
+    Retention,
+    SessionHead,
+    Turns,
+    stored_turn_mentions,
 )
 from dreamkeeper.stores.postgres import change_watch
 from dreamkeeper.stores.postgres.change_watch import CONVERSATION_TIER
@@ -46,7 +52,10 @@ from dreamkeeper.stores.postgres.sealing import TURN, SealBroken, Sealing, witho
 log = logging.getLogger(__name__)
 
 
-class PostgresConversationStore(ConversationBase):
+class PostgresConversationStore(ConversationMemory):
+    """Conversation memory in PostgreSQL rows (this module's docstring): the shared rules
+    over `ConversationRows`."""
+
     def __init__(
         self,
         db: Database,
@@ -55,26 +64,35 @@ class PostgresConversationStore(ConversationBase):
         sealing: Sealing | None = None,
         **options: Unpack[ConversationOptions],
     ) -> None:
-        super().__init__(agent_id, **options)
+        rows = ConversationRows(db, validate_agent_id(agent_id), sealing)
+        documents = PostgresDocuments(db, rows.agent_id, sealing=sealing)
+        super().__init__(agent_id, rows, documents, **options)
         self.db = db
         self.sealing = sealing
-        self.log = ConversationLog(PostgresDocuments(db, self.agent_id, sealing=sealing))
+
+
+class ConversationRows:
+    """An agent's sessions as rows of `dreamkeeper_conversation_sessions` and their turns
+    of `dreamkeeper_conversation_turns`, sealed with the session's data key, each session
+    written under its advisory lock
+    (`stores.conversation.conversation_memory.ConversationStorage`)."""
+
+    def __init__(self, db: Database, agent_id: str, sealing: Sealing | None) -> None:
+        self.db = db
+        self.agent_id = agent_id
+        self.sealing = sealing
         # session -> (its start, its next turn number, the turns read, the newest one's
-        # stored text): see _live_turns
+        # stored text): see _read_live_turns
         self._read_cache: dict[str, tuple[datetime, int, tuple[Turn, ...], str | None]] = {}
-        # session -> (the change watch's token, its last turn time, what _live_turns read)
-        # of the last real read: a warm read skips the round trip (`_live_turns`)
+        # session -> (the change watch's token, its last turn time, what `read` found)
+        # of the last real read: a warm read skips the round trip (`read`)
         self._watch = change_watch.watch(db)
-        self._warm: dict[str, tuple[change_watch.Token, datetime | None, Any]] = {}
+        self._warm: dict[str, tuple[change_watch.Token, datetime | None, Turns | None]] = {}
 
     def _changed(self) -> None:
         """A write of this process committed: no other instance here may skip past it
         while its NOTIFY is on the way (nor this one: its own reads ask again)."""
         self._watch.mark(CONVERSATION_TIER, self.agent_id)
-
-    def _lock(self, conn: psycopg.Connection, session_id: str) -> None:
-        """The session's writer lock, until the transaction ends."""
-        lock_session(conn, self.agent_id, session_id)
 
     def _text(self, turn: str | None, sealed: bytes | None, key_id: str | None) -> str:
         """A turn row's stored JSON, opened when sealed."""
@@ -92,32 +110,32 @@ class PostgresConversationStore(ConversationBase):
 
     # -- reads -------------------------------------------------------------------------
 
-    def _live_turns(self, session_id: str) -> tuple[tuple[Turn, ...], tuple[Turn, ...]] | None:
+    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
         # No round trip while the change watch knows the agent's conversations unchanged
         # since this session was last read: the answer is the same but for the idle rule,
         # applied again to the session's last turn time as then read.
         warm = self._warm.get(session_id)
         if warm is not None and self._watch.unchanged(CONVERSATION_TIER, self.agent_id, warm[0]):
             _, last_at, found = warm
-            return found if last_at is not None and self._is_live(last_at) else None
+            return found if last_at is not None and live(last_at) else None
         self._warm.pop(session_id, None)
         token = self._watch.token()
-        last_at, found = self._read_live_turns(session_id)
+        last_at, found = self._read_live_turns(session_id, retention, live)
         self._warm[session_id] = (token, last_at, found)
         return found
 
     def _read_live_turns(
-        self, session_id: str
-    ) -> tuple[datetime | None, tuple[tuple[Turn, ...], tuple[Turn, ...]] | None]:
+        self, session_id: str, retention: Retention, live: LiveRule
+    ) -> tuple[datetime | None, Turns | None]:
         """The session's last turn time as stored (None: no session) and its live turns."""
-        window = self._max_retained + max(self._max_archived, 0)
+        window = retention.window
         with self.db.transaction() as conn:
             row = conn.execute(
                 "SELECT started_at, last_at, next_n FROM dreamkeeper_conversation_sessions "
                 "WHERE agent_id = %s AND session_id = %s",
                 (self.agent_id, session_id),
             ).fetchone()
-            if row is None or not self._is_live(row[1]):
+            if row is None or not live(row[1]):
                 return (None if row is None else row[1]), None
             started, next_n = row[0], int(row[2])
             # Turns never change once written in a session's life: only those added since
@@ -143,10 +161,10 @@ class PostgresConversationStore(ConversationBase):
             except ValidationError:
                 log.warning("conversation %s: skipped a malformed turn row", self.agent_id)
         self._read_cache[session_id] = (started, next_n, tuple(turns), last_text)
-        first_retained = next_n - self._max_retained
+        first_retained = next_n - retention.retained
         retained = tuple(t for t in turns if t.n >= first_retained)
         archived = tuple(t for t in turns if t.n < first_retained)
-        return row[1], ((archived if self._max_archived > 0 else ()), retained)
+        return row[1], (archived, retained)
 
     def _turns(self, conn: psycopg.Connection, session_id: str, low: int, high: int) -> list[str]:
         """The stored turns numbered from `low` up to (not including) `high`, in order —
@@ -165,30 +183,21 @@ class PostgresConversationStore(ConversationBase):
                 log.warning("conversation %s: skipped a turn row (%s)", self.agent_id, exc)
         return texts
 
-    def _stored_ids(self) -> list[str]:
+    def sessions(self) -> dict[str, datetime | None]:
         with self.db.transaction() as conn:
             rows = conn.execute(
-                "SELECT session_id FROM dreamkeeper_conversation_sessions WHERE agent_id = %s "
-                "ORDER BY session_id",
+                "SELECT session_id, last_at FROM dreamkeeper_conversation_sessions "
+                "WHERE agent_id = %s",
                 (self.agent_id,),
             ).fetchall()
-        return sorted(str(r[0]) for r in rows)
-
-    def _last_at(self, session_id: str) -> datetime | None:
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT last_at FROM dreamkeeper_conversation_sessions "
-                "WHERE agent_id = %s AND session_id = %s",
-                (self.agent_id, session_id),
-            ).fetchone()
-        return None if row is None else row[0]
+        return {str(session_id): last_at for session_id, last_at in rows}
 
     # -- writes ------------------------------------------------------------------------
 
-    def _add(self, session_id: str, role: str, content: str) -> Turn:
+    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         for attempt in range(2):
             try:
-                return self._add_once(session_id, role, content)
+                return self._append_once(session_id, retention, next_turn)
             except psycopg.errors.ForeignKeyViolation:
                 # A new session took the key this process last saw as current, which a
                 # forget retired meanwhile: ask again.
@@ -197,22 +206,30 @@ class PostgresConversationStore(ConversationBase):
                 self.sealing.forget_current(self.agent_id)
         raise AssertionError("unreachable")
 
-    def _add_once(self, session_id: str, role: str, content: str) -> Turn:
+    def _append_once(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
         with self.db.transaction() as conn:
-            self._lock(conn, session_id)
-            now = self.now()
+            lock_session(conn, self.agent_id, session_id)
             row = conn.execute(
                 "SELECT started_at, last_at, next_n, key_id FROM dreamkeeper_conversation_sessions "
                 "WHERE agent_id = %s AND session_id = %s",
                 (self.agent_id, session_id),
             ).fetchone()
-            started, n, key = self._next_turn(conn, session_id, row, now)
-            turn = Turn(n=n, role=role, content=content, at=now)  # type: ignore[arg-type]
+            step = next_turn(None if row is None else SessionHead(row[0], row[1], int(row[2])))
+            turn = step.turn
+            if step.fresh:
+                # A new or expired session: its turns belonged to a conversation that ended.
+                conn.execute(
+                    "DELETE FROM dreamkeeper_conversation_turns "
+                    "WHERE agent_id = %s AND session_id = %s",
+                    (self.agent_id, session_id),
+                )
+            key = self._session_key(conn, session_id, None if step.fresh else row)
+            key_id = None if key is None else key.key_id
             text, sealed = self._turn_row(key, turn)
             conn.execute(
                 "INSERT INTO dreamkeeper_conversation_turns (agent_id, session_id, n, turn, "
                 "sealed, key_id) VALUES (%s, %s, %s, %s, %s, %s)",
-                (self.agent_id, session_id, n, text, sealed, None if key is None else key.key_id),
+                (self.agent_id, session_id, turn.n, text, sealed, key_id),
             )
             faults.crash_point(faults.ROWS_HALF_WRITTEN)
             conn.execute(
@@ -221,52 +238,36 @@ class PostgresConversationStore(ConversationBase):
                 "ON CONFLICT (agent_id, session_id) DO UPDATE SET started_at = "
                 "excluded.started_at, last_at = excluded.last_at, next_n = excluded.next_n, "
                 "key_id = excluded.key_id",
-                (
-                    self.agent_id,
-                    session_id,
-                    started,
-                    now,
-                    n + 1,
-                    None if key is None else key.key_id,
-                ),
+                (self.agent_id, session_id, step.started_at, turn.at, turn.n + 1, key_id),
             )
-            # Past the window and the archive's newest `max_archived`: never read again.
+            # Past the window and the archive's newest `archived`: never read again.
             conn.execute(
                 "DELETE FROM dreamkeeper_conversation_turns WHERE agent_id = %s AND "
                 "session_id = %s AND n <= %s",
-                (self.agent_id, session_id, n - self._max_retained - max(self._max_archived, 0)),
+                (self.agent_id, session_id, turn.n - retention.window),
             )
         self._changed()
         return turn
 
-    def _next_turn(
-        self, conn: psycopg.Connection, session_id: str, row: tuple | None, now: datetime
-    ) -> tuple[datetime, int, DataKey | None]:
-        """The session's start, the next turn's number and the key it is sealed with
-        (`row`: the session's row, None when there is none)."""
-        if row is None or not self._is_live(row[1]):
-            # A new or expired session: its turns belonged to a conversation that ended.
-            conn.execute(
-                "DELETE FROM dreamkeeper_conversation_turns "
-                "WHERE agent_id = %s AND session_id = %s",
-                (self.agent_id, session_id),
-            )
-            return now, 1, None if self.sealing is None else self.sealing.current(self.agent_id)
-        started, n = row[0], int(row[2])
+    def _session_key(
+        self, conn: psycopg.Connection, session_id: str, row: tuple | None
+    ) -> DataKey | None:
+        """The key the session's turns are sealed with (`row`: the live session's row;
+        None when it begins afresh, with the agent's current key)."""
+        if row is None:
+            return None if self.sealing is None else self.sealing.current(self.agent_id)
         if row[3] is not None:
             if self.sealing is None:
                 raise without_key(self.db, "no payload key is configured")
-            return started, n, self.sealing.key(self.agent_id, str(row[3]))
+            return self.sealing.key(self.agent_id, str(row[3]))
         if self.sealing is not None:
             # A live session kept in plaintext so far: sealed now, whole.
-            return started, n, reseal_session(conn, self.sealing, self.agent_id, session_id)
-        return started, n, None
+            return reseal_session(conn, self.sealing, self.agent_id, session_id)
+        return None
 
     def clear(self, session_id: str) -> None:
-        """End the session: its turns and its archive are discarded."""
-        validate_session_id(session_id)
         with self.db.transaction() as conn:
-            self._lock(conn, session_id)
+            lock_session(conn, self.agent_id, session_id)
             for table in ("dreamkeeper_conversation_turns", "dreamkeeper_conversation_sessions"):
                 conn.execute(
                     f"DELETE FROM {table} WHERE agent_id = %s AND session_id = %s",  # noqa: S608
@@ -275,10 +276,8 @@ class PostgresConversationStore(ConversationBase):
         self._changed()
 
     def erase_matching(self, mentions: Callable[[str], bool]) -> dict[str, int]:
-        """Delete every turn row, expired sessions included, that `mentions` the
-        forgotten text (`stores.forget`), in one transaction, then scrub the
-        conversation log (live and rotated); per place, how many turns went. Turn
-        numbers are kept: the rest of a conversation reads as it did, with the gap."""
+        """Delete every turn row that `mentions` the forgotten text in one transaction;
+        per session (`conversation/{session}`), how many went."""
         removed: dict[str, int] = {}
         with self.db.transaction() as conn:
             rows = conn.execute(
@@ -292,11 +291,7 @@ class PostgresConversationStore(ConversationBase):
                     text = self._text(stored, sealed, key_id)
                 except SealBroken:
                     text = ""
-                try:
-                    content = Turn.model_validate_json(text).content
-                except (ValidationError, ValueError):
-                    content = str(text)
-                if mentions(content) or mentions(str(text)):
+                if stored_turn_mentions(text, mentions):
                     doomed.setdefault(str(session_id), []).append(int(n))
             for session_id, numbers in doomed.items():
                 conn.execute(
@@ -306,7 +301,6 @@ class PostgresConversationStore(ConversationBase):
                 )
                 removed[f"conversation/{session_id}"] = len(numbers)
         self._changed()
-        removed.update(self.log.scrub(mentions))
         return removed
 
 
