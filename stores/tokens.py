@@ -48,17 +48,18 @@ PREFIX = "dkt_"
 _TOKEN = re.compile(r"dkt_([0-9a-f]{12})_([A-Za-z0-9_\-]{43})")
 
 
-class Sticky:
+class SeenIssued:
     """A process that once saw tokens issued never forgets it: if the token store and the
-    mark both disappear while it runs, that is damage, not an open server."""
+    mark both disappear while it runs, that is damage, not an open server. Each token
+    store keeps one and passes every snapshot it reads through `check`."""
 
     def __init__(self) -> None:
-        self._seen_issued = False
+        self._seen = False
 
-    def _sticky(self, snapshot: TokenSnapshot, where: str) -> TokenSnapshot:
+    def check(self, snapshot: TokenSnapshot, where: str) -> TokenSnapshot:
         if snapshot.issued:
-            self._seen_issued = True
-        elif self._seen_issued:
+            self._seen = True
+        elif self._seen:
             return replace(
                 snapshot,
                 issued=True,

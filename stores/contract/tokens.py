@@ -115,6 +115,10 @@ class TokenSnapshot:
     def find(self, token_id: str) -> TokenRecord | None:
         return self.records.get(token_id)
 
+    def in_order(self) -> list[TokenRecord]:
+        """Every record, oldest first (what `TokenStore.all` answers)."""
+        return sorted(self.records.values(), key=lambda r: (r.created_at, r.id))
+
 
 class TokenStore(Protocol):
     where: str  # what holds the tokens, for an operator (a path, a table)

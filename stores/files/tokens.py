@@ -17,7 +17,7 @@ from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract.tokens import TokenRecord, TokenSnapshot, TokenStoreDamaged
 from dreamkeeper.stores.files.agent_files import atomic_write_text, path_lock
 from dreamkeeper.stores.files.identity import IDENTITY_FILE, mark_tokens_issued, tokens_issued
-from dreamkeeper.stores.tokens import Sticky
+from dreamkeeper.stores.tokens import SeenIssued
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +27,15 @@ FILE = "tokens.json"
 FILE_VERSION = 1
 
 
-class FileTokenStore(Sticky):
+class FileTokenStore:
     """`{data}/access/tokens.json`, replaced atomically under a lock file; readers keep
     the checked snapshot and read the file again only when it, its directory or the
     store identity changed (a few `lstat`s per request), so a revocation is seen by the
     next request."""
 
     def __init__(self, data_dir: Path | str) -> None:
-        super().__init__()
         self.root = Path(data_dir)
+        self._seen_issued = SeenIssued()
         self.path = self.root / DIR / FILE
         self.where = str(self.path)
         self.public_name = f"{DIR}/{FILE} in the data directory"
@@ -59,7 +59,7 @@ class FileTokenStore(Sticky):
         with self._guard:
             if self._cache is not None and self._cache[0] == stamp:
                 return self._cache[1]
-            found = self._sticky(self._read(), self.where)
+            found = self._seen_issued.check(self._read(), self.where)
             if found.damage and (self._cache is None or self._cache[1].damage != found.damage):
                 log.error("access tokens damaged: %s", found.damage)
             self._cache = (stamp, found)
@@ -132,7 +132,7 @@ class FileTokenStore(Sticky):
         return self.snapshot().find(token_id)
 
     def all(self) -> list[TokenRecord]:
-        return sorted(self.snapshot().records.values(), key=lambda r: (r.created_at, r.id))
+        return self.snapshot().in_order()
 
     def revoke(self, token_id: str, at: datetime) -> TokenRecord | None:
         with self._lock.hold():

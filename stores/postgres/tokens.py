@@ -25,7 +25,7 @@ import psycopg_pool
 from dreamkeeper.core.errors import InvalidInput, Unavailable
 from dreamkeeper.stores.contract.tokens import TokenRecord, TokenSnapshot, TokenStoreDamaged
 from dreamkeeper.stores.postgres.database import Database
-from dreamkeeper.stores.tokens import Sticky
+from dreamkeeper.stores.tokens import SeenIssued
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,10 @@ FROM t
 _MARK = "UPDATE dreamkeeper_store SET tokens_issued_at = coalesce(tokens_issued_at, now())"
 
 
-class PostgresTokenStore(Sticky):
+class PostgresTokenStore:
     def __init__(self, db: Database) -> None:
-        super().__init__()
         self.db = db
+        self._seen_issued = SeenIssued()
         self.where = f"the {TABLE} table of the database at {db.location}"
         self.public_name = f"the database's {TABLE} table"
         self._cache: tuple[Any, TokenSnapshot] | None = None
@@ -81,7 +81,7 @@ class PostgresTokenStore(Sticky):
         return self._keep((marked, len(rows), digest), found)
 
     def _keep(self, key: Any, found: TokenSnapshot) -> TokenSnapshot:
-        found = self._sticky(found, self.where)
+        found = self._seen_issued.check(found, self.where)
         with self._guard:
             before = self._cache[1].damage if self._cache is not None else None
             if found.damage and found.damage != before:
@@ -109,7 +109,7 @@ class PostgresTokenStore(Sticky):
         return self.snapshot().find(token_id)
 
     def all(self) -> list[TokenRecord]:
-        return sorted(self.snapshot().records.values(), key=lambda r: (r.created_at, r.id))
+        return self.snapshot().in_order()
 
     def revoke(self, token_id: str, at: datetime) -> TokenRecord | None:
         with self.db.transaction() as conn:
