@@ -38,9 +38,10 @@ one object a store keeps current from its feed) and gets one back: this module k
 format, never the store's insides.
 
 Layout: `DKSNAP1\\n`, the header length (uint64 LE), the header (JSON: version, agent,
-offset, journal hashes, CRC, counts, the category order, the index's shape and scalars,
-and each section's offset and length), then the sections, each 8-byte aligned, the
-entries' JSON last.
+offset, journal hashes, counts, the category order, the index's shape and scalars, each
+section's offset and length, and a CRC-32 of all those values and of every section but
+the entries' JSON), then the sections, each 8-byte aligned, the entries' JSON last (each
+entry with its own CRC-32, checked when it is read).
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ from dreamkeeper.stores.search.bm25 import BM25Index
 
 SNAPSHOT = ("index-snapshot.bin",)  # where a file store keeps it, in the agent's directory
 MAGIC = b"DKSNAP1\n"
-VERSION = 2  # 2: entries read from the file when first needed, each with its CRC-32
+# 2: entries read from the file when first needed, each with its CRC-32; 3: the header's
+# values are under the checksum too (a version 2 snapshot is refused and written again).
+VERSION = 3
 MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
 
 
@@ -113,17 +116,17 @@ def encode_rows(
         "entry_json": b"".join(raw),
     }
     layout, body = _laid_out(sections)
-    header = {
+    header: dict[str, Any] = {
         "version": VERSION,
         "agent": agent_id,
         "offset": state.offset,
         "journal": marks,
-        "crc": zlib.crc32(memoryview(body)[: layout["entry_json"][0]]),
         "entries": len(order),
         "index": shape,
         "categories": [[c, cid] for c, cid in state.category_ids.items()],
         "sections": layout,
     }
+    header["crc"] = _checksum(header, memoryview(body)[: layout["entry_json"][0]])
     head = json.dumps(header, separators=(",", ":")).encode()
     prefix = MAGIC + struct.pack("<Q", len(head)) + head
     prefix += b"\0" * (-len(prefix) % 8)
@@ -166,6 +169,14 @@ def _laid_out(sections: dict[str, bytes]) -> tuple[dict[str, list[int]], bytearr
         layout[name] = [len(body), len(data)]
         body += data
     return layout, body
+
+
+def _checksum(header: dict[str, Any], covered: memoryview) -> int:
+    """The CRC-32 of the header's values (all but this checksum) and of the body before
+    the entries' JSON. The header is covered too: a changed digit in a section's offset, a
+    count or a category id would read other, intact bytes as a valid-looking index."""
+    values = json.dumps({k: v for k, v in header.items() if k != "crc"}, separators=(",", ":"))
+    return zlib.crc32(covered, zlib.crc32(values.encode()))
 
 
 def _json(entry: Any) -> bytes:
@@ -214,17 +225,18 @@ def decode(
     header, base = _header(data)
     if header.get("version") != VERSION or header.get("agent") != agent_id:
         raise Refused("another version or agent")
-    offset = header["offset"]
-    if not isinstance(offset, int) or offset < 0:
-        raise Refused("its offset is not a feed offset")
-    accept(offset, header["journal"])
     body = memoryview(data)[base:]
     try:
         json_start, json_length = header["sections"]["entry_json"]
         if json_start < 0 or json_start + json_length != len(body):
             raise Refused("torn file")
-        if zlib.crc32(body[:json_start]) != header["crc"]:
+        # Before anything of the header is used: its values are under the checksum.
+        if _checksum(header, body[:json_start]) != header.get("crc"):
             raise Refused("checksum mismatch (a corrupt or torn file)")
+        offset = header["offset"]
+        if not isinstance(offset, int) or offset < 0:
+            raise Refused("its offset is not a feed offset")
+        accept(offset, header["journal"])
         return _restore(header, body, base, source)
     except ValueError as exc:
         raise Refused(str(exc)) from None

@@ -4,6 +4,7 @@ opened from the files, and a missing, corrupt or stale cache is refused, never t
 from __future__ import annotations
 
 import os
+import struct
 from datetime import timedelta
 
 import numpy as np
@@ -172,7 +173,11 @@ def test_erase_on_a_store_opened_from_its_snapshot_reads_no_entry_file(tmp_path,
 
     rows.fallback = no_fallback
     assert opened.erase([made[9].id]) == [made[9].id]
-    assert not (tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]).exists()
+    # The snapshot that held the entry is gone; one written after the erase (a store
+    # of at least snapshot.MIN_ENTRIES writes one) holds neither its text nor its id.
+    snap = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    left = snap.read_bytes() if snap.exists() else b""
+    assert made[9].content.encode() not in left and made[9].id.encode() not in left
     assert made[9].id not in {e.id for e in opened.entries(include_archived=True)}
     assert _state(opened) == _state(_from_files(tmp_path))
 
@@ -254,6 +259,29 @@ def test_any_changed_byte_in_the_snapshot_is_refused_or_harmless(tmp_path, posit
     data[int(position * len(data))] ^= value
     path.write_bytes(bytes(data))
     assert _state(FileMemoryStore(tmp_path, "a")) == _state(_from_files(tmp_path))
+
+
+def test_every_changed_digit_of_the_header_is_refused(tmp_path):
+    # The header's values (section offsets, counts, scalars, category ids) are under the
+    # checksum: "df_all" read 100 bytes further on was a valid-looking, wrong index.
+    store = FileMemoryStore(tmp_path, "a")
+    _fill(store, 40)
+    assert store.save_snapshot()
+    path = tmp_path / "agents" / "a" / snapshot.SNAPSHOT[0]
+    clean = path.read_bytes()
+    start = len(snapshot.MAGIC) + 8
+    (length,) = struct.unpack_from("<Q", clean, len(snapshot.MAGIC))
+    digits = [i for i in range(start, start + length) if clean[i : i + 1].isdigit()]
+    assert len(digits) > 100
+    expected = _state(_from_files(tmp_path))
+    for i in digits:
+        data = bytearray(clean)
+        data[i] ^= 1  # "4" <-> "5", "8" <-> "9", ...
+        path.write_bytes(bytes(data))
+        opened = _open(tmp_path)
+        assert not opened.opened_from_snapshot, (i, clean[i - 20 : i + 20])
+    path.write_bytes(clean)
+    assert _state(_open(tmp_path)) == expected
 
 
 def test_a_snapshot_of_a_replaced_journal_is_refused(tmp_path, snapped):
