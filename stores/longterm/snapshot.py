@@ -69,7 +69,11 @@ MAGIC = b"DKSNAP1\n"
 # 2: entries read from the file when first needed, each with its CRC-32; 3: the header's
 # values are under the checksum too (a version 2 snapshot is refused and written again).
 VERSION = 3
-MIN_ENTRIES = 1_000  # a full open of at least this many entries writes a snapshot
+# A full open of at least this many entries writes a snapshot. Small stores too: a store
+# of 200 entries opened on PostgreSQL in 26.5 ms rebuilding its index (tokenizing every
+# entry) and in 4.9 ms from its snapshot row (sealed, same run), and a fleet's serve opens
+# its cold agents on every request outside its cache.
+MIN_ENTRIES = 100
 
 
 class Unwritable(OSError):

@@ -384,7 +384,8 @@ class PostgresEntryStorage:
             self.state.problems[key] = reason
             self.state.forget(entry_id)
             return
-        self.state.problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
+        if self.state.problems:  # (a Path per entry of a full load otherwise)
+            self.state.problems.pop(Path("dk_memory", self.agent_id, entry_id), None)
         self.state.install(entry)
 
     def _open(
