@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -538,8 +539,10 @@ class PostgresEntryStorage:
 
             try:
                 sealed, key_id = row
-                data = sealed if key_id is None else self._open(key_id, SNAPSHOT, sealed)
+                packed = sealed if key_id is None else self._open(key_id, SNAPSHOT, sealed)
                 del sealed, row  # the plaintext is what is decoded: one copy less held
+                data = zlib.decompress(packed)
+                del packed
                 state = snapshot.decode(self.agent_id, data, accept)
             except SealedWithoutKey:
                 raise
@@ -588,7 +591,9 @@ class PostgresEntryStorage:
                 marks = self._marks(conn, self.state.offset, self._epoch)
                 if not marks["row"]:
                     return False  # its feed row was compacted meanwhile: useless to anyone
-                data = snapshot.encode(self.agent_id, state, marks)
+                # Compressed before it is sealed (sealed bytes do not compress): a row is
+                # then about a third of the entries' JSON and index it holds.
+                data = zlib.compress(snapshot.encode(self.agent_id, state, marks), 1)
                 # Sealed like the rows it quotes: with the store's key, or, for a store
                 # still in plaintext, the agent's current one (it is written now).
                 key = self._key(row[1])
