@@ -36,7 +36,8 @@ retried the way a careful caller would (same content; the same entry id too when
 
 After the last kill it waits (at most `--drain-cap` seconds) until no workflow is
 running — answering, as an operator would, a consolidation that holds changes for
-approval (the weekly prune cap: rejected, so never applied, and reported) — then audits every agent's store (`tests.harness.audit`: from disk, or through
+approval (the weekly prune cap: rejected, so never applied, and reported) — then
+audits every agent's store (`tests.harness.audit`: from disk, or through
 the store contract from the database) and the workflow list (`audit_workflows`), and
 prints one table: acknowledged saves; those with no live copy covering them; duplicate
 live entries; files (rows) without a journal (change-feed) record, and those whose
