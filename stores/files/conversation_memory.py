@@ -23,17 +23,7 @@ from dreamkeeper.core.models import UtcDatetime
 from dreamkeeper.core.validation import validate_agent_id
 from dreamkeeper.stores import safe_json
 from dreamkeeper.stores.contract.conversation import MAX_TURN_CHARS, Turn
-from dreamkeeper.stores.conversation.conversation_memory import (
-    ConversationMemory,
-    ConversationOptions,
-    LiveRule,
-    NextTurnRule,
-    Retention,
-    SessionHead,
-    Turns,
-    stored_turn_mentions,
-    validate_session_id,
-)
+from dreamkeeper.stores.conversation import conversation_memory as rules
 from dreamkeeper.stores.files.agent_files import (
     AgentFiles,
     append_line,
@@ -68,12 +58,12 @@ class _ArchiveCache:
     turns: tuple[Turn, ...]
 
 
-class FileConversationStore(ConversationMemory):
+class FileConversationStore(rules.ConversationMemory):
     """Conversation memory in `conversations/` files (this module's docstring): the
     shared rules over `ConversationFiles`."""
 
     def __init__(
-        self, data_dir: Path | str, agent_id: str, **options: Unpack[ConversationOptions]
+        self, data_dir: Path | str, agent_id: str, **options: Unpack[rules.ConversationOptions]
     ) -> None:
         storage = ConversationFiles(Path(data_dir), validate_agent_id(agent_id))
         documents = FileDocuments(AgentFiles(data_dir, agent_id))
@@ -164,7 +154,9 @@ class ConversationFiles:
         self._archives[session_id] = _ArchiveCache(signature, offset + end, by_n, turns)
         return turns
 
-    def read(self, session_id: str, retention: Retention, live: LiveRule) -> Turns | None:
+    def read(
+        self, session_id: str, retention: rules.Retention, live: rules.LiveRule
+    ) -> rules.Turns | None:
         state = self._session(session_id)
         if state is None or not live(state.last_at):
             return None
@@ -181,13 +173,15 @@ class ConversationFiles:
 
     # -- writes ------------------------------------------------------------------------
 
-    def append(self, session_id: str, retention: Retention, next_turn: NextTurnRule) -> Turn:
+    def append(
+        self, session_id: str, retention: rules.Retention, next_turn: rules.NextTurnRule
+    ) -> Turn:
         with self._lock.hold():
             state = self._session(session_id)
             step = next_turn(
                 None
                 if state is None
-                else SessionHead(state.started_at, state.last_at, state.next_n)
+                else rules.SessionHead(state.started_at, state.last_at, state.next_n)
             )
             if state is None or step.fresh:  # (no session is always a fresh one)
                 # Its archive belonged to a conversation that ended.
@@ -215,7 +209,7 @@ class ConversationFiles:
         return step.turn
 
     def _append_archive(
-        self, session_id: str, evicted: list[Turn], lines: int, retention: Retention
+        self, session_id: str, evicted: list[Turn], lines: int, retention: rules.Retention
     ) -> int:
         path = self._archive_path(session_id)
         for turn in evicted:
@@ -271,7 +265,7 @@ class ConversationFiles:
 
 def _nested(base: Path, session_id: str, suffix: str) -> Path:
     """`base/seg/…/last{suffix}`, from the validated segments only."""
-    *dirs, last = validate_session_id(session_id).split("/")
+    *dirs, last = rules.validate_session_id(session_id).split("/")
     return base.joinpath(*dirs, last + suffix)
 
 
@@ -286,7 +280,7 @@ def _stored_ids(base: Path) -> list[str]:
                 continue
             candidate = "/".join([*relative, name[: -len(".json")]])
             try:
-                ids.append(validate_session_id(candidate))
+                ids.append(rules.validate_session_id(candidate))
             except InvalidInput:
                 continue
     return sorted(ids)
@@ -312,7 +306,7 @@ def _rewrite_archive(path: Path, within: Path, mentions: Callable[[str], bool]) 
         kept = [
             line
             for line in lines
-            if not stored_turn_mentions(line.decode("utf-8", "replace"), mentions)
+            if not rules.stored_turn_mentions(line.decode("utf-8", "replace"), mentions)
         ]
         if len(kept) == len(lines):
             return 0
