@@ -5,7 +5,8 @@ from __future__ import annotations
 from temporalio import activity
 
 from dreamkeeper.activities.stores import StoreRegistry
-from dreamkeeper.core.payloads import SearchHitPayload, SearchInput, SearchOutput
+from dreamkeeper.core.api import Hit
+from dreamkeeper.core.payloads import SearchInput, SearchOutput
 from dreamkeeper.stores.search.query import search
 
 
@@ -27,6 +28,6 @@ class SearchActivities:
                 limit=inp.limit,
             )
         return SearchOutput(
-            hits=[SearchHitPayload(entry=h.entry, score=h.score) for h in hits],
+            hits=[Hit(entry=h.entry, score=h.score) for h in hits],
             served_by=self._stores.identity.store_id,
         )

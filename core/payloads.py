@@ -8,8 +8,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from dreamkeeper.core.api import Hit
 from dreamkeeper.core.dream_plan import PlannedDecay
-from dreamkeeper.core.models import MemoryEntry
 
 
 class DedupOutcome(StrEnum):
@@ -244,11 +244,6 @@ class SearchInput(BaseModel):
     limit: int = Field(default=20, ge=1, le=1_000)
 
 
-class SearchHitPayload(BaseModel):
-    entry: MemoryEntry
-    score: float | None = None
-
-
 class SearchOutput(BaseModel):
-    hits: list[SearchHitPayload] = Field(default_factory=list)
+    hits: list[Hit] = Field(default_factory=list)  # as the HTTP search answers them
     served_by: str = ""  # the worker's store id: where the search ran
