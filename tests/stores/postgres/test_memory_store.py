@@ -236,6 +236,44 @@ def test_a_full_open_of_a_large_agent_writes_its_snapshot(db):
     assert again.opened_from_snapshot
 
 
+def _snapshot_row_bytes(db: Database) -> bytes:
+    with db.transaction() as conn:
+        (data,) = conn.execute(
+            "SELECT data FROM dk_memory_cache WHERE agent_id = %s", (AGENT,)
+        ).fetchone()
+    return bytes(data)
+
+
+@pytest.mark.parametrize("compress_up_to", [memory_store.COMPRESS_UP_TO, 0])
+def test_a_snapshot_row_is_compressed_up_to_a_size_and_opens_either_way(
+    db, monkeypatch, compress_up_to
+):
+    monkeypatch.setattr(memory_store, "COMPRESS_UP_TO", compress_up_to)
+    writer = PostgresMemoryStore(db, AGENT)
+    made = writer.create_many(
+        [NewEntry(f"Bulk note {i} about Orion{i}.", category="bulk") for i in range(60)]
+    )
+    assert writer.save_snapshot()
+    row = _snapshot_row_bytes(db)
+    plain = snapshot.MAGIC in row[:16]
+    assert plain == (compress_up_to == 0)  # the store is not sealed: the row is readable
+    opened = PostgresMemoryStore(db, AGENT)
+    assert sorted(e.id for e in opened.entries()) == sorted(e.id for e in made)
+    assert opened.opened_from_snapshot
+
+
+def test_a_compressed_row_that_lies_about_its_length_is_not_used(db):
+    writer = PostgresMemoryStore(db, AGENT)
+    writer.create_many([NewEntry(f"Bulk note {i}.", category="bulk") for i in range(20)])
+    assert writer.save_snapshot()
+    row = bytearray(_snapshot_row_bytes(db))
+    row[4:12] = (int.from_bytes(row[4:12], "little") + 1).to_bytes(8, "little")
+    with db.transaction() as conn:
+        conn.execute("UPDATE dk_memory_cache SET data = %s WHERE agent_id = %s", (row, AGENT))
+    opened = PostgresMemoryStore(db, AGENT)
+    assert len(opened.entries()) == 20 and not opened.opened_from_snapshot
+
+
 def _snapshot_statements(monkeypatch, store: PostgresMemoryStore, during=None) -> list[str]:
     """The statements the store's snapshot read sends; `during(n)` runs before the n-th
     slice is read (1 for the second), as another process would act between two."""
